@@ -1,0 +1,35 @@
+"""graphc: a TensorFlow-1.x-style graph compiler. `import graphc as gc`."""
+from graphc import errors, dtypes  # noqa: F401
+from graphc.dtypes import (DType, as_dtype, bool, double, float16, float32, float64,  # noqa: F401
+                           half, int8, int16, int32, int64, string, uint8)
+from graphc.framework.graph import (Graph, GraphKeys, Operation, Tensor,  # noqa: F401
+                                    add_to_collection, add_to_collections, control_dependencies,
+                                    device, get_collection, get_collection_ref,
+                                    get_default_graph, name_scope, reset_default_graph)
+from graphc.framework.tensor_shape import Dimension, TensorShape, dimension_value  # noqa: F401
+from graphc.ops import tensor_operators  # noqa: F401  (x + y, x[1:], ...)
+from graphc.ops.constant_ops import (constant, convert_to_tensor, placeholder,  # noqa: F401
+                                     placeholder_with_default)
+from graphc.ops.control_flow_ops import (add_check_numerics_ops, check_numerics,  # noqa: F401
+                                         group, identity, no_op, tuple)
+from graphc.ops.random_ops import (random_normal, random_uniform, set_random_seed,  # noqa: F401
+                                   truncated_normal)
+from graphc.ops.math_ops import *  # noqa: F401,F403
+from graphc.ops.array_ops import *  # noqa: F401,F403
+from graphc.init_ops import *  # noqa: F401,F403
+from graphc.variables import (Variable, assign, assign_add, assign_sub,  # noqa: F401
+                              global_variables, global_variables_initializer,
+                              is_variable_initialized, local_variables,
+                              local_variables_initializer, model_variables,
+                              report_uninitialized_variables, trainable_variables,
+                              variables_initializer)
+from graphc.variable_scope import (AUTO_REUSE, VariableScope, get_variable,  # noqa: F401
+                                   get_variable_scope, variable_scope)
+from graphc.gradients import gradients  # noqa: F401
+from graphc.session import (ConfigProto, InteractiveSession, Session,  # noqa: F401
+                            get_default_session)
+from graphc import debugging, nn, layers, losses, train  # noqa: F401,E402
+
+initializers = init_ops
+random = __import__("graphc.ops.random_ops", fromlist=["x"])
+__version__ = "0.1.0"

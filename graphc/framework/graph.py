@@ -1,0 +1,448 @@
+"""Graph, Operation and Tensor: the static dataflow graph a user builds.
+
+A Graph is append-only: an op's inputs and control inputs always exist before it,
+so creation order (`Operation._id`) is a topological order.
+"""
+import contextlib
+import linecache
+import os
+import re
+import sys
+import threading
+
+from graphc import dtypes
+from graphc.framework.op_def import get_op_def
+from graphc.framework.tensor_shape import TensorShape, as_shape
+
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_SKIP_DIRS = (_PACKAGE_DIR + os.sep, os.path.dirname(contextlib.__file__) + os.sep + "contextlib")
+
+
+def user_frame():
+    """(filename, lineno, function) of the innermost caller outside graphc, or None."""
+    f = sys._getframe(1)
+    while f is not None:
+        fn = f.f_code.co_filename
+        if not fn.startswith(_SKIP_DIRS):
+            return (fn, f.f_lineno, f.f_code.co_name)
+        f = f.f_back
+    return None
+
+
+def format_location(loc):
+    if loc is None:
+        return "<unknown location>"
+    fn, line, func = loc
+    text = linecache.getline(fn, line).strip()
+    return f'File "{fn}", line {line}, in {func}' + (f"\n    {text}" if text else "")
+
+
+class Tensor:
+    """The symbolic value of one output of an Operation."""
+
+    def __init__(self, op, value_index, shape, dtype):
+        self._op = op
+        self._value_index = value_index
+        self._shape = as_shape(shape)
+        self._dtype = dtypes.as_dtype(dtype)
+
+    op = property(lambda self: self._op)
+    value_index = property(lambda self: self._value_index)
+    dtype = property(lambda self: self._dtype)
+    graph = property(lambda self: self._op.graph)
+    name = property(lambda self: f"{self._op.name}:{self._value_index}")
+    shape = property(lambda self: self._shape)
+    device = property(lambda self: self._op.device)
+
+    def get_shape(self):
+        return self._shape
+
+    def set_shape(self, shape):
+        self._shape = self._shape.merge_with(as_shape(shape))
+
+    def consumers(self):
+        return [op for op in self.graph.get_operations() if self in op.inputs]
+
+    def eval(self, feed_dict=None, session=None):
+        from graphc.session import _session_for
+        return _session_for(session, self.graph).run(self, feed_dict)
+
+    def __repr__(self):
+        return f"<gc.Tensor '{self.name}' shape={self._shape} dtype={self._dtype.name}>"
+
+    __str__ = __repr__
+
+    def __hash__(self):
+        return id(self)
+
+    def __eq__(self, other):  # TF1 graph tensors compare by identity
+        return self is other
+
+    def __bool__(self):
+        raise TypeError("Using a `gc.Tensor` as a Python `bool` is not allowed. "
+                        "Use `if t is not None:` or a graph op such as gc.where.")
+
+    def __len__(self):
+        n = self._shape[0].value if self._shape.ndims else None
+        if n is None:
+            raise TypeError(f"len() of tensor {self.name} with unknown first dimension")
+        return n
+
+    def __iter__(self):
+        n = len(self)
+        for i in range(n):
+            yield self[i]
+
+    __array_priority__ = 100  # so numpy_array + tensor defers to Tensor.__radd__
+
+    @staticmethod
+    def _override_operator(name, fn):
+        setattr(Tensor, name, fn)
+
+
+class Operation:
+    """A node of the graph: type, inputs, attrs, outputs, control inputs."""
+
+    def __init__(self, graph, op_type, name, inputs, attrs, control_inputs, out_specs):
+        self.graph = graph
+        self.type = op_type
+        self.name = name
+        self._inputs = tuple(inputs)
+        self.attrs = dict(attrs or {})
+        self._control_inputs = list(control_inputs)
+        self.outputs = [Tensor(self, i, s, d) for i, (s, d) in enumerate(out_specs)]
+        self._id = graph._next_id()
+        self.location = user_frame()
+        self.forward_op = graph._forward_op_stack[-1] if graph._forward_op_stack else None
+        self.device = graph._device_stack[-1] if graph._device_stack else ""
+
+    inputs = property(lambda self: self._inputs)
+    control_inputs = property(lambda self: list(self._control_inputs))
+    op_def = property(lambda self: get_op_def(self.type))
+
+    def get_attr(self, name):
+        return self.attrs[name]
+
+    def _add_control_input(self, op):
+        if op not in self._control_inputs:
+            self._control_inputs.append(op)
+
+    def run(self, feed_dict=None, session=None):
+        from graphc.session import _session_for
+        _session_for(session, self.graph).run(self, feed_dict)
+
+    def describe(self):
+        """Name, type and creation site, for error messages."""
+        s = f"'{self.name}' (op: '{self.type}'), created at:\n  {format_location(self.location)}"
+        if self.forward_op is not None:
+            f = self.forward_op
+            s += (f"\n  This op is part of the gradient of '{f.name}' (op: '{f.type}'), created at:"
+                  f"\n  {format_location(f.location)}")
+        return s
+
+    def __repr__(self):
+        return f"<gc.Operation '{self.name}' type={self.type}>"
+
+    def __hash__(self):
+        return id(self)
+
+    def __eq__(self, other):
+        return self is other
+
+
+class GraphKeys:
+    GLOBAL_VARIABLES = "variables"
+    LOCAL_VARIABLES = "local_variables"
+    TRAINABLE_VARIABLES = "trainable_variables"
+    MODEL_VARIABLES = "model_variables"
+    UPDATE_OPS = "update_ops"
+    LOSSES = "losses"
+    REGULARIZATION_LOSSES = "regularization_losses"
+    GLOBAL_STEP = "global_step"
+    SUMMARIES = "summaries"
+    TRAIN_OP = "train_op"
+    MOVING_AVERAGE_VARIABLES = "moving_average_variables"
+
+
+class Graph:
+    def __init__(self):
+        self._ops = []
+        self._ops_by_name = {}
+        self._names_in_use = {}
+        self._name_stack = ""
+        self._control_stack = []   # list of lists of ops; None entry clears outer ones
+        self._forward_op_stack = []
+        self._device_stack = []
+        self._collections = {}
+        self._finalized = False
+        self._last_id = 0
+        self.seed = None
+        self._variable_scope_state = None  # owned by graphc.variable_scope
+        self._lock = threading.Lock()
+        self.version = 0
+
+    def _next_id(self):
+        self._last_id += 1
+        return self._last_id
+
+    # ----------------------------------------------------------------- default graph
+    @contextlib.contextmanager
+    def as_default(self):
+        _default_graph_stack.append(self)
+        try:
+            yield self
+        finally:
+            _default_graph_stack.pop()
+
+    # ----------------------------------------------------------------------- names
+    def unique_name(self, name, mark_as_used=True):
+        if self._name_stack:
+            name = self._name_stack + "/" + name
+        key = name.lower()
+        i = self._names_in_use.get(key, 0)
+        if mark_as_used:
+            self._names_in_use[key] = i + 1
+        if i > 0:
+            base = name
+            while f"{base}_{i}".lower() in self._names_in_use:
+                i += 1
+            name = f"{base}_{i}"
+            if mark_as_used:
+                self._names_in_use[name.lower()] = 1
+        return name
+
+    def get_name_scope(self):
+        return self._name_stack
+
+    @contextlib.contextmanager
+    def name_scope(self, name):
+        """TF1 semantics: a new unique scope, "a/" re-enters scope "a", None or "" the root."""
+        old = self._name_stack
+        if not name:
+            new = ""
+        elif name.endswith("/"):
+            new = name[:-1]
+        else:
+            new = self.unique_name(name)
+        self._name_stack = new
+        try:
+            yield (new + "/") if new else ""
+        finally:
+            self._name_stack = old
+
+    # ----------------------------------------------------------- control, devices
+    @contextlib.contextmanager
+    def control_dependencies(self, control_inputs):
+        if control_inputs is None:
+            self._control_stack.append(None)
+        else:
+            ops = []
+            for c in control_inputs:
+                c = getattr(c, "_as_graph_element", lambda: c)()
+                op = c.op if isinstance(c, Tensor) else c
+                if not isinstance(op, Operation):
+                    raise TypeError(f"Control input must be an Operation or Tensor: {c!r}")
+                ops.append(op)
+            self._control_stack.append(ops)
+        try:
+            yield
+        finally:
+            self._control_stack.pop()
+
+    def _current_control_inputs(self):
+        out = []
+        for entry in reversed(self._control_stack):
+            if entry is None:
+                break
+            out = entry + out
+        return out
+
+    @contextlib.contextmanager
+    def device(self, name):
+        self._device_stack.append(name or "")
+        try:
+            yield
+        finally:
+            self._device_stack.pop()
+
+    @contextlib.contextmanager
+    def gradient_of(self, forward_op):
+        """Ops created inside are marked as part of forward_op's gradient (for errors)."""
+        self._forward_op_stack.append(forward_op)
+        try:
+            yield
+        finally:
+            self._forward_op_stack.pop()
+
+    # ------------------------------------------------------------------ op creation
+    def create_op(self, op_type, inputs, attrs=None, name=None):
+        """Creates an op, inferring its output shapes and dtypes. Returns the Operation."""
+        if self._finalized:
+            raise RuntimeError("Graph is finalized and cannot be modified.")
+        op_def = get_op_def(op_type)
+        for t in inputs:
+            if not isinstance(t, Tensor):
+                raise TypeError(f"Input to op {op_type} must be a Tensor, got {t!r}")
+            if t.graph is not self:
+                raise ValueError(f"Tensor {t.name} must be from the same graph as the op "
+                                 f"{op_type} being created.")
+        if name and name.endswith("/"):  # an exact name taken from a name scope, as in TF
+            name = name[:-1]
+            self._names_in_use.setdefault(name.lower(), 1)
+        else:
+            name = self.unique_name(name or op_type)
+        if name in self._ops_by_name:
+            raise ValueError(f"Duplicate node name in graph: '{name}'")
+        attrs = dict(attrs or {})
+        try:
+            specs = op_def.infer(list(inputs), attrs)
+        except (ValueError, TypeError) as e:
+            shapes = ", ".join(_shape_str(t.shape) for t in inputs)
+            raise type(e)(f"{e} for '{name}' (op: '{op_type}') with input shapes: {shapes}.") from None
+        if isinstance(specs, tuple) and len(specs) == 2 and isinstance(specs[1], dtypes.DType):
+            specs = [specs]
+        input_ops = {t.op for t in inputs}
+        controls = [c for c in self._current_control_inputs() if c not in input_ops]
+        op = Operation(self, op_type, name, inputs, attrs, controls, specs)
+        with self._lock:
+            self._ops.append(op)
+            self._ops_by_name[name] = op
+            self.version += 1
+        return op
+
+    # ----------------------------------------------------------------- lookups
+    def get_operations(self):
+        return list(self._ops)
+
+    def get_operation_by_name(self, name):
+        if not isinstance(name, str):
+            raise TypeError(f"Operation names are strings, got {name!r}")
+        try:
+            return self._ops_by_name[name]
+        except KeyError:
+            raise KeyError(f"The name '{name}' refers to an Operation not in the graph.") from None
+
+    def get_tensor_by_name(self, name):
+        m = re.fullmatch(r"(.+):(\d+)", name) if isinstance(name, str) else None
+        if not m:
+            raise ValueError(f"The name '{name}' looks like an (invalid) Operation name, "
+                             "not a Tensor. Tensor names must be of the form "
+                             "\"<op_name>:<output_index>\".")
+        op = self._ops_by_name.get(m.group(1))
+        if op is None:
+            raise KeyError(f"The name '{name}' refers to a Tensor which does not exist. "
+                           f"The operation, '{m.group(1)}', does not exist in the graph.")
+        i = int(m.group(2))
+        if i >= len(op.outputs):
+            raise KeyError(f"The name '{name}' refers to a Tensor which does not exist. The "
+                           f"operation, '{op.name}', exists but only has {len(op.outputs)} outputs.")
+        return op.outputs[i]
+
+    def as_graph_element(self, obj, allow_tensor=True, allow_operation=True):
+        obj = getattr(obj, "_as_graph_element", lambda: obj)()
+        if isinstance(obj, str):
+            if ":" in obj and allow_tensor:
+                return self.get_tensor_by_name(obj)
+            if allow_operation:
+                return self.get_operation_by_name(obj)
+        if isinstance(obj, (Tensor, Operation)):
+            if obj.graph is not self:
+                raise ValueError(f"{obj!r} is not an element of this graph.")
+            return obj
+        raise TypeError(f"Can not convert a {type(obj).__name__} into a Tensor or Operation.")
+
+    # ---------------------------------------------------------------- collections
+    def add_to_collection(self, name, value):
+        self._collections.setdefault(name, []).append(value)
+
+    def add_to_collections(self, names, value):
+        for n in ([names] if isinstance(names, str) else names):
+            self.add_to_collection(n, value)
+
+    def get_collection_ref(self, name):
+        return self._collections.setdefault(name, [])
+
+    def get_collection(self, name, scope=None):
+        items = list(self._collections.get(name, []))
+        if scope is None:
+            return items
+        return [i for i in items if re.match(scope, getattr(i, "name", ""))]
+
+    def get_all_collection_keys(self):
+        return list(self._collections)
+
+    def clear_collection(self, name):
+        self._collections.pop(name, None)
+
+    # ------------------------------------------------------------------- finalize
+    def finalize(self):
+        self._finalized = True
+
+    @property
+    def finalized(self):
+        return self._finalized
+
+    def _unsafe_unfinalize(self):
+        self._finalized = False
+
+
+def _shape_str(shape):
+    if shape.ndims is None:
+        return "<unknown>"
+    return "[" + ",".join("?" if d.value is None else str(d.value) for d in shape) + "]"
+
+
+_default_graph_stack = []
+_global_default_graph = Graph()
+
+
+def get_default_graph():
+    return _default_graph_stack[-1] if _default_graph_stack else _global_default_graph
+
+
+def reset_default_graph():
+    global _global_default_graph
+    if _default_graph_stack:
+        raise AssertionError("Do not use reset_default_graph() inside a `with graph.as_default()` "
+                             "block.")
+    _global_default_graph = Graph()
+
+
+def name_scope(name, default_name=None, values=None):
+    """gc.name_scope(name, default_name=None, values=None) on the default graph."""
+    g = get_default_graph()
+    for v in values or []:
+        if isinstance(v, (Tensor, Operation)):
+            g = v.graph
+            break
+    return g.name_scope(name if name is not None else default_name)
+
+
+def control_dependencies(control_inputs):
+    return get_default_graph().control_dependencies(control_inputs)
+
+
+def device(name):
+    return get_default_graph().device(name)
+
+
+def add_to_collection(name, value):
+    get_default_graph().add_to_collection(name, value)
+
+
+def add_to_collections(names, value):
+    get_default_graph().add_to_collections(names, value)
+
+
+def get_collection(key, scope=None):
+    return get_default_graph().get_collection(key, scope)
+
+
+def get_collection_ref(key):
+    return get_default_graph().get_collection_ref(key)
+
+
+def create_op(op_type, inputs, attrs=None, name=None):
+    """Creates an op in the graph of its inputs (or the default graph)."""
+    g = inputs[0].graph if inputs else get_default_graph()
+    return g.create_op(op_type, inputs, attrs, name)

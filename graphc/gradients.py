@@ -1,0 +1,121 @@
+"""Symbolic reverse-mode differentiation: gradient ops are inserted into the graph.
+
+Each op type registers its gradient function next to its definition
+(`OpDef.grad(op, *output_grads) -> [input_grad or None, ...]`). `gradients` walks the
+ops between `xs` and `ys` in reverse creation order, sums the gradients that reach a
+tensor from several consumers, and calls each op's gradient function inside a
+`gradients/<op name>_grad` name scope. Ops created there remember the forward op they
+differentiate, so a run-time error in them names the forward op and its source line.
+"""
+from graphc.framework.graph import Tensor
+
+
+def _as_tensor_list(values, as_ref):
+    from graphc.ops.constant_ops import convert_to_tensor
+    if values is None:
+        return []
+    if not isinstance(values, (list, tuple)):
+        values = [values]
+    out = []
+    for v in values:
+        if as_ref and hasattr(v, "_ref"):
+            out.append(v._ref())
+        else:
+            out.append(convert_to_tensor(v))
+    return out
+
+
+def _ancestors(ys, stop):
+    """Ops that ys depend on through data inputs, not passing through `stop` tensors."""
+    seen = set()
+    stack = [y.op for y in ys]
+    while stack:
+        op = stack.pop()
+        if op in seen:
+            continue
+        seen.add(op)
+        stack.extend(t.op for t in op.inputs if t not in stop)
+    return seen
+
+
+def _descendants(xs, graph):
+    consumers = {}
+    for op in graph.get_operations():
+        for t in op.inputs:
+            consumers.setdefault(t, []).append(op)
+    seen = set()
+    stack = [c for x in xs for c in consumers.get(x, [])]
+    while stack:
+        op = stack.pop()
+        if op in seen:
+            continue
+        seen.add(op)
+        for t in op.outputs:
+            stack.extend(consumers.get(t, []))
+    return seen
+
+
+def _sum(grads):
+    from graphc.ops.math_ops import add_n
+    grads = [g for g in grads if g is not None]
+    if not grads:
+        return None
+    return grads[0] if len(grads) == 1 else add_n(grads)
+
+
+def gradients(ys, xs, grad_ys=None, name="gradients", colocate_gradients_with_ops=False,
+              gate_gradients=False, aggregation_method=None, stop_gradients=None):
+    """d(sum(ys))/d(x) for each x in xs, as a list of Tensors (None where unconnected)."""
+    from graphc.ops import array_ops
+    ys = _as_tensor_list(ys, as_ref=False)
+    xs = _as_tensor_list(xs, as_ref=True)
+    stop = set(_as_tensor_list(stop_gradients, as_ref=True))
+    if not ys:
+        raise ValueError("gradients: ys must not be empty")
+    graph = ys[0].graph
+    if grad_ys is not None and not isinstance(grad_ys, (list, tuple)):
+        grad_ys = [grad_ys]
+    if grad_ys is not None and len(grad_ys) != len(ys):
+        raise ValueError(f"Passed {len(grad_ys)} grad_ys for {len(ys)} ys")
+    with graph.as_default(), graph.name_scope(name):
+        grads = {}
+        for i, y in enumerate(ys):
+            gy = None if grad_ys is None else grad_ys[i]
+            if gy is None:
+                if not y.dtype.is_floating:
+                    raise TypeError(f"Gradients of an {y.dtype.name} tensor {y.name} require "
+                                    "grad_ys (ys must be floating point).")
+                gy = array_ops.ones_like(y, name=f"grad_ys_{i}")
+            else:
+                from graphc.ops.constant_ops import convert_to_tensor
+                gy = convert_to_tensor(gy, dtype=y.dtype)
+            grads.setdefault(y, []).append(gy)
+        between = _ancestors(ys, stop) & (_descendants(xs, graph) | {x.op for x in xs})
+        x_set = set(xs)
+        for op in sorted(between, key=lambda o: o._id, reverse=True):
+            out_grads = [_sum(grads.get(t, [])) for t in op.outputs]
+            if all(g is None for g in out_grads) or any(t in stop for t in op.outputs):
+                continue
+            if all(t in x_set for t in op.outputs) and op.type in ("VariableV2", "Placeholder"):
+                continue
+            grad_fn = op.op_def.grad
+            if not op.op_def.differentiable or not any(t.dtype.is_floating for t in op.inputs):
+                continue
+            if grad_fn is None:
+                raise LookupError(f"No gradient defined for operation '{op.name}' "
+                                  f"(op type: {op.type})")
+            with graph.name_scope(op.name + "_grad"), graph.gradient_of(op):
+                if len(out_grads) > 1:
+                    out_grads = [array_ops.zeros_like(t) if g is None and t.dtype.is_floating
+                                 else g for g, t in zip(out_grads, op.outputs)]
+                in_grads = list(grad_fn(op, *out_grads))
+            if len(in_grads) != len(op.inputs):
+                raise ValueError(f"Gradient function for op type {op.type} returned "
+                                 f"{len(in_grads)} gradients, expected {len(op.inputs)}")
+            for t, g in zip(op.inputs, in_grads):
+                if g is not None and t.dtype.is_floating and t not in stop:
+                    if not isinstance(g, Tensor):
+                        raise TypeError(f"Gradient of {op.type} for input {t.name} is not a "
+                                        f"Tensor: {g!r}")
+                    grads.setdefault(t, []).append(g)
+        return [_sum(grads.get(x, [])) for x in xs]

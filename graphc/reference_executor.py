@@ -1,0 +1,137 @@
+"""The NumPy reference executor: runs a pruned subgraph with the ops' reference kernels.
+
+It is the oracle for every compiled backend and the backend `"reference"` of a Session.
+An executable is built once per run signature (feeds, fetches, targets) and then run
+many times; run() takes the fed arrays and the session state and returns the fetches.
+"""
+import numpy as np
+
+from graphc import errors
+from graphc.framework.graph import format_location
+
+
+def value_inputs(op):
+    """The inputs whose values the op reads (all but its variable-reference inputs)."""
+    refs = op.op_def.ref_inputs
+    return [t for i, t in enumerate(op.inputs) if i not in refs] if refs else op.inputs
+
+
+def prune(fetch_tensors, target_ops, feed_tensors):
+    """The ops needed to compute the fetches and run the targets, in topological order.
+
+    Fed tensors cut the graph: their producers run only when needed for something else."""
+    fed = set(feed_tensors)
+    needed = set()
+    stack = [t.op for t in fetch_tensors if t not in fed] + list(target_ops)
+    while stack:
+        op = stack.pop()
+        if op in needed:
+            continue
+        needed.add(op)
+        stack.extend(t.op for t in value_inputs(op) if t not in fed)
+        stack.extend(op.control_inputs)
+    return sorted(needed, key=lambda op: op._id)
+
+
+class SessionState:
+    """What persists in a Session between runs: variable values and random generators."""
+
+    def __init__(self):
+        self.variables = {}
+        self.rngs = {}
+
+    def rng_for(self, op):
+        """The op's generator: seeded by (seed, seed2) when set, else from OS entropy."""
+        rng = self.rngs.get(op.name)
+        if rng is None:
+            seed, seed2 = op.attrs.get("seed"), op.attrs.get("seed2")
+            if seed is None and seed2 is None:
+                rng = np.random.default_rng()
+            else:
+                rng = np.random.default_rng([int(seed or 0), int(seed2 or 0)])
+            self.rngs[op.name] = rng
+        return rng
+
+
+def op_error(op, message, cls=errors.InvalidArgumentError):
+    return cls(None, op, f"{message}\n\t [[node {op.describe()}]]")
+
+
+def run_kernel(op, args, state):
+    """Runs one op's reference kernel; returns its outputs as arrays of the declared dtypes."""
+    op_def = op.op_def
+    try:
+        if op_def.uses_context:
+            out = op_def.kernel(state, op, *args)
+        else:
+            out = op_def.kernel(*args, **op.attrs)
+    except errors.OpError:
+        raise
+    except errors.KernelError as e:
+        raise op_error(op, str(e), e.cls) from None
+    except (ValueError, IndexError, TypeError, ZeroDivisionError, FloatingPointError) as e:
+        raise op_error(op, f"{type(e).__name__}: {e}") from None
+    outs = [out] if len(op.outputs) == 1 else list(out)
+    results = []
+    for t, v in zip(op.outputs, outs):
+        v = np.asarray(v)
+        if v.dtype != t.dtype.np:
+            v = v.astype(t.dtype.np)
+        if not t.shape.is_compatible_with(v.shape):
+            raise op_error(op, f"kernel produced shape {v.shape} for {t.name}, whose static "
+                               f"shape is {t.shape} (a graphc bug)", errors.InternalError)
+        results.append(v)
+    return results
+
+
+class ReferenceExecutable:
+    """A pruned, ordered op list for one run signature, executed with NumPy."""
+
+    def __init__(self, feeds, fetches, targets):
+        self.feeds = list(feeds)
+        self.fetches = list(fetches)
+        self.ops = prune(self.fetches, targets, self.feeds)
+        fed = self._fed = set(self.feeds)
+        self.ops = [op for op in self.ops if not op.outputs or not all(t in fed for t in op.outputs)]
+        for op in self.ops:
+            if op.type == "Placeholder":
+                shape = op.attrs["shape"]
+                dims = "<unknown>" if shape.ndims is None else \
+                    "[" + ",".join("?" if d.value is None else str(d.value) for d in shape) + "]"
+                self.unfed_error = errors.InvalidArgumentError(
+                    None, op, f"You must feed a value for placeholder tensor '{op.name}' with "
+                              f"dtype {op.attrs['dtype'].name} and shape {dims}\n\t [[node "
+                              f"{op.name} (defined at {format_location(op.location)})]]")
+                break
+        else:
+            self.unfed_error = None
+        self._last_use = self._last_uses()
+
+    def _last_uses(self):
+        last = {}
+        for i, op in enumerate(self.ops):
+            for t in value_inputs(op):
+                last[t] = i
+        for t in self.fetches:
+            last[t] = len(self.ops)
+        drop = [[] for _ in self.ops]
+        for t, i in last.items():
+            if i < len(self.ops):
+                drop[i].append(t)
+        return drop
+
+    def run(self, feed_arrays, state):
+        if self.unfed_error is not None:
+            raise self.unfed_error
+        env = dict(zip(self.feeds, feed_arrays))
+        for i, op in enumerate(self.ops):
+            refs = op.op_def.ref_inputs
+            args = [None if j in refs else env[t] for j, t in enumerate(op.inputs)]
+            outs = run_kernel(op, args, state)
+            for t, v in zip(op.outputs, outs):
+                if t not in env:  # a fed output keeps its fed value
+                    env[t] = v
+            for t in self._last_use[i]:
+                if t not in self._fed:
+                    env.pop(t, None)
+        return [env[t] for t in self.fetches]

@@ -1,0 +1,263 @@
+"""Session: binds feeds, finds (or builds) the executable for a run signature, runs it.
+
+The compile-and-run boundary is `_executable(feeds, fetches, targets)`: everything
+before it is checking and binding, everything after it is the backend's business.
+"""
+import collections
+import threading
+import warnings
+
+import numpy as np
+
+from graphc import errors
+from graphc.framework.graph import Operation, Tensor, get_default_graph
+from graphc.reference_executor import ReferenceExecutable, SessionState
+
+_GROWTH_RUNS = 5  # runs in a row that each add ops before the Session warns
+
+
+class ConfigProto:
+    """Accepts TF1's ConfigProto keywords; graphc reads only the ones it understands."""
+
+    def __init__(self, **kwargs):
+        self.allow_soft_placement = kwargs.pop("allow_soft_placement", True)
+        self.log_device_placement = kwargs.pop("log_device_placement", False)
+        self.backend = kwargs.pop("backend", None)
+        self.__dict__.update(kwargs)
+
+
+class _FetchStructure:
+    """Flattens nested fetches (lists, tuples, namedtuples, dicts) and rebuilds results."""
+
+    def __init__(self, graph, fetches):
+        self.graph = graph
+        self.leaves = []
+        self.template = self._flatten(fetches)
+
+    def _flatten(self, f):
+        if isinstance(f, (list, tuple)) and not hasattr(f, "_as_graph_element"):
+            items = [self._flatten(x) for x in f]
+            if isinstance(f, tuple) and hasattr(f, "_fields"):
+                return ("namedtuple", type(f), items)
+            return (type(f).__name__, None, items)
+        if isinstance(f, dict):
+            return ("dict", type(f), {k: self._flatten(v) for k, v in f.items()})
+        self.leaves.append(self._element(f))
+        return ("leaf", None, len(self.leaves) - 1)
+
+    def _element(self, f):
+        if f is None:
+            raise TypeError("Fetch argument None has invalid type <class 'NoneType'>")
+        try:
+            return self.graph.as_graph_element(f)
+        except (TypeError, ValueError, KeyError) as e:
+            raise type(e)(f"Fetch argument {f!r} cannot be interpreted as a Tensor. ({e})") from None
+
+    def build(self, values):
+        return self._build(self.template, values)
+
+    def _build(self, node, values):
+        kind, cls, items = node
+        if kind == "leaf":
+            return values[items]
+        if kind == "dict":
+            out = {k: self._build(v, values) for k, v in items.items()}
+            return cls(out) if cls is not dict else out
+        built = [self._build(x, values) for x in items]
+        if kind == "namedtuple":
+            return cls(*built)
+        return tuple(built) if kind == "tuple" else built
+
+
+class Session:
+    """tf.compat.v1.Session: runs parts of a graph, keeping variable values between runs."""
+
+    def __init__(self, target="", graph=None, config=None):
+        self.graph = graph if graph is not None else get_default_graph()
+        self.config = config if config is not None else ConfigProto()
+        self.backend = getattr(self.config, "backend", None) or "reference"
+        self._state = SessionState()
+        self._cache = {}
+        self._closed = False
+        self._growth = collections.deque(maxlen=_GROWTH_RUNS + 1)
+        self._warned_growth = False
+        self._default_ctx = []
+        self._graph_ctx = []
+
+    # ------------------------------------------------------------------- context
+    def __enter__(self):
+        ctx = self.as_default()
+        ctx.__enter__()
+        self._default_ctx.append(ctx)
+        gctx = self.graph.as_default()
+        gctx.__enter__()
+        self._graph_ctx.append(gctx)
+        return self
+
+    def __exit__(self, *exc):
+        self._graph_ctx.pop().__exit__(*exc)
+        self._default_ctx.pop().__exit__(*exc)
+        self.close()
+
+    def as_default(self):
+        return _DefaultSession(self)
+
+    def close(self):
+        self._closed = True
+        self._cache.clear()
+
+    @property
+    def sess_str(self):
+        return ""
+
+    # -------------------------------------------------------------------- run
+    def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
+        if self._closed:
+            raise RuntimeError("Attempted to use a closed Session.")
+        structure = _FetchStructure(self.graph, fetches)
+        fetch_tensors, targets = [], []
+        for leaf in structure.leaves:
+            (fetch_tensors if isinstance(leaf, Tensor) else targets).append(leaf)
+        feeds, feed_arrays = self._bind_feeds(feed_dict)
+        self._note_graph_growth()
+        exe = self._executable(tuple(feeds), tuple(dict.fromkeys(fetch_tensors)),
+                               tuple(dict.fromkeys(targets)))
+        values = exe.run(feed_arrays, self._state)
+        by_tensor = dict(zip(exe.fetches, values))
+        results = [by_tensor[leaf] if isinstance(leaf, Tensor) else None
+                   for leaf in structure.leaves]
+        return structure.build([_as_result(r) for r in results])
+
+    def _bind_feeds(self, feed_dict):
+        feeds, arrays = [], []
+        for key, value in (feed_dict or {}).items():
+            key = getattr(key, "_as_graph_element", lambda: key)()
+            try:
+                t = self.graph.as_graph_element(key, allow_operation=False)
+            except (TypeError, ValueError, KeyError) as e:
+                raise type(e)(f"Cannot interpret feed_dict key {key!r} as Tensor: {e}") from None
+            if not isinstance(t, Tensor):
+                raise TypeError(f"Cannot interpret feed_dict key {key!r} as Tensor: it is an "
+                                "Operation, not a Tensor.")
+            if isinstance(value, Tensor):
+                raise TypeError(f"The value of a feed cannot be a gc.Tensor object ({value!r} "
+                                f"fed for {t.name}). Acceptable feed values include Python "
+                                "scalars, strings, lists, and numpy ndarrays.")
+            try:
+                arr = np.asarray(value, dtype=t.dtype.np)
+            except (TypeError, ValueError) as e:
+                raise TypeError(f"Cannot feed value {value!r} for Tensor '{t.name}' of dtype "
+                                f"{t.dtype.name}: {e}") from None
+            if not t.shape.is_compatible_with(arr.shape):
+                raise ValueError(f"Cannot feed value of shape {arr.shape} for Tensor "
+                                 f"'{t.name}', which has shape '{t.shape}'")
+            feeds.append(t)
+            arrays.append(arr)
+        return feeds, arrays
+
+    def _note_graph_growth(self):
+        self._growth.append(self.graph.version)
+        h = list(self._growth)
+        if (not self._warned_growth and len(h) == _GROWTH_RUNS + 1
+                and all(b > a for a, b in zip(h, h[1:]))):
+            self._warned_growth = True
+            warnings.warn(
+                f"The graph grew by {h[-1] - h[-2]} ops between each of the last {_GROWTH_RUNS} "
+                "Session.run calls: ops are probably being created inside the training loop, "
+                "which makes every step slower and leaks memory. Build the graph once before "
+                "the loop (call graph.finalize() to make this an error).",
+                RuntimeWarning, stacklevel=3)
+
+    def _executable(self, feeds, fetches, targets):
+        key = (feeds, fetches, targets)
+        exe = self._cache.get(key)
+        if exe is None:
+            exe = self._build_executable(feeds, fetches, targets)
+            self._cache[key] = exe
+        return exe
+
+    def _build_executable(self, feeds, fetches, targets):
+        if self.backend != "reference":
+            raise ValueError(f"Unknown backend {self.backend!r}; this build has 'reference'.")
+        return ReferenceExecutable(feeds, fetches, targets)
+
+    # ---------------------------------------------------------- variable state
+    def _variable_value(self, var_op):
+        try:
+            return self._state.variables[var_op.name]
+        except KeyError:
+            raise errors.FailedPreconditionError(
+                None, var_op, f"Attempting to use uninitialized value {var_op.name}") from None
+
+    def _set_variable_value(self, var_op, value):
+        self._state.variables[var_op.name] = value
+
+
+def _as_result(value):
+    """Fetched arrays are the caller's own: never views of session state."""
+    if value is None:
+        return None
+    if value.ndim == 0:
+        return value[()]
+    return np.array(value, copy=True) if not value.flags.writeable or value.base is not None \
+        else value
+
+
+class InteractiveSession(Session):
+    """A Session that installs itself as the default session on construction."""
+
+    def __init__(self, target="", graph=None, config=None):
+        super().__init__(target, graph, config)
+        self._interactive_ctx = self.as_default()
+        self._interactive_ctx.__enter__()
+
+    def close(self):
+        super().close()
+        if self._interactive_ctx is not None:
+            ctx, self._interactive_ctx = self._interactive_ctx, None
+            try:
+                ctx.__exit__(None, None, None)
+            except IndexError:
+                pass
+
+
+_local = threading.local()
+
+
+def _session_stack():
+    if not hasattr(_local, "stack"):
+        _local.stack = []
+    return _local.stack
+
+
+class _DefaultSession:
+    def __init__(self, sess):
+        self.sess = sess
+
+    def __enter__(self):
+        _session_stack().append(self.sess)
+        return self.sess
+
+    def __exit__(self, *exc):
+        stack = _session_stack()
+        if stack and stack[-1] is self.sess:
+            stack.pop()
+        elif self.sess in stack:
+            stack.remove(self.sess)
+
+
+def get_default_session():
+    stack = _session_stack()
+    return stack[-1] if stack else None
+
+
+def _session_for(session, graph):
+    session = session or get_default_session()
+    if session is None:
+        raise ValueError("Cannot evaluate tensor using `eval()`: No default session is "
+                         "registered. Use `with sess.as_default()` or pass an explicit session "
+                         "to `eval(session=sess)`")
+    if session.graph is not graph:
+        raise ValueError("Cannot use the given session to evaluate tensor: the tensor's graph "
+                         "is different from the session's graph.")
+    return session
