@@ -15,6 +15,8 @@ from graphc.ops.control_flow_ops import (add_check_numerics_ops, check_numerics,
 from graphc.ops.random_ops import (random_normal, random_uniform, set_random_seed,  # noqa: F401
                                    truncated_normal)
 from graphc.ops.math_ops import *  # noqa: F401,F403
+from graphc.ops.reduction_ops import *  # noqa: F401,F403
+from graphc.ops.matmul_ops import *  # noqa: F401,F403
 from graphc.ops.array_ops import *  # noqa: F401,F403
 from graphc.init_ops import *  # noqa: F401,F403
 from graphc.variables import (Variable, assign, assign_add, assign_sub,  # noqa: F401

@@ -9,7 +9,7 @@ _BINARY = {
     "add": ("math_ops", "add"), "sub": ("math_ops", "subtract"),
     "mul": ("math_ops", "multiply"), "truediv": ("math_ops", "truediv"),
     "floordiv": ("math_ops", "floordiv"), "mod": ("math_ops", "floormod"),
-    "pow": ("math_ops", "pow"), "matmul": ("math_ops", "matmul"),
+    "pow": ("math_ops", "pow"), "matmul": ("matmul_ops", "matmul"),
     "and": ("math_ops", "logical_and"), "or": ("math_ops", "logical_or"),
     "xor": ("math_ops", "logical_xor"),
 }
