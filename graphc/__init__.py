@@ -33,5 +33,11 @@ from graphc.session import (ConfigProto, InteractiveSession, Session,  # noqa: F
 from graphc import debugging, nn, layers, losses, train  # noqa: F401,E402
 
 initializers = init_ops
+newaxis = None
+
+
+class compat:  # noqa: N801 - `gc.compat.v1.placeholder` works as in TF2's compat module
+    import sys as _sys
+    v1 = _sys.modules[__name__]
 random = __import__("graphc.ops.random_ops", fromlist=["x"])
 __version__ = "0.1.0"

@@ -43,6 +43,10 @@ class ResourceExhaustedError(OpError):
     pass
 
 
+class DataLossError(OpError):
+    """Unrecoverable data loss or corruption (e.g. a damaged checkpoint file)."""
+
+
 class KernelError(Exception):
     """Raised by a reference kernel; the executor re-raises it as `cls` naming the op."""
 

@@ -1,1 +1,300 @@
-__all__ = []
+"""gc.layers: TF1's functional layers (tf.compat.v1.layers) built from graphc ops.
+
+Each call opens a variable scope named after the layer ("dense", "dense_1", ... or the
+given `name`), creates its variables there with get_variable, and builds its ops in
+the matching name scope, as tf.layers does. `reuse=True`/`AUTO_REUSE` with the same
+`name` shares the variables of an earlier call.
+
+Defaults that TF writes as initializer instances (bias/beta: zeros, gamma/moving
+variance: ones) are written `None` here and mean the same thing.
+"""
+import contextlib
+import numbers
+
+from graphc import dtypes, init_ops
+from graphc.framework.graph import GraphKeys, Tensor, get_default_graph, name_scope
+from graphc.framework.tensor_shape import TensorShape
+from graphc.ops import array_ops, conv_ops, math_ops, matmul_ops, nn_ops
+from graphc.ops.constant_ops import convert_to_tensor
+from graphc.ops.control_flow_ops import identity
+from graphc.variable_scope import get_variable, variable_scope
+
+__all__ = ["dense", "conv2d", "max_pooling2d", "average_pooling2d", "flatten", "dropout",
+           "batch_normalization"]
+
+
+# ----------------------------------------------------------------------------- scopes
+@contextlib.contextmanager
+def _layer_scope(name, default_name, reuse, inputs):
+    """The variable scope of one layer call, as tf.layers' Layer._set_scope picks it."""
+    if name is None and reuse:
+        name = default_name  # reusing an unnamed layer means the first one of its kind
+    with variable_scope(name, default_name=default_name, values=[inputs], reuse=reuse) as scope:
+        yield scope
+
+
+def _float_inputs(inputs):
+    """Inputs as a tensor of the layer's dtype: floating inputs keep theirs, others -> float32."""
+    x = convert_to_tensor(inputs)
+    return x if x.dtype.is_floating else math_ops.cast(x, dtypes.float32)
+
+
+def _apply_activity_regularizer(outputs, activity_regularizer):
+    if activity_regularizer is not None:
+        with name_scope("ActivityRegularizer"):
+            loss = activity_regularizer(outputs)
+        if loss is not None:
+            get_default_graph().add_to_collection(GraphKeys.REGULARIZATION_LOSSES, loss)
+
+
+def _pair(value, what):
+    """kernel_size=3 -> (3, 3); (2, 3) stays."""
+    if isinstance(value, numbers.Integral):
+        return (int(value), int(value))
+    value = tuple(int(v) for v in value)
+    if len(value) != 2:
+        raise ValueError(f"The `{what}` argument must be a tuple of 2 integers. Received: {value}")
+    return value
+
+
+def _padding(padding):
+    p = padding.upper()
+    if p not in ("VALID", "SAME"):
+        raise ValueError(f"The `padding` argument must be one of 'valid', 'same'. "
+                         f"Received: {padding}")
+    return p
+
+
+def _nn_data_format(data_format):
+    if data_format == "channels_last":
+        return "NHWC"
+    if data_format == "channels_first":
+        return "NCHW"
+    raise ValueError(f"The `data_format` argument must be one of 'channels_first', "
+                     f"'channels_last'. Received: {data_format}")
+
+
+def _is_tensor(value):
+    return isinstance(value, Tensor) or hasattr(value, "_as_tensor")
+
+
+def _zeros(initializer):
+    return init_ops.zeros_initializer() if initializer is None else initializer
+
+
+def _ones(initializer):
+    return init_ops.ones_initializer() if initializer is None else initializer
+
+
+# ------------------------------------------------------------------------------ dense
+def dense(inputs, units, activation=None, use_bias=True, kernel_initializer=None,
+          bias_initializer=None, kernel_regularizer=None, bias_regularizer=None,
+          activity_regularizer=None, kernel_constraint=None, bias_constraint=None,
+          trainable=True, name=None, reuse=None):
+    """activation(inputs @ kernel + bias), over the last axis of inputs of any rank >= 2."""
+    x = _float_inputs(inputs)
+    in_dim = x.shape[-1].value if x.shape.ndims else None
+    if in_dim is None:
+        raise ValueError("The last dimension of the inputs to `Dense` should be defined. "
+                         "Found `None`.")
+    with _layer_scope(name, "dense", reuse, x):
+        kernel = get_variable("kernel", [in_dim, units], x.dtype, initializer=kernel_initializer,
+                              regularizer=kernel_regularizer, trainable=trainable,
+                              constraint=kernel_constraint)
+        outputs = _matmul_last_axis(x, kernel, units)
+        if use_bias:
+            bias = get_variable("bias", [units], x.dtype, initializer=_zeros(bias_initializer),
+                                regularizer=bias_regularizer, trainable=trainable,
+                                constraint=bias_constraint)
+            outputs = nn_ops.bias_add(outputs, bias)
+        if activation is not None:
+            outputs = activation(outputs)
+        _apply_activity_regularizer(outputs, activity_regularizer)
+        return outputs
+
+
+def _matmul_last_axis(x, kernel, units):
+    """x @ kernel contracting x's last axis (TF's tensordot for rank > 2)."""
+    if x.shape.ndims == 2:
+        return matmul_ops.matmul(x, kernel)
+    flat = array_ops.reshape(x, [-1, kernel.shape[0].value])
+    y = matmul_ops.matmul(flat, kernel)
+    if x.shape[:-1].is_fully_defined():
+        out_shape = x.shape[:-1].as_list() + [units]
+    else:
+        out_shape = array_ops.concat([array_ops.shape(x)[:-1], [units]], 0)
+    y = array_ops.reshape(y, out_shape)
+    y.set_shape(x.shape[:-1].concatenate([units]))
+    return y
+
+
+# ----------------------------------------------------------------------- convolution
+def conv2d(inputs, filters, kernel_size, strides=(1, 1), padding="valid",
+           data_format="channels_last", dilation_rate=(1, 1), activation=None, use_bias=True,
+           kernel_initializer=None, bias_initializer=None, kernel_regularizer=None,
+           bias_regularizer=None, activity_regularizer=None, kernel_constraint=None,
+           bias_constraint=None, trainable=True, name=None, reuse=None):
+    """2-D convolution layer: kernel [kh, kw, in_channels, filters], bias [filters]."""
+    x = _float_inputs(inputs)
+    kh, kw = _pair(kernel_size, "kernel_size")
+    sh, sw = _pair(strides, "strides")
+    dh, dw = _pair(dilation_rate, "dilation_rate")
+    fmt = _nn_data_format(data_format)
+    if x.shape.ndims is not None and x.shape.ndims != 4:
+        raise ValueError(f"Input 0 of layer conv2d is incompatible with the layer: expected "
+                         f"ndim=4, found ndim={x.shape.ndims}. Full shape received: {x.shape}")
+    channels = x.shape[-1 if fmt == "NHWC" else 1].value if x.shape.ndims else None
+    if channels is None:
+        raise ValueError("The channel dimension of the inputs should be defined. Found `None`.")
+    with _layer_scope(name, "conv2d", reuse, x):
+        kernel = get_variable("kernel", [kh, kw, channels, filters], x.dtype,
+                              initializer=kernel_initializer, regularizer=kernel_regularizer,
+                              trainable=trainable, constraint=kernel_constraint)
+        stride4 = [1, sh, sw, 1] if fmt == "NHWC" else [1, 1, sh, sw]
+        conv_kwargs = {"strides": stride4, "padding": _padding(padding)}
+        if fmt != "NHWC":
+            conv_kwargs["data_format"] = fmt
+        if (dh, dw) != (1, 1):
+            conv_kwargs["dilations"] = [1, dh, dw, 1] if fmt == "NHWC" else [1, 1, dh, dw]
+        outputs = conv_ops.conv2d(x, kernel, **conv_kwargs)
+        if use_bias:
+            bias = get_variable("bias", [filters], x.dtype, initializer=_zeros(bias_initializer),
+                                regularizer=bias_regularizer, trainable=trainable,
+                                constraint=bias_constraint)
+            outputs = nn_ops.bias_add(outputs, bias, data_format=fmt)
+        if activation is not None:
+            outputs = activation(outputs)
+        _apply_activity_regularizer(outputs, activity_regularizer)
+        return outputs
+
+
+def _pooling2d(pool_fn, default_name, inputs, pool_size, strides, padding, data_format, name):
+    x = convert_to_tensor(inputs)
+    ph, pw = _pair(pool_size, "pool_size")
+    sh, sw = _pair(strides, "strides")
+    fmt = _nn_data_format(data_format)
+    window = [1, ph, pw, 1] if fmt == "NHWC" else [1, 1, ph, pw]
+    stride4 = [1, sh, sw, 1] if fmt == "NHWC" else [1, 1, sh, sw]
+    kwargs = {} if fmt == "NHWC" else {"data_format": fmt}
+    with name_scope(name, default_name, [x]):
+        return pool_fn(x, ksize=window, strides=stride4, padding=_padding(padding), **kwargs)
+
+
+def max_pooling2d(inputs, pool_size, strides, padding="valid", data_format="channels_last",
+                  name=None):
+    return _pooling2d(conv_ops.max_pool, "max_pooling2d", inputs, pool_size, strides, padding,
+                      data_format, name)
+
+
+def average_pooling2d(inputs, pool_size, strides, padding="valid", data_format="channels_last",
+                      name=None):
+    return _pooling2d(conv_ops.avg_pool, "average_pooling2d", inputs, pool_size, strides,
+                      padding, data_format, name)
+
+
+# ------------------------------------------------------------------ reshaping, dropout
+def flatten(inputs, name=None, data_format="channels_last"):
+    """[batch, d1, d2, ...] -> [batch, d1 * d2 * ...]; the batch dimension may be unknown."""
+    x = convert_to_tensor(inputs)
+    with name_scope(name, "flatten", [x]):
+        if data_format == "channels_first" and x.shape.ndims is not None and x.shape.ndims > 2:
+            x = array_ops.transpose(x, [0] + list(range(2, x.shape.ndims)) + [1])
+        if x.shape.ndims == 1:
+            return array_ops.expand_dims(x, 1)
+        rest = x.shape[1:] if x.shape.ndims is not None else TensorShape(None)
+        if rest.is_fully_defined():
+            y = array_ops.reshape(x, [-1, rest.num_elements()])
+        else:
+            y = array_ops.reshape(x, array_ops.stack([array_ops.shape(x)[0], -1]))
+        batch = x.shape[0] if x.shape.ndims else None
+        y.set_shape([batch, rest.num_elements() if rest.is_fully_defined() else None])
+        return y
+
+
+def dropout(inputs, rate=0.5, noise_shape=None, seed=None, training=False, name=None):
+    """Drops units with probability `rate` (scaling the rest by 1/(1-rate)) when training.
+
+    `training` is a Python bool or a bool tensor; for a tensor both results are built and
+    gc.where picks one at run time."""
+    x = convert_to_tensor(inputs)
+    with name_scope(name, "dropout", [x]):
+        if not _is_tensor(training):
+            if not training:
+                return identity(x)
+            return nn_ops.dropout(x, rate=rate, noise_shape=noise_shape, seed=seed)
+        training = convert_to_tensor(training, dtype=dtypes.bool)
+        dropped = nn_ops.dropout(x, rate=rate, noise_shape=noise_shape, seed=seed)
+        pick = array_ops.broadcast_to(training, array_ops.shape(x))
+        return math_ops.where(pick, dropped, x)
+
+
+# ------------------------------------------------------------------ batch normalization
+def batch_normalization(inputs, axis=-1, momentum=0.99, epsilon=1e-3, center=True, scale=True,
+                        beta_initializer=None, gamma_initializer=None,
+                        moving_mean_initializer=None, moving_variance_initializer=None,
+                        beta_regularizer=None, gamma_regularizer=None, beta_constraint=None,
+                        gamma_constraint=None, training=False, trainable=True, name=None,
+                        reuse=None, renorm=False, renorm_clipping=None, renorm_momentum=0.99,
+                        fused=None, virtual_batch_size=None, adjustment=None):
+    """Normalizes over all axes but `axis`: batch statistics when training, the moving
+    averages otherwise. The moving-average updates go to GraphKeys.UPDATE_OPS; run them
+    with the train op (`with gc.control_dependencies(gc.get_collection(UPDATE_OPS))`)."""
+    if renorm or virtual_batch_size is not None or adjustment is not None:
+        raise ValueError("batch_normalization: renorm, virtual_batch_size and adjustment are "
+                         "not supported by graphc")
+    x = _float_inputs(inputs)
+    rank = x.shape.ndims
+    if rank is None:
+        raise ValueError(f"Input has undefined rank: {x.shape}")
+    axis = axis + rank if axis < 0 else axis
+    if not 0 <= axis < rank:
+        raise ValueError(f"Invalid axis: {axis}")
+    channels = x.shape[axis].value
+    if channels is None:
+        raise ValueError(f"Input has undefined `axis` dimension. Input shape: {x.shape}")
+    reduce_axes = [i for i in range(rank) if i != axis]
+    # parameters of shape [C] broadcast against x only when C is the last axis
+    param_shape = None if axis == rank - 1 else [channels if i == axis else 1
+                                                 for i in range(rank)]
+    with _layer_scope(name, "batch_normalization", reuse, x):
+        gamma = get_variable("gamma", [channels], x.dtype, initializer=_ones(gamma_initializer),
+                             regularizer=gamma_regularizer, trainable=trainable,
+                             constraint=gamma_constraint) if scale else None
+        beta = get_variable("beta", [channels], x.dtype, initializer=_zeros(beta_initializer),
+                            regularizer=beta_regularizer, trainable=trainable,
+                            constraint=beta_constraint) if center else None
+        moving_mean = get_variable("moving_mean", [channels], x.dtype,
+                                   initializer=_zeros(moving_mean_initializer), trainable=False)
+        moving_var = get_variable("moving_variance", [channels], x.dtype,
+                                  initializer=_ones(moving_variance_initializer), trainable=False)
+        mean, variance = _batchnorm_statistics(x, reduce_axes, training, momentum,
+                                               moving_mean, moving_var)
+        params = [mean, variance, beta, gamma]
+        if param_shape is not None:
+            params = [None if p is None else array_ops.reshape(p, param_shape) for p in params]
+        mean, variance, beta, gamma = params
+        return nn_ops.batch_normalization(x, mean, variance, beta, gamma, epsilon)
+
+
+def _batchnorm_statistics(x, reduce_axes, training, momentum, moving_mean, moving_var):
+    """(mean, variance) to normalize with; adds the moving-average updates when training."""
+    is_tensor = _is_tensor(training)
+    if not is_tensor and not training:
+        return moving_mean.value(), moving_var.value()
+    batch_mean, batch_var = nn_ops.moments(x, reduce_axes)
+    if is_tensor:
+        training = convert_to_tensor(training, dtype=dtypes.bool)
+        # off-training runs leave the moving averages unchanged: decay 0
+        decay = math_ops.cast(training, x.dtype) * (1.0 - momentum)
+        mean = math_ops.where(training, batch_mean, moving_mean.value())
+        variance = math_ops.where(training, batch_var, moving_var.value())
+    else:
+        decay = convert_to_tensor(1.0 - momentum, dtype=x.dtype)
+        mean, variance = batch_mean, batch_var
+    g = get_default_graph()
+    for var, stat in [(moving_mean, batch_mean), (moving_var, batch_var)]:
+        with name_scope("AssignMovingAvg"):
+            # var -= (var - stat) * (1 - momentum), as TF's assign_moving_average
+            update = var.assign_sub((var.value() - array_ops.stop_gradient(stat)) * decay)
+        g.add_to_collection(GraphKeys.UPDATE_OPS, update)
+    return mean, variance

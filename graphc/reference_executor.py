@@ -92,7 +92,9 @@ class ReferenceExecutable:
         self.fetches = list(fetches)
         self.ops = prune(self.fetches, targets, self.feeds)
         fed = self._fed = set(self.feeds)
-        self.ops = [op for op in self.ops if not op.outputs or not all(t in fed for t in op.outputs)]
+        # VariableV2 ops are not run in order: their consumers read the variable when they run
+        self.ops = [op for op in self.ops if op.type != "VariableV2" and
+                    (not op.outputs or not all(t in fed for t in op.outputs))]
         for op in self.ops:
             if op.type == "Placeholder":
                 shape = op.attrs["shape"]
@@ -124,9 +126,15 @@ class ReferenceExecutable:
         if self.unfed_error is not None:
             raise self.unfed_error
         env = dict(zip(self.feeds, feed_arrays))
+
+        def value(t):  # a variable is read when its consumer runs (TF1's ref semantics)
+            if t.op.type == "VariableV2" and t not in env:
+                return run_kernel(t.op, [], state)[0]
+            return env[t]
+
         for i, op in enumerate(self.ops):
             refs = op.op_def.ref_inputs
-            args = [None if j in refs else env[t] for j, t in enumerate(op.inputs)]
+            args = [None if j in refs else value(t) for j, t in enumerate(op.inputs)]
             outs = run_kernel(op, args, state)
             for t, v in zip(op.outputs, outs):
                 if t not in env:  # a fed output keeps its fed value
@@ -134,4 +142,4 @@ class ReferenceExecutable:
             for t in self._last_use[i]:
                 if t not in self._fed:
                     env.pop(t, None)
-        return [env[t] for t in self.fetches]
+        return [value(t) for t in self.fetches]

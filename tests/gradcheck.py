@@ -21,7 +21,7 @@ def check_gradients(fn, inputs, eps=1e-6, rtol=1e-5, atol=1e-7, seed=0, wrt=None
     fn maps placeholders (float64, the shapes of `inputs`) to one tensor. W is a fixed
     random weighting so that every output element matters. `wrt` picks the inputs to
     check (default: all)."""
-    inputs = [np.asarray(a, dtype=np.float64) for a in inputs]
+    inputs = [np.array(a, dtype=np.float64) for a in inputs]  # contiguous private copies
     wrt = range(len(inputs)) if wrt is None else wrt
     rng = np.random.default_rng(seed)
     g = gc.Graph()

@@ -1,0 +1,11 @@
+"""gc.train: optimizers, the global step, learning-rate schedules, Saver and checkpoints."""
+from graphc.train.optimizer import *  # noqa: F401,F403
+from graphc.train.gradient_descent import *  # noqa: F401,F403
+from graphc.train.momentum import *  # noqa: F401,F403
+from graphc.train.adam import *  # noqa: F401,F403
+from graphc.train.rmsprop import *  # noqa: F401,F403
+from graphc.train.adagrad import *  # noqa: F401,F403
+from graphc.train.training_util import *  # noqa: F401,F403
+from graphc.train.learning_rate_decay import *  # noqa: F401,F403
+from graphc.train.checkpoint_management import *  # noqa: F401,F403
+from graphc.train.saver import *  # noqa: F401,F403

@@ -1,0 +1,494 @@
+"""The compiler's IR: a small mutable SSA module lowered from one run signature.
+
+A `Module` holds an ordered list of `Node`s. Each node has an op type (a registered graphc
+op type, or "Parameter" for a fed value), inputs that are `Value`s (outputs of earlier
+nodes) or `VariableRef`s (the variable an Assign writes), plain-data attrs, and outputs,
+each with a dtype and dims. A dim is an int or a symbol (a string such as "x.0", dim 0
+of feed x) standing for a size known only at run time; equal symbols are equal sizes.
+Unknown rank is `dims = None`.
+
+Semantics (those of graphc/reference_executor.py):
+- The node list is the execution order. Passes may drop pure nodes and insert new ones,
+  but never reorder stateful nodes among themselves.
+- A "VariableV2" node reads its variable when it runs: its value is a snapshot, later
+  assigns do not change it.
+- `roots` are the nodes that must run for their effect: the run's targets and every node
+  that changes state (assigns, random ops advancing their generator), so that a rewrite
+  dropping the last use of such a node's value never drops its effect.
+- `control_deps` of a node: nodes that must run before it (TF control dependencies).
+
+Nodes and values mimic the attribute names of graphc's Operation and Tensor (name, type,
+attrs, inputs, outputs, op, shape, dtype, describe) so that the reference kernels that
+take the op itself (`uses_context`: variables, random ops) run unchanged on IR nodes.
+"""
+import base64
+import json
+
+import numpy as np
+
+from graphc import dtypes
+from graphc.framework.graph import format_location
+from graphc.framework.op_def import get_op_def
+from graphc.framework.tensor_shape import TensorShape
+
+PARAMETER = "Parameter"
+# Stateful op types that only read state: they are not side-effect roots.
+READ_ONLY_STATE_OPS = frozenset({"VariableV2", "IsVariableInitialized", "VariableValueOrDefault"})
+
+_SHORT_DTYPE = {"float16": "f16", "float32": "f32", "float64": "f64", "int8": "s8",
+                "int16": "s16", "int32": "s32", "int64": "s64", "uint8": "u8", "bool": "pred",
+                "string": "str"}
+
+
+def shape_of_dims(dims):
+    """The TensorShape of IR dims: symbols become unknown dims."""
+    if dims is None:
+        return TensorShape(None)
+    return TensorShape([d if isinstance(d, int) else None for d in dims])
+
+
+def format_type(dtype, dims):
+    """`f32[?x.0,784]`; unknown rank prints as `f32[*]`."""
+    if dims is None:
+        body = "*"
+    else:
+        body = ",".join(str(d) if isinstance(d, int) else "?" + d for d in dims)
+    return f"{_SHORT_DTYPE.get(dtype.name, dtype.name)}[{body}]"
+
+
+class Value:
+    """One output of a node. `uses` lists the consuming nodes, once per input slot."""
+
+    __slots__ = ("node", "index", "dtype", "dims", "uses")
+
+    def __init__(self, node, index, dtype, dims):
+        self.node = node
+        self.index = index
+        self.dtype = dtypes.as_dtype(dtype)
+        self.dims = None if dims is None else tuple(dims)
+        self.uses = []
+
+    op = property(lambda self: self.node)
+    shape = property(lambda self: shape_of_dims(self.dims))
+    name = property(lambda self: f"{self.node.name}:{self.index}")
+
+    @property
+    def ref(self):
+        """`%3`, or `%3.1` for a later output: how the text form names this value."""
+        return f"%{self.node.id}" if len(self.node.outputs) == 1 else f"%{self.node.id}.{self.index}"
+
+    def __repr__(self):
+        return f"<Value {self.ref} {format_type(self.dtype, self.dims)}>"
+
+
+class VariableRef:
+    """A variable named as the target of an update (an input in op_def.ref_inputs).
+
+    Acts as both the op and its only output, like the VariableV2 op the kernels expect."""
+
+    def __init__(self, name, dtype, dims, location=None):
+        self.name = name
+        self.dtype = dtypes.as_dtype(dtype)
+        self.dims = None if dims is None else tuple(dims)
+        self.location = location
+
+    op = property(lambda self: self)
+    outputs = property(lambda self: [self])
+    shape = property(lambda self: shape_of_dims(self.dims))
+    type = "VariableV2"
+
+    def describe(self):
+        return f"'{self.name}' (op: 'VariableV2'), created at:\n  {format_location(self.location)}"
+
+    def __repr__(self):
+        return f"<VariableRef &{self.name} {format_type(self.dtype, self.dims)}>"
+
+
+class Node:
+    """One operation of the module. Create nodes with Module.add_node."""
+
+    def __init__(self, id, type, name, attrs, location=None, gradient_of=None):
+        self.id = id
+        self.type = type
+        self.name = name
+        self.attrs = dict(attrs or {})
+        self.inputs = []
+        self.outputs = []
+        self.control_deps = []
+        self.control_users = []
+        self.location = location          # (file, line, function) of the user's code
+        self.gradient_of = gradient_of    # (name, type, location) of the forward op, or None
+
+    @property
+    def op_def(self):
+        return get_op_def(self.type)
+
+    @property
+    def is_stateful(self):
+        if self.type == PARAMETER:
+            return False
+        d = self.op_def
+        return d.stateful or d.uses_context
+
+    @property
+    def has_side_effect(self):
+        return self.is_stateful and self.type not in READ_ONLY_STATE_OPS
+
+    @property
+    def value_inputs(self):
+        return [v for v in self.inputs if isinstance(v, Value)]
+
+    def describe(self):
+        """Name, type and creation site, as Operation.describe (for error messages)."""
+        s = f"'{self.name}' (op: '{self.type}'), created at:\n  {format_location(self.location)}"
+        if self.gradient_of is not None:
+            name, type, loc = self.gradient_of
+            s += (f"\n  This op is part of the gradient of '{name}' (op: '{type}'), created at:"
+                  f"\n  {format_location(loc)}")
+        return s
+
+    def __repr__(self):
+        return f"<Node %{self.id} {self.type} '{self.name}'>"
+
+
+class Module:
+    """An ordered SSA node list plus its interface: params, outputs, roots, variables."""
+
+    def __init__(self, name="module"):
+        self.name = name
+        self.nodes = []
+        self.params = []       # Parameter nodes; attrs["index"] is the feed position
+        self.outputs = []      # Values fetched, in fetch order
+        self.roots = []        # nodes run for their effect
+        self.variables = {}    # name -> VariableRef
+        self._next_id = 0
+
+    # ------------------------------------------------------------------ building
+    def add_node(self, type, inputs, attrs, out_types, name=None, location=None,
+                 gradient_of=None, control_deps=(), before=None):
+        """Appends a node (or inserts it just before node `before`); returns it.
+
+        out_types: list of (dtype, dims), one per output."""
+        node = Node(self._next_id, type, name or f"{type}_{self._next_id}", attrs, location,
+                    gradient_of)
+        self._next_id += 1
+        node.outputs = [Value(node, i, d, dims) for i, (d, dims) in enumerate(out_types)]
+        for v in inputs:
+            node.inputs.append(v)
+            if isinstance(v, Value):
+                v.uses.append(node)
+        for dep in control_deps:
+            self.add_control_dep(node, dep)
+        if before is None:
+            self.nodes.append(node)
+        else:
+            self.nodes.insert(self.nodes.index(before), node)
+        if type == PARAMETER:
+            self.params.append(node)
+        return node
+
+    def add_constant(self, value, before, name="Const", location=None):
+        """A Const node holding a read-only copy of `value`; returns its Value."""
+        arr = np.array(value, order="C")
+        arr.setflags(write=False)
+        dtype = dtypes.as_dtype(arr.dtype)
+        node = self.add_node("Const", [], {"value": arr, "dtype": dtype},
+                             [(dtype, arr.shape)], name, location, before=before)
+        return node.outputs[0]
+
+    def add_control_dep(self, node, dep):
+        if dep is not node and dep not in node.control_deps:
+            node.control_deps.append(dep)
+            dep.control_users.append(node)
+
+    def add_variable(self, name, dtype, dims, location=None):
+        ref = self.variables.get(name)
+        if ref is None:
+            ref = self.variables[name] = VariableRef(name, dtype, dims, location)
+        return ref
+
+    # ---------------------------------------------------------------- rewriting
+    def set_input(self, node, i, value):
+        old = node.inputs[i]
+        if isinstance(old, Value):
+            old.uses.remove(node)
+        node.inputs[i] = value
+        if isinstance(value, Value):
+            value.uses.append(node)
+
+    def replace_all_uses(self, old, new):
+        """Every input slot and output that reads `old` reads `new` instead."""
+        if old is new:
+            return
+        for user in list(old.uses):
+            for i, v in enumerate(user.inputs):
+                if v is old:
+                    self.set_input(user, i, new)
+        self.outputs = [new if v is old else v for v in self.outputs]
+
+    def replace_node(self, old, new_values):
+        """Redirects the uses of each output of `old` to the matching new value, and its
+        control users to the new values' nodes; `old` is left dead (unless a root)."""
+        for o, n in zip(old.outputs, new_values):
+            self.replace_all_uses(o, n)
+        new_nodes = list(dict.fromkeys(v.node for v in new_values))
+        for user in list(old.control_users):
+            self.remove_control_dep(user, old)
+            for n in new_nodes:
+                if self.nodes.index(n) < self.nodes.index(user):
+                    self.add_control_dep(user, n)
+
+    def remove_control_dep(self, node, dep):
+        node.control_deps.remove(dep)
+        dep.control_users.remove(node)
+
+    def remove_nodes(self, doomed):
+        """Deletes nodes nothing outside `doomed` uses any more."""
+        doomed = set(doomed)
+        for node in doomed:
+            for v in node.value_inputs:
+                v.uses.remove(node)
+            for dep in node.control_deps:
+                dep.control_users.remove(node)
+        self.nodes = [n for n in self.nodes if n not in doomed]
+        self.params = [n for n in self.params if n not in doomed]
+        self.roots = [n for n in self.roots if n not in doomed]
+
+    def live_nodes(self):
+        """Nodes the outputs and roots need, through data inputs and control deps."""
+        live = set(self.params)
+        stack = [v.node for v in self.outputs] + list(self.roots)
+        while stack:
+            node = stack.pop()
+            if node in live:
+                continue
+            live.add(node)
+            stack.extend(v.node for v in node.value_inputs)
+            stack.extend(node.control_deps)
+        return live
+
+    def remove_dead(self):
+        """Deletes the nodes no output or root needs; returns how many."""
+        live = self.live_nodes()
+        dead = [n for n in self.nodes if n not in live]
+        self.remove_nodes(dead)
+        return len(dead)
+
+    # --------------------------------------------------------------- inspection
+    @property
+    def constants(self):
+        return [n for n in self.nodes if n.type == "Const"]
+
+    def verify(self):
+        """Raises AssertionError unless the module is well formed: every input and control
+        dep is defined earlier, use lists match the inputs, the interface is in the module."""
+        seen = set()
+        uses = {}
+        for node in self.nodes:
+            assert node not in seen, f"{node} appears twice"
+            for v in node.inputs:
+                if isinstance(v, VariableRef):
+                    assert self.variables.get(v.name) is v, f"{node} updates unknown {v}"
+                    continue
+                assert v.node in seen, f"{node} uses {v.ref}, which is not defined before it"
+                uses.setdefault(v, []).append(node)
+            for dep in node.control_deps:
+                assert dep in seen, f"{node} depends on {dep}, which does not come before it"
+                assert node in dep.control_users, f"{dep} does not list control user {node}"
+            seen.add(node)
+        for node in self.nodes:
+            for v in node.outputs:
+                assert sorted(map(id, v.uses)) == sorted(map(id, uses.get(v, []))), \
+                    f"use list of {v.ref} is out of date"
+        for v in self.outputs:
+            assert v.node in seen, f"output {v.ref} is not in the module"
+        for n in self.roots + self.params:
+            assert n in seen, f"{n} is not in the module"
+        assert all(p.type == PARAMETER for p in self.params)
+        return True
+
+    # --------------------------------------------------------------- text form
+    def to_text(self):
+        """HLO-like text: one line per node, then the outputs and roots."""
+        params = ", ".join(f"%{p.id}: {format_type(p.outputs[0].dtype, p.outputs[0].dims)}"
+                           for p in self.params)
+        lines = [f"module {self.name}({params}) {{"]
+        for name, ref in self.variables.items():
+            lines.append(f"  var &{name}: {format_type(ref.dtype, ref.dims)}")
+        lines.extend("  " + _node_text(n) for n in self.nodes)
+        outs = ", ".join(v.ref for v in self.outputs)
+        roots = ", ".join(f"%{n.id}" for n in self.roots)
+        lines.append(f"  return ({outs})" + (f" effects {{{roots}}}" if roots else ""))
+        lines.append("}")
+        return "\n".join(lines) + "\n"
+
+    __str__ = to_text
+
+    # -------------------------------------------------------------- dict form
+    def to_dict(self):
+        """A JSON-able dict (arrays as base64, dtypes by name); inverse of from_dict."""
+        def ref(v):
+            return {"var": v.name} if isinstance(v, VariableRef) else [v.node.id, v.index]
+        return {
+            "name": self.name,
+            "variables": [{"name": r.name, "dtype": r.dtype.name, "dims": _dims_out(r.dims),
+                           "location": _loc_out(r.location)} for r in self.variables.values()],
+            "nodes": [{"id": n.id, "type": n.type, "name": n.name, "attrs": encode_attrs(n.attrs),
+                       "inputs": [ref(v) for v in n.inputs],
+                       "outputs": [{"dtype": v.dtype.name, "dims": _dims_out(v.dims)}
+                                   for v in n.outputs],
+                       "control_deps": [d.id for d in n.control_deps],
+                       "location": _loc_out(n.location),
+                       "gradient_of": None if n.gradient_of is None else
+                       [n.gradient_of[0], n.gradient_of[1], _loc_out(n.gradient_of[2])]}
+                      for n in self.nodes],
+            "params": [n.id for n in self.params],
+            "outputs": [ref(v) for v in self.outputs],
+            "roots": [n.id for n in self.roots],
+        }
+
+    @classmethod
+    def from_dict(cls, d):
+        m = cls(d["name"])
+        for r in d["variables"]:
+            m.add_variable(r["name"], r["dtype"], _dims_in(r["dims"]), _loc_in(r["location"]))
+        by_id = {}
+
+        def value(ref):
+            return m.variables[ref["var"]] if isinstance(ref, dict) else \
+                by_id[ref[0]].outputs[ref[1]]
+        for nd in d["nodes"]:
+            grad_of = nd["gradient_of"]
+            m._next_id = nd["id"]
+            node = m.add_node(nd["type"], [value(r) for r in nd["inputs"]],
+                              decode_attrs(nd["attrs"]),
+                              [(o["dtype"], _dims_in(o["dims"])) for o in nd["outputs"]],
+                              nd["name"], _loc_in(nd["location"]),
+                              None if grad_of is None else
+                              (grad_of[0], grad_of[1], _loc_in(grad_of[2])),
+                              [by_id[i] for i in nd["control_deps"]])
+            by_id[node.id] = node
+        m._next_id = max(by_id, default=-1) + 1
+        m.params = [by_id[i] for i in d["params"]]
+        m.outputs = [value(r) for r in d["outputs"]]
+        m.roots = [by_id[i] for i in d["roots"]]
+        return m
+
+
+def _dims_out(dims):
+    return None if dims is None else list(dims)
+
+
+def _dims_in(dims):
+    return None if dims is None else tuple(dims)
+
+
+def _loc_out(loc):
+    return None if loc is None else list(loc)
+
+
+def _loc_in(loc):
+    return None if loc is None else tuple(loc)
+
+
+# ------------------------------------------------------------------------ attrs
+def encode_attr(value):
+    """Plain JSON for one attr value; tagged dicts for DType, TensorShape, arrays, tuples."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, dtypes.DType):
+        return {"dtype": value.name}
+    if isinstance(value, TensorShape):
+        return {"shape": None if value.ndims is None else [d.value for d in value]}
+    if isinstance(value, (np.ndarray, np.generic)):
+        arr = np.asarray(value)
+        if arr.dtype == object:
+            return {"strings": arr.tolist(), "shape": list(arr.shape),
+                    "scalar": isinstance(value, np.generic)}
+        return {"ndarray": base64.b64encode(np.ascontiguousarray(arr).tobytes()).decode("ascii"),
+                "dtype": arr.dtype.str, "shape": list(arr.shape),
+                "scalar": isinstance(value, np.generic)}
+    if isinstance(value, tuple):
+        return {"tuple": [encode_attr(v) for v in value]}
+    if isinstance(value, list):
+        return [encode_attr(v) for v in value]
+    if isinstance(value, dict):
+        return {"dict": {k: encode_attr(v) for k, v in value.items()}}
+    raise TypeError(f"attr value {value!r} of type {type(value).__name__} is not plain data")
+
+
+def decode_attr(value):
+    if isinstance(value, list):
+        return [decode_attr(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    if "dtype" in value and len(value) == 1:
+        return dtypes.as_dtype(value["dtype"])
+    if "shape" in value and len(value) == 1:
+        return TensorShape(value["shape"])
+    if "tuple" in value:
+        return tuple(decode_attr(v) for v in value["tuple"])
+    if "dict" in value:
+        return {k: decode_attr(v) for k, v in value["dict"].items()}
+    if "strings" in value:
+        arr = np.empty(len(value["strings"]) if value["shape"] else (), dtype=object)
+        arr[...] = value["strings"] if value["shape"] else value["strings"]
+        return arr.reshape(value["shape"])
+    arr = np.frombuffer(base64.b64decode(value["ndarray"]), dtype=np.dtype(value["dtype"]))
+    arr = arr.reshape(value["shape"]).copy()
+    if value["scalar"]:
+        return arr[()]
+    arr.setflags(write=False)
+    return arr
+
+
+def encode_attrs(attrs):
+    return {k: encode_attr(v) for k, v in attrs.items()}
+
+
+def decode_attrs(attrs):
+    return {k: decode_attr(v) for k, v in attrs.items()}
+
+
+def attrs_key(attrs):
+    """A hashable, exact key for attrs: equal keys mean equal attrs (CSE uses it)."""
+    return json.dumps(encode_attrs(attrs), sort_keys=True)
+
+
+# ------------------------------------------------------------------------ text
+def _attr_text(value):
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dtypes.DType):
+        return _SHORT_DTYPE.get(value.name, value.name)
+    if isinstance(value, TensorShape):
+        return "[*]" if value.ndims is None else \
+            "[" + ",".join("?" if d.value is None else str(d.value) for d in value) + "]"
+    if isinstance(value, (np.ndarray, np.generic)):
+        arr = np.asarray(value)
+        if arr.size <= 8:
+            return np.array2string(arr, separator=",").replace("\n", "")
+        return f"<{arr.size} elements>"
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(_attr_text(v) for v in value) + "]"
+    return repr(value)
+
+
+def _node_text(node):
+    if len(node.outputs) == 1:
+        v = node.outputs[0]
+        lhs, ty = f"%{node.id}", format_type(v.dtype, v.dims)
+    else:
+        lhs = f"%{node.id}"
+        ty = "(" + ", ".join(format_type(v.dtype, v.dims) for v in node.outputs) + ")"
+    args = ", ".join(f"&{v.name}" if isinstance(v, VariableRef) else v.ref for v in node.inputs)
+    attrs = {k: v for k, v in node.attrs.items() if not (node.type == "Const" and k == "dtype")}
+    text = f"{lhs} = {ty} {node.type}({args})"
+    if attrs:
+        text += " {" + ", ".join(f"{k}={_attr_text(v)}" for k, v in sorted(attrs.items())) + "}"
+    if node.control_deps:
+        text += " after(" + ", ".join(f"%{d.id}" for d in node.control_deps) + ")"
+    comment = node.name
+    if node.location is not None:
+        comment += f"  @{node.location[0].rsplit('/', 1)[-1]}:{node.location[1]}"
+    return f"{text}  # {comment}"

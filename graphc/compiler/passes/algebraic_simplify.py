@@ -1,0 +1,250 @@
+"""algebraic_simplify: local rewrites that remove or cheapen work.
+
+Rewrites (c is a Const whose elements are all equal, a "splat"):
+- x*1, 1*x, x/1 -> x; x+0, 0+x, x-0 -> x; --x -> x; Identity, StopGradient and an unfed
+  PlaceholderWithDefault -> their input; Cast to the input's own dtype -> the input.
+- transpose(transpose(x, p), q) -> transpose(x, p[q]), or x when that is the identity;
+  transpose(x, identity perm) -> x; reshape(reshape(x, s), t) -> reshape(x, t);
+  reshape(x, s) -> x when the IR dims show the shape does not change.
+- pow(x, 2) -> x*x; pow(x, 0.5) -> sqrt(x).
+- x / c -> x * (1/c) for floats when 1/c is exact (c a power of two whose reciprocal is
+  representable), for every float c when run with exact_only=False.
+- an operand of a broadcasting binary op that is a splat (a Const, Fill(dims, s) or
+  BroadcastTo(s, shape) with scalar s) becomes the scalar s when the other operand alone
+  already has the output's shape.
+An identity is removed only when the IR dims and dtype prove the result is the operand
+itself: x*1 where the 1 broadcasts x to a bigger shape stays. Nodes with control
+dependencies of their own are not replaced by an existing value (the dependency would be
+lost). Nodes left without users are deleted.
+
+Exactness (IEEE 754): all rewrites give bit-identical results except these, accepted as
+in XLA and TF's grappler:
+- x+0 (and x-(-0)) gives -0 where x is -0; the rewrite returns -0 (the two compare equal).
+- pow(x, 0.5) -> sqrt(x) differs at x = -0 (pow: +0, sqrt: -0) and x = -inf (pow: +inf,
+  sqrt: nan).
+- with exact_only=False, x * (1/c) can differ from x / c in the last bit.
+pow(x, 2) -> x*x is exact: both are the correctly rounded square.
+"""
+import numpy as np
+
+from graphc.compiler.ir import Value
+
+IDENTITY_OPS = ("Identity", "StopGradient", "PlaceholderWithDefault")
+# Elementwise binary ops that broadcast their operands (NumPy rules).
+BROADCASTING_BINARY = frozenset({
+    "Add", "Sub", "Mul", "RealDiv", "FloorDiv", "FloorMod", "Pow", "Maximum", "Minimum",
+    "SquaredDifference", "Equal", "NotEqual", "Less", "LessEqual", "Greater", "GreaterEqual",
+    "LogicalAnd", "LogicalOr"})
+_MAX_SWEEPS = 8
+
+
+def run(module, exact_only=True):
+    counts = {}
+    for _ in range(_MAX_SWEEPS):
+        changed = 0
+        for node in list(module.nodes):
+            if not node.outputs or not node.outputs[0].uses and node.outputs[0] not in \
+                    module.outputs:
+                continue  # dead: prune will delete it
+            for rule in _rules_for(node):
+                name = rule(module, node, exact_only)
+                if name:
+                    counts[name] = counts.get(name, 0) + 1
+                    changed += 1
+                    break
+        if not changed:
+            break
+    counts["nodes_removed"] = module.remove_dead()
+    return counts
+
+
+def _rules_for(node):
+    rules = [RULES[node.type]] if node.type in RULES else []
+    if node.type in BROADCASTING_BINARY:
+        rules.append(_simplify_splat_operand)
+    return rules
+
+
+# ------------------------------------------------------------------------ helpers
+def _const(v):
+    """The array of a Const-produced value, else None."""
+    return v.node.attrs["value"] if isinstance(v, Value) and v.node.type == "Const" else None
+
+
+def _splat(v):
+    """The one element value of a Const whose elements are all equal, else None."""
+    c = _const(v)
+    if c is None or c.size == 0 or c.dtype == object:
+        return None
+    first = c.reshape(-1)[0]
+    return first if np.all(c == first) else None
+
+
+def _is(v, number):
+    s = _splat(v)
+    return s is not None and s == number
+
+
+def _same_type(a, b):
+    return a.dtype == b.dtype and a.dims is not None and a.dims == b.dims
+
+
+def _forward(module, node, value):
+    """Replaces node's only output by an existing value, if that loses nothing."""
+    if node.control_deps or not _same_type(value, node.outputs[0]):
+        return False
+    module.replace_node(node, [value])
+    return True
+
+
+def _rebuild(module, node, type, inputs, attrs=None):
+    """A new node computing node's output another way, placed just before it."""
+    out = node.outputs[0]
+    new = module.add_node(type, inputs, attrs or {}, [(out.dtype, out.dims)], node.name,
+                          node.location, node.gradient_of, node.control_deps, before=node)
+    module.replace_node(node, new.outputs)
+    return True
+
+
+# -------------------------------------------------------------------------- rules
+def _identity_operand(neutral, commutes):
+    """x op neutral -> x (and neutral op x -> x when the op commutes)."""
+    def rule(module, node, exact_only):
+        x, y = node.inputs
+        if _is(y, neutral) and _forward(module, node, x):
+            return f"{node.type.lower()}_by_{neutral}"
+        if commutes and _is(x, neutral) and _forward(module, node, y):
+            return f"{node.type.lower()}_by_{neutral}"
+        return None
+    return rule
+
+
+def _simplify_identity(module, node, exact_only):
+    return "identity" if _forward(module, node, node.inputs[0]) else None
+
+
+def _simplify_neg(module, node, exact_only):
+    x = node.inputs[0]
+    if x.node.type == "Neg" and _forward(module, node, x.node.inputs[0]):
+        return "neg_neg"
+    return None
+
+
+def _simplify_cast(module, node, exact_only):
+    x = node.inputs[0]
+    if x.dtype == node.outputs[0].dtype and _forward(module, node, x):
+        return "noop_cast"
+    return None
+
+
+def _simplify_transpose(module, node, exact_only):
+    x, perm = node.inputs
+    q = _const(perm)
+    if q is None:
+        return None
+    q = q.reshape(-1)
+    if np.array_equal(q, np.arange(q.size)) and _forward(module, node, x):
+        return "identity_transpose"
+    p = _const(x.node.inputs[1]) if x.node.type == "Transpose" else None
+    if p is None:
+        return None
+    inner = x.node.inputs[0]
+    composed = p.reshape(-1)[q]
+    if np.array_equal(composed, np.arange(composed.size)) and _forward(module, node, inner):
+        return "transpose_transpose"
+    new_perm = module.add_constant(composed.astype(p.dtype), before=node,
+                                   name=node.name + "/perm", location=node.location)
+    return _rebuild(module, node, "Transpose", [inner, new_perm], node.attrs) and \
+        "transpose_transpose"
+
+
+def _simplify_reshape(module, node, exact_only):
+    x, shape = node.inputs
+    if _forward(module, node, x):
+        return "noop_reshape"
+    if x.node.type == "Reshape":
+        return _rebuild(module, node, "Reshape", [x.node.inputs[0], shape], node.attrs) and \
+            "reshape_reshape"
+    return None
+
+
+def _simplify_pow(module, node, exact_only):
+    x, y = node.inputs
+    if not _same_type(x, node.outputs[0]):
+        return None
+    if _is(y, 2):
+        return _rebuild(module, node, "Mul", [x, x]) and "pow2_to_mul"
+    if x.dtype.is_floating and _is(y, 0.5):
+        return _rebuild(module, node, "Sqrt", [x]) and "pow_half_to_sqrt"
+    return None
+
+
+def _simplify_div(module, node, exact_only):
+    x, y = node.inputs
+    if _is(y, 1) and _forward(module, node, x):
+        return "realdiv_by_1"
+    c = _const(y)
+    if c is None or not y.dtype.is_floating:
+        return None
+    r = _reciprocal(c, exact_only)
+    if r is None:
+        return None
+    r_value = module.add_constant(r, before=node, name=y.node.name + "/reciprocal",
+                                  location=y.node.location)
+    return _rebuild(module, node, "Mul", [x, r_value]) and "div_to_mul"
+
+
+def _reciprocal(c, exact_only):
+    """1/c in c's dtype, or None when it is not finite (or not exact and exact_only)."""
+    with np.errstate(all="ignore"):
+        r = (1 / c.astype(np.float64)).astype(c.dtype)
+    if not np.all(np.isfinite(r)) or np.any(c == 0):
+        return None
+    if exact_only:
+        powers_of_two = np.all(np.abs(np.frexp(c)[0]) == 0.5) and \
+            np.all(np.abs(np.frexp(r)[0]) == 0.5)
+        if not (powers_of_two and np.all(r.astype(np.float64) * c == 1)):
+            return None
+    return r
+
+
+def _scalar_of_splat(module, node, v):
+    """A scalar Value equal to every element of v, or None."""
+    if v.dims == ():
+        return None
+    if v.node.type == "Fill" and v.node.inputs[1].dims == ():
+        return v.node.inputs[1]
+    if v.node.type == "BroadcastTo" and v.node.inputs[0].dims == ():
+        return v.node.inputs[0]
+    s = _splat(v)
+    if s is None:
+        return None
+    return module.add_constant(np.array(s, dtype=v.dtype.np), before=node,
+                               name=v.node.name + "/scalar", location=v.node.location)
+
+
+def _simplify_splat_operand(module, node, exact_only):
+    out = node.outputs[0]
+    for i in (0, 1):
+        v, other = node.inputs[i], node.inputs[1 - i]
+        if other.dims is None or other.dims != out.dims:
+            continue
+        scalar = _scalar_of_splat(module, node, v)
+        if scalar is not None:
+            module.set_input(node, i, scalar)
+            return "splat_to_scalar"
+    return None
+
+
+RULES = {
+    "Mul": _identity_operand(1, commutes=True),
+    "Add": _identity_operand(0, commutes=True),
+    "Sub": _identity_operand(0, commutes=False),
+    "RealDiv": _simplify_div,
+    "Neg": _simplify_neg,
+    "Cast": _simplify_cast,
+    "Transpose": _simplify_transpose,
+    "Reshape": _simplify_reshape,
+    "Pow": _simplify_pow,
+    **{t: _simplify_identity for t in IDENTITY_OPS},
+}

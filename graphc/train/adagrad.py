@@ -1,0 +1,28 @@
+"""AdagradOptimizer (TF1's ApplyAdagrad): accum += g^2; var -= lr * g / sqrt(accum)."""
+from graphc.ops import math_ops
+from graphc.train.optimizer import Optimizer
+
+__all__ = ["AdagradOptimizer"]
+
+
+class AdagradOptimizer(Optimizer):
+    def __init__(self, learning_rate, initial_accumulator_value=0.1, use_locking=False,
+                 name="Adagrad"):
+        if initial_accumulator_value <= 0.0:
+            raise ValueError(f"initial_accumulator_value must be positive: "
+                             f"{initial_accumulator_value}")
+        super().__init__(use_locking, name)
+        self._learning_rate = learning_rate
+        self._initial_accumulator_value = initial_accumulator_value
+
+    def _create_slots(self, var_list):
+        for v in var_list:
+            self._get_or_make_slot(v, self._initial_accumulator_value, "accumulator", self._name)
+
+    def _prepare(self):
+        self._learning_rate_t = self._hyper_tensor(self._learning_rate, "learning_rate")
+
+    def _apply_dense(self, grad, var):
+        accum_t = self.get_slot(var, "accumulator").assign_add(math_ops.square(grad))
+        lr = self._cast(self._learning_rate_t, var)
+        return var.assign_sub(lr * grad * math_ops.rsqrt(accum_t))

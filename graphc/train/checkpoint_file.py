@@ -1,0 +1,160 @@
+"""The checkpoint file: named arrays in one self-describing file, no pickle.
+
+A checkpoint with prefix P is the single file P + ".gcckpt":
+
+    bytes 0-7    magic b"\\x89GCCKPT\\n" (the high byte and newline catch text-mode copies)
+    bytes 8-15   H: length of the header, uint64 little-endian
+    H bytes      header, UTF-8 JSON:
+                   {"format": "graphc-checkpoint", "version": 1,
+                    "tensors": [{"name": "w/Adam", "dtype": "float32", "shape": [3, 4],
+                                 "offset": 128, "nbytes": 48, "crc32": 123456}, ...]}
+    data         each tensor's elements, C order, little-endian, at its absolute `offset`
+                 (64-byte aligned), with the zlib CRC-32 of those bytes in `crc32`.
+
+Files are written to a temporary name in the same directory and renamed into place,
+so a reader sees either the old checkpoint or the complete new one.
+"""
+import json
+import os
+import struct
+import tempfile
+import zlib
+
+import numpy as np
+
+from graphc import dtypes, errors
+
+SUFFIX = ".gcckpt"
+MAGIC = b"\x89GCCKPT\n"
+FORMAT_VERSION = 1
+_ALIGN = 64
+_PREFIX_LEN = len(MAGIC) + 8
+
+
+def checkpoint_path(prefix):
+    """The file holding the checkpoint `prefix` (the file's own name is accepted too)."""
+    return prefix if prefix.endswith(SUFFIX) else prefix + SUFFIX
+
+
+def _aligned(n):
+    return -(-n // _ALIGN) * _ALIGN
+
+
+def _little_endian(arr, dtype):
+    arr = np.ascontiguousarray(arr, dtype=dtype.np)
+    return arr.astype(arr.dtype.newbyteorder("<"), copy=False)
+
+
+def write_checkpoint(prefix, named_arrays):
+    """Writes {name: (array, DType)} atomically to checkpoint_path(prefix); returns the path."""
+    entries, blobs = [], []
+    for name, (value, dtype) in named_arrays.items():
+        if dtype == dtypes.string:
+            raise TypeError(f"Cannot save {name}: string tensors are not checkpointable")
+        blob = _little_endian(value, dtype).tobytes()
+        entries.append({"name": name, "dtype": dtype.name, "shape": list(np.shape(value)),
+                        "nbytes": len(blob), "crc32": zlib.crc32(blob)})
+        blobs.append(blob)
+    # offsets depend on the header length, which depends on the offsets' digits: a fixed
+    # point reached in at most a couple of rounds
+    header_len = 0
+    while True:
+        offset = _aligned(_PREFIX_LEN + header_len)
+        for e, blob in zip(entries, blobs):
+            e["offset"] = offset
+            offset = _aligned(offset + len(blob))
+        header = json.dumps({"format": "graphc-checkpoint", "version": FORMAT_VERSION,
+                             "tensors": entries}).encode("utf-8")
+        if len(header) == header_len:
+            break
+        header_len = len(header)
+    path = checkpoint_path(prefix)
+    directory = os.path.dirname(path) or "."
+    fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(MAGIC + struct.pack("<Q", len(header)) + header)
+            for e, blob in zip(entries, blobs):
+                f.seek(e["offset"])
+                f.write(blob)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+    return path
+
+
+class CheckpointReader:
+    """Reads a checkpoint written by write_checkpoint; checks it as it reads.
+
+    Raises NotFoundError for a missing file or tensor, DataLossError for a damaged file."""
+
+    def __init__(self, prefix):
+        self._path = checkpoint_path(prefix)
+        try:
+            with open(self._path, "rb") as f:
+                head = f.read(_PREFIX_LEN)
+                if len(head) < _PREFIX_LEN or head[:len(MAGIC)] != MAGIC:
+                    self._corrupt("not a graphc checkpoint (bad magic number)")
+                (header_len,) = struct.unpack("<Q", head[len(MAGIC):])
+                self._size = os.fstat(f.fileno()).st_size
+                if _PREFIX_LEN + header_len > self._size:
+                    self._corrupt("the file is truncated (header runs past the end)")
+                header = self._parse_header(f.read(header_len))
+        except FileNotFoundError:
+            raise errors.NotFoundError(
+                None, None, f"Unsuccessful TensorSliceReader constructor: Failed to find any "
+                            f"matching files for {self._path}") from None
+        self._entries = {e["name"]: e for e in header["tensors"]}
+
+    def _corrupt(self, why):
+        raise errors.DataLossError(None, None, f"Unable to read checkpoint {self._path}: {why}")
+
+    def _parse_header(self, raw):
+        try:
+            header = json.loads(raw.decode("utf-8"))
+            version = int(header["version"])
+            for e in header["tensors"]:
+                e["dtype"] = dtypes.as_dtype(e["dtype"])
+                e["shape"] = [int(d) for d in e["shape"]]
+                e["offset"], e["nbytes"] = int(e["offset"]), int(e["nbytes"])
+                int(e["crc32"])
+                str(e["name"])
+        except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
+            self._corrupt(f"the header is damaged ({type(exc).__name__}: {exc})")
+        if header.get("format") != "graphc-checkpoint" or version > FORMAT_VERSION:
+            self._corrupt(f"unsupported format {header.get('format')!r} version {version}")
+        for e in header["tensors"]:
+            expected = int(np.prod(e["shape"])) * e["dtype"].size
+            if e["nbytes"] != expected or e["offset"] + e["nbytes"] > self._size:
+                self._corrupt(f"the entry for {e['name']!r} does not fit the file")
+        return header
+
+    @property
+    def path(self):
+        return self._path
+
+    def has_tensor(self, name):
+        return name in self._entries
+
+    def get_variable_to_shape_map(self):
+        return {n: list(e["shape"]) for n, e in self._entries.items()}
+
+    def get_variable_to_dtype_map(self):
+        return {n: e["dtype"] for n, e in self._entries.items()}
+
+    def get_tensor(self, name):
+        e = self._entries.get(name)
+        if e is None:
+            raise errors.NotFoundError(None, None, f"Key {name} not found in checkpoint")
+        with open(self._path, "rb") as f:
+            f.seek(e["offset"])
+            blob = f.read(e["nbytes"])
+        if len(blob) != e["nbytes"] or zlib.crc32(blob) != e["crc32"]:
+            self._corrupt(f"checksum mismatch for {name!r}: the data is damaged")
+        little = e["dtype"].np.newbyteorder("<")
+        arr = np.frombuffer(blob, dtype=little).reshape(e["shape"])
+        return arr.astype(e["dtype"].np)  # native byte order, a writable copy

@@ -1,0 +1,142 @@
+"""The "checkpoint" state file of a directory: which checkpoint is the latest.
+
+Same text format as TF1, one quoted (JSON-escaped) path per line:
+
+    model_checkpoint_path: "model.ckpt-300"
+    all_model_checkpoint_paths: "model.ckpt-200"
+    all_model_checkpoint_paths: "model.ckpt-300"
+
+Relative paths are relative to the directory holding the file.
+"""
+import json
+import os
+import tempfile
+
+from graphc import errors
+from graphc.train import checkpoint_file
+
+__all__ = ["CheckpointState", "get_checkpoint_state", "update_checkpoint_state",
+           "latest_checkpoint", "checkpoint_exists", "remove_checkpoint", "list_variables",
+           "load_variable", "NewCheckpointReader"]
+
+_DEFAULT_STATE_FILE = "checkpoint"
+
+
+class CheckpointState:
+    def __init__(self, model_checkpoint_path="", all_model_checkpoint_paths=()):
+        self.model_checkpoint_path = model_checkpoint_path
+        self.all_model_checkpoint_paths = list(all_model_checkpoint_paths)
+
+    def __repr__(self):
+        return (f"CheckpointState(model_checkpoint_path={self.model_checkpoint_path!r}, "
+                f"all_model_checkpoint_paths={self.all_model_checkpoint_paths!r})")
+
+
+def _state_path(checkpoint_dir, latest_filename):
+    return os.path.join(checkpoint_dir, latest_filename or _DEFAULT_STATE_FILE)
+
+
+def _relative_to(path, directory, relative):
+    if relative and os.path.isabs(path):
+        return os.path.relpath(path, directory or ".")
+    if not os.path.isabs(path) and not os.path.isabs(directory or "."):
+        return os.path.relpath(path, directory or ".")
+    return path
+
+
+def update_checkpoint_state(save_dir, model_checkpoint_path, all_model_checkpoint_paths=None,
+                            latest_filename=None, save_relative_paths=False):
+    """Writes the state file of save_dir (atomically); model_checkpoint_path is the latest
+    and is appended to all_model_checkpoint_paths if it is not already last."""
+    paths = list(all_model_checkpoint_paths or [])
+    if not paths or paths[-1] != model_checkpoint_path:
+        paths.append(model_checkpoint_path)
+    lines = [f"model_checkpoint_path: "
+             f"{json.dumps(_relative_to(model_checkpoint_path, save_dir, save_relative_paths))}"]
+    lines += [f"all_model_checkpoint_paths: "
+              f"{json.dumps(_relative_to(p, save_dir, save_relative_paths))}" for p in paths]
+    path = _state_path(save_dir, latest_filename)
+    fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".", suffix=".tmp",
+                               dir=save_dir or ".")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write("\n".join(lines) + "\n")
+    os.replace(tmp, path)
+
+
+def get_checkpoint_state(checkpoint_dir, latest_filename=None):
+    """The CheckpointState of checkpoint_dir, or None if it has no state file."""
+    path = _state_path(checkpoint_dir, latest_filename)
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except FileNotFoundError:
+        return None
+    state = CheckpointState()
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        key, _, value = line.partition(":")
+        try:
+            value = json.loads(value.strip())
+        except ValueError:
+            value = None
+        if key.strip() not in ("model_checkpoint_path", "all_model_checkpoint_paths") or \
+                not isinstance(value, str):
+            raise errors.DataLossError(None, None, f"Unable to parse checkpoint state file "
+                                                   f"{path}, line {n}: {line!r}")
+        if not os.path.isabs(value):
+            value = os.path.join(checkpoint_dir, value)
+        if key.strip() == "model_checkpoint_path":
+            state.model_checkpoint_path = value
+        else:
+            state.all_model_checkpoint_paths.append(value)
+    if not state.model_checkpoint_path:
+        raise errors.DataLossError(None, None, f"Invalid checkpoint state loaded from {path}: "
+                                               "no model_checkpoint_path")
+    return state
+
+
+def checkpoint_exists(checkpoint_prefix):
+    return os.path.isfile(checkpoint_file.checkpoint_path(checkpoint_prefix))
+
+
+def latest_checkpoint(checkpoint_dir, latest_filename=None):
+    """The prefix of the newest checkpoint listed in checkpoint_dir's state file, or None
+    (no state file, or the checkpoint it names is gone)."""
+    state = get_checkpoint_state(checkpoint_dir, latest_filename)
+    if state and checkpoint_exists(state.model_checkpoint_path):
+        return state.model_checkpoint_path
+    return None
+
+
+def remove_checkpoint(checkpoint_prefix, checkpoint_format_version=None, meta_graph_suffix="meta"):
+    path = checkpoint_file.checkpoint_path(checkpoint_prefix)
+    if os.path.exists(path):
+        os.remove(path)
+
+
+def NewCheckpointReader(filepattern):  # noqa: N802 - TF's name
+    return checkpoint_file.CheckpointReader(filepattern)
+
+
+def _reader_for(ckpt_dir_or_file):
+    if os.path.isdir(ckpt_dir_or_file):
+        prefix = latest_checkpoint(ckpt_dir_or_file)
+        if prefix is None:
+            raise ValueError(f"Couldn't find 'checkpoint' file or checkpoints in given "
+                             f"directory {ckpt_dir_or_file}")
+        ckpt_dir_or_file = prefix
+    return checkpoint_file.CheckpointReader(ckpt_dir_or_file)
+
+
+def list_variables(ckpt_dir_or_file):
+    """[(name, shape)] of the variables in a checkpoint (or a directory's latest one)."""
+    shapes = _reader_for(ckpt_dir_or_file).get_variable_to_shape_map()
+    return sorted(shapes.items())
+
+
+def load_variable(ckpt_dir_or_file, name):
+    """The value of one variable from a checkpoint, as a NumPy array."""
+    if name.endswith(":0"):
+        name = name[:-2]
+    return _reader_for(ckpt_dir_or_file).get_tensor(name)

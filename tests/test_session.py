@@ -1,0 +1,218 @@
+"""Session semantics: fetch structures, feeds, pruning, ordering, state, errors."""
+import collections
+import warnings
+
+import numpy as np
+import pytest
+
+import graphc as gc
+
+
+def test_nested_fetch_structures():
+    a = gc.constant(1.0)
+    b = gc.constant([2, 3])
+    Pair = collections.namedtuple("Pair", "x y")
+    noop = gc.no_op()
+    with gc.Session() as sess:
+        out = sess.run({"a": a, "rest": [b, (a, noop)], "p": Pair(a, b)})
+    assert out["a"] == 1.0 and out["rest"][1][1] is None
+    assert isinstance(out["rest"], list) and isinstance(out["rest"][1], tuple)
+    np.testing.assert_array_equal(out["rest"][0], [2, 3])
+    assert isinstance(out["p"], Pair) and out["p"].x == 1.0
+
+
+def test_fetch_and_feed_by_name():
+    x = gc.placeholder(gc.float32, [2], name="x")
+    y = gc.identity(x, name="y")
+    with gc.Session() as sess:
+        np.testing.assert_array_equal(sess.run("y:0", {"x:0": [1, 2]}), [1, 2])
+        assert sess.run("y", {x: [1, 2]}) is None
+
+
+def test_feeding_an_intermediate_tensor_skips_its_producers():
+    x = gc.placeholder(gc.float32, [], name="x")
+    mid = x * 2.0
+    out = mid + 1.0
+    with gc.Session() as sess:
+        assert sess.run(out, {mid: 10.0}) == 11.0  # x is not needed
+
+
+def test_pruning_runs_only_what_fetches_need():
+    v = gc.Variable(0.0)
+    bump = gc.assign_add(v, 1.0)
+    other = gc.constant(5.0)
+    with gc.Session() as sess:
+        sess.run(v.initializer)
+        sess.run(other)
+        assert sess.run(v) == 0.0  # bump did not run
+        sess.run(bump)
+        sess.run(bump)
+        assert sess.run(v) == 2.0  # state persists across runs
+
+
+def test_control_dependencies_order_side_effects():
+    v = gc.Variable(1.0)
+    with gc.control_dependencies([gc.assign(v, 10.0)]):
+        read = v.read_value() * 2.0
+    with gc.Session() as sess:
+        sess.run(v.initializer)
+        assert sess.run(read) == 20.0
+
+
+def test_uninitialized_variable_error_names_it_and_session_recovers():
+    v = gc.Variable([1.0, 2.0], name="weights")
+    with gc.Session() as sess:
+        with pytest.raises(gc.errors.FailedPreconditionError, match="weights"):
+            sess.run(v + 1.0)
+        sess.run(gc.global_variables_initializer())
+        np.testing.assert_array_equal(sess.run(v + 1.0), [2.0, 3.0])
+
+
+def test_unfed_placeholder_is_named():
+    x = gc.placeholder(gc.float32, [None, 3], name="images")
+    y = x * 2.0
+    with gc.Session() as sess:
+        with pytest.raises(gc.errors.InvalidArgumentError, match="images"):
+            sess.run(y)
+        assert sess.run(y, {x: np.ones((1, 3))}).shape == (1, 3)
+
+
+def test_feed_shape_mismatch_is_value_error():
+    x = gc.placeholder(gc.float32, [None, 3], name="x")
+    with gc.Session() as sess:
+        with pytest.raises(ValueError, match=r"Cannot feed value of shape \(2, 4\) for Tensor 'x:0'"):
+            sess.run(x, {x: np.ones((2, 4))})
+
+
+def test_runtime_shape_error_is_invalid_argument_and_recoverable():
+    x = gc.placeholder(gc.float32, [None], name="x")
+    y = gc.reshape(x, [3, 2])
+    with gc.Session() as sess:
+        with pytest.raises(gc.errors.InvalidArgumentError, match="Reshape"):
+            sess.run(y, {x: np.ones(5)})
+        assert sess.run(y, {x: np.ones(6)}).shape == (3, 2)
+
+
+def test_error_in_gradient_names_forward_op():
+    x = gc.placeholder(gc.float64, [None], name="x")
+    y = gc.reshape(x, [2, 3])  # forward op created on this line
+    g = gc.gradients(gc.reduce_sum(y), x)[0]
+    with gc.Session() as sess:
+        # feeding y (the forward reshape's output) lets the forward pass succeed, the
+        # gradient's reshape back to x's shape then fails: the error names the forward op
+        with pytest.raises(gc.errors.InvalidArgumentError) as e:
+            sess.run(g, {x: np.ones(4), y: np.ones((2, 3))})
+    assert "gradient of 'Reshape'" in str(e.value) and __file__ in str(e.value)
+
+
+def test_fetch_from_other_graph_and_closed_session():
+    g = gc.Graph()
+    with g.as_default():
+        other = gc.constant(1.0)
+    sess = gc.Session()
+    with pytest.raises(ValueError):
+        sess.run(other)
+    sess.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        sess.run(gc.constant(1.0))
+
+
+def test_eval_and_run_with_default_session():
+    x = gc.placeholder(gc.float32, [])
+    y = x + 1.0
+    v = gc.Variable(3.0)
+    with gc.Session() as sess:
+        v.initializer.run()
+        assert y.eval({x: 1.0}) == 2.0 and v.eval() == 3.0
+        v.load(7.0)
+        assert sess.run(v) == 7.0
+    with pytest.raises(ValueError, match="No default session"):
+        y.eval({x: 1.0})
+
+
+def test_interactive_session_is_default():
+    sess = gc.InteractiveSession()
+    try:
+        assert gc.constant(2.0).eval() == 2.0
+    finally:
+        sess.close()
+
+
+def test_fetched_arrays_do_not_alias_variable_state():
+    v = gc.Variable(np.zeros(3, np.float32))
+    with gc.Session() as sess:
+        sess.run(v.initializer)
+        got = sess.run(v)
+        got[0] = 5.0
+        np.testing.assert_array_equal(sess.run(v), [0, 0, 0])
+
+
+def test_graph_growth_in_loop_warns_once():
+    x = gc.placeholder(gc.float32, [])
+    with gc.Session() as sess:
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            for _ in range(8):
+                sess.run(x * 2.0, {x: 1.0})  # a new op every step: the classic TF1 bug
+        growth = [m for m in w if "training loop" in str(m.message)]
+        assert len(growth) == 1
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            y = x * 3.0
+            for _ in range(8):
+                sess.run(y, {x: 1.0})
+        assert not [m for m in w if "training loop" in str(m.message)]
+
+
+def test_ops_added_after_a_run_are_seen():
+    a = gc.constant(1.0)
+    with gc.Session() as sess:
+        sess.run(a)
+        b = a + 1.0
+        assert sess.run(b) == 2.0
+
+
+def test_random_ops_follow_seeds_across_sessions():
+    def draw():
+        g = gc.Graph()
+        with g.as_default():
+            gc.set_random_seed(42)
+            r = gc.random_normal([3])
+            u = gc.random_uniform([2], seed=7)
+            with gc.Session() as sess:
+                return sess.run([r, u]), sess.run(r)
+    (r1, u1), r1b = draw()
+    (r2, u2), r2b = draw()
+    np.testing.assert_array_equal(r1, r2)
+    np.testing.assert_array_equal(u1, u2)
+    np.testing.assert_array_equal(r1b, r2b)
+    assert not np.array_equal(r1, r1b)  # a new draw on each run
+
+
+def test_truncated_normal_bounds_and_uniform_range():
+    t = gc.truncated_normal([1000], stddev=2.0, seed=1)
+    u = gc.random_uniform([1000], minval=-3, maxval=5, seed=2)
+    i = gc.random_uniform([1000], minval=2, maxval=9, dtype=gc.int32, seed=3)
+    with gc.Session() as sess:
+        tv, uv, iv = sess.run([t, u, i])
+    assert np.abs(tv).max() <= 4.0 and uv.min() >= -3 and uv.max() < 5
+    assert iv.dtype == np.int32 and iv.min() >= 2 and iv.max() <= 8
+
+
+def test_check_numerics_reports_nan():
+    x = gc.placeholder(gc.float32, [2])
+    y = gc.debugging.check_numerics(gc.log(x), "log went bad")
+    with gc.Session() as sess:
+        with pytest.raises(gc.errors.InvalidArgumentError, match="log went bad"):
+            sess.run(y, {x: [-1.0, 1.0]})
+        np.testing.assert_allclose(sess.run(y, {x: [1.0, 1.0]}), [0, 0])
+
+
+def test_initialized_value_chains_initializers():
+    a = gc.Variable(gc.random_normal([3], seed=1))
+    b = gc.Variable(a.initialized_value() * 2.0)
+    with gc.Session() as sess:
+        sess.run(gc.global_variables_initializer())
+        av, bv = sess.run([a, b])
+    np.testing.assert_allclose(bv, av * 2.0)
+    assert gc.report_uninitialized_variables().dtype == gc.string
