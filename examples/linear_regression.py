@@ -20,7 +20,7 @@ def make_data(n=256, seed=0):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=200)
-    parser.add_argument("--learning-rate", type=float, default=0.5)
+    parser.add_argument("--learning-rate", type=float, default=0.1)
     args = parser.parse_args(argv)
 
     x_data, y_data = make_data()

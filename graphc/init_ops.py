@@ -11,11 +11,10 @@ import numpy as np
 
 from graphc import dtypes
 from graphc.framework.tensor_shape import as_shape
-from graphc.ops import random_ops
-from graphc.ops import constant_ops
+from graphc.ops import array_ops, constant_ops, random_ops
 
 __all__ = [
-    "Initializer", "zeros_initializer", "ones_initializer", "constant_initializer",
+    "zeros_initializer", "ones_initializer", "constant_initializer",
     "random_normal_initializer", "truncated_normal_initializer", "random_uniform_initializer",
     "variance_scaling_initializer", "glorot_uniform_initializer", "glorot_normal_initializer",
 ]
@@ -57,7 +56,6 @@ class zeros_initializer(Initializer):  # noqa: N801 - TF's name
         self.dtype = dtypes.as_dtype(dtype)
 
     def __call__(self, shape, dtype=None, partition_info=None):
-        from graphc.ops import array_ops
         return array_ops.zeros(_shape_list(shape), dtype or self.dtype)
 
     def get_config(self):
@@ -69,7 +67,6 @@ class ones_initializer(Initializer):  # noqa: N801
         self.dtype = dtypes.as_dtype(dtype)
 
     def __call__(self, shape, dtype=None, partition_info=None):
-        from graphc.ops import array_ops
         return array_ops.ones(_shape_list(shape), dtype or self.dtype)
 
     def get_config(self):

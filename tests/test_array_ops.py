@@ -609,3 +609,19 @@ def test_shape_tensors_fold_for_static_inference():
     assert static(gc.zeros(gc.shape(x)[1:])) == (3, 5)
     assert static(gc.reshape(x, [-1, gc.shape(x)[2]])) == (None, 5)
     assert static(gc.tile(gc.zeros([2]), gc.shape(x)[1:2])) == (6,)
+
+
+def test_shape_element_with_run_time_index():
+    x = gc.placeholder(gc.float32, [None, 3])
+    i = gc.placeholder(gc.int32, [])
+    y = gc.reshape(x, gc.stack([gc.shape(x)[i], -1]))
+    assert static(y) == (None, None)
+    with gc.Session() as sess:
+        assert sess.run(y, {x: np.zeros((2, 3), np.float32), i: 1}).shape == (3, 2)
+
+
+def test_autopacking_lists_of_tensors_and_numbers():
+    x = gc.placeholder(gc.float32, [])
+    t = gc.convert_to_tensor([[x, 1], [2, 3]])
+    assert t.dtype == gc.float32 and static(t) == (2, 2)
+    np.testing.assert_array_equal(run_on(t, {x: 5.0}), [[5, 1], [2, 3]])

@@ -87,6 +87,22 @@ def test_dense_rank3_contracts_last_axis():
     np.testing.assert_allclose(out, np.einsum("bti,iu->btu", xv, k) + b, rtol=1e-5, atol=1e-6)
 
 
+def test_dense_reuse_without_name_shares_the_first_layer():
+    x = gc.placeholder(gc.float32, [None, 4])
+    gc.layers.dense(x, 3)
+    gc.layers.dense(x, 3, reuse=True)
+    assert _var_names() == ["dense/kernel:0", "dense/bias:0"]
+
+
+def test_dense_rank3_unknown_inner_dims():
+    x = gc.placeholder(gc.float32, [None, None, 3])
+    y = gc.layers.dense(x, 4, use_bias=False)
+    assert y.shape.as_list() == [None, None, 4]
+    xv = RNG.standard_normal((2, 7, 3)).astype(np.float32)
+    out, k = _run_initialized([y] + gc.trainable_variables(), {x: xv})
+    np.testing.assert_allclose(out, xv @ k, rtol=1e-5, atol=1e-6)
+
+
 def test_dense_unknown_last_dim_raises():
     with pytest.raises(ValueError, match="last dimension"):
         gc.layers.dense(gc.placeholder(gc.float32, [None, None]), 3)

@@ -411,3 +411,5 @@ def test_piecewise_constant():
         gc.train.piecewise_constant(gc.constant(1), [5], [1.0])
     with pytest.raises(ValueError, match="same dtype"):
         gc.train.piecewise_constant(gc.constant(1), [5], [1.0, 2])
+    with pytest.raises(ValueError, match="Boundaries"):
+        gc.train.piecewise_constant(gc.constant(1), [5.5], [1.0, 2.0])

@@ -321,3 +321,15 @@ def test_optimizer_slots_round_trip_resumes_training(tmp_path):
             assert sess.run(gc.train.get_global_step()) == 3
             sess.run(train)
             np.testing.assert_allclose(sess.run(w), after_four, rtol=1e-6)
+
+
+def test_keep_checkpoint_every_n_hours_spares_old_checkpoints(tmp_path):
+    d = str(tmp_path)
+    gc.Variable([1.0], name="v")
+    # a 3.6 microsecond period: every checkpoint is old enough to be kept for good
+    saver = gc.train.Saver(max_to_keep=1, keep_checkpoint_every_n_hours=1e-9)
+    with gc.Session() as sess:
+        sess.run(gc.global_variables_initializer())
+        paths = [saver.save(sess, os.path.join(d, "m"), global_step=s) for s in range(3)]
+    assert saver.last_checkpoints == paths[-1:]
+    assert all(gc.train.checkpoint_exists(p) for p in paths)

@@ -93,4 +93,4 @@ def test_mnist_mlp_example(tmp_path):
 def test_cnn_example():
     out = _run_example("cnn.py", "--steps", "40")
     accuracy = float(re.search(r"test accuracy: ([\d.]+)", out).group(1))
-    assert accuracy > 0.3  # 40 steps: well above chance (0.1), far from converged
+    assert accuracy > 0.6  # 40 steps: far above chance (0.1), not yet converged

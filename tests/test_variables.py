@@ -93,14 +93,17 @@ def test_initializers_reports_and_local_variables():
     loc = gc.Variable(0, name="count", trainable=False,
                       collections=[gc.GraphKeys.LOCAL_VARIABLES])
     assert gc.local_variables() == [loc] and loc not in gc.global_variables()
+    report = gc.report_uninitialized_variables()
+    init_a, init_local = gc.variables_initializer([a]), gc.local_variables_initializer()
+    init_global = gc.global_variables_initializer()
+    flags = [gc.is_variable_initialized(a), gc.is_variable_initialized(b)]
     with gc.Session() as sess:
-        assert list(sess.run(gc.report_uninitialized_variables())) == ["a", "b", "count"]
-        sess.run(gc.variables_initializer([a]))
-        assert list(sess.run(gc.report_uninitialized_variables())) == ["b", "count"]
-        assert sess.run(gc.is_variable_initialized(a)) and not sess.run(gc.is_variable_initialized(b))
-        sess.run(gc.local_variables_initializer())
-        sess.run(gc.global_variables_initializer())
-        assert list(sess.run(gc.report_uninitialized_variables())) == []
+        assert list(sess.run(report)) == ["a", "b", "count"]
+        sess.run(init_a)
+        assert list(sess.run(report)) == ["b", "count"]
+        assert sess.run(flags) == [True, False]
+        sess.run([init_local, init_global])
+        assert list(sess.run(report)) == []
 
 
 def test_callable_initial_value_and_dtype():

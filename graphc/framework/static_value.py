@@ -59,9 +59,10 @@ def _scalar_or_none(t):
     op = t.op  # shape(x)[i] where dim i of x is known
     if op.type == "StridedSlice" and op.inputs[0].op.type == "Shape":
         src = op.inputs[0].op.inputs[0].shape
-        if src.ndims is not None:
+        bounds = [constant_value(x) for x in op.inputs[1:]]
+        if src.ndims is not None and all(b is not None for b in bounds):
             dims = np.array([d.value for d in src], dtype=object)
-            v = op.op_def.kernel(dims, *[constant_value(x) for x in op.inputs[1:]], **op.attrs)
+            v = op.op_def.kernel(dims, *bounds, **op.attrs)
             if np.ndim(v) == 0 and v is not None:
                 return int(v)
     return None

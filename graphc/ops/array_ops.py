@@ -117,6 +117,14 @@ def _dims(values):
     return [int(d) for d in np.reshape(values, [-1])]
 
 
+def _raise(cls):
+    """An error(message) callback: shared checks raise ValueError while building the graph
+    and KernelError while running it."""
+    def error(message):
+        raise cls(message)
+    return error
+
+
 def _math():
     from graphc.ops import math_ops  # math_ops imports this module
     return math_ops
@@ -407,12 +415,6 @@ def _squeezed(dims, squeeze_dims, error):
     return keep
 
 
-def _raise(cls):
-    def error(message):
-        raise cls(message)
-    return error
-
-
 def _squeeze_infer(inputs, a):
     x = inputs[0]
     if x.shape.ndims is None:
@@ -503,11 +505,18 @@ register_op("Unpack", infer=_unpack_infer, kernel=_unpack_kernel,
             grad=lambda op, *gs: [stack(list(gs), axis=op.attrs["axis"])])
 
 
+def _holds_tensor(value):
+    if isinstance(value, Tensor) or hasattr(value, "_as_tensor"):
+        return True
+    return isinstance(value, (list, tuple)) and any(_holds_tensor(v) for v in value)
+
+
 def _convert_all(values):
     """Values as tensors; Python values take the dtype of the first tensor among them."""
-    hint = next((convert_to_tensor(v).dtype for v in values
-                 if isinstance(v, Tensor) or hasattr(v, "_as_tensor")), None)
-    return [convert_to_tensor(v, dtype_hint=hint) for v in values]
+    tensors = [convert_to_tensor(v) if _holds_tensor(v) else None for v in values]
+    hint = next((t.dtype for t in tensors if t is not None), None)
+    return [t if t is not None else convert_to_tensor(v, dtype_hint=hint)
+            for t, v in zip(tensors, values)]
 
 
 def stack(values, axis=0, name="stack"):

@@ -34,15 +34,16 @@ def _infer_dtype(value):
 
 
 def to_numpy(value, dtype=None):
-    """A NumPy array of `value` in `dtype` (a DType or None: inferred). TypeError when lossy."""
+    """A NumPy array of `value` in `dtype` (a DType or None: inferred). TypeError for a
+    float value asked to be an integer or bool tensor, as TF."""
     dtype = _infer_dtype(value) if dtype is None else dtypes.as_dtype(dtype)
     arr = np.asarray(value)
     if arr.dtype == object:
         raise TypeError(f"Cannot convert {value!r} to a tensor of dtype {dtype.name}.")
-    if (dtype.is_integer or dtype.is_bool) and arr.dtype.kind == "f":
-        if not np.all(np.isfinite(arr)) or np.any(arr != np.round(arr)):
-            raise TypeError(f"Expected {dtype.name}, got {value!r} of type "
-                            f"'{type(value).__name__}' instead.")
+    if (dtype.is_integer or dtype.is_bool) and arr.dtype.kind == "f" and arr.size:
+        # TF never turns a float value into an integer tensor implicitly
+        raise TypeError(f"Expected {dtype.name}, got {value!r} of type "
+                        f"'{type(value).__name__}' instead.")
     if dtype.is_bool and arr.dtype.kind != "b":
         raise TypeError(f"Expected bool, got {value!r} instead.")
     return np.asarray(arr, dtype=dtype.np)
@@ -77,7 +78,9 @@ def convert_to_tensor(value, dtype=None, name=None, preferred_dtype=None, dtype_
         return value
     if isinstance(value, (list, tuple)) and _contains_tensor(value):
         from graphc.ops.array_ops import stack
-        return stack([convert_to_tensor(v, dtype) for v in value], name=name or "packed")
+        # without a dtype, stack gives Python numbers the dtype of the tensors among them
+        parts = list(value) if dtype is None else [convert_to_tensor(v, dtype) for v in value]
+        return stack(parts, name=name or "packed")
     hint = dtype or preferred_dtype or dtype_hint
     if dtype is None and hint is not None:
         try:

@@ -89,6 +89,7 @@ def piecewise_constant(x, boundaries, values, name=None):
         for boundary, value in zip(boundaries, values[1:]):
             b = convert_to_tensor(boundary, dtype_hint=x.dtype)
             if b.dtype != x.dtype:
-                b = math_ops.cast(b, x.dtype)
+                raise ValueError(f"Boundaries ({b.dtype.name}) must have the same dtype as x "
+                                 f"({x.dtype.name}).")
             result = math_ops.where(math_ops.greater(x, b), value, result)
         return identity(result, name=scope)

@@ -97,10 +97,11 @@ class Optimizer:
             converted.append((g, v))
         var_list = [v for g, v in converted if g is not None]
         if not var_list:
-            raise ValueError(f"No gradients provided for any variable: {[str(v) for _, v in converted]}.")
+            raise ValueError(f"No gradients provided for any variable: "
+                             f"{[str(v) for _, v in converted]}.")
         graph = var_list[0].graph
         with graph.as_default():
-            with graph.control_dependencies(None):  # state is created once, outside any loop
+            with graph.control_dependencies(None):  # slot initializers are never gated
                 self._create_slots(var_list)
             update_ops = []
             with graph.name_scope(name or self._name) as scope:

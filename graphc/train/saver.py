@@ -71,6 +71,7 @@ class Saver:
         self._save_relative_paths = save_relative_paths
         self._filename = filename
         self._last_checkpoints = []   # [(prefix, time saved)], oldest first
+        self._to_delete = []
         self._build_restore_op(name)
 
     def _build_restore_op(self, name):
@@ -125,16 +126,18 @@ class Saver:
         return prefix
 
     def _record_last_checkpoint(self, prefix):
+        """Adds prefix as the newest; the ones beyond max_to_keep are queued for deletion
+        (after the state file stops listing them)."""
         if not self._max_to_keep:
             return
         self._last_checkpoints = [(p, t) for p, t in self._last_checkpoints if p != prefix]
         self._last_checkpoints.append((prefix, time.time()))
+        while len(self._last_checkpoints) > self._max_to_keep:
+            self._to_delete.append(self._last_checkpoints.pop(0))
 
     def _delete_old_checkpoints(self):
-        if not self._max_to_keep:
-            return
-        while len(self._last_checkpoints) > self._max_to_keep:
-            prefix, saved_at = self._last_checkpoints.pop(0)
+        while self._to_delete:
+            prefix, saved_at = self._to_delete.pop(0)
             if saved_at > self._next_keep_time:  # one per keep_checkpoint_every_n_hours stays
                 self._next_keep_time += self._keep_every_s
                 continue

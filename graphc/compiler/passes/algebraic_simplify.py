@@ -10,8 +10,9 @@ Rewrites (c is a Const whose elements are all equal, a "splat"):
 - x / c -> x * (1/c) for floats when 1/c is exact (c a power of two whose reciprocal is
   representable), for every float c when run with exact_only=False.
 - an operand of a broadcasting binary op that is a splat (a Const, Fill(dims, s) or
-  BroadcastTo(s, shape) with scalar s) becomes the scalar s when the other operand alone
-  already has the output's shape.
+  BroadcastTo(s, shape) with scalar s, ZerosLike, OnesLike) becomes the scalar s when the
+  other operand alone already has the output's shape: its IR dims are the output's, or
+  the splat takes its shape from that operand (Fill(Shape(y), s), OnesLike(y), ...).
 An identity is removed only when the IR dims and dtype prove the result is the operand
 itself: x*1 where the 1 broadcasts x to a bigger shape stays. Nodes with control
 dependencies of their own are not replaced by an existing value (the dependency would be
@@ -208,31 +209,42 @@ def _reciprocal(c, exact_only):
     return r
 
 
-def _scalar_of_splat(module, node, v):
-    """A scalar Value equal to every element of v, or None."""
-    if v.dims == ():
-        return None
-    if v.node.type == "Fill" and v.node.inputs[1].dims == ():
-        return v.node.inputs[1]
-    if v.node.type == "BroadcastTo" and v.node.inputs[0].dims == ():
-        return v.node.inputs[0]
+_LIKE_FILL = {"ZerosLike": 0, "OnesLike": 1}
+
+
+def _splat_parts(v):
+    """(scalar Value or number, Value whose shape it takes or None) for a splat v."""
+    n = v.node
+    if n.type == "Fill" and n.inputs[1].dims == ():
+        return n.inputs[1], _shape_operand(n.inputs[0])
+    if n.type == "BroadcastTo" and n.inputs[0].dims == ():
+        return n.inputs[0], _shape_operand(n.inputs[1])
+    if n.type in _LIKE_FILL:
+        return _LIKE_FILL[n.type], n.inputs[0]
     s = _splat(v)
-    if s is None:
-        return None
-    return module.add_constant(np.array(s, dtype=v.dtype.np), before=node,
-                               name=v.node.name + "/scalar", location=v.node.location)
+    return (None, None) if s is None else (s, None)
+
+
+def _shape_operand(shape):
+    return shape.node.inputs[0] if shape.node.type == "Shape" else None
 
 
 def _simplify_splat_operand(module, node, exact_only):
     out = node.outputs[0]
     for i in (0, 1):
         v, other = node.inputs[i], node.inputs[1 - i]
-        if other.dims is None or other.dims != out.dims:
+        if v.dims == ():
             continue
-        scalar = _scalar_of_splat(module, node, v)
-        if scalar is not None:
-            module.set_input(node, i, scalar)
-            return "splat_to_scalar"
+        scalar, shape_source = _splat_parts(v)
+        if scalar is None:
+            continue
+        if shape_source is not other and (other.dims is None or other.dims != out.dims):
+            continue
+        if not isinstance(scalar, Value):
+            scalar = module.add_constant(np.array(scalar, dtype=v.dtype.np), before=node,
+                                         name=v.node.name + "/scalar", location=v.node.location)
+        module.set_input(node, i, scalar)
+        return "splat_to_scalar"
     return None
 
 

@@ -3,8 +3,10 @@
 Rewrites: a node whose inputs are all Const nodes, and which is pure (its OpDef is not
 `stateful` and does not `use_context`: never variables, assigns, random ops; Parameters
 are never constants), is run with its op's NumPy reference kernel and replaced by one
-Const per output. Nodes are visited in order, so whole constant subgraphs fold in one
-run; nodes left without users are deleted.
+Const per output. So are the ops that read only the static shape of an input (Shape,
+ShapeN, Size, ZerosLike, OnesLike: when its IR dims are all ints; Rank: when its rank is
+known), whatever computes that input. Nodes are visited in order, so whole constant
+subgraphs fold in one run; nodes left without users are deleted.
 
 Left alone:
 - results over MAX_FOLDED_BYTES (4 MiB, one million float32). Folded constants are
@@ -28,6 +30,9 @@ from graphc.reference_executor import run_kernel
 
 MAX_FOLDED_BYTES = 4 << 20
 EXPANDING_BYTES = 64 << 10
+# op type -> what of its input it reads: "dims" (all of them) or "rank"
+SHAPE_ONLY_OPS = {"Shape": "dims", "ShapeN": "dims", "Size": "dims", "ZerosLike": "dims",
+                  "OnesLike": "dims", "Rank": "rank"}
 
 
 def run(module):
@@ -35,13 +40,13 @@ def run(module):
     for node in list(module.nodes):
         if not _foldable(node):
             continue
-        args = [v.node.attrs["value"] for v in node.inputs]
+        args = [_static_value(node, v) for v in node.inputs]
         try:
             results = run_kernel(node, args, None)
         except errors.OpError:
             counts["kernel_errors"] += 1
             continue
-        if _too_big(results, args):
+        if _too_big(results, [v.node.attrs["value"] for v in node.inputs if _is_const(v)]):
             counts["too_big"] += 1
             continue
         consts = [module.add_constant(arr, before=node, name=_const_name(node, i),
@@ -57,12 +62,29 @@ def _foldable(node):
         return False
     if any(v.dtype.name == "string" for v in node.outputs):
         return False
-    return all(isinstance(v, Value) and v.node.type == "Const" for v in node.inputs)
+    if node.type in SHAPE_ONLY_OPS:
+        need = SHAPE_ONLY_OPS[node.type]
+        return all(v.dims is not None and (need == "rank" or all(isinstance(d, int)
+                                                                 for d in v.dims))
+                   for v in node.inputs)
+    return all(_is_const(v) for v in node.inputs)
 
 
-def _too_big(results, args):
+def _is_const(v):
+    return isinstance(v, Value) and v.node.type == "Const"
+
+
+def _static_value(node, v):
+    """The Const's array, or for a shape-only op a zero-memory array of v's shape."""
+    if _is_const(v):
+        return v.node.attrs["value"]
+    dims = [d if isinstance(d, int) else 0 for d in v.dims]  # only "rank" ops get here with symbols
+    return np.broadcast_to(np.zeros((), v.dtype.np), dims)
+
+
+def _too_big(results, const_inputs):
     out_bytes = sum(np.asarray(r).nbytes for r in results)
-    in_bytes = sum(np.asarray(a).nbytes for a in args)
+    in_bytes = sum(a.nbytes for a in const_inputs)
     return out_bytes > MAX_FOLDED_BYTES or (out_bytes > EXPANDING_BYTES and out_bytes > in_bytes)
 
 
