@@ -235,6 +235,12 @@ def test_constant_folding_respects_the_size_caps():
     assert got[1].shape == (200, 200) and got[2].shape == (10, 10)
 
 
+def test_constant_folding_checks_the_size_before_running_the_kernel():
+    huge = gc.fill([100000, 100000], 1.0)  # 40 GB if it ran
+    m = _lower(huge)
+    assert constant_folding.run(m)["too_big"] == 1 and _count(m, "Fill") == 1
+
+
 def test_constant_folding_leaves_kernel_errors_for_run_time():
     bad = gc.gather(gc.constant([1.0, 2.0]), gc.constant([5]))  # index out of range
     m = _lower(bad)
@@ -260,15 +266,17 @@ def _feed(*shape, dtype=np.float32):
     lambda x: x - 0.0, lambda x: x / 1.0, lambda x: -(-x), lambda x: gc.identity(x),
     lambda x: gc.stop_gradient(x), lambda x: gc.cast(x, gc.float32),
     lambda x: x * gc.constant(np.ones((1, 3), np.float32)),
-    lambda x: gc.transpose(gc.transpose(x)), lambda x: gc.reshape(x, gc.shape(x)) * 1.0,
+    lambda x: gc.transpose(gc.transpose(x)), lambda x: gc.transpose(x, [0, 1]),
+    lambda x: gc.reshape(x, [-1, 3]), lambda x: gc.reshape(x, gc.shape(x)),
+    lambda x: gc.broadcast_to(x, gc.shape(x)),
 ], ids=["x*1", "1*x", "x+0", "0+x", "x-0", "x/1", "--x", "identity", "stop_gradient",
-        "cast_same", "x*ones_row", "transpose2", "reshape_same_dims"])
+        "cast_same", "x*ones_row", "transpose2", "transpose_identity", "reshape_same_dims",
+        "reshape_to_own_shape", "broadcast_to_own_shape"])
 def test_simplify_removes_identities(build):
     x = gc.placeholder(gc.float32, [None, 3], name="x")
     y = build(x)
     m, _ = _simplified(y, [x])
-    if y.op.type != "Reshape" and "Reshape" not in [n.type for n in m.nodes]:
-        assert m.outputs[0] is m.params[0].outputs[0], m.to_text()
+    assert m.outputs[0] is m.params[0].outputs[0], m.to_text()
     feed = _feed(4, 3)
     np.testing.assert_array_equal(_run(m, [feed])[0], feed)
 
@@ -341,7 +349,7 @@ def test_simplify_division_by_a_constant():
     np.testing.assert_array_equal(got[2], feed / np.float32([2.0, 0.5, 2.0 ** -100]))
     m2, stats2 = _simplified(fetches, [x], exact_only=False)
     assert stats2["div_to_mul"] == 3  # 1/3 now too; an overflowing reciprocal never
-    np.testing.assert_allclose(_run(m2, [feed])[1], feed / np.float32(3), rtol=1e-7)
+    np.testing.assert_array_max_ulp(_run(m2, [feed])[1], feed / np.float32(3), maxulp=1)
 
 
 def test_simplify_folds_a_broadcast_scalar_into_its_consumer():
@@ -466,3 +474,52 @@ def test_mlp_training_step_matches_session_after_all_passes():
     assert [n.type for n in m.roots] == ["AssignSub"] * 3
     # no pass at all gives the same too
     _check_same_as_session([loss], feed, [train], disable=PASS_NAMES)
+
+
+def test_cnn_adam_dropout_step_matches_session_and_keeps_the_batch_symbol():
+    gc.set_random_seed(0)
+    x = gc.placeholder(gc.float32, [None, 6, 6, 1], name="x")
+    labels = gc.placeholder(gc.int64, [None], name="labels")
+    h = gc.layers.conv2d(x, 3, 3, padding="same", activation=gc.nn.relu)
+    h = gc.layers.flatten(gc.layers.max_pooling2d(h, 2, 2))
+    h = gc.layers.dropout(gc.layers.dense(h, 8, activation=gc.nn.relu), 0.5, training=True)
+    logits = gc.layers.dense(h, 3)
+    loss = gc.losses.sparse_softmax_cross_entropy(labels, logits)
+    train = gc.train.AdamOptimizer(0.01).minimize(loss)
+    feed = {x: _feed(5, 6, 6, 1), labels: RNG.integers(0, 3, 5)}
+    m, stats = _check_same_as_session([loss, gc.nn.softmax(logits)], feed, [train])
+    assert stats["constant_folding"]["folded"] > 0 and stats["cse"]["merged"] > 0
+    # symbols trace through conv, pooling, flatten and dropout's random_uniform(shape(h))
+    dropout_mask = next(n for n in m.nodes if n.type == "RandomUniform")
+    assert dropout_mask.outputs[0].dims == ("x.0", 8)
+    assert m.outputs[1].dims == ("x.0", 3)
+
+
+def test_variables_are_read_when_their_consumers_run():
+    v = gc.Variable(1.0, name="v")
+    before = v * 10.0                  # runs before the assign: reads 1.0
+    a = v.assign_add(1.0)
+    with gc.control_dependencies([a]):
+        after = v.read_value() * 10.0  # runs after it: reads 2.0
+    m = _lower([before, after, v], targets=[a.op])
+    reads = [n for n in m.nodes if n.type == "VariableV2"]
+    assert len(reads) == 3 and all(n.name == "v" for n in reads)  # one per consumer + fetch
+    assert m.nodes.index(reads[-1]) == len(m.nodes) - 1            # the fetch reads last
+    assert [float(x) for x in _run(m, [], {"v": np.float32(1.0)})] == [10.0, 20.0, 2.0]
+    m, _ = _check_same_as_session([before, after, v], targets=[a.op])
+    assert _count(m, "VariableV2") == 2  # the last two reads have no update between them
+
+
+def test_cse_merges_reads_of_a_variable_only_with_no_update_between_them():
+    v = gc.Variable(np.ones(3, np.float32), name="v")
+    w = gc.Variable(np.ones(3, np.float32), name="w")
+    y1 = gc.exp(v.read_value()) * w.read_value()
+    y2 = gc.exp(v.read_value()) * w.read_value()  # the same values read: y2 is y1
+    step = w.assign_add(y1 + y2)                  # updates w, not v
+    y3 = v.read_value() * w.read_value()          # w read again after its update
+    m = _lower([y1, y2, y3], targets=[step.op])
+    assert _count(m, "VariableV2") == 6
+    stats = cse.run(m)
+    assert stats["reads_merged"] == 3 and m.outputs[0] is m.outputs[1]
+    assert [n.name for n in m.nodes if n.type == "VariableV2"] == ["v", "w", "w"]
+    _check_same_as_session([y1, y2, y3], targets=[step.op])

@@ -11,7 +11,8 @@ Semantics (those of graphc/reference_executor.py):
 - The node list is the execution order. Passes may drop pure nodes and insert new ones,
   but never reorder stateful nodes among themselves.
 - A "VariableV2" node reads its variable when it runs: its value is a snapshot, later
-  assigns do not change it.
+  assigns do not change it. Lowering puts one read just before each consumer, which is
+  when the reference executor reads a variable (TF1's ref semantics).
 - `roots` are the nodes that must run for their effect: the run's targets and every node
   that changes state (assigns, random ops advancing their generator), so that a rewrite
   dropping the last use of such a node's value never drops its effect.
@@ -74,8 +75,9 @@ class Value:
 
     @property
     def ref(self):
-        """`%3`, or `%3.1` for a later output: how the text form names this value."""
-        return f"%{self.node.id}" if len(self.node.outputs) == 1 else f"%{self.node.id}.{self.index}"
+        """`%3`, or `%3.1` for output 1 of a multi-output node: its name in the text form."""
+        n = self.node
+        return f"%{n.id}" if len(n.outputs) == 1 else f"%{n.id}.{self.index}"
 
     def __repr__(self):
         return f"<Value {self.ref} {format_type(self.dtype, self.dims)}>"

@@ -5,7 +5,15 @@ value of a shape tensor, which is often a constant or a Shape of a known tensor.
 """
 import numpy as np
 
+from graphc.framework.symbolic import SymDim
 from graphc.framework.tensor_shape import TensorShape
+
+
+def _dims_array(dims, dtype):
+    """A shape's dims as an array: int `dtype`, or object when some dims are symbolic."""
+    if any(isinstance(d, SymDim) for d in dims):
+        return np.array(dims, dtype=object)
+    return np.array(dims, dtype=dtype)
 
 
 def constant_value(tensor):
@@ -14,22 +22,25 @@ def constant_value(tensor):
     if op.type == "Const":
         return op.attrs["value"]
     if op.type == "Shape" and op.inputs[0].shape.is_fully_defined():
-        return np.array(op.inputs[0].shape.as_list(), dtype=tensor.dtype.np)
+        return _dims_array(op.inputs[0].shape.as_list(), tensor.dtype.np)
     if op.type == "Size" and op.inputs[0].shape.is_fully_defined():
-        return np.array(op.inputs[0].shape.num_elements(), dtype=tensor.dtype.np)
+        n = op.inputs[0].shape.num_elements()
+        return np.array(n, dtype=object if isinstance(n, SymDim) else tensor.dtype.np)
     if op.type == "Rank" and op.inputs[0].shape.ndims is not None:
         return np.array(op.inputs[0].shape.ndims, dtype=tensor.dtype.np)
     if op.type == "Pack":
         parts = [constant_value(t) for t in op.inputs]
         if all(p is not None for p in parts):
-            return np.stack(parts, axis=op.attrs.get("axis", 0)).astype(tensor.dtype.np)
+            out = np.stack(parts, axis=op.attrs.get("axis", 0))
+            return out if out.dtype == object else out.astype(tensor.dtype.np)
     if op.type in ("Identity", "StopGradient"):
         return constant_value(op.inputs[0])
     if tensor.dtype.is_integer and len(op.outputs) == 1 and op.inputs and _pure(op):
         # small integer arithmetic on known values (shape math such as shape(x)[0] * 2)
         values = [constant_value(t) for t in op.inputs]
         if all(v is not None and v.size <= 64 for v in values):
-            return np.asarray(op.op_def.kernel(*values, **op.attrs), dtype=tensor.dtype.np)
+            out = np.asarray(op.op_def.kernel(*values, **op.attrs))
+            return out if out.dtype == object else out.astype(tensor.dtype.np)
     return None
 
 
@@ -42,7 +53,7 @@ def shape_from_tensor(tensor):
     """A TensorShape from a 1-D shape tensor, with None where an element is unknown."""
     v = constant_value(tensor)
     if v is not None:
-        return TensorShape([int(d) for d in np.reshape(v, [-1])])
+        return TensorShape([d if isinstance(d, SymDim) else int(d) for d in np.reshape(v, [-1])])
     op = tensor.op
     if op.type == "Pack" and op.attrs.get("axis", 0) == 0:
         return TensorShape([_scalar_or_none(t) for t in op.inputs])

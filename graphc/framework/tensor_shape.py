@@ -1,4 +1,9 @@
-"""TensorShape and Dimension: static shapes whose dimensions (or rank) may be unknown."""
+"""TensorShape and Dimension: static shapes whose dimensions (or rank) may be unknown.
+
+While the compiler lowers a graph, a dim may also be a SymDim (graphc/framework/symbolic.py):
+a size known only at run time, as an expression of the feeds' dims.
+"""
+from graphc.framework.symbolic import SymDim
 
 
 class Dimension:
@@ -7,7 +12,7 @@ class Dimension:
     def __init__(self, value):
         if isinstance(value, Dimension):
             value = value.value
-        if value is not None:
+        if value is not None and not isinstance(value, SymDim):
             value = int(value)
             if value < 0:
                 raise ValueError(f"Dimension {value} must be >= 0")
@@ -79,7 +84,9 @@ class Dimension:
 
 
 def _dim_value(d):
-    return d.value if isinstance(d, Dimension) else (None if d is None else int(d))
+    if isinstance(d, Dimension):
+        return d.value
+    return d if d is None or isinstance(d, SymDim) else int(d)
 
 
 def dimension_value(d):

@@ -5,7 +5,8 @@ Rewrites (c is a Const whose elements are all equal, a "splat"):
   PlaceholderWithDefault -> their input; Cast to the input's own dtype -> the input.
 - transpose(transpose(x, p), q) -> transpose(x, p[q]), or x when that is the identity;
   transpose(x, identity perm) -> x; reshape(reshape(x, s), t) -> reshape(x, t);
-  reshape(x, s) -> x when the IR dims show the shape does not change.
+  reshape(x, s) -> x when the IR dims show the shape does not change;
+  reshape(x, shape(x)) and broadcast_to(x, shape(x)) -> x.
 - pow(x, 2) -> x*x; pow(x, 0.5) -> sqrt(x).
 - x / c -> x * (1/c) for floats when 1/c is exact (c a power of two whose reciprocal is
   representable), for every float c when run with exact_only=False.
@@ -44,9 +45,8 @@ def run(module, exact_only=True):
     for _ in range(_MAX_SWEEPS):
         changed = 0
         for node in list(module.nodes):
-            if not node.outputs or not node.outputs[0].uses and node.outputs[0] not in \
-                    module.outputs:
-                continue  # dead: prune will delete it
+            if _unused(module, node):
+                continue  # deleted below
             for rule in _rules_for(node):
                 name = rule(module, node, exact_only)
                 if name:
@@ -57,6 +57,10 @@ def run(module, exact_only=True):
             break
     counts["nodes_removed"] = module.remove_dead()
     return counts
+
+
+def _unused(module, node):
+    return all(not v.uses and v not in module.outputs for v in node.outputs)
 
 
 def _rules_for(node):
@@ -90,9 +94,14 @@ def _same_type(a, b):
     return a.dtype == b.dtype and a.dims is not None and a.dims == b.dims
 
 
-def _forward(module, node, value):
-    """Replaces node's only output by an existing value, if that loses nothing."""
-    if node.control_deps or not _same_type(value, node.outputs[0]):
+def _forward(module, node, value, same_shape=False):
+    """Replaces node's only output by an existing value, if that loses nothing.
+
+    same_shape: the caller has proven the shapes equal (else the IR dims must be)."""
+    out = node.outputs[0]
+    if node.control_deps or value.dtype != out.dtype:
+        return False
+    if not same_shape and not _same_type(value, out):
         return False
     module.replace_node(node, [value])
     return True
@@ -104,7 +113,6 @@ def _rebuild(module, node, type, inputs, attrs=None):
     new = module.add_node(type, inputs, attrs or {}, [(out.dtype, out.dims)], node.name,
                           node.location, node.gradient_of, node.control_deps, before=node)
     module.replace_node(node, new.outputs)
-    return True
 
 
 # -------------------------------------------------------------------------- rules
@@ -155,17 +163,24 @@ def _simplify_transpose(module, node, exact_only):
         return "transpose_transpose"
     new_perm = module.add_constant(composed.astype(p.dtype), before=node,
                                    name=node.name + "/perm", location=node.location)
-    return _rebuild(module, node, "Transpose", [inner, new_perm], node.attrs) and \
-        "transpose_transpose"
+    _rebuild(module, node, "Transpose", [inner, new_perm], node.attrs)
+    return "transpose_transpose"
 
 
 def _simplify_reshape(module, node, exact_only):
     x, shape = node.inputs
-    if _forward(module, node, x):
+    if _forward(module, node, x, same_shape=_shape_operand(shape) is x):
         return "noop_reshape"
     if x.node.type == "Reshape":
-        return _rebuild(module, node, "Reshape", [x.node.inputs[0], shape], node.attrs) and \
-            "reshape_reshape"
+        _rebuild(module, node, "Reshape", [x.node.inputs[0], shape], node.attrs)
+        return "reshape_reshape"
+    return None
+
+
+def _simplify_broadcast_to(module, node, exact_only):
+    x, shape = node.inputs
+    if _forward(module, node, x, same_shape=_shape_operand(shape) is x):
+        return "noop_broadcast"
     return None
 
 
@@ -174,9 +189,11 @@ def _simplify_pow(module, node, exact_only):
     if not _same_type(x, node.outputs[0]):
         return None
     if _is(y, 2):
-        return _rebuild(module, node, "Mul", [x, x]) and "pow2_to_mul"
+        _rebuild(module, node, "Mul", [x, x])
+        return "pow2_to_mul"
     if x.dtype.is_floating and _is(y, 0.5):
-        return _rebuild(module, node, "Sqrt", [x]) and "pow_half_to_sqrt"
+        _rebuild(module, node, "Sqrt", [x])
+        return "pow_half_to_sqrt"
     return None
 
 
@@ -192,7 +209,8 @@ def _simplify_div(module, node, exact_only):
         return None
     r_value = module.add_constant(r, before=node, name=y.node.name + "/reciprocal",
                                   location=y.node.location)
-    return _rebuild(module, node, "Mul", [x, r_value]) and "div_to_mul"
+    _rebuild(module, node, "Mul", [x, r_value])
+    return "div_to_mul"
 
 
 def _reciprocal(c, exact_only):
@@ -257,6 +275,7 @@ RULES = {
     "Cast": _simplify_cast,
     "Transpose": _simplify_transpose,
     "Reshape": _simplify_reshape,
+    "BroadcastTo": _simplify_broadcast_to,
     "Pow": _simplify_pow,
     **{t: _simplify_identity for t in IDENTITY_OPS},
 }

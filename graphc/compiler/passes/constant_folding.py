@@ -5,7 +5,8 @@ Rewrites: a node whose inputs are all Const nodes, and which is pure (its OpDef 
 are never constants), is run with its op's NumPy reference kernel and replaced by one
 Const per output. So are the ops that read only the static shape of an input (Shape,
 ShapeN, Size, ZerosLike, OnesLike: when its IR dims are all ints; Rank: when its rank is
-known), whatever computes that input. Nodes are visited in order, so whole constant
+known), whatever computes that input (which is then not read: the Shape of an
+uninitialized variable no longer fails). Nodes are visited in order, so whole constant
 subgraphs fold in one run; nodes left without users are deleted.
 
 Left alone:
@@ -40,13 +41,16 @@ def run(module):
     for node in list(module.nodes):
         if not _foldable(node):
             continue
-        args = [_static_value(node, v) for v in node.inputs]
+        const_inputs = [v.node.attrs["value"] for v in node.inputs if _is_const(v)]
+        if _too_big(_static_nbytes(node), const_inputs):  # before running: it could be huge
+            counts["too_big"] += 1
+            continue
         try:
-            results = run_kernel(node, args, None)
+            results = run_kernel(node, [_static_value(v) for v in node.inputs], None)
         except errors.OpError:
             counts["kernel_errors"] += 1
             continue
-        if _too_big(results, [v.node.attrs["value"] for v in node.inputs if _is_const(v)]):
+        if _too_big(sum(np.asarray(r).nbytes for r in results), const_inputs):
             counts["too_big"] += 1
             continue
         consts = [module.add_constant(arr, before=node, name=_const_name(node, i),
@@ -74,7 +78,7 @@ def _is_const(v):
     return isinstance(v, Value) and v.node.type == "Const"
 
 
-def _static_value(node, v):
+def _static_value(v):
     """The Const's array, or for a shape-only op a zero-memory array of v's shape."""
     if _is_const(v):
         return v.node.attrs["value"]
@@ -82,8 +86,17 @@ def _static_value(node, v):
     return np.broadcast_to(np.zeros((), v.dtype.np), dims)
 
 
-def _too_big(results, const_inputs):
-    out_bytes = sum(np.asarray(r).nbytes for r in results)
+def _static_nbytes(node):
+    """The outputs' size in bytes from their IR dims; 0 where a dim is not static."""
+    total = 0
+    for v in node.outputs:
+        if v.dims is None or not all(isinstance(d, int) for d in v.dims):
+            return 0
+        total += int(np.prod(v.dims, dtype=np.int64)) * v.dtype.size
+    return total
+
+
+def _too_big(out_bytes, const_inputs):
     in_bytes = sum(a.nbytes for a in const_inputs)
     return out_bytes > MAX_FOLDED_BYTES or (out_bytes > EXPANDING_BYTES and out_bytes > in_bytes)
 

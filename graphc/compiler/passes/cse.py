@@ -6,20 +6,33 @@ dependencies compute the same values; every use of the later one reads the earli
 Const nodes with equal values merge the same way. Nodes are visited in order and inputs
 are merged before their users, so whole duplicated subgraphs collapse in one run.
 
-Left alone: stateful nodes (OpDef.stateful or uses_context): two random_normal ops draw
-different numbers, two assigns both update, and variable reads are snapshots taken at
-their place among the assigns. Parameters are distinct feeds even when equal.
+Reads of one variable (VariableV2 nodes of the same name) merge too when no node between
+them updates that variable: they read the same value.
+
+Left alone: other stateful nodes (OpDef.stateful or uses_context): two random_normal ops
+draw different numbers, two assigns both update; and two reads with an update of their
+variable between them. Parameters are distinct feeds even when equal.
 Guarantees: bit-identical results (the earlier node has the same inputs, so it computes
 the same values and is defined before every user of the later one); the node order and
 all side effects are unchanged.
 """
-from graphc.compiler.ir import PARAMETER, Value, attrs_key
+from graphc.compiler.ir import PARAMETER, Value, VariableRef, attrs_key
 
 
 def run(module):
     seen = {}
-    merged = 0
+    last_read = {}  # variable name -> its read node, while no update has come since
+    merged = reads_merged = 0
     for node in list(module.nodes):
+        if node.type == "VariableV2":
+            first = last_read.setdefault(node.name, node)
+            if first is not node:
+                module.replace_node(node, first.outputs)
+                reads_merged += 1
+            continue
+        for v in node.inputs:
+            if isinstance(v, VariableRef) and node.has_side_effect:
+                last_read.pop(v.name, None)
         if node.type == PARAMETER or node.is_stateful or not node.outputs:
             continue
         key = _key(node)
@@ -27,7 +40,8 @@ def run(module):
         if first is not node:
             module.replace_node(node, first.outputs)
             merged += 1
-    return {"merged": merged, "nodes_removed": module.remove_dead()}
+    return {"merged": merged, "reads_merged": reads_merged,
+            "nodes_removed": module.remove_dead()}
 
 
 def _key(node):

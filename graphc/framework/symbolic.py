@@ -1,0 +1,305 @@
+"""Symbolic dimensions for compiling graphs whose feeds have unknown (None) dims.
+
+When the compiler lowers a graph, each unknown dim of a feed becomes a `SymDim`: a
+polynomial over symbols (e.g. `x.0`, dim 0 of feed x) that also carries a *hint*, its
+value for the feeds of the run being compiled. The ops' own shape inference then runs
+unchanged on shapes holding SymDims, so every intermediate dim becomes an expression of
+the feed dims, which the compiled code computes at run time.
+
+Shape inference branches on dims (`d == 1`, `a != b`, `int(d)`). Each such decision is
+taken on the hints and recorded as a *guard*; an executable is reused only for feeds
+whose dims satisfy all its guards (torch.compile's dynamic shapes work the same way).
+Typical guards are "x.0 != 1" (no broadcasting of the batch), so a new batch size, e.g.
+the last partial batch of an epoch, reuses the code.
+
+Expressions are sums of integer-coefficient monomials over atoms; an atom is a symbol or
+an opaque floordiv/mod/max of expressions. `to_json()` gives a plain-data form that the
+runtime evaluates without importing graphc.
+"""
+import threading
+
+_local = threading.local()
+
+
+class GuardSet:
+    """Collects the decisions made on hints while a compile is in progress."""
+
+    def __init__(self):
+        self.guards = []  # (lhs json, op, rhs json, outcome)
+
+    def __enter__(self):
+        self._outer = getattr(_local, "guards", None)
+        _local.guards = self
+        return self
+
+    def __exit__(self, *exc):
+        _local.guards = self._outer
+
+    def record(self, lhs, op, rhs, outcome):
+        entry = (as_expr(lhs).to_json(), op, as_expr(rhs).to_json(), bool(outcome))
+        if entry not in self.guards:
+            self.guards.append(entry)
+
+
+def _record(lhs, op, rhs, outcome):
+    gs = getattr(_local, "guards", None)
+    if gs is not None:
+        gs.record(lhs, op, rhs, outcome)
+    return outcome
+
+
+class SymDim:
+    """A dim known at run time: `terms` maps monomials to int coefficients; a monomial is
+    a sorted tuple of (atom, power), an atom a symbol name or an opaque (op, a, b) tuple."""
+
+    __slots__ = ("terms", "hint", "_key")
+
+    def __init__(self, terms, hint):
+        self.terms = {m: c for m, c in terms.items() if c != 0}
+        self.hint = int(hint)
+        self._key = None
+
+    @staticmethod
+    def symbol(name, hint):
+        return SymDim({((name, 1),): 1}, hint)
+
+    # ------------------------------------------------------------ structure
+    @property
+    def key(self):
+        if self._key is None:
+            self._key = tuple(sorted(self.terms.items(), key=repr))
+        return self._key
+
+    def constant(self):
+        """The int value when the expression has no symbols, else None."""
+        if not self.terms:
+            return 0
+        if list(self.terms) == [()]:
+            return self.terms[()]
+        return None
+
+    def symbols(self):
+        out = set()
+        for mono in self.terms:
+            for atom, _ in mono:
+                out |= _atom_symbols(atom)
+        return out
+
+    # ----------------------------------------------------------- arithmetic
+    def __add__(self, other):
+        other = as_expr(other)
+        terms = dict(self.terms)
+        for m, c in other.terms.items():
+            terms[m] = terms.get(m, 0) + c
+        return simplify(SymDim(terms, self.hint + other.hint))
+
+    __radd__ = __add__
+
+    def __neg__(self):
+        return SymDim({m: -c for m, c in self.terms.items()}, -self.hint)
+
+    def __sub__(self, other):
+        return self + (-as_expr(other))
+
+    def __rsub__(self, other):
+        return as_expr(other) + (-self)
+
+    def __mul__(self, other):
+        other = as_expr(other)
+        terms = {}
+        for m1, c1 in self.terms.items():
+            for m2, c2 in other.terms.items():
+                m = _mono_mul(m1, m2)
+                terms[m] = terms.get(m, 0) + c1 * c2
+        return simplify(SymDim(terms, self.hint * other.hint))
+
+    __rmul__ = __mul__
+
+    def __floordiv__(self, other):
+        other = as_expr(other)
+        exact = _exact_div(self, other)
+        if exact is not None:
+            return exact
+        return _opaque("floordiv", self, other, self.hint // other.hint)
+
+    def __rfloordiv__(self, other):
+        return as_expr(other) // self
+
+    def __truediv__(self, other):  # shape code sometimes divides sizes that divide evenly
+        other = as_expr(other)
+        _record(self % other, "==", 0, self.hint % other.hint == 0)
+        return self // other
+
+    def __mod__(self, other):
+        other = as_expr(other)
+        if _exact_div(self, other) is not None:
+            return as_expr(0)
+        return _opaque("mod", self, other, self.hint % other.hint)
+
+    def __rmod__(self, other):
+        return as_expr(other) % self
+
+    def maximum(self, other):
+        other = as_expr(other)
+        return _opaque("max", self, other, max(self.hint, other.hint))
+
+    # ----------------------------------------------------------- decisions
+    def _decide(self, op, other, outcome):
+        other_e = as_expr(other)
+        diff = (self - other_e).constant()
+        if diff is not None:  # decided by structure alone: no guard needed
+            return {"==": diff == 0, "!=": diff != 0, "<": diff < 0, "<=": diff <= 0,
+                    ">": diff > 0, ">=": diff >= 0}[op]
+        return _record(self, op, other_e, outcome)
+
+    def __eq__(self, other):
+        if not isinstance(other, (int, SymDim)) or isinstance(other, bool):
+            return NotImplemented
+        return self._decide("==", other, self.hint == _hint(other))
+
+    def __ne__(self, other):
+        if not isinstance(other, (int, SymDim)) or isinstance(other, bool):
+            return NotImplemented
+        return self._decide("!=", other, self.hint != _hint(other))
+
+    def __lt__(self, other):
+        return self._decide("<", other, self.hint < _hint(other))
+
+    def __le__(self, other):
+        return self._decide("<=", other, self.hint <= _hint(other))
+
+    def __gt__(self, other):
+        return self._decide(">", other, self.hint > _hint(other))
+
+    def __ge__(self, other):
+        return self._decide(">=", other, self.hint >= _hint(other))
+
+    def __bool__(self):
+        return self._decide("!=", 0, self.hint != 0)
+
+    def __int__(self):
+        """Needing a concrete int specializes the dim to its hint (guarded)."""
+        c = self.constant()
+        if c is not None:
+            return c
+        _record(self, "==", self.hint, True)
+        return self.hint
+
+    __index__ = __int__
+
+    def __hash__(self):
+        return hash(self.key)
+
+    # -------------------------------------------------------------- output
+    def to_json(self):
+        return [[c, [[_atom_json(a), p] for a, p in m]] for m, c in self.key]
+
+    def __repr__(self):
+        return f"SymDim({self})"
+
+    def __str__(self):
+        if not self.terms:
+            return "0"
+        parts = []
+        for m, c in self.key:
+            factors = [_atom_str(a) + (f"^{p}" if p != 1 else "") for a, p in m]
+            if c != 1 or not factors:
+                factors.insert(0, str(c))
+            parts.append("*".join(factors))
+        return " + ".join(parts)
+
+
+def _hint(x):
+    return x.hint if isinstance(x, SymDim) else int(x)
+
+
+def as_expr(x):
+    if isinstance(x, SymDim):
+        return x
+    v = int(x)
+    return SymDim({(): v} if v else {}, v)
+
+
+def simplify(e):
+    c = e.constant()
+    return e if c is None else SymDim({(): c} if c else {}, c)
+
+
+def concrete(x):
+    """An int when `x` is an int or a symbol-free SymDim, else the SymDim itself."""
+    if isinstance(x, SymDim):
+        c = x.constant()
+        return x if c is None else c
+    return x
+
+
+def _mono_mul(a, b):
+    powers = dict(a)
+    for atom, p in b:
+        powers[atom] = powers.get(atom, 0) + p
+    return tuple(sorted(powers.items(), key=repr))
+
+
+def _exact_div(num, den):
+    """num / den when den is a single monomial dividing every term of num, else None."""
+    if len(den.terms) != 1:
+        return None
+    (dm, dc), = den.terms.items()
+    if dc == 0:
+        return None
+    dpow = dict(dm)
+    terms = {}
+    for m, c in num.terms.items():
+        powers = dict(m)
+        if c % dc or any(powers.get(a, 0) < p for a, p in dpow.items()):
+            return None
+        for a, p in dpow.items():
+            powers[a] -= p
+        terms[tuple(sorted(((a, p) for a, p in powers.items() if p), key=repr))] = c // dc
+    return simplify(SymDim(terms, num.hint // den.hint if den.hint else 0))
+
+
+def _opaque(op, a, b, hint):
+    atom = (op, a.key, b.key)
+    return SymDim({((atom, 1),): 1}, hint)
+
+
+def _atom_symbols(atom):
+    if isinstance(atom, str):
+        return {atom}
+    out = set()
+    for part in (atom[1], atom[2]):
+        for mono, _ in part:
+            for a, _ in mono:
+                out |= _atom_symbols(a)
+    return out
+
+
+def _atom_json(atom):
+    if isinstance(atom, str):
+        return atom
+    return [atom[0], SymDim(dict(atom[1]), 0).to_json(), SymDim(dict(atom[2]), 0).to_json()]
+
+
+def _atom_str(atom):
+    if isinstance(atom, str):
+        return atom
+    a, b = (str(SymDim(dict(k), 0)) for k in (atom[1], atom[2]))
+    return f"{atom[0]}({a}, {b})"
+
+
+def evaluate_json(expr, env):
+    """Evaluates the plain-data form of an expression given symbol values `env`."""
+    total = 0
+    for coeff, mono in expr:
+        term = coeff
+        for atom, power in mono:
+            if isinstance(atom, str):
+                v = env[atom]
+            else:
+                op, a, b = atom
+                a, b = evaluate_json(a, env), evaluate_json(b, env)
+                v = a // b if op == "floordiv" else a % b if op == "mod" else max(a, b)
+            term *= v ** power
+        total += term
+    return total
