@@ -21,6 +21,8 @@ from graphc.ops.array_ops import *  # noqa: F401,F403
 from graphc.init_ops import *  # noqa: F401,F403
 from graphc.variables import (Variable, assign, assign_add, assign_sub,  # noqa: F401
                               global_variables, global_variables_initializer,
+                              initialize_all_variables, initialize_local_variables,
+                              initialize_variables,
                               is_variable_initialized, local_variables,
                               local_variables_initializer, model_variables,
                               report_uninitialized_variables, trainable_variables,
@@ -34,6 +36,14 @@ from graphc import debugging, nn, layers, losses, train  # noqa: F401,E402
 
 initializers = init_ops
 newaxis = None
+
+
+def disable_eager_execution():
+    """graphc is always define-then-run (TF1 graph mode); accepted for TF2-era scripts."""
+
+
+def executing_eagerly():
+    return False
 
 
 class compat:  # noqa: N801 - `gc.compat.v1.placeholder` works as in TF2's compat module

@@ -22,6 +22,8 @@ class ConfigProto:
     def __init__(self, **kwargs):
         self.allow_soft_placement = kwargs.pop("allow_soft_placement", True)
         self.log_device_placement = kwargs.pop("log_device_placement", False)
+        self.intra_op_parallelism_threads = kwargs.pop("intra_op_parallelism_threads", 0)
+        self.inter_op_parallelism_threads = kwargs.pop("inter_op_parallelism_threads", 0)
         self.backend = kwargs.pop("backend", None)
         self.__dict__.update(kwargs)
 
