@@ -33,6 +33,9 @@ from graphc.gradients import gradients  # noqa: F401
 from graphc.session import (ConfigProto, InteractiveSession, Session,  # noqa: F401
                             get_default_session)
 from graphc import debugging, nn, layers, losses, train  # noqa: F401,E402
+from graphc import data, metrics  # noqa: F401,E402
+from graphc import summary  # noqa: F401,E402  (imports tensorboard only when used)
+from graphc import contrib  # noqa: F401,E402
 
 initializers = init_ops
 newaxis = None

@@ -1,3 +1,6 @@
 """The gc.nn namespace."""
 from graphc.ops.conv_ops import *  # noqa: F401,F403
 from graphc.ops.nn_ops import *  # noqa: F401,F403
+from graphc.ops.rnn import *  # noqa: F401,F403
+from graphc.ops.candidate_sampling import *  # noqa: F401,F403
+from graphc.ops import rnn_cell  # noqa: F401,E402  (gc.nn.rnn_cell.BasicLSTMCell, ...)

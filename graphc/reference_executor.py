@@ -34,11 +34,12 @@ def prune(fetch_tensors, target_ops, feed_tensors):
 
 
 class SessionState:
-    """What persists in a Session between runs: variable values and random generators."""
+    """What persists in a Session between runs: variables, random generators, iterators."""
 
     def __init__(self):
         self.variables = {}
         self.rngs = {}
+        self.iterators = {}  # tf.data iterator positions by name (graphc/data/iterator_ops.py)
 
     def rng_for(self, op):
         """The op's generator: seeded by (seed, seed2) when set, else from OS entropy."""

@@ -11,7 +11,8 @@ import numpy as np
 
 from graphc import errors
 from graphc.framework.graph import Operation, Tensor, get_default_graph
-from graphc.reference_executor import ReferenceExecutable, SessionState
+from graphc.framework.device_spec import device_type
+from graphc.reference_executor import ReferenceExecutable, SessionState, prune
 
 _GROWTH_RUNS = 5  # runs in a row that each add ops before the Session warns
 
@@ -83,6 +84,10 @@ class Session:
         self._closed = False
         self._growth = collections.deque(maxlen=_GROWTH_RUNS + 1)
         self._warned_growth = False
+        # the reference backend runs everything on the host CPU
+        self._devices = ["/job:localhost/replica:0/task:0/device:CPU:0"]
+        self._device_types = {"CPU"}
+        self._warned_placement = False
         self._default_ctx = []
         self._graph_ctx = []
 
@@ -174,9 +179,32 @@ class Session:
         key = (feeds, fetches, targets)
         exe = self._cache.get(key)
         if exe is None:
+            self._check_placement(prune(fetches, targets, feeds))
             exe = self._build_executable(feeds, fetches, targets)
             self._cache[key] = exe
         return exe
+
+    def _check_placement(self, ops):
+        """Placements on devices this Session lacks (a GPU, today): soft placement runs
+        them on the CPU with one warning per Session; allow_soft_placement=False makes them
+        an error, as TF1's placer."""
+        for op in ops:
+            kind = device_type(op.device)
+            if kind is None or kind in self._device_types:
+                continue
+            if not self.config.allow_soft_placement:
+                raise errors.InvalidArgumentError(
+                    None, op, f"Cannot assign a device for operation {op.name}: {{{{node "
+                              f"{op.name}}}}} was explicitly assigned to {op.device} but "
+                              f"available devices are [ {', '.join(self._devices)} ]. Make "
+                              "sure the device specification refers to a valid device.\n\t "
+                              f"[[node {op.describe()}]]")
+            if not self._warned_placement:
+                self._warned_placement = True
+                warnings.warn(f"Operation '{op.name}' is placed on {op.device}, which this "
+                              "Session does not have; it and any other such ops run on the "
+                              "CPU (soft placement). ConfigProto(allow_soft_placement=False) "
+                              "makes this an error.", RuntimeWarning, stacklevel=4)
 
     def _build_executable(self, feeds, fetches, targets):
         if self.backend != "reference":

@@ -101,7 +101,7 @@ def variable_scope(name_or_scope, default_name=None, values=None, initializer=No
                           dtype if dtype is not None else template.dtype)
     if not auxiliary_name_scope:
         cm = contextlib.nullcontext(g.get_name_scope() + "/" if g.get_name_scope() else "")
-    elif ns:
+    elif ns is not None:  # "" (the root scope re-entered) is the root name scope
         cm = g.name_scope(ns)
     else:
         cm = g.name_scope(local)

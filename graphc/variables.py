@@ -265,6 +265,12 @@ def local_variables_initializer():
     return variables_initializer(local_variables(), name="init")
 
 
+# the pre-1.0 names that early tutorials still call
+initialize_all_variables = global_variables_initializer
+initialize_local_variables = local_variables_initializer
+initialize_variables = variables_initializer
+
+
 def is_variable_initialized(variable):
     ref = variable._ref() if isinstance(variable, Variable) else variable
     return ref.graph.create_op("IsVariableInitialized", [ref],

@@ -11,6 +11,7 @@ import sys
 import threading
 
 from graphc import dtypes
+from graphc.framework.device_spec import merge_device
 from graphc.framework.op_def import get_op_def
 from graphc.framework.tensor_shape import TensorShape, as_shape
 
@@ -153,6 +154,7 @@ class Operation:
 class GraphKeys:
     GLOBAL_VARIABLES = "variables"
     LOCAL_VARIABLES = "local_variables"
+    METRIC_VARIABLES = "metric_variables"
     TRAINABLE_VARIABLES = "trainable_variables"
     MODEL_VARIABLES = "model_variables"
     UPDATE_OPS = "update_ops"
@@ -259,7 +261,12 @@ class Graph:
 
     @contextlib.contextmanager
     def device(self, name):
-        self._device_stack.append(name or "")
+        """Ops created inside record the device `name` merged into the enclosing scope's;
+        None clears the enclosing scopes."""
+        if name is not None and not isinstance(name, str):
+            raise TypeError(f"graphc device scopes take device strings, got {name!r}")
+        outer = self._device_stack[-1] if self._device_stack and name is not None else ""
+        self._device_stack.append(merge_device(outer, name))
         try:
             yield
         finally:
