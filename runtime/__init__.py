@@ -1,5 +1,15 @@
 """The standalone runtime: loads and runs compiled graphc files without the compiler.
 
 It imports only numpy and llvmlite (pycuda for GPU files), never graphc or kernels.
-The loader arrives with the compiled file format; the Session will execute through it.
+`Executable(spec)` JIT-compiles a spec's LLVM IR and runs it with one native call per run;
+the loader arrives with the compiled file format; the Session executes through it.
 """
+from .errors import (BlasUnavailable, FeedError, GuardFailure, KernelFailure,
+                     RuntimeFailure, ShapeError, TargetMismatch, UninitializedVariable,
+                     VariableMismatch)
+from .executable import Executable
+from .jit import blas_int_bits, blas_names, blas_symbol, host_target
+
+__all__ = ["Executable", "RuntimeFailure", "GuardFailure", "FeedError", "ShapeError",
+           "UninitializedVariable", "VariableMismatch", "KernelFailure", "TargetMismatch",
+           "BlasUnavailable", "blas_names", "blas_symbol", "blas_int_bits", "host_target"]

@@ -1,0 +1,207 @@
+"""JIT compilation of LLVM IR for the host CPU with llvmlite, and the BLAS it may call.
+
+One process-wide llvmlite initialization; numpy's bundled OpenBLAS is loaded permanently so
+that generated code can call CBLAS routines by their exported names (`blas_symbol`).
+"""
+import glob
+import os
+import threading
+import time
+
+import llvmlite.binding as llvm
+import numpy as np
+
+from .errors import BlasUnavailable, TargetMismatch
+
+_lock = threading.RLock()
+_initialized = False
+_blas_path = None
+_blas_names = None
+
+# CBLAS routines codegen may call; blas_names() reports which exist and under what name.
+_BLAS_ROUTINES = [f"cblas_{p}{r}" for r in ("gemm", "gemv", "axpy", "dot", "scal",
+                                            "copy", "ger", "trsm")
+                  for p in "sd"]
+
+
+def initialize():
+    """Registers the native target once per process and loads the BLAS library."""
+    global _initialized
+    with _lock:
+        if _initialized:
+            return
+        llvm.initialize_native_target()
+        llvm.initialize_native_asmprinter()
+        llvm.initialize_native_asmparser()
+        _load_blas()
+        _initialized = True
+
+
+# ------------------------------------------------------------------ BLAS
+def _blas_candidates():
+    """Paths where numpy's wheels put their OpenBLAS (Linux, macOS, Windows layouts)."""
+    np_dir = os.path.dirname(os.path.abspath(np.__file__))
+    site = os.path.dirname(np_dir)
+    patterns = [
+        os.path.join(site, "numpy.libs", "libscipy_openblas*"),
+        os.path.join(site, "numpy.libs", "libopenblas*"),
+        os.path.join(np_dir, ".libs", "libscipy_openblas*"),
+        os.path.join(np_dir, ".libs", "libopenblas*"),
+        os.path.join(np_dir, ".dylibs", "libscipy_openblas*"),
+        os.path.join(np_dir, ".dylibs", "libopenblas*"),
+    ]
+    found = []
+    for pattern in patterns:
+        found += sorted(glob.glob(pattern))
+    lib_dir = _config_blas_dir()
+    if lib_dir:
+        found += sorted(glob.glob(os.path.join(lib_dir, "lib*blas*")))
+    import ctypes.util
+    for name in ("scipy_openblas64_", "scipy_openblas", "openblas", "cblas"):
+        path = ctypes.util.find_library(name)
+        if path:
+            found.append(path)
+    return found
+
+
+def _config_blas_dir():
+    try:
+        return np.__config__.CONFIG["Build Dependencies"]["blas"].get("lib directory")
+    except (AttributeError, KeyError, TypeError):
+        return None
+
+
+def _load_blas():
+    global _blas_path
+    for path in _blas_candidates():
+        try:
+            llvm.load_library_permanently(path)
+        except RuntimeError:
+            continue
+        _blas_path = path
+        return
+
+
+def blas_library():
+    """The path of the loaded BLAS library, or None when none was found."""
+    initialize()
+    return _blas_path
+
+
+def blas_names():
+    """{"cblas_sgemm": exported name, ...} for the CBLAS routines that are callable, e.g.
+    {"cblas_sgemm": "scipy_cblas_sgemm64_"} with numpy's ILP64 OpenBLAS."""
+    global _blas_names
+    initialize()
+    with _lock:
+        if _blas_names is None:
+            names = {}
+            for routine in _BLAS_ROUTINES:
+                base = routine[len("cblas_"):]
+                for exported in (f"scipy_cblas_{base}64_", f"cblas_{base}64_",
+                                 f"scipy_cblas_{base}", routine):
+                    if llvm.address_of_symbol(exported):
+                        names[routine] = exported
+                        break
+            _blas_names = names
+    return dict(_blas_names)
+
+
+def blas_symbol(routine):
+    """The exported name to declare for `routine` ("cblas_sgemm"); raises BlasUnavailable."""
+    name = blas_names().get(routine)
+    if name is None:
+        raise BlasUnavailable(f"no BLAS routine {routine} in {_blas_path or 'any library found'}")
+    return name
+
+
+def blas_int_bits():
+    """The width of the BLAS integer arguments (M, N, K, lda, ...): 64 for the ILP64 builds
+    (numpy's, whose exported names end in 64_), else 32. Enum arguments (order, transpose)
+    are C ints (i32) either way."""
+    return 64 if blas_symbol("cblas_sgemm").endswith("64_") else 32
+
+
+# ------------------------------------------------------------------ target
+def host_target():
+    """The target description codegen puts in a spec for this machine."""
+    initialize()
+    return {"triple": llvm.get_process_triple(), "cpu": llvm.get_host_cpu_name(),
+            "features": llvm.get_host_cpu_features().flatten()}
+
+
+def _feature_set(features):
+    return {f[1:] for f in features.split(",") if f.startswith("+")}
+
+
+def check_target(target):
+    """Raises TargetMismatch when code built for `target` cannot run on this machine."""
+    host = host_target()
+    want_arch = (target.get("triple") or host["triple"]).split("-")[0]
+    have_arch = host["triple"].split("-")[0]
+    if want_arch != have_arch:
+        raise TargetMismatch(f"code built for {target.get('triple')} cannot run on "
+                             f"{host['triple']}")
+    missing = _feature_set(target.get("features") or "") - _feature_set(host["features"])
+    if missing:
+        raise TargetMismatch("code built for CPU features this machine lacks: "
+                             + ", ".join(sorted(missing)))
+
+
+def target_machine(target=None, for_jit=True):
+    """A new O3 target machine for `target` (default: the host). Not shared: an MCJIT engine
+    takes ownership of its machine. MCJIT needs a JIT machine; emitting assembly needs a
+    plain one (a JIT machine crashes there)."""
+    host = host_target()
+    target = target or {}
+    features = target.get("features")
+    return llvm.Target.from_triple(target.get("triple") or host["triple"]).create_target_machine(
+        cpu=target.get("cpu") or host["cpu"],
+        features=host["features"] if features is None else features, opt=3,
+        codemodel="jitdefault" if for_jit else "default", jit=for_jit)
+
+
+# --------------------------------------------------------------- compile
+class CompiledModule:
+    """LLVM IR compiled in memory; keeps its MCJIT engine (and so the code) alive."""
+
+    def __init__(self, llvm_ir, target=None):
+        initialize()
+        start = time.perf_counter()
+        if target:
+            check_target(target)
+        self.target = target
+        self.target_machine = target_machine(target)
+        module = llvm.parse_assembly(llvm_ir)
+        module.triple = self.target_machine.triple
+        module.data_layout = str(self.target_machine.target_data)
+        module.verify()
+        _optimize(module, self.target_machine)
+        self._module = module
+        with _lock:  # MCJIT code emission touches process-wide LLVM state
+            self.engine = llvm.create_mcjit_compiler(module, self.target_machine)
+            self.engine.finalize_object()
+        self.compile_seconds = time.perf_counter() - start
+
+    def address(self, name):
+        addr = self.engine.get_function_address(name)
+        if not addr:
+            raise LookupError(f"function {name} not found in the compiled module")
+        return addr
+
+    def optimized_ir(self):
+        return str(self._module)
+
+    def asm(self):
+        # emitted from a copy so that the engine's module is never touched again
+        copy = llvm.parse_assembly(self.optimized_ir())
+        return target_machine(self.target, for_jit=False).emit_assembly(copy)
+
+
+def _optimize(module, tm):
+    pto = llvm.create_pipeline_tuning_options(speed_level=3)
+    pto.loop_vectorization = True
+    pto.slp_vectorization = True
+    pto.loop_unrolling = True
+    pb = llvm.create_pass_builder(tm, pto)
+    pb.getModulePassManager().run(module, pb)
