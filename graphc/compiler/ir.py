@@ -3,9 +3,12 @@
 A `Module` holds an ordered list of `Node`s. Each node has an op type (a registered graphc
 op type, or "Parameter" for a fed value), inputs that are `Value`s (outputs of earlier
 nodes) or `VariableRef`s (the variable an Assign writes), plain-data attrs, and outputs,
-each with a dtype and dims. A dim is an int or a symbol (a string such as "x.0", dim 0
-of feed x) standing for a size known only at run time; equal symbols are equal sizes.
-Unknown rank is `dims = None`.
+each with a dtype and dims. A dim is an int or a SymDim (graphc/framework/symbolic.py): an
+expression of the feed symbols (e.g. `x.0`, dim 0 of feed x) for a size known only at run
+time. `module.symbols` says where each symbol is read from the feeds and `module.guards`
+the conditions on them the module was compiled under. A dim that depends on data (Where's
+row count) is None ("dynamic", printed `?`), unknown rank is `dims = None`; a module with
+either is not static-shaped (`is_static_shaped()`), which codegen refuses.
 
 Semantics (those of graphc/reference_executor.py):
 - The node list is the execution order. Passes may drop pure nodes and insert new ones,
@@ -30,6 +33,7 @@ import numpy as np
 from graphc import dtypes
 from graphc.framework.graph import format_location
 from graphc.framework.op_def import get_op_def
+from graphc.framework.symbolic import SymDim, concrete
 from graphc.framework.tensor_shape import TensorShape
 
 PARAMETER = "Parameter"
@@ -42,19 +46,36 @@ _SHORT_DTYPE = {"float16": "f16", "float32": "f32", "float64": "f64", "int8": "s
 
 
 def shape_of_dims(dims):
-    """The TensorShape of IR dims: symbols become unknown dims."""
+    """The TensorShape of IR dims: symbolic dims become unknown dims."""
     if dims is None:
         return TensorShape(None)
     return TensorShape([d if isinstance(d, int) else None for d in dims])
 
 
+def format_dim(d):
+    """`784`, `x.0`, `784*x.0`, `x.0-1`; a dynamic (data-dependent) dim is `?`."""
+    if d is None:
+        return "?"
+    return str(d).replace(" + -", "-").replace(" ", "")
+
+
 def format_type(dtype, dims):
-    """`f32[?x.0,784]`; unknown rank prints as `f32[*]`."""
-    if dims is None:
-        body = "*"
-    else:
-        body = ",".join(str(d) if isinstance(d, int) else "?" + d for d in dims)
+    """`f32[x.0,784]`; unknown rank prints as `f32[*]`."""
+    body = "*" if dims is None else ",".join(format_dim(d) for d in dims)
     return f"{_SHORT_DTYPE.get(dtype.name, dtype.name)}[{body}]"
+
+
+def normalize_dims(dims):
+    """A tuple of python ints, SymDims with symbols, and None (dynamic); None stays None."""
+    if dims is None:
+        return None
+    return tuple(None if d is None else concrete(d) if isinstance(d, SymDim) else int(d)
+                 for d in dims)
+
+
+def dims_are_static(dims):
+    """Known rank and every dim an int or a SymDim (no data-dependent dim)."""
+    return dims is not None and all(isinstance(d, (int, SymDim)) for d in dims)
 
 
 class Value:
@@ -66,7 +87,7 @@ class Value:
         self.node = node
         self.index = index
         self.dtype = dtypes.as_dtype(dtype)
-        self.dims = None if dims is None else tuple(dims)
+        self.dims = normalize_dims(dims)
         self.uses = []
 
     op = property(lambda self: self.node)
@@ -91,7 +112,7 @@ class VariableRef:
     def __init__(self, name, dtype, dims, location=None):
         self.name = name
         self.dtype = dtypes.as_dtype(dtype)
-        self.dims = None if dims is None else tuple(dims)
+        self.dims = normalize_dims(dims)
         self.location = location
 
     op = property(lambda self: self)
@@ -163,6 +184,8 @@ class Module:
         self.outputs = []      # Values fetched, in fetch order
         self.roots = []        # nodes run for their effect
         self.variables = {}    # name -> VariableRef
+        self.symbols = {}      # symbol name -> (feed index, axis) it is read from
+        self.guards = []       # (lhs json, op, rhs json, outcome) the symbols satisfy
         self._next_id = 0
 
     # ------------------------------------------------------------------ building
@@ -281,6 +304,15 @@ class Module:
     def constants(self):
         return [n for n in self.nodes if n.type == "Const"]
 
+    def is_static_shaped(self):
+        """Whether every value's rank is known and every dim is an int or a SymDim."""
+        return all(dims_are_static(v.dims) for n in self.nodes for v in n.outputs) and \
+            all(dims_are_static(r.dims) for r in self.variables.values())
+
+    def dynamic_values(self):
+        """The values whose rank is unknown or that have a data-dependent dim."""
+        return [v for n in self.nodes for v in n.outputs if not dims_are_static(v.dims)]
+
     def verify(self):
         """Raises AssertionError unless the module is well formed: every input and control
         dep is defined earlier, use lists match the inputs, the interface is in the module."""
@@ -307,7 +339,25 @@ class Module:
         for n in self.roots + self.params:
             assert n in seen, f"{n} is not in the module"
         assert all(p.type == PARAMETER for p in self.params)
+        for node in self.nodes:
+            for v in node.outputs:
+                self._verify_dims(v.dims, v.ref)
+        for r in self.variables.values():
+            self._verify_dims(r.dims, "&" + r.name)
         return True
+
+    def _verify_dims(self, dims, what):
+        if dims is None:
+            return
+        assert isinstance(dims, tuple), f"{what}: dims {dims!r} are not a tuple"
+        for d in dims:
+            if isinstance(d, SymDim):
+                assert d.constant() is None, f"{what}: constant SymDim {d} (should be an int)"
+                unknown = d.symbols() - set(self.symbols)
+                assert not unknown, f"{what}: dim {d} uses symbols {unknown} not in the module"
+            else:
+                assert d is None or (isinstance(d, int) and not isinstance(d, bool) and d >= 0), \
+                    f"{what}: bad dim {d!r} in {dims}"
 
     # --------------------------------------------------------------- text form
     def to_text(self):
@@ -347,6 +397,8 @@ class Module:
             "params": [n.id for n in self.params],
             "outputs": [ref(v) for v in self.outputs],
             "roots": [n.id for n in self.roots],
+            "symbols": [[s, i, axis] for s, (i, axis) in self.symbols.items()],
+            "guards": [list(g) for g in self.guards],
         }
 
     @classmethod
@@ -374,15 +426,24 @@ class Module:
         m.params = [by_id[i] for i in d["params"]]
         m.outputs = [value(r) for r in d["outputs"]]
         m.roots = [by_id[i] for i in d["roots"]]
+        m.symbols = {s: (i, axis) for s, i, axis in d.get("symbols", [])}
+        m.guards = [tuple(g) for g in d.get("guards", [])]
         return m
 
 
 def _dims_out(dims):
-    return None if dims is None else list(dims)
+    """JSON dims: ints, null for a dynamic dim, {"expr", "hint"} for a SymDim."""
+    if dims is None:
+        return None
+    return [{"expr": d.to_json(), "hint": d.hint} if isinstance(d, SymDim) else d
+            for d in dims]
 
 
 def _dims_in(dims):
-    return None if dims is None else tuple(dims)
+    if dims is None:
+        return None
+    return tuple(SymDim.from_json(d["expr"], d["hint"]) if isinstance(d, dict) else d
+                 for d in dims)
 
 
 def _loc_out(loc):

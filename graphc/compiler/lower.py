@@ -6,31 +6,47 @@ a variable is read when its consumer runs (TF1's ref semantics): each consumer o
 VariableV2 output gets its own VariableV2 read node just before it, and a fetched
 variable is read after everything else.
 
-Unknown dims become symbols. A feed's unknown dim i is "<feed>.i". For every other op the
-static shape comes from the graph; where the graph has an unknown dim, the op's own shape
-inference is run again on stand-in inputs whose symbolic dims are replaced by distinct
-large primes ("markers"): an output dim that comes back equal to a marker is that symbol
-(elementwise ops, broadcasting with 1, matmul, reductions, reshape with -1 all trace
-this way). The stand-ins' producers are stand-ins too (built when inference looks at
-them), so shape tensors trace as well: Shape(x) reads as x's markers, and so do
-fill(shape(x), v), reshape(g, shape(x)), random_uniform(shape(x)) and shape(x)[0].
-Anything else gets a fresh symbol "sN". Symbols only claim equality of sizes, and the
-interpreter checks every claim at run time.
+Shapes are symbolic (graphc/framework/symbolic.py). Unknown dim i of feed x becomes the
+symbol `x.i`, whose hint is its size in this run's feeds (a size of 0 or 1 is specialized
+to that int instead: broadcasting and empty tensors behave differently); a feed of unknown
+rank takes the rank of the fed array. Every op's own shape inference then runs again on
+stand-in inputs whose shapes hold those SymDims, so each IR dim is an int or an
+expression of the feed symbols. The stand-ins' producers are stand-ins too (built when
+inference looks at them), so shape tensors trace as well: Shape(x) reads as x's dims, and
+so do fill(shape(x), v), reshape(g, shape(x)), random_uniform(shape(x)), shape(x)[0].
+Decisions inference takes on the hints are recorded in `module.guards`; the module is
+valid for every feed whose dims satisfy them (`check_guards`). A dim that depends on data
+(Where's row count) stays None and makes the module not static-shaped.
 """
 import itertools
 
 from graphc import dtypes, errors
 from graphc.compiler.ir import PARAMETER, Module
 from graphc.framework.graph import Tensor, format_location
-from graphc.reference_executor import prune
+from graphc.framework.symbolic import GuardSet, SymDim, concrete
+from graphc.framework.tensor_shape import TensorShape
+from graphc.reference_executor import op_error, prune
 
 _module_counter = itertools.count(1)
 
 
-def lower(feeds, fetches, targets, name=None):
+def lower(feeds, fetches, targets, feed_shapes, name=None):
     """Builds the Module for running `targets` and fetching `fetches` given `feeds`
-    (graphc Tensors, Tensors, Operations: ReferenceExecutable's arguments)."""
-    return _Lowering(list(feeds), list(fetches), list(targets), name).module
+    (graphc Tensors, Tensors, Operations: ReferenceExecutable's arguments).
+
+    feed_shapes: the shapes of the arrays fed in the run being compiled, one per feed;
+    they give the symbols' hints and the ranks of feeds of unknown rank."""
+    feeds, feed_shapes = list(feeds), [tuple(s) for s in feed_shapes]
+    if len(feeds) != len(feed_shapes):
+        raise ValueError(f"lower: {len(feeds)} feeds but {len(feed_shapes)} feed shapes")
+    return _Lowering(feeds, list(fetches), list(targets), feed_shapes, name).module
+
+
+def signature_key(feeds, fetches, targets, feed_arrays):
+    """The cache key of a run: what it feeds, fetches and runs, and the fed arrays' dtypes
+    and ranks. Runs with one key differ only in dim sizes, which the guards decide."""
+    return (tuple(feeds), tuple(fetches), tuple(targets),
+            tuple(a.dtype.str for a in feed_arrays), tuple(a.ndim for a in feed_arrays))
 
 
 def _module_name(fetches, targets):
@@ -41,34 +57,50 @@ def _module_name(fetches, targets):
 
 
 class _Lowering:
-    def __init__(self, feeds, fetches, targets, name):
-        self.module = Module(name or _module_name(fetches, targets))
+    def __init__(self, feeds, fetches, targets, feed_shapes, name):
+        self.module = m = Module(name or _module_name(fetches, targets))
         self.values = {}      # graphc Tensor -> ir Value
         self.nodes = {}       # graphc Operation -> ir Node
-        self.symbols = _Symbols()
-        self._stand_ins = {}  # graphc Tensor -> its stand-in
-        fed = set(feeds)
+        self._stand_ins = {}  # hints? -> {graphc Tensor: its stand-in}
+        self.fed = set(feeds)
         ops = [op for op in prune(fetches, targets, feeds)
-               if not op.outputs or not all(t in fed for t in op.outputs)]
+               if not op.outputs or not all(t in self.fed for t in op.outputs)]
         _check_fed(ops)
-        for i, t in enumerate(feeds):
-            self._lower_feed(i, t)
-        for op in ops:
-            if op.type != "VariableV2":  # read where used, below
-                self._lower_op(op)
-        m = self.module
-        end_reads = {}
-        m.outputs = [self.values[t] if t in self.values else
-                     end_reads.setdefault(t, self._read_variable(t)) for t in fetches]
+        with GuardSet() as guards:
+            for i, (t, shape) in enumerate(zip(feeds, feed_shapes)):
+                self._lower_feed(i, t, shape, guards)
+            for op in ops:
+                if op.type != "VariableV2":  # read where used, below
+                    self._lower_op(op)
+            end_reads = {}
+            m.outputs = [self.values[t] if t in self.values else
+                         end_reads.setdefault(t, self._read_variable(t)) for t in fetches]
+        m.guards = list(guards.guards)
         roots = [self.nodes[op] for op in targets if op in self.nodes]
         roots += [n for n in m.nodes if n.has_side_effect]
         m.roots = list(dict.fromkeys(roots))
 
-    def _lower_feed(self, index, t):
+    def _lower_feed(self, index, t, shape, guards):
         label = t.op.name if t.value_index == 0 else t.name
-        shape = t.shape.as_tuple_or_none()
-        dims = None if shape is None else tuple(
-            self.symbols.named(f"{label}.{i}") if d is None else d for i, d in enumerate(shape))
+        static = t.shape.as_tuple_or_none()
+        if static is None:
+            static = (None,) * len(shape)
+        if len(static) != len(shape) or any(s is not None and s != n
+                                            for s, n in zip(static, shape)):
+            raise ValueError(f"Cannot feed value of shape {shape} for Tensor '{t.name}', "
+                             f"which has shape '{t.shape}'")
+        dims = []
+        for axis, (s, n) in enumerate(zip(static, shape)):
+            if s is not None:
+                dims.append(s)
+                continue
+            sym = SymDim.symbol(f"{label}.{axis}", n)
+            self.module.symbols[f"{label}.{axis}"] = (index, axis)
+            if n in (0, 1):  # specialized: size-1 dims broadcast, empty ones skip work
+                guards.record(sym, "==", n, True)
+                dims.append(n)
+            else:
+                dims.append(sym)
         node = self.module.add_node(PARAMETER, [], {"index": index}, [(t.dtype, dims)], t.name,
                                     t.op.location)
         self.values[t] = node.outputs[0]
@@ -81,12 +113,12 @@ class _Lowering:
         for j, t in enumerate(op.inputs):
             if j in refs:
                 v = t.op
-                inputs.append(m.add_variable(v.name, t.dtype, self._graph_dims(t), v.location))
+                inputs.append(m.add_variable(v.name, t.dtype, _graph_dims(t), v.location))
             elif t in self.values:
                 inputs.append(self.values[t])
             else:
                 inputs.append(reads.setdefault(t, self._read_variable(t)))
-        out_types = [(t.dtype, d) for t, d in zip(op.outputs, self._output_dims(op, inputs))]
+        out_types = [(t.dtype, d) for t, d in zip(op.outputs, self._output_dims(op))]
         fwd = op.forward_op
         node = m.add_node(op.type, inputs, op.attrs, out_types, op.name, op.location,
                           None if fwd is None else (fwd.name, fwd.type, fwd.location),
@@ -98,106 +130,90 @@ class _Lowering:
     def _read_variable(self, t):
         """A VariableV2 node reading t's variable now (appended to the module)."""
         var = t.op
-        dims = self._graph_dims(t)
+        dims = _graph_dims(t)
         self.module.add_variable(var.name, t.dtype, dims, var.location)
         node = self.module.add_node("VariableV2", [], var.attrs, [(t.dtype, dims)], var.name,
                                     var.location)
         return node.outputs[0]
 
-    def _graph_dims(self, t):
-        shape = t.shape.as_tuple_or_none()
-        return None if shape is None else tuple(
-            self.symbols.fresh() if d is None else d for d in shape)
-
-    def _output_dims(self, op, inputs):
-        """Each output's dims: the graph's static shape, unknown dims traced to symbols."""
-        shapes = [t.shape.as_tuple_or_none() for t in op.outputs]
-        traced = None
-        if any(s is not None and None in s for s in shapes):
-            traced = self._trace(op, inputs)
-        result = []
-        for k, shape in enumerate(shapes):
-            if shape is None:
-                result.append(None)
-                continue
-            guess = traced[k] if traced is not None and len(traced[k] or ()) == len(shape) \
-                else (None,) * len(shape)
-            result.append(tuple(d if d is not None else self.symbols.of_marker(g)
-                                for d, g in zip(shape, guess)))
-        return result
-
-    def _trace(self, op, inputs):
-        """Reruns op's shape inference with markers for symbolic input dims; returns the
-        inferred dims per output (tuples of int/None, or None), or None if it fails."""
+    def _output_dims(self, op):
+        """Each output's dims from op's shape inference on symbolic stand-in inputs."""
         try:
             specs = op.op_def.infer([self.stand_in(t) for t in op.inputs], dict(op.attrs))
-        except Exception:  # noqa: BLE001 - any failure just means "not traceable"
-            return None
+        except ValueError as e:  # impossible for this run's feeds, e.g. a reshape's size
+            raise op_error(op, self._concrete_message(op, e)) from None
         if isinstance(specs, tuple) and len(specs) == 2 and isinstance(specs[1], dtypes.DType):
             specs = [specs]
-        return [spec[0].as_tuple_or_none() for spec in specs]
+        return [_merge_dims(spec[0], t.shape) for spec, t in zip(specs, op.outputs)]
 
-    def stand_in(self, t):
-        """t with markers for the symbolic dims of its IR value, made by a stand-in op."""
-        s = self._stand_ins.get(t)
+    def _concrete_message(self, op, error):
+        """The error inference gives with this run's sizes in place of the symbols (the
+        numbers the user fed), or the symbolic one if that does not fail the same way."""
+        with GuardSet():  # decisions taken here guard nothing
+            try:
+                op.op_def.infer([self.stand_in(t, True) for t in op.inputs], dict(op.attrs))
+            except ValueError as e:
+                return str(e)
+        return str(error)
+
+    def stand_in(self, t, hints=False):
+        """A Tensor like t whose shape holds its IR dims (SymDims, or with `hints` their
+        sizes in this run), made by a stand-in op."""
+        cache = self._stand_ins.setdefault(hints, {})
+        s = cache.get(t)
         if s is None:
             v = self.values.get(t)
-            dims = v.dims if v is not None else None
-            shape = t.shape if dims is None else \
-                [d if isinstance(d, int) else self.symbols.marker(d) for d in dims]
-            s = self._stand_ins[t] = Tensor(_StandInOp(t.op, self), t.value_index, shape,
-                                            t.dtype)
+            shape = t.shape if v is None else TensorShape(
+                v.dims if v.dims is None or not hints else
+                [d.hint if isinstance(d, SymDim) else d for d in v.dims])
+            s = cache[t] = Tensor(_StandInOp(t.op, self, t in self.fed, hints),
+                                  t.value_index, shape, t.dtype)
         return s
 
 
 class _StandInOp:
-    """A graph op as shape inference sees it while tracing: its inputs are stand-ins."""
+    """A graph op as shape inference sees it while lowering: its inputs are stand-ins. The
+    producer of a fed tensor looks like a Placeholder: its value is the feed, not its own."""
 
-    def __init__(self, op, lowering):
+    def __init__(self, op, lowering, fed, hints):
         self._op = op
         self._lowering = lowering
+        self._fed = fed
+        self._hints = hints
 
     def __getattr__(self, name):
         return getattr(self._op, name)
 
     @property
+    def type(self):
+        return "Placeholder" if self._fed else self._op.type
+
+    @property
     def inputs(self):
-        return [self._lowering.stand_in(t) for t in self._op.inputs]
+        return [] if self._fed else [self._lowering.stand_in(t, self._hints)
+                                     for t in self._op.inputs]
 
 
-class _Symbols:
-    """Symbol names and their markers (distinct primes no real dim is likely to equal)."""
-
-    def __init__(self):
-        self.by_marker = {}
-        self.markers = {}
-        self._primes = _primes_from(1_000_003)
-        self._fresh = itertools.count(1)
-
-    def named(self, name):
-        self.marker(name)
-        return name
-
-    def fresh(self):
-        return self.named(f"s{next(self._fresh)}")
-
-    def marker(self, symbol):
-        m = self.markers.get(symbol)
-        if m is None:
-            m = self.markers[symbol] = next(self._primes)
-            self.by_marker[m] = symbol
-        return m
-
-    def of_marker(self, value):
-        sym = self.by_marker.get(value)
-        return sym if sym is not None else self.fresh()
+def _merge_dims(inferred, graph_shape):
+    """The inferred dims, with the graph's static dims where inference knows less (a
+    set_shape, an op whose inference cannot see through its shape tensor)."""
+    dims = inferred.as_tuple_or_none()
+    static = graph_shape.as_tuple_or_none()
+    if dims is None:
+        return static
+    if static is None or len(static) != len(dims):
+        return tuple(concrete(d) for d in dims)
+    out = []
+    for d, s in zip(dims, static):
+        d = concrete(d)
+        if d is None or (isinstance(d, SymDim) and s is not None and d == s):  # guarded
+            d = s
+        out.append(d)
+    return tuple(out)
 
 
-def _primes_from(n):
-    while True:
-        if all(n % p for p in range(3, int(n ** 0.5) + 1, 2)) and n % 2:
-            yield n
-        n += 1
+def _graph_dims(t):
+    return t.shape.as_tuple_or_none()
 
 
 def _check_fed(ops):
@@ -211,4 +227,3 @@ def _check_fed(ops):
                 None, op, f"You must feed a value for placeholder tensor '{op.name}' with "
                           f"dtype {op.attrs['dtype'].name} and shape {dims}\n\t [[node "
                           f"{op.name} (defined at {format_location(op.location)})]]")
-

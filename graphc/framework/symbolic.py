@@ -11,12 +11,16 @@ taken on the hints and recorded as a *guard*; an executable is reused only for f
 whose dims satisfy all its guards (torch.compile's dynamic shapes work the same way).
 Typical guards are "x.0 != 1" (no broadcasting of the batch), so a new batch size, e.g.
 the last partial batch of an epoch, reuses the code.
+Outside a GuardSet (passes comparing IR dims) `==`/`!=` are structural: expressions that
+differ are unequal, whatever their hints; `check_guards(guards, env)` tests new sizes.
 
 Expressions are sums of integer-coefficient monomials over atoms; an atom is a symbol or
 an opaque floordiv/mod/max of expressions. `to_json()` gives a plain-data form that the
 runtime evaluates without importing graphc.
 """
 import threading
+
+import numpy as np
 
 _local = threading.local()
 
@@ -87,6 +91,8 @@ class SymDim:
 
     # ----------------------------------------------------------- arithmetic
     def __add__(self, other):
+        if not _dimlike(other):
+            return NotImplemented
         other = as_expr(other)
         terms = dict(self.terms)
         for m, c in other.terms.items():
@@ -99,12 +105,18 @@ class SymDim:
         return SymDim({m: -c for m, c in self.terms.items()}, -self.hint)
 
     def __sub__(self, other):
+        if not _dimlike(other):
+            return NotImplemented
         return self + (-as_expr(other))
 
     def __rsub__(self, other):
+        if not _dimlike(other):
+            return NotImplemented
         return as_expr(other) + (-self)
 
     def __mul__(self, other):
+        if not _dimlike(other):
+            return NotImplemented
         other = as_expr(other)
         terms = {}
         for m1, c1 in self.terms.items():
@@ -116,6 +128,8 @@ class SymDim:
     __rmul__ = __mul__
 
     def __floordiv__(self, other):
+        if not _dimlike(other):
+            return NotImplemented
         other = as_expr(other)
         exact = _exact_div(self, other)
         if exact is not None:
@@ -123,21 +137,42 @@ class SymDim:
         return _opaque("floordiv", self, other, self.hint // other.hint)
 
     def __rfloordiv__(self, other):
+        if not _dimlike(other):
+            return NotImplemented
         return as_expr(other) // self
 
     def __truediv__(self, other):  # shape code sometimes divides sizes that divide evenly
+        if not _dimlike(other):
+            return NotImplemented
         other = as_expr(other)
         _record(self % other, "==", 0, self.hint % other.hint == 0)
         return self // other
 
     def __mod__(self, other):
+        if not _dimlike(other):
+            return NotImplemented
         other = as_expr(other)
         if _exact_div(self, other) is not None:
             return as_expr(0)
         return _opaque("mod", self, other, self.hint % other.hint)
 
     def __rmod__(self, other):
+        if not _dimlike(other):
+            return NotImplemented
         return as_expr(other) % self
+
+    @staticmethod
+    def from_json(expr, hint=0):
+        """The SymDim of a `to_json()` form (the hint is not part of it)."""
+        terms = {}
+        for coeff, mono in expr:
+            m = tuple(sorted(((_atom_from_json(a), p) for a, p in mono), key=repr))
+            terms[m] = terms.get(m, 0) + coeff
+        return SymDim(terms, hint)
+
+    def evaluate(self, env):
+        """The value for symbol values `env` ({symbol: int})."""
+        return evaluate_json(self.to_json(), env)
 
     def maximum(self, other):
         other = as_expr(other)
@@ -150,15 +185,19 @@ class SymDim:
         if diff is not None:  # decided by structure alone: no guard needed
             return {"==": diff == 0, "!=": diff != 0, "<": diff < 0, "<=": diff <= 0,
                     ">": diff > 0, ">=": diff >= 0}[op]
+        if op in ("==", "!=") and getattr(_local, "guards", None) is None:
+            # Outside a compile (passes comparing IR dims, dict lookups) equality is
+            # structural: deciding on hints there would hold for this run's feeds only.
+            return op == "!="
         return _record(self, op, other_e, outcome)
 
     def __eq__(self, other):
-        if not isinstance(other, (int, SymDim)) or isinstance(other, bool):
+        if not _dimlike(other) or isinstance(other, bool):
             return NotImplemented
         return self._decide("==", other, self.hint == _hint(other))
 
     def __ne__(self, other):
-        if not isinstance(other, (int, SymDim)) or isinstance(other, bool):
+        if not _dimlike(other) or isinstance(other, bool):
             return NotImplemented
         return self._decide("!=", other, self.hint != _hint(other))
 
@@ -209,6 +248,10 @@ class SymDim:
         return " + ".join(parts)
 
 
+def _dimlike(x):
+    return isinstance(x, (int, np.integer, SymDim))
+
+
 def _hint(x):
     return x.hint if isinstance(x, SymDim) else int(x)
 
@@ -216,6 +259,8 @@ def _hint(x):
 def as_expr(x):
     if isinstance(x, SymDim):
         return x
+    if not _dimlike(x):
+        raise TypeError(f"a dim cannot be combined with {type(x).__name__} {x!r}")
     v = int(x)
     return SymDim({(): v} if v else {}, v)
 
@@ -281,6 +326,13 @@ def _atom_json(atom):
     return [atom[0], SymDim(dict(atom[1]), 0).to_json(), SymDim(dict(atom[2]), 0).to_json()]
 
 
+def _atom_from_json(atom):
+    if isinstance(atom, str):
+        return atom
+    op, a, b = atom
+    return (op, SymDim.from_json(a).key, SymDim.from_json(b).key)
+
+
 def _atom_str(atom):
     if isinstance(atom, str):
         return atom
@@ -303,3 +355,44 @@ def evaluate_json(expr, env):
             term *= v ** power
         total += term
     return total
+
+
+def evaluate(dim, env):
+    """An int dim as is, a SymDim evaluated for symbol values `env`."""
+    return dim.evaluate(env) if isinstance(dim, SymDim) else dim
+
+
+_COMPARE = {"==": lambda a, b: a == b, "!=": lambda a, b: a != b, "<": lambda a, b: a < b,
+            "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b}
+
+
+def check_guards(guards, env):
+    """The guards (lhs json, op, rhs json, outcome) that symbol values `env` violate."""
+    return [g for g in guards
+            if _COMPARE[g[1]](evaluate_json(g[0], env), evaluate_json(g[2], env)) != g[3]]
+
+
+def slice_size(begin, end, stride, dim):
+    """len(range(*slice(begin, end, stride).indices(dim))) for an int or SymDim `dim`
+    (begin/end ints or None): Python's clamping, decided on hints where dim is symbolic."""
+    if stride > 0:
+        start = 0 if begin is None else _clamp_index(begin, dim, 0, dim)
+        stop = dim if end is None else _clamp_index(end, dim, 0, dim)
+        diff, step = stop - start, stride
+    else:
+        start = dim - 1 if begin is None else _clamp_index(begin, dim, -1, dim - 1)
+        stop = -1 if end is None else _clamp_index(end, dim, -1, dim - 1)
+        diff, step = start - stop, -stride
+    if diff <= 0:
+        return 0
+    return concrete((diff + step - 1) // step)
+
+
+def _clamp_index(i, dim, lo, hi):
+    if i < 0:
+        i = i + dim
+    if i < lo:
+        return lo
+    if i > hi:
+        return hi
+    return i

@@ -162,6 +162,11 @@ class TensorShape:
         if self._dims is not None and len(self._dims) != rank:
             raise ValueError(f"Shape {self} must have rank {rank}")
 
+    def with_rank_at_least(self, rank):
+        if self._dims is not None and len(self._dims) < rank:
+            raise ValueError(f"Shape {self} must have rank at least {rank}")
+        return self
+
     def with_rank(self, rank):
         if self._dims is None:
             return TensorShape([None] * rank)

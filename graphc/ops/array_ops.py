@@ -7,6 +7,7 @@ raise KernelError (InvalidArgumentError at run time): NumPy's negative-index wra
 silent clamping would be a wrong answer, not TF's.
 """
 import builtins
+import math
 
 import numpy as np
 
@@ -15,6 +16,7 @@ from graphc.errors import KernelError
 from graphc.framework.graph import Tensor, name_scope
 from graphc.framework.op_def import not_differentiable, register_op
 from graphc.framework.static_value import _scalar_or_none, constant_value
+from graphc.framework.symbolic import SymDim, slice_size
 from graphc.framework.tensor_shape import Dimension, TensorShape, broadcast_shapes
 from graphc.ops.broadcast_grad import unbroadcast
 from graphc.ops.constant_ops import constant, convert_to_tensor
@@ -64,7 +66,7 @@ def known_values(t):
     shape_from_tensor it keeps -1 (reshape's "infer this dim")."""
     v = constant_value(t)
     if v is not None:
-        return [int(d) for d in np.reshape(v, [-1])]
+        return [d if isinstance(d, SymDim) else int(d) for d in np.reshape(v, [-1])]
     op = t.op
     if op.type == "Pack" and op.attrs.get("axis", 0) == 0:
         return [_scalar_or_none(x) for x in op.inputs]
@@ -185,7 +187,7 @@ def _reshape_infer(inputs, a):
         raise ValueError(f"Cannot infer multiple unknown dimensions in shape {_dims_str(dims)}")
     n_in = x.shape.num_elements()
     known = [d for d in dims if d is not None and d != -1]
-    product = int(np.prod(known, dtype=np.int64))
+    product = math.prod(known)  # an int, or a SymDim while the compiler lowers
     if -1 in dims:
         i = dims.index(-1)
         dims[i] = None
@@ -1024,7 +1026,7 @@ def _strided_slice_infer(inputs, a):
             if d is None or _UNKNOWN in parts:
                 out.append(None)
             else:
-                out.append(len(builtins.range(*builtins.slice(*parts).indices(d))))
+                out.append(slice_size(*parts, d))
     return TensorShape(out), x.dtype
 
 
