@@ -4,6 +4,7 @@ The compile-and-run boundary is `_executable(feeds, fetches, targets)`: everythi
 before it is checking and binding, everything after it is the backend's business.
 """
 import collections
+import os
 import threading
 import warnings
 
@@ -78,7 +79,9 @@ class Session:
     def __init__(self, target="", graph=None, config=None):
         self.graph = graph if graph is not None else get_default_graph()
         self.config = config if config is not None else ConfigProto()
-        self.backend = getattr(self.config, "backend", None) or "reference"
+        self.backend = (getattr(self.config, "backend", None)
+                        or os.environ.get("GRAPHC_BACKEND") or "compiled")
+        self.compile_count = 0  # native compiles so far (tests count recompiles)
         self._state = SessionState()
         self._cache = {}
         self._closed = False
@@ -207,9 +210,12 @@ class Session:
                               "makes this an error.", RuntimeWarning, stacklevel=4)
 
     def _build_executable(self, feeds, fetches, targets):
-        if self.backend != "reference":
-            raise ValueError(f"Unknown backend {self.backend!r}; this build has 'reference'.")
-        return ReferenceExecutable(feeds, fetches, targets)
+        if self.backend == "reference":
+            return ReferenceExecutable(feeds, fetches, targets)
+        if self.backend == "compiled":
+            from graphc.compiled_executor import CompiledExecutable
+            return CompiledExecutable(feeds, fetches, targets, self)
+        raise ValueError(f"Unknown backend {self.backend!r}: 'compiled' or 'reference'.")
 
     # ---------------------------------------------------------- variable state
     def _variable_value(self, var_op):

@@ -1,0 +1,111 @@
+"""Codegen: a fused, memory-planned Module -> one LLVM module + the executable spec.
+
+    spec = generate(module)              # module.kernels, module.memory_plan set
+    exe = runtime.executable.Executable(spec)
+    outputs = exe.run(feed_arrays, variables)
+
+One LLVM function per kernel (in `module.kernels`, the schedule), and the entry
+`int32 graphc_main(feeds, fetches, variables, constants, arena, syms)` that calls them in
+order with pointers to their buffers (entry.py says where each value lives); unknown dims
+are read from `syms` and computed as i64 arithmetic of the SymDim expressions.
+
+Kernel kinds and their lowering (the table KERNEL_LOWERINGS):
+- "loop" (loop_kernel.py): every value is a *view*, index -> scalar expression (expr.py,
+  views.py), built by the op's rule in op_lowering.LOOP_RULES; the kernel's stores are
+  loop nests over the output dims, reductions are inner loops hoisted to the outermost
+  level where they are defined, the innermost loop is the contiguous last dim.
+- "gemm" (gemm_kernel.py): a BLAS sgemm/dgemm call (a loop of them for batched
+  products), then the elementwise epilogue as a loop over the output, in place.
+  Integer products have no BLAS and are lowered as loop kernels.
+- "conv", "opaque": not lowered yet (LoweringError names the op type).
+
+HOW TO ADD AN OP
+- Elementwise: give it a scalar emitter in kernels/scalar_ops.py (SCALAR_OPS); the
+  elementwise rule picks it up from ELEMENTWISE_OP_TYPES, broadcasting included.
+- Anything a loop can compute element by element (index remaps, reductions, random ops
+  computed from (seed, counter, index)): write `rule(v, node, k, index) -> Expr` in
+  op_lowering.py and add it to LOOP_RULES; see that module's docstring for the toolkit.
+- An op needing its own template (conv, cumsum, scatter): write
+  `lower_<kind>_kernel(program, kernel, name, scalar_ops, rules) -> (llvm function,
+  storage keys)` in its own module here (gemm_kernel.py is the model: a prologue that
+  calls a library or emits loops directly, then the epilogue through the loop machinery)
+  and register it in KERNEL_LOWERINGS under the kernel kind fusion gives it.
+"""
+from graphc.compiler.codegen.entry import Program
+from graphc.compiler.codegen.gemm_kernel import has_blas_gemm, lower_gemm_kernel
+from graphc.compiler.codegen.loop_kernel import lower_loop_kernel
+from graphc.compiler.codegen.op_lowering import LOOP_RULES
+from graphc.compiler.codegen.views import LoweringError
+
+__all__ = ["generate", "compile_module", "compile_executable", "compile_and_run",
+           "LoweringError", "LOOP_RULES", "KERNEL_LOWERINGS"]
+
+
+def _lower_gemm_or_loop(program, kernel, name, scalar_ops, rules):
+    if has_blas_gemm(kernel):
+        return lower_gemm_kernel(program, kernel, name, scalar_ops, rules)
+    return lower_loop_kernel(program, kernel, name, scalar_ops, rules)
+
+
+KERNEL_LOWERINGS = {
+    "loop": lower_loop_kernel,
+    "gemm": _lower_gemm_or_loop,
+}
+
+
+def generate(module, target=None):
+    """The executable spec (plain data, design doc section 6) of a fused, planned module.
+
+    target: {"triple", "cpu", "features"}; default the host (runtime.jit.host_target)."""
+    from kernels import scalar_ops
+    from runtime import jit
+    program = Program(module)
+    calls = []
+    for number, kernel in enumerate(module.kernels):
+        lower = KERNEL_LOWERINGS.get(kernel.kind)
+        if lower is None:
+            raise LoweringError(f"no codegen for {kernel.kind} kernels yet "
+                                f"({', '.join(n.type for n in kernel.nodes)})")
+        name = f"kernel_{number}_{_label(kernel)}"
+        calls.append(lower(program, kernel, name, scalar_ops, LOOP_RULES))
+    program.emit_entry(calls)
+    return program.spec(str(program.llvm), target or jit.host_target())
+
+
+def _label(kernel):
+    name = getattr(kernel, "name", None) or (kernel.nodes[0].type if kernel.nodes else "k")
+    return "".join(c if c.isalnum() else "_" for c in str(name))[:40]
+
+
+def compile_module(module, disable=None, dump_dir=None):
+    """Runs the pass pipeline over a lowered module and returns the runtime Executable
+    of its spec. Fusion and memory planning run here when the pipeline did not run them
+    (module.kernels / module.memory_plan unset)."""
+    from graphc.compiler.pipeline import optimize
+    from runtime.executable import Executable
+    optimize(module, disable=disable, dump_dir=dump_dir)
+    if getattr(module, "kernels", None) is None:
+        from graphc.compiler.passes import fusion
+        fusion.run(module)
+    if getattr(module, "memory_plan", None) is None:
+        from graphc.compiler.passes import memory_planning
+        memory_planning.run(module)
+    return Executable(generate(module))
+
+
+def compile_executable(feeds, fetches, targets, feed_shapes):
+    """The Executable of one run signature (lower -> passes -> generate -> runtime);
+    reusable for every run whose feeds satisfy its guards (runtime.GuardFailure if not)."""
+    from graphc.compiler.lower import lower
+    return compile_module(lower(feeds, fetches, targets, feed_shapes))
+
+
+def compile_and_run(feeds, fetches, targets, feed_arrays, variables):
+    """Compiles one run signature and runs it once (what Session.run does on a cache
+    miss). feeds/fetches/targets: graphc Tensors/Operations; feed_arrays: numpy arrays in
+    feed order; variables: the Session's {name: array} store, updated in place.
+    Returns the fetched arrays in order."""
+    import numpy as np
+    feed_arrays = [np.asarray(a, dtype=t.dtype.np) for a, t in zip(feed_arrays, feeds)]
+    executable = compile_executable(feeds, fetches, targets, [a.shape for a in feed_arrays])
+    return executable.run(feed_arrays, variables)

@@ -1,0 +1,212 @@
+"""The whole executable: kernel functions, the entry `graphc_main`, and the spec.
+
+Where each Value lives (its *storage*, a plain tuple key):
+  ("fetch", j)     module output j: written straight into the fetch array
+  ("arena", key)   a planned intermediate: arena + its offset (a SymDim evaluated in the
+                   entry from the symbol values)
+  ("feed", i), ("var", name), ("const", k): feeds, variables (read and updated in place),
+                   constants (the spec's "constants", read-only)
+The entry loads each kernel's pointers (and computes arena offsets) and calls the kernels
+in schedule order, returning the first nonzero status (1 + error site).
+"""
+import numpy as np
+from llvmlite import ir
+
+from graphc.compiler.codegen.expr import dim_key
+from graphc.compiler.ir import PARAMETER
+from graphc.framework.symbolic import SymDim
+from kernels.loops import I32, I64, PTR
+
+ENTRY = "graphc_main"
+UPDATE_OPS = ("Assign", "AssignAdd", "AssignSub")
+
+
+def dim_json(d):
+    return d.to_json() if isinstance(d, SymDim) else int(d)
+
+
+class Program:
+    """Shared state of one executable being generated: the LLVM module, storages,
+    constants, error sites, symbols."""
+
+    def __init__(self, module):
+        self.module = module
+        self.llvm = ir.Module(name=module.name)
+        self.symbols = list(module.symbols)
+        self._symbol_index = {s: i for i, s in enumerate(self.symbols)}
+        self.variables = list(module.variables)
+        self._var_index = {n: i for i, n in enumerate(self.variables)}
+        self.error_sites = []
+        self.constants = []
+        self._const_index = {}
+        self._fetches = {}
+        for j, v in enumerate(module.outputs):
+            self._fetches.setdefault(v, []).append(j)
+        plan = getattr(module, "memory_plan", None)
+        self.buffers = plan.buffers if plan is not None else {}
+        self.arena_bytes = plan.arena_bytes if plan is not None else 0
+        self._arena_offsets = {}
+
+    # ------------------------------------------------------------- storages
+    def storage_of(self, value):
+        """Where a value computed before a kernel runs is read from."""
+        node = value.node
+        if node.type == PARAMETER:
+            return ("feed", node.attrs["index"])
+        if node.type == "Const":
+            return ("const", self.constant_index(node))
+        if value in self._fetches and not self._runtime_fetch(value):
+            return ("fetch", self._fetches[value][0])
+        if value in self.buffers:
+            return self._arena(value)
+        if node.type == "VariableV2":
+            return ("var", node.name)
+        if node.type in UPDATE_OPS:
+            return ("var", node.inputs[0].name)
+        raise LookupError(f"no buffer for {value} ({node.describe()}): the memory plan has "
+                          f"no entry for it")
+
+    def stores_of(self, value):
+        """Every buffer a kernel computing `value` writes it to."""
+        if self._runtime_fetch(value):
+            return [("arena", self._arena_key(value))] if value in self.buffers else []
+        out = [("fetch", j) for j in self._fetches.get(value, [])]
+        if value in self.buffers:
+            out.append(self._arena(value))
+        return out
+
+    def _runtime_fetch(self, value):
+        """Fetches of feeds, variables and constants are copied by the runtime."""
+        return value.node.type in (PARAMETER, "VariableV2", "Const")
+
+    def _arena(self, value):
+        return ("arena", self._arena_key(value))
+
+    def _arena_key(self, value):
+        offset = self.buffers[value].offset
+        key = dim_key(offset)
+        self._arena_offsets[key] = offset
+        return key
+
+    def constant_index(self, node):
+        k = self._const_index.get(node)
+        if k is None:
+            arr = np.ascontiguousarray(node.attrs["value"])
+            k = self._const_index[node] = len(self.constants)
+            self.constants.append({"dtype": arr.dtype.name, "shape": list(arr.shape),
+                                   "data": arr.tobytes()})
+        return k
+
+    def error_site(self, node, message, class_name="InvalidArgumentError"):
+        self.error_sites.append({"class": class_name, "message": message,
+                                 "op": f"node {node.describe()}"})
+        return len(self.error_sites) - 1
+
+    # ---------------------------------------------------------------- dims
+    def emit_dim(self, builder, d, syms):
+        """A dim (int or SymDim) as an i64 computed from the syms array."""
+        return self._emit_json(builder, dim_json(d), syms)
+
+    def _emit_json(self, builder, expr, syms):
+        if isinstance(expr, int):
+            return ir.Constant(I64, expr)
+        total = None
+        for coeff, mono in expr:
+            term = ir.Constant(I64, coeff)
+            for atom, power in mono:
+                value = self._emit_atom(builder, atom, syms)
+                for _ in range(power):
+                    term = builder.mul(term, value)
+            total = term if total is None else builder.add(total, term)
+        return ir.Constant(I64, 0) if total is None else total
+
+    def _emit_atom(self, builder, atom, syms):
+        if isinstance(atom, str):
+            ptr = builder.gep(syms, [ir.Constant(I64, self._symbol_index[atom])],
+                              source_etype=I64)
+            return builder.load(ptr, typ=I64)
+        op, a, b = atom
+        a, b = self._emit_json(builder, a, syms), self._emit_json(builder, b, syms)
+        if op == "max":
+            return builder.select(builder.icmp_signed(">", a, b), a, b)
+        return builder.sdiv(a, b) if op == "floordiv" else builder.srem(a, b)
+
+    # --------------------------------------------------------------- entry
+    def emit_entry(self, calls):
+        """calls: [(function, [storage keys])] in schedule order."""
+        fn = ir.Function(self.llvm, ir.FunctionType(I32, [PTR] * 6), ENTRY)
+        feeds, fetches, variables, constants, arena, syms = fn.args
+        tables = {"feed": feeds, "fetch": fetches, "var": variables, "const": constants}
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        pointers = {}
+
+        def pointer(key):
+            p = pointers.get(key)
+            if p is None:
+                kind, what = key
+                if kind == "arena":
+                    offset = self.emit_dim(b, self._arena_offsets[what], syms)
+                    p = b.gep(arena, [offset], source_etype=ir.IntType(8))
+                else:
+                    slot = self._var_index[what] if kind == "var" else what
+                    p = b.load(b.gep(tables[kind], [ir.Constant(I64, slot)], source_etype=PTR),
+                               typ=PTR)
+                pointers[key] = p
+            return p
+
+        for callee, keys in calls:
+            status = b.call(callee, [pointer(k) for k in keys] + [syms])
+            fail = b.append_basic_block("failed")
+            ok = b.append_basic_block("ok")
+            b.cbranch(b.icmp_signed("!=", status, ir.Constant(I32, 0)), fail, ok)
+            b.position_at_end(fail)
+            b.ret(status)
+            b.position_at_end(ok)
+        b.ret(ir.Constant(I32, 0))
+        return fn
+
+    # ---------------------------------------------------------------- spec
+    def spec(self, llvm_ir, target):
+        m = self.module
+        params = sorted(m.params, key=lambda p: p.attrs["index"])
+        return {
+            "format_version": 1,
+            "entry": ENTRY,
+            "llvm_ir": llvm_ir,
+            "target": target,
+            "symbols": [{"name": s, "feed": m.symbols[s][0], "axis": m.symbols[s][1]}
+                        for s in self.symbols],
+            "guards": [list(g) for g in m.guards],
+            "feeds": [self._tensor_spec(p.name, p.outputs[0]) for p in params],
+            "fetches": [dict(self._tensor_spec(v.name, v), **self._fetch_source(v))
+                        for v in m.outputs],
+            "variables": [self._variable_spec(name) for name in self.variables],
+            "constants": self.constants,
+            "arena_bytes": dim_json(self.arena_bytes),
+            "error_sites": self.error_sites,
+        }
+
+    @staticmethod
+    def _tensor_spec(name, value):
+        return {"name": name, "dtype": value.dtype.name,
+                "dims": [dim_json(d) for d in value.dims]}
+
+    def _fetch_source(self, value):
+        node = value.node
+        if node.type == PARAMETER:
+            return {"source": "feed", "index": node.attrs["index"]}
+        if node.type == "VariableV2":
+            return {"source": "variable", "index": self._var_index[node.name]}
+        if node.type == "Const":
+            return {"source": "constant", "index": self.constant_index(node)}
+        return {"source": "kernel", "index": self._fetches[value][0]}
+
+    def _variable_spec(self, name):
+        ref = self.module.variables[name]
+        written = any(n.type in UPDATE_OPS and n.inputs[0].name == name
+                      for n in self.module.nodes)
+        read = any((n.type == "VariableV2" and n.name == name) or
+                   (n.type in ("AssignAdd", "AssignSub") and n.inputs[0].name == name)
+                   for n in self.module.nodes)
+        return {"name": name, "dtype": ref.dtype.name, "dims": [dim_json(d) for d in ref.dims],
+                "written": written, "read": read}

@@ -1,0 +1,480 @@
+"""A "loop" kernel -> one LLVM function: loop nests that store views into buffers.
+
+Each store target (a kernel output into its buffer, an assign into its variable) is an
+Expr of the target's index. Targets are grouped into loop nests: a target whose dims are
+a prefix of a nest's dims (a keep-dims or trailing reduction result) joins that nest and
+is stored at the loop level of its last index variable; other shapes get their own nest.
+Within a nest, reductions are hoisted to the outermost loop level where all their free
+loop variables are defined (so a softmax row max is computed once per row), values are
+computed before any store of the same level (an assign may overwrite what another target
+of the same iteration reads), and the innermost loop runs over the last, contiguous dim.
+
+The function is `i32 name(ptr noalias buf0, ..., ptr syms)`: one pointer per distinct
+buffer, then the symbol values; it returns 0, or 1 + the error site that fired.
+"""
+from contextlib import contextmanager
+
+from llvmlite import ir
+
+from graphc.compiler.codegen.expr import dims_key
+from graphc.compiler.codegen.views import KernelViews
+from kernels import dtypes as kd
+from kernels.loops import (I32, I64, PTR, arg_better, combine_reduction, entry_alloca,
+                           for_range, reduction_identity)
+
+
+class StoreTarget:
+    """Store `value_of(index)` into every element of a buffer of `dims`.
+
+    An accumulating target (`accumulate` = a reduction kind) instead runs over the loop
+    nest of `loop_dims`: `place(nest index) -> (value, position)` says what to fold into
+    which element (a column sum accumulates over the rows of the loop that computes its
+    input, rather than reading that input column by column)."""
+
+    def __init__(self, storage, dims, dtype, value_of, accumulate=None, loop_dims=None,
+                 place=None):
+        self.storage = storage
+        self.dims = dims
+        self.dtype = dtype
+        self.value_of = value_of
+        self.accumulate = accumulate
+        self.loop_dims = loop_dims
+        self.place = place
+        self.index = None    # index Exprs, set when placed in a nest
+        self.expr = None
+        self.position = None
+
+
+class Nest:
+    def __init__(self, views, dims):
+        self.dims = dims
+        self.key = dims_key(dims)
+        self.vars, self.index = [], []
+        for d in dims:
+            var, e = views.x.var(views.x.dim(d), "i")
+            self.vars.append(var)
+            self.index.append(e)
+        self.targets = []
+
+    def fit(self, target):
+        """The target's index in this nest's variables, or None if it does not fit."""
+        key = dims_key(target.dims)
+        trimmed = len(key)
+        while trimmed and key[trimmed - 1] == 1:
+            trimmed -= 1
+        if trimmed > len(self.key) or key[:trimmed] != self.key[:trimmed]:
+            return None
+        return self.index[:trimmed] + [None] * (len(key) - trimmed)
+
+
+def plan_nests(views, targets):
+    """Targets grouped into nests (largest rank first); fills target.index/expr."""
+    nests = []
+    for t in [t for t in targets if t.accumulate]:
+        nest = next((n for n in nests if n.key == dims_key(t.loop_dims)), None)
+        if nest is None:
+            nest = Nest(views, t.loop_dims)
+            nests.append(nest)
+        t.expr, t.position = t.place(nest.index)
+        nest.targets.append(t)
+    for t in sorted((t for t in targets if not t.accumulate), key=lambda t: -len(t.dims)):
+        for nest in nests:
+            index = nest.fit(t)
+            if index is not None:
+                break
+        else:
+            nest = Nest(views, t.dims)
+            nests.append(nest)
+            index = nest.fit(t)
+        t.index = [views.x.const(0) if e is None else e for e in index]
+        t.expr = t.value_of(t.index)
+        t.position = views.x.linear(t.index, t.dims)
+        nest.targets.append(t)
+    return nests
+
+
+def storages_used(nests):
+    """Every storage key loaded or stored, in first-use order."""
+    seen = {}
+    stack = []
+    for nest in nests:
+        for t in nest.targets:
+            seen.setdefault(t.storage, None)
+            stack += [t.expr, t.position]
+    visited = set()
+    while stack:
+        e = stack.pop()
+        if id(e) in visited:
+            continue
+        visited.add(id(e))
+        if e.kind == "load":
+            seen.setdefault(e.data, None)
+        stack.extend(e.args)
+    return list(seen)
+
+
+def emit_loop_function(llvm_module, name, views, nests, storages, dim_emitter, scalar_ops,
+                       prologue=None):
+    """Defines the kernel function; returns it. `prologue(builder, buffers, syms)` emits
+    code that runs before the loop nests (a gemm call before its epilogue)."""
+    fnty = ir.FunctionType(I32, [PTR] * (len(storages) + 1))
+    fn = ir.Function(llvm_module, fnty, name)
+    fn.attributes.add("nounwind")
+    for arg in fn.args[:-1]:
+        arg.add_attribute("noalias")
+    builder = ir.IRBuilder(fn.append_basic_block("entry"))
+    buffers = dict(zip(storages, fn.args))
+    if prologue is not None:
+        prologue(builder, buffers, fn.args[-1])
+    emitter = _Emitter(builder, views, buffers, fn.args[-1], dim_emitter, scalar_ops)
+    for nest in nests:
+        emitter.emit_nest(nest)
+    builder.ret(emitter.status())
+    return fn
+
+
+class _Emitter:
+    def __init__(self, builder, views, buffers, syms, dim_emitter, scalar_ops):
+        self.b = builder
+        self.x = views.x
+        self.buffers = buffers
+        self.syms = syms
+        self.dim_emitter = dim_emitter
+        self.scalar = scalar_ops
+        self.scopes = [{}]
+        self.var_values = {}
+        self.defined = set()
+        self.error_slot = None
+
+    # ---------------------------------------------------------------- nests
+    def emit_nest(self, nest):
+        levels = {v.id: i for i, v in enumerate(nest.vars) if v is not None}
+        by_level = {}
+        for t in nest.targets:
+            free = t.expr.free | t.position.free
+            level = max((levels[v] for v in free), default=-1)
+            by_level.setdefault(level, []).append(t)
+        deepest = max(by_level, default=-1)
+        self._level(nest, -1, by_level, deepest)
+
+    def _level(self, nest, level, by_level, deepest):
+        pending = [t for lv, ts in by_level.items() if lv >= level for t in ts]
+        self._hoist([e for t in pending for e in (t.expr, t.position)])
+        here = by_level.get(level, [])
+        values = [(t, self.value(t.expr), self.value(t.position)) for t in here]
+        for t, value, position in values:
+            ptr = kd.element_pointer(self.b, self.buffers[t.storage], position, t.dtype)
+            if t.accumulate:
+                old = kd.load_scalar(self.b, ptr, t.dtype)
+                value = combine_reduction(self.b, t.accumulate, old, value, kd.is_float(t.dtype),
+                                          not kd.is_unsigned(t.dtype))
+            kd.store_scalar(self.b, value, ptr, t.dtype)
+        nxt = level + 1
+        if nxt > deepest:
+            return
+        var = nest.vars[nxt]
+        if var is None:
+            self._level(nest, nxt, by_level, deepest)
+            return
+        with self._loop(var):
+            self._level(nest, nxt, by_level, deepest)
+
+    @contextmanager
+    def _loop(self, var):
+        """A counted loop over `var`, with its own scope of emitted values."""
+        with for_range(self.b, self.value(var.extent), name=var.name) as iv:
+            self.var_values[var.id] = iv
+            self.defined.add(var.id)
+            self.scopes.append({})
+            yield
+            self.scopes.pop()
+            self.defined.discard(var.id)
+
+    def _hoist(self, roots):
+        """Emits (now) every reduction under `roots` that only needs defined variables,
+        innermost first, so loops below reuse it."""
+        order, seen, stack = [], set(), [(e, False) for e in roots]
+        while stack:
+            e, done = stack.pop()
+            if done:
+                order.append(e)
+                continue
+            if id(e) in seen:
+                continue
+            seen.add(id(e))
+            stack.append((e, True))
+            stack.extend((a, False) for a in e.args)
+        for e in order:
+            if e.kind in ("reduce", "argreduce") and e.free <= self.defined \
+                    and self._cached(e) is None:
+                self.value(e)
+
+    # --------------------------------------------------------------- values
+    def _cached(self, e):
+        for scope in reversed(self.scopes):
+            v = scope.get(e)
+            if v is not None:
+                return v
+        return None
+
+    def value(self, e):
+        v = self._cached(e)
+        if v is None:
+            v = self.scopes[-1][e] = getattr(self, "_emit_" + e.kind)(e)
+        return v
+
+    def _emit_const(self, e):
+        value = self.x.const_value(e)
+        return ir.Constant(kd.llvm_type(e.dtype), int(value) if e.dtype == "bool" else value)
+
+    def _emit_var(self, e):
+        return self.var_values[e.data]
+
+    def _emit_dim(self, e):
+        return self.dim_emitter(self.b, self.x.dim_value(e), self.syms)
+
+    def _binary(self, e):
+        return self.value(e.args[0]), self.value(e.args[1])
+
+    def _emit_add(self, e):
+        return self.b.add(*self._binary(e))
+
+    def _emit_sub(self, e):
+        return self.b.sub(*self._binary(e))
+
+    def _emit_mul(self, e):
+        return self.b.mul(*self._binary(e))
+
+    def _emit_floordiv(self, e):
+        return self.b.sdiv(*self._binary(e))
+
+    def _emit_mod(self, e):
+        return self.b.srem(*self._binary(e))
+
+    def _emit_min(self, e):
+        a, b = self._binary(e)
+        return self.b.select(self.b.icmp_signed("<", a, b), a, b)
+
+    def _emit_max(self, e):
+        a, b = self._binary(e)
+        return self.b.select(self.b.icmp_signed(">", a, b), a, b)
+
+    _ICMP = {"lt": "<", "le": "<=", "eq": "==", "ne": "!=", "ge": ">=", "gt": ">"}
+
+    def _emit_icmp(self, e):
+        return self.b.icmp_signed(self._ICMP[e.data], *self._binary(e))
+
+    def _emit_and(self, e):
+        return self.b.and_(*self._binary(e))
+
+    def _emit_or(self, e):
+        return self.b.or_(*self._binary(e))
+
+    def _emit_select(self, e):
+        c, a, b = (self.value(x) for x in e.args)
+        return self.b.select(c, a, b)
+
+    def _emit_load(self, e):
+        ptr = kd.element_pointer(self.b, self.buffers[e.data], self.value(e.args[0]), e.dtype)
+        return kd.load_scalar(self.b, ptr, e.dtype)
+
+    def _emit_op(self, e):
+        op_type, in_dtypes, _, site = e.data
+        args = [self.value(a) for a in e.args]
+        on_error = None if site is None else (lambda bad: self._record_error(bad, site))
+        return self.scalar.emit_scalar(self.b, op_type, args, list(in_dtypes), e.dtype,
+                                       self.x.attrs_of(e), on_error)
+
+    def _record_error(self, bad, site):
+        """Status := 1 + site where `bad` (i1) holds; the computation goes on clamped."""
+        slot = self._error_slot()
+        status = self.b.load(slot, typ=I32)
+        self.b.store(self.b.select(bad, ir.Constant(I32, site + 1), status), slot)
+
+    def _emit_check(self, e):
+        index, size = (self.value(a) for a in e.args)
+        zero = ir.Constant(I64, 0)
+        bad = self.b.or_(self.b.icmp_signed("<", index, zero),
+                         self.b.icmp_signed(">=", index, size))
+        self._record_error(bad, e.data)
+        top = self.b.sub(size, ir.Constant(I64, 1))
+        clamped = self.b.select(self.b.icmp_signed(">", index, top), top, index)
+        return self.b.select(self.b.icmp_signed("<", clamped, zero), zero, clamped)
+
+    def _error_slot(self):
+        if self.error_slot is None:
+            self.error_slot = entry_alloca(self.b, I32, "status")
+            saved = self.b.block
+            self.b.position_after(self.error_slot)
+            self.b.store(ir.Constant(I32, 0), self.error_slot)
+            self.b.position_at_end(saved)
+        return self.error_slot
+
+    def status(self):
+        if self.error_slot is None:
+            return ir.Constant(I32, 0)
+        return self.b.load(self.error_slot, typ=I32)
+
+    # ------------------------------------------------------------ reductions
+    def _reduction_loops(self, var_ids, body_fn):
+        """Nested loops over var_ids calling body_fn() innermost (reductions that depend
+        on the variables opened so far are hoisted as each opens)."""
+        if not var_ids:
+            body_fn()
+            return
+        with self._loop(self.x.vars[var_ids[0]]):
+            self._reduction_loops(var_ids[1:], body_fn)
+
+    def _emit_reduce(self, e):
+        kind, ids = e.data
+        body = e.args[0]
+        self._hoist([body])
+        ty = kd.llvm_type(e.dtype)
+        is_float = kd.is_float(e.dtype)
+        signed = not kd.is_unsigned(e.dtype)
+        acc = entry_alloca(self.b, ty, "acc")
+        self.b.store(reduction_identity(kind, ty, is_float, signed), acc)
+
+        def step():
+            self._hoist([body])
+            x = self.value(body)
+            self.b.store(combine_reduction(self.b, kind, self.b.load(acc, typ=ty), x, is_float,
+                                           signed), acc)
+        self._reduction_loops(list(ids), step)
+        return self.b.load(acc, typ=ty)
+
+    def _emit_argreduce(self, e):
+        kind, var_id = e.data
+        body = e.args[0]
+        self._hoist([body])
+        ty = kd.llvm_type(body.dtype)
+        is_float = kd.is_float(body.dtype)
+        signed = not kd.is_unsigned(body.dtype)
+        best = entry_alloca(self.b, ty, "best")
+        where = entry_alloca(self.b, I64, "where")
+        first = entry_alloca(self.b, kd.I1, "first")
+        self.b.store(ir.Constant(I64, 0), where)
+        self.b.store(ir.Constant(kd.I1, 1), first)
+        self.b.store(ir.Constant(ty, None), best)
+
+        def step():
+            self._hoist([body])
+            x = self.value(body)
+            old = self.b.load(best, typ=ty)
+            take = self.b.or_(self.b.load(first, typ=kd.I1),
+                              arg_better(self.b, kind, x, old, is_float, signed))
+            self.b.store(self.b.select(take, x, old), best)
+            position = self.b.select(take, self.var_values[var_id], self.b.load(where, typ=I64))
+            self.b.store(position, where)
+            self.b.store(ir.Constant(kd.I1, 0), first)
+        self._reduction_loops([var_id], step)
+        return self.b.load(where, typ=I64)
+
+
+# ------------------------------------------------------------------ driver
+def kernel_targets(program, views, kernel_outputs, nodes, extra_stores=()):
+    """Store targets of a kernel: each of its outputs into its buffers (fetch, arena),
+    and each assign among `nodes` into its variable. Values the kernel computes but does
+    not list as outputs (cheap nodes duplicated into several kernels) are never written:
+    their buffer, if any, belongs to the kernel that owns them."""
+    targets = []
+
+    def add(storage, value, dims, dtype):
+        targets.append(StoreTarget(storage, dims, dtype,
+                                   lambda index, v=value: views.view(v, index)))
+
+    for value in kernel_outputs:
+        for storage in program.stores_of(value):
+            add(storage, value, value.dims, value.dtype.name)
+    for node in nodes:
+        if node.type in ("Assign", "AssignAdd", "AssignSub"):
+            ref = node.inputs[0]
+            add(("var", ref.name), node.outputs[0], ref.dims, ref.dtype.name)
+    for storage, value in extra_stores:
+        add(storage, value, value.dims, value.dtype.name)
+    return targets
+
+
+def lower_loop_kernel(program, kernel, name, scalar_ops, rules):
+    """The LLVM function of a "loop" kernel and its storage keys (its pointer args)."""
+    computed = {v for n in kernel.nodes for v in n.outputs}
+    views = KernelViews(computed, program.storage_of, program.error_site, rules)
+    folded, folds, fills = _accumulated_outputs(program, views, kernel)
+    stored = [v for v in kernel.outputs if v not in folded]
+    targets = kernel_targets(program, views, stored, kernel.nodes) + folds
+    nests = plan_nests(views, fills) + plan_nests(views, targets)
+    storages = storages_used(nests)
+    fn = emit_loop_function(program.llvm, name, views, nests, storages, program.emit_dim,
+                            scalar_ops)
+    return fn, storages
+
+
+# Reductions whose result is just the fold of the input's elements (no final scaling).
+_FOLDS = {"Sum": "sum", "Prod": "prod", "Max": "max", "Min": "min", "Any": "any",
+          "All": "all", "BiasAddGrad": "sum", "SumToShape": "sum"}
+
+
+def _accumulated_outputs(program, views, kernel):
+    """Final reductions over the kernel's loop that do not fit it as a prefix (column
+    sums: BiasAddGrad, reduce over axis 0) become accumulating targets of the main loop.
+    Returns (those values, their accumulating targets, the targets filling them with the
+    reduction's identity first)."""
+    from graphc.compiler.op_kinds import reduction_axes
+    folded, folds, fills = set(), [], []
+    loop_dims = getattr(kernel, "dims", None)
+    if not loop_dims:
+        return folded, folds, fills
+    loop_key = dims_key(loop_dims)
+    for value in kernel.outputs:
+        node = value.node
+        kind = _FOLDS.get(node.type)
+        if kind is None or value.dtype.name == "float16" or node not in kernel.nodes:
+            continue
+        spec = reduction_axes(node)
+        stores = program.stores_of(value)
+        if spec is None or not stores or dims_key(node.inputs[0].dims) != loop_key:
+            continue
+        _, axes, keep = spec
+        if _is_prefix(dims_key(value.dims), loop_key):
+            continue  # hoisted in the loop instead
+        dtype = value.dtype.name
+        identity = _identity_const(views, kind, dtype)
+        for storage in stores:
+            folds.append(StoreTarget(storage, value.dims, dtype, None, accumulate=kind,
+                                     loop_dims=loop_dims,
+                                     place=_placer(views, node.inputs[0], value, axes, keep)))
+            fills.append(StoreTarget(storage, value.dims, dtype, lambda index, e=identity: e))
+        folded.add(value)
+    return folded, folds, fills
+
+
+def _is_prefix(key, loop_key):
+    trimmed = len(key)
+    while trimmed and key[trimmed - 1] == 1:
+        trimmed -= 1
+    return key[:trimmed] == loop_key[:trimmed]
+
+
+def _placer(views, source, value, axes, keep):
+    def place(index):
+        out_index = [views.x.const(0) if a in axes else i for a, i in enumerate(index)
+                     if keep or a not in axes]
+        lead = len(out_index) - len(value.dims)  # SumToShape drops leading axes
+        out_index = out_index[lead:]
+        body = views.x.cast(views.view(source, index), value.dtype.name)
+        return body, views.x.linear(out_index, value.dims)
+    return place
+
+
+def _identity_const(views, kind, dtype):
+    import numpy as np
+    if kind in ("sum", "any"):
+        value = 0
+    elif kind in ("prod", "all"):
+        value = 1
+    elif dtype.startswith(("float", "complex")):
+        value = -np.inf if kind == "max" else np.inf
+    else:
+        info = np.iinfo(dtype)
+        value = info.min if kind == "max" else info.max
+    return views.x.const(value, dtype)

@@ -1,0 +1,100 @@
+"""Views: each Value of a loop kernel as a function index -> scalar Expr.
+
+A value computed inside the kernel is viewed through its node's lowering rule (the
+table in op_lowering.py), which views the node's inputs at remapped indices; a value
+computed elsewhere is a load from its buffer at the row-major position of the index.
+Views are memoized per (value, index), so a value used twice at the same index is one
+expression (and is emitted once).
+"""
+import numpy as np
+
+from graphc.compiler.codegen.expr import ExprBuilder, dim_key
+
+
+class LoweringError(NotImplementedError):
+    """A node that loop codegen cannot lower (an op type without a rule, an axis that is
+    not a compile-time constant...)."""
+
+
+class KernelViews:
+    """The views of one loop kernel's values.
+
+    computed: the Values its nodes compute; storage_of(value) -> storage key of a value
+    computed elsewhere; error_site(node, message) -> site number for run-time errors."""
+
+    def __init__(self, computed, storage_of, error_site, rules):
+        self.x = ExprBuilder()
+        self.computed = computed
+        self.storage_of = storage_of
+        self.error_site = error_site
+        self.rules = rules
+        self.memo = {}    # for rules sharing work between indices (softmax row stats)
+        self._memo = {}
+
+    def view(self, value, index):
+        """value[index] as an Expr (index: one index Expr per dim of value)."""
+        index = tuple(index)
+        if len(index) != len(value.dims):
+            raise AssertionError(f"{value} viewed with {len(index)} indices")
+        key = (value, tuple(id(i) for i in index))
+        e = self._memo.get(key)
+        if e is None:
+            e = self._memo[key] = self._view(value, index)
+        return e
+
+    def _view(self, value, index):
+        node = value.node
+        if value in self.computed:
+            rule = self.rules.get(node.type)
+            if rule is None:
+                raise LoweringError(f"no loop lowering for op type {node.type} "
+                                    f"({node.describe()})")
+            return rule(self, node, value.index, list(index))
+        if node.type == "Const" and np.size(node.attrs["value"]) == 1:
+            return self.x.const(np.reshape(node.attrs["value"], -1)[0], value.dtype.name)
+        return self.load(self.storage_of(value), index, value.dims, value.dtype.name)
+
+    def load(self, storage, index, dims, dtype):
+        return self.x.load(storage, self.x.linear(index, dims), dtype)
+
+    # ---------------------------------------------------------------- helpers
+    def site(self, node, message):
+        """The error site (number) of `node` failing with `message`, made once."""
+        key = ("site", node, message)
+        if key not in self.memo:
+            self.memo[key] = self.error_site(node, message)
+        return self.memo[key]
+
+    def dims(self, value):
+        return [self.x.dim(d) for d in value.dims]
+
+    def constant(self, value):
+        """The compile-time array of `value` (a Const node's output), else LoweringError."""
+        node = value.node
+        if node.type != "Const":
+            raise LoweringError(f"{node.type} input {value.name} must be a compile-time "
+                                f"constant for codegen")
+        return np.asarray(node.attrs["value"])
+
+    def broadcast_index(self, index, out_dims, in_dims):
+        """The index of an input of dims `in_dims` broadcast (numpy rules) to `out_dims`."""
+        lead = len(out_dims) - len(in_dims)
+        return [self.x.const(0) if dim_key(d) == 1 and dim_key(out_dims[lead + i]) != 1
+                else index[lead + i] for i, d in enumerate(in_dims)]
+
+    def view_broadcast(self, value, index, out_dims):
+        return self.view(value, self.broadcast_index(index, out_dims, value.dims))
+
+    def fresh_vars(self, dims, name="r"):
+        """(LoopVars, their index exprs) for a reduction over `dims` (size-1 dims fold)."""
+        loop_vars, exprs = [], []
+        for d in dims:
+            v, e = self.x.var(self.x.dim(d), name)
+            if v is not None:
+                loop_vars.append(v)
+            exprs.append(e)
+        return loop_vars, exprs
+
+
+def normalize_axes(axes, rank):
+    return sorted({int(a) % rank for a in np.reshape(axes, -1)}) if rank else []
