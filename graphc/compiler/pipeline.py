@@ -10,13 +10,16 @@ The module is verified after every pass, so a broken rewrite fails at the pass t
 """
 import os
 
-from graphc.compiler.passes import algebraic_simplify, constant_folding, cse, prune
+from graphc.compiler.passes import (algebraic_simplify, constant_folding, cse, fusion,
+                                    memory_planning, prune)
 
 PASSES = [
     ("prune", prune.run),
     ("constant_folding", constant_folding.run),
     ("algebraic_simplify", algebraic_simplify.run),
     ("cse", cse.run),
+    ("fusion", fusion.run),
+    ("memory_planning", memory_planning.run),
 ]
 PASS_NAMES = [name for name, _ in PASSES]
 

@@ -1,0 +1,665 @@
+"""fusion: group the module's nodes into kernels and order them (`module.kernels`).
+
+The module's nodes are not changed; the pass sets `module.kernels`, the schedule: a list
+of graphc.compiler.kernel.Kernel in execution order. What is not computed by any kernel:
+Parameters, Consts and variable reads (kernels read the variable's buffer when they run),
+NoOps, and pure nodes whose values are only read for their dims (Shape(x) does not need
+x computed when x's dims are known).
+
+Groups, in this order:
+1. gemm/conv epilogues: a MatMul/BatchMatMulV2/Conv2D* node takes its first user if that
+   is a BiasAdd, or an Add of a broadcast vector (dims [n] or [1,..,1,n], n its last
+   dim), then that result's first user if it is an activation (Relu, Sigmoid, Tanh...).
+2. loop kernels: producer/consumer pairs of loop groups (elementwise, index, reduction,
+   random and update nodes) merge while the result is a valid loop nest (below), with
+   no cycle in the kernel graph and the variable order kept. A cheap group
+   (elementwise/index nodes only) used by several kernels is first offered to all of
+   them: if each can compute it itself, it is duplicated into each and never written
+   to memory; otherwise it merges into one of them like any other group.
+3. everything else is one node per kernel ("opaque", lone gemm/conv).
+
+A valid loop nest over dims D (the kernel's `dims`):
+- every reduction reads an input of dims D. A reduction whose result is used inside the
+  kernel ("hoisted") reduces trailing axes k..rank-1 (the same k for all of them): the
+  codegen computes it once per iteration of the outer k loops, before the inner loops
+  that use it (softmax's row max and sum, layer norm's mean and variance). Softmax,
+  LogSoftmax and the sparse cross entropy are hoisted row reductions by themselves. A
+  reduction whose result is only written ("final") may reduce any axes (BiasAddGrad's
+  column sums accumulate over the loop). A reduction over no axis is an identity.
+- what is computed from a hoisted result must index it by outer loop indices only: only
+  elementwise ops and BroadcastTo (right-aligned broadcasting) and reshapes that add or
+  drop 1-dims, whose non-1 axes stay bound to the same loop axes ("aligned" values).
+- outputs: values of dims D, aligned values at an outer level (written once per outer
+  iteration), or final reductions. Other nodes (e.g. a transpose or a broadcast operand
+  of other dims) are computed on demand wherever they are read.
+- variable order (TF1 refs: a variable is read when its reader runs): a kernel may update
+  variable v and read v's old value only if everything it computes from that read (and
+  from the update's own value) is elementwise over D without broadcasting that value, so
+  that element i is read before element i is written; it never reads v after the update
+  and holds at most one update of v. Between kernels the order of reads and updates of
+  each variable is the module's (edges of the kernel graph).
+Guarantees: every node needed for the outputs and roots is computed by a kernel scheduled
+after the kernels computing its inputs; no gemm/conv/reduction/random/update node is
+computed twice; the kernel graph is acyclic; each variable is read and written in the
+module's order.
+"""
+import heapq
+
+from graphc.compiler.ir import Value, VariableRef
+from graphc.compiler.kernel import Kernel, dim_is, dims_equal
+from graphc.compiler.op_kinds import (ROW_NORMALIZERS, UPDATE_OPS, kind_of, reduction_axes,
+                                      shape_only_inputs)
+
+ACTIVATIONS = frozenset({"Relu", "Relu6", "LeakyRelu", "Elu", "Selu", "Sigmoid", "Tanh",
+                         "Softplus", "Softsign"})
+LOOP_KINDS = frozenset({"elementwise", "index", "reduction", "random", "state"})
+CHEAP_KINDS = frozenset({"elementwise", "index"})
+RESHAPES = frozenset({"Reshape", "ExpandDims", "Squeeze", "Identity", "StopGradient"})
+# ops reading a variable through a ref input without updating it
+_REF_READERS = frozenset({"IsVariableInitialized", "VariableValueOrDefault"})
+
+
+def run(module):
+    kernels = Fusion(module).kernels()
+    module.kernels = kernels
+    computed = {n for k in kernels for n in k.nodes}
+    copies = sum(len(k.nodes) for k in kernels) - len(computed)
+    return {"kernels": len(kernels),
+            "nodes_fused": sum(len(k.nodes) for k in kernels if len(k.nodes) > 1) - copies,
+            "duplicated": copies}
+
+
+def unfused_kernels(module):
+    """One kernel per node, in module order (what codegen gets with fusion disabled)."""
+    return Fusion(module, fuse=False).kernels()
+
+
+def data_inputs(node):
+    """The (slot, Value) inputs whose data `node` reads."""
+    skip = shape_only_inputs(node)
+    return [(i, v) for i, v in enumerate(node.inputs) if isinstance(v, Value) and i not in skip]
+
+
+class _Group:
+    def __init__(self, gid, kind, nodes, main=None):
+        self.gid = gid
+        self.kind = kind
+        self.nodes = set(nodes)
+        self.main = main
+
+
+class Fusion:
+    def __init__(self, module, fuse=True):
+        self.module = module
+        self.fuse = fuse
+        self.pos = {n: i for i, n in enumerate(module.nodes)}
+        self.fetched = set(module.outputs)
+        live = self._data_live()
+        self.snapshots = self._snapshot_reads(live)
+        self.compute = [n for n in module.nodes if n in live and self._is_compute(n)]
+        computed = set(self.compute)
+        self.users = {}  # Value -> compute nodes reading its data (once each)
+        for n in self.compute:
+            for _, v in data_inputs(n):
+                us = self.users.setdefault(v, [])
+                if n not in us:
+                    us.append(n)
+        self.edges, self.strict = self._node_edges(computed)
+        self.groups = {}
+        self.group_of = {}
+        for n in self.compute:
+            kind = kind_of(n)
+            gkind = kind if kind in ("gemm", "conv") else "loop" if kind in LOOP_KINDS \
+                else "opaque"
+            self._new_group(gkind, [n], n if gkind != "loop" else None)
+        self._rebuild_edges()
+
+    # --------------------------------------------------------------- analysis
+    def _is_compute(self, n):
+        kind = kind_of(n)
+        if kind in ("source", "control"):
+            return False
+        return n.type != "VariableV2" or n in self.snapshots
+
+    def _data_live(self):
+        m = self.module
+        live = set()
+        stack = [v.node for v in m.outputs] + list(m.roots)
+        while stack:
+            n = stack.pop()
+            if n in live:
+                continue
+            live.add(n)
+            stack.extend(v.node for _, v in data_inputs(n))
+            stack.extend(n.control_deps)
+        return live
+
+    def _variable_events(self, live):
+        """{variable name: [(position, 'read'|'update', node)]} in module order; reads
+        are VariableV2 nodes and ref readers."""
+        events = {}
+        for n in self.module.nodes:
+            if n not in live:
+                continue
+            if n.type == "VariableV2":
+                events.setdefault(n.name, []).append((self.pos[n], "read", n))
+            elif n.type == "UninitializedNames":
+                for name in self.module.variables:
+                    events.setdefault(name, []).append((self.pos[n], "read", n))
+            for v in n.inputs:
+                if isinstance(v, VariableRef):
+                    what = "update" if n.type in UPDATE_OPS else "read"
+                    events.setdefault(v.name, []).append((self.pos[n], what, n))
+        return events
+
+    def _snapshot_reads(self, live):
+        """VariableV2 reads that must copy the variable: something uses the value after
+        the variable's next update (or it is fetched and an update follows)."""
+        snaps = set()
+        for evs in self._variable_events(live).values():
+            for i, (p, what, n) in enumerate(evs):
+                if what != "read" or n.type != "VariableV2":
+                    continue
+                nxt = next((q for q, w, _ in evs[i + 1:] if w == "update"), None)
+                if nxt is None:
+                    continue
+                v = n.outputs[0]
+                late = v in self.fetched or any(
+                    self.pos[u] > nxt for u in v.uses if u in live)
+                if late:
+                    snaps.add(n)
+        return snaps
+
+    def _node_edges(self, computed):
+        """Ordering edges between compute nodes: [(a, b, is_data)] meaning a's kernel runs
+        no later than b's; and strict pairs that may not share a kernel."""
+        edges = []
+        strict = {}
+
+        def add(a, b, data=False, must_split=False):
+            if a is b:
+                return
+            edges.append((a, b, data))
+            if must_split:
+                strict.setdefault(a, set()).add(b)
+                strict.setdefault(b, set()).add(a)
+        for n in self.compute:
+            for _, v in data_inputs(n):
+                if v.node in computed:
+                    add(v.node, n, data=True)
+            for d in self._control_deps(n):
+                if d in computed:
+                    add(d, n)
+        # other state (iterators, samplers): side effects keep their module order
+        others = [n for n in self.compute if n.has_side_effect and
+                  kind_of(n) not in ("random", "state")]
+        for a, b in zip(others, others[1:]):
+            add(a, b, must_split=True)
+        live = computed | {n for n in self.module.nodes if n.type == "VariableV2"}
+        for evs in self._variable_events(live).values():
+            updates = [(p, n) for p, w, n in evs if w == "update"]
+            for (_, u1), (_, u2) in zip(updates, updates[1:]):
+                add(u1, u2, must_split=True)
+            for p, what, n in evs:
+                if what != "read":
+                    continue
+                prev = next((u for q, u in reversed(updates) if q < p), None)
+                nxt = next((u for q, u in updates if q > p), None)
+                if n in computed:     # a snapshot copy or a ref reader: its own node
+                    readers, split = [n], True
+                else:                 # the variable's buffer, read by the users' kernels
+                    readers, split = self.users.get(n.outputs[0], []), False
+                for r in readers:
+                    if prev is not None:
+                        add(prev, r, must_split=True)
+                    if nxt is not None:
+                        add(r, nxt, must_split=split)
+        return edges, strict
+
+    def _control_deps(self, n):
+        """n's control deps, looking through NoOps (left when prune is disabled)."""
+        out, stack = [], list(n.control_deps)
+        while stack:
+            d = stack.pop()
+            if d.type == "NoOp":
+                stack.extend(d.control_deps)
+            elif d not in out:
+                out.append(d)
+        return out
+
+    # ---------------------------------------------------------------- groups
+    def _new_group(self, kind, nodes, main=None):
+        gid = len(self.groups) and max(self.groups) + 1
+        g = self.groups[gid] = _Group(gid, kind, nodes, main)
+        for n in nodes:
+            self.group_of.setdefault(n, set()).add(gid)
+        return g
+
+    def _rebuild_edges(self):
+        self.succ = {g: set() for g in self.groups}
+        self.pred = {g: set() for g in self.groups}
+        for a, b, data in self.edges:
+            for gb in self.group_of[b]:
+                if data and a in self.groups[gb].nodes:
+                    continue
+                for ga in self.group_of[a]:
+                    if ga != gb:
+                        self.succ[ga].add(gb)
+                        self.pred[gb].add(ga)
+
+    def _reaches(self, src, dst, skip_edge_to=None):
+        stack = [s for s in self.succ[src] if s != skip_edge_to]
+        seen = set()
+        while stack:
+            g = stack.pop()
+            if g == dst:
+                return True
+            if g in seen:
+                continue
+            seen.add(g)
+            stack.extend(self.succ[g])
+        return False
+
+    def _creates_cycle(self, a, b):
+        return self._reaches(a, b, skip_edge_to=b) or self._reaches(b, a, skip_edge_to=a)
+
+    def _split_required(self, nodes_a, nodes_b):
+        return any(self.strict.get(n, set()) & nodes_b for n in nodes_a)
+
+    def _merge(self, a, b):
+        """Merges group b into group a."""
+        ga, gb = self.groups[a], self.groups.pop(b)
+        ga.nodes |= gb.nodes
+        for n in gb.nodes:
+            s = self.group_of[n]
+            s.discard(b)
+            s.add(a)
+        self._rebuild_edges()
+
+    def _sole_group(self, n):
+        gs = self.group_of[n]
+        return next(iter(gs)) if len(gs) == 1 else None
+
+    def _try_merge(self, a, b):
+        ga, gb = self.groups[a], self.groups[b]
+        if self._split_required(ga.nodes, gb.nodes) or self._creates_cycle(a, b):
+            return False
+        if ga.kind == "loop" and gb.kind == "loop":
+            if self.plan(ga.nodes | gb.nodes) is None:
+                return False
+        self._merge(a, b)
+        return True
+
+    # -------------------------------------------------------------- epilogues
+    def _fuse_epilogues(self):
+        for n in self.compute:
+            if kind_of(n) not in ("gemm", "conv"):
+                continue
+            g = self._sole_group(n)
+            cur = n.outputs[0]
+            bias = next((u for u in self.users.get(cur, []) if _is_bias_add(u, cur)), None)
+            if bias is not None and self._take(g, bias):
+                cur = bias.outputs[0]
+            act = next((u for u in self.users.get(cur, [])
+                        if u.type in ACTIVATIONS and u.inputs[0] is cur), None)
+            if act is not None:
+                self._take(g, act)
+
+    def _take(self, g, node):
+        b = self._sole_group(node)
+        if b is None or b == g or len(self.groups[b].nodes) != 1:
+            return False
+        return self._try_merge(g, b)
+
+    # ------------------------------------------------------------ loop fusion
+    def _merge_round(self, shared_cheap):
+        changed = False
+        for c in self.compute:
+            for _, v in data_inputs(c):
+                p = v.node
+                if p not in self.group_of:
+                    continue
+                a, b = self._sole_group(p), self._sole_group(c)
+                if a is None or b is None or a == b:
+                    continue
+                if self.groups[a].kind != "loop" or self.groups[b].kind != "loop":
+                    continue
+                if not shared_cheap and self._is_cheap(a) and len(self._consumers(a)) > 1:
+                    continue  # offered for duplication first
+                if self._try_merge(b, a):
+                    changed = True
+        return changed
+
+    def _is_cheap(self, gid):
+        g = self.groups[gid]
+        return all(kind_of(n) in CHEAP_KINDS for n in g.nodes) and not any(
+            v in self.fetched for n in g.nodes for v in n.outputs)
+
+    def _consumers(self, gid):
+        g = self.groups[gid]
+        out = set()
+        for n in g.nodes:
+            for v in n.outputs:
+                for u in self.users.get(v, []):
+                    out |= self.group_of[u] - {gid}
+        return out
+
+    def _duplicate_round(self):
+        changed = False
+        for gid in sorted(self.groups):
+            if gid not in self.groups or not self._is_cheap(gid):
+                continue
+            if any(len(self.group_of[n]) > 1 for n in self.groups[gid].nodes):
+                continue
+            consumers = self._consumers(gid)
+            if len(consumers) < 2 or any(self.groups[c].kind != "loop" for c in consumers):
+                continue
+            plan = self._duplication(gid, consumers)
+            if plan is not None and self._apply_duplication(gid, plan):
+                changed = True
+        return changed
+
+    def _duplication(self, gid, consumers):
+        """{consumer: the nodes of group gid it needs}, or None if some consumer cannot
+        compute them itself."""
+        g = self.groups[gid]
+        plan = {}
+        for c in consumers:
+            cn = self.groups[c].nodes
+            needed = self._needed_from(g.nodes, cn)
+            if self._split_required(needed, cn):
+                return None
+            if self.plan(cn | needed, copies=needed) is None:
+                return None
+            plan[c] = needed
+        return plan
+
+    def _needed_from(self, source, consumer_nodes):
+        """The nodes of `source` whose values consumer_nodes read, with their ancestors in
+        `source`."""
+        stack = [v.node for n in consumer_nodes for _, v in data_inputs(n) if v.node in source]
+        needed = set()
+        while stack:
+            n = stack.pop()
+            if n in needed:
+                continue
+            needed.add(n)
+            stack.extend(v.node for _, v in data_inputs(n) if v.node in source)
+        return needed
+
+    def _apply_duplication(self, gid, plan):
+        """Moves group gid's nodes into its consumers; undone (returns False) if that
+        would make a cycle of kernels (a copy inherits the group's ordering edges)."""
+        g = self.groups.pop(gid)
+        saved = {c: set(self.groups[c].nodes) for c in plan}
+        for n in g.nodes:
+            self.group_of[n] = set()
+        for c, needed in plan.items():
+            self.groups[c].nodes |= needed
+            for n in needed:
+                self.group_of[n].add(c)
+        self._rebuild_edges()
+        if self._topological_order() is not None:
+            return True
+        for c, nodes in saved.items():
+            self.groups[c].nodes = nodes
+        self.groups[gid] = g
+        for n in g.nodes:
+            self.group_of[n] = {gid}
+        self._rebuild_edges()
+        return False
+
+    # --------------------------------------------------------------- loop nest
+    def outputs_of(self, nodes, copies=()):
+        """Values computed by `nodes` that are needed outside them, in module order."""
+        out = []
+        for n in sorted(nodes, key=self.pos.__getitem__):
+            if n in copies or len(self.group_of.get(n, ())) > 1:
+                continue  # a duplicated node: every user computes it itself
+            for v in n.outputs:
+                if v in self.fetched or any(u not in nodes for u in self.users.get(v, [])):
+                    out.append(v)
+        return out
+
+    def plan(self, nodes, copies=()):
+        """The loop dims of a valid loop nest computing `nodes`, or None (see the module
+        docstring for the rules)."""
+        return _Plan(self, nodes, copies).dims()
+
+    # ---------------------------------------------------------------- result
+    def kernels(self):
+        if self.fuse:
+            self._fuse_epilogues()
+            changed = True
+            while changed:
+                changed = self._merge_round(shared_cheap=False)
+                changed = self._duplicate_round() or changed
+            while self._merge_round(shared_cheap=True):
+                pass
+        out = []
+        for gid in self._schedule():
+            g = self.groups[gid]
+            nodes = sorted(g.nodes, key=self.pos.__getitem__)
+            if g.kind == "loop":
+                dims = self.plan(g.nodes)
+                assert dims is not None, f"fusion made an invalid loop kernel of {nodes}"
+            else:
+                dims = g.main.outputs[0].dims
+            inputs = []
+            for n in nodes:
+                for _, v in data_inputs(n):
+                    if v.node not in g.nodes and v not in inputs:
+                        inputs.append(v)
+            out.append(Kernel(g.kind, nodes, inputs, self.outputs_of(g.nodes), dims,
+                              f"{g.kind}_{len(out)}", g.main))
+        return out
+
+    def _schedule(self):
+        order = self._topological_order()
+        assert order is not None, "fusion made a cycle of kernels"
+        return order
+
+    def _topological_order(self):
+        """The groups in dependency order, earliest module position first; None if the
+        kernel graph has a cycle."""
+        first = {gid: min(self.pos[n] for n in g.nodes) for gid, g in self.groups.items()}
+        indeg = {gid: len(self.pred[gid]) for gid in self.groups}
+        ready = [(first[g], g) for g, d in indeg.items() if d == 0]
+        heapq.heapify(ready)
+        order = []
+        while ready:
+            _, g = heapq.heappop(ready)
+            order.append(g)
+            for s in self.succ[g]:
+                indeg[s] -= 1
+                if indeg[s] == 0:
+                    heapq.heappush(ready, (first[s], s))
+        return order if len(order) == len(self.groups) else None
+
+
+def _is_bias_add(node, value):
+    """BiasAdd(value, b), or Add of value and a vector broadcast along its last dim."""
+    if node.type == "BiasAdd":
+        return node.inputs[0] is value
+    if node.type != "Add" or value.dims is None or not value.dims:
+        return False
+    a, b = node.inputs
+    other = b if a is value else a if b is value else None
+    if other is None or other is value or other.dims is None:
+        return False
+    od = other.dims
+    return (len(od) >= 1 and len(od) <= len(value.dims) and
+            all(dim_is(d, 1) for d in od[:-1]) and dims_equal(od[-1:], value.dims[-1:]) and
+            dims_equal(node.outputs[0].dims, value.dims))
+
+
+class _Plan:
+    """Checks one candidate loop kernel. Each value computed from a hoisted reduction gets
+    an alignment: per axis, the loop axis that indexes it, or None for a size-1 axis."""
+
+    def __init__(self, fusion, nodes, copies):
+        self.f = fusion
+        self.nodes = sorted(nodes, key=fusion.pos.__getitem__)
+        self.set = set(nodes)
+        self.copies = copies
+
+    def dims(self):
+        nodes = self.nodes
+        reds = [(n, reduction_axes(n)) for n in nodes if kind_of(n) == "reduction"]
+        reds = [(n, info) for n, info in reds if info[1] or n.type in ROW_NORMALIZERS or
+                n.type == "SparseSoftmaxCrossEntropyWithLogits"]
+        if len(nodes) == 1:
+            n = nodes[0]
+            return n.inputs[reds[0][1][0]].dims if reds else n.outputs[0].dims
+        outputs = self.f.outputs_of(self.set, self.copies)
+        updates = [n for n in nodes if n.type in UPDATE_OPS]
+        cands = [n.inputs[info[0]].dims for n, info in reds]
+        if not cands:
+            cands = [u.outputs[0].dims for u in updates] + [v.dims for v in outputs]
+        if not cands or cands[0] is None:
+            return None
+        D = cands[0]
+        if reds and not all(dims_equal(c, D) for c in cands):
+            return None
+        self.D, self.rank = D, len(D)
+        self.identity = tuple(None if dim_is(d, 1) else a for a, d in enumerate(D))
+        hoisted = {n: info for n, info in reds if self._hoisted(n)}
+        final = {n for n, _ in reds if n not in hoisted}
+        levels = set()
+        for n, (_, axes, _) in hoisted.items():
+            k = self.rank - len(axes)
+            if axes != tuple(range(k, self.rank)):
+                return None
+            levels.add(k)
+        if len(levels) > 1:
+            return None
+        k = levels.pop() if levels else self.rank
+        amap = {}
+        for n in nodes:
+            ins = [v for _, v in data_inputs(n) if v in amap]
+            if (n in hoisted or n in final) and ins:
+                if ins != [n.inputs[0]] or amap[ins[0]] != self.identity:
+                    return None
+            if n in hoisted:
+                for v, m in zip(n.outputs, self._reduction_alignment(n, hoisted[n], k)):
+                    amap[v] = m
+                continue
+            if not ins:
+                continue
+            if n in final:
+                continue
+            m = self._alignment(n, amap)
+            if m is None:
+                return None
+            amap[n.outputs[0]] = m
+        for v in outputs:
+            if v.node not in final and v not in amap and not dims_equal(v.dims, D):
+                return None
+        if any(not dims_equal(u.outputs[0].dims, D) for u in updates):
+            return None
+        if not self._state_safe(updates):
+            return None
+        return D
+
+    def _hoisted(self, n):
+        if n.type in ROW_NORMALIZERS or n.type == "SparseSoftmaxCrossEntropyWithLogits":
+            return True
+        return any(u in self.set for v in n.outputs for u in self.f.users.get(v, []))
+
+    def _reduction_alignment(self, n, info, k):
+        _, axes, keep = info
+        D, ident = self.D, self.identity
+        if n.type in ROW_NORMALIZERS:
+            return [ident]
+        if n.type == "SparseSoftmaxCrossEntropyWithLogits":
+            return [ident[:k], ident]
+        out = n.outputs[0].dims
+        if keep:
+            off = self.rank - len(out)
+            return [tuple(ident[t + off] if t + off < k else None for t in range(len(out)))]
+        return [ident[:k]]
+
+    def _alignment(self, n, amap):
+        """The alignment of n's output, computed from aligned inputs, or None when n
+        would read a hoisted value at an index that is not an outer loop index."""
+        kind = kind_of(n)
+        od = n.outputs[0].dims
+        if od is None or len(n.outputs) != 1:
+            return None
+        full = dims_equal(od, self.D)
+        if n.type in RESHAPES:
+            x = n.inputs[0]
+            xm = amap[x]
+            src = [(d, xm[s]) for s, d in enumerate(x.dims) if not dim_is(d, 1)]
+            dst = [t for t, d in enumerate(od) if not dim_is(d, 1)]
+            if len(src) != len(dst) or any(not dims_equal((d,), (od[t],))
+                                           for (d, _), t in zip(src, dst)):
+                return None
+            m = [None] * len(od)
+            for (_, la), t in zip(src, dst):
+                m[t] = la
+        elif kind == "elementwise" or n.type in UPDATE_OPS or n.type == "BroadcastTo" or \
+                (kind == "reduction" and not reduction_axes(n)[1]):
+            if n.type == "BiasAdd" and n.attrs.get("data_format") == "NCHW" and len(od) > 2:
+                return None
+            m = list(self.identity) if full else [None] * len(od)
+            for _, v in data_inputs(n):
+                if v not in amap:
+                    continue
+                off = len(od) - len(v.dims)
+                if off < 0:
+                    return None
+                for s, la in enumerate(amap[v]):
+                    if la is None:
+                        continue
+                    t = s + off
+                    if m[t] is None and not full:
+                        m[t] = la
+                    elif m[t] != la:
+                        return None
+            if not full and any(m[t] is None and not dim_is(d, 1) for t, d in enumerate(od)):
+                return None
+        else:
+            return None
+        bound = [a for a in m if a is not None]
+        if len(bound) != len(set(bound)) or (full and tuple(m) != self.identity):
+            return None
+        return tuple(m)
+
+    def _state_safe(self, updates):
+        names = [u.inputs[0].name for u in updates]
+        if len(names) != len(set(names)):
+            return False
+        for u, name in zip(updates, names):
+            start = [u] if u.type != "Assign" else []
+            for n in self.nodes:
+                if n.type == "VariableV2" and n.name == name:
+                    return False  # a snapshot copy of the variable being written
+                if n.type in _REF_READERS and n.inputs[0].name == name:
+                    return False
+                for _, v in data_inputs(n):
+                    r = v.node
+                    if r.type != "VariableV2" or r.name != name or r in self.set:
+                        continue
+                    if self.f.pos[r] > self.f.pos[u] or not dims_equal(v.dims, self.D):
+                        return False
+                    start.append(n)
+            if not self._elementwise_closure(start):
+                return False
+        return True
+
+    def _elementwise_closure(self, start):
+        """True when every node computed in the kernel from `start` is elementwise (or an
+        update) over the loop dims: each reads the variable at its own index only."""
+        stack, seen = list(start), set()
+        while stack:
+            n = stack.pop()
+            if n in seen:
+                continue
+            seen.add(n)
+            if not (kind_of(n) == "elementwise" or n.type in UPDATE_OPS):
+                return False
+            if len(n.outputs) != 1 or not dims_equal(n.outputs[0].dims, self.D):
+                return False
+            stack.extend(u for u in self.f.users.get(n.outputs[0], []) if u in self.set)
+        return True

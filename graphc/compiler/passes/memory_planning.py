@@ -1,0 +1,275 @@
+"""memory_planning: place every intermediate buffer of the kernel schedule in one arena.
+
+Sets `module.memory_plan`, a MemoryPlan. Planned are the kernel outputs that are not
+module outputs (those are written straight into the fetch arrays the runtime allocates);
+feeds, constants and variables have their own memory. Sizes and offsets are ints or SymDim
+expressions of the feed symbols, valid for every value of the symbols:
+- size: dims product times the element size (bool is 1 byte), rounded up to 64 bytes.
+- liveness: from the kernel that writes the value to the last kernel that reads it
+  (indices into module.kernels).
+- in place: an elementwise loop kernel (all its nodes elementwise) writes an output over
+  an input buffer of the same dims and dtype when this kernel is that input's last use:
+  element i of the input is read only to compute element i of the output, before it is
+  stored. Such buffers share one storage (same offset): `inplace_of` names the input.
+  Codegen must not mark two pointers of one storage noalias (they are one pointer).
+- placement: storages in order of first definition, each "on top" of the storages placed
+  before it whose lives overlap its own: offset = max(offset + size) over those (exact
+  expressions, so no two buffers live at the same time overlap for any symbol values).
+The arena size is the max of offset + size. stats: "arena", "sum_of_buffers" (no reuse at
+all), "lower_bound" (the peak of the bytes live at one time: no placement beats it).
+Modules with data-dependent dims (not static-shaped) get no plan (memory_plan = None).
+If fusion did not run, each node becomes its own kernel (fusion.unfused_kernels).
+"""
+from graphc.compiler.kernel import dims_equal
+from graphc.compiler.op_kinds import kind_of
+from graphc.framework.symbolic import SymDim, as_expr, evaluate_json
+
+ALIGNMENT = 64
+
+
+class Buffer:
+    __slots__ = ("offset", "size", "live", "inplace_of")
+
+    def __init__(self, offset, size, live, inplace_of=None):
+        self.offset = offset
+        self.size = size
+        self.live = live              # (first kernel index, last kernel index)
+        self.inplace_of = inplace_of  # the input Value whose storage it reuses, or None
+
+    def __repr__(self):
+        extra = f" in place of {self.inplace_of.ref}" if self.inplace_of is not None else ""
+        return f"<Buffer @{self.offset} {self.size} B live {self.live}{extra}>"
+
+
+class MemoryPlan:
+    def __init__(self, buffers, arena_bytes, stats):
+        self.buffers = buffers        # Value -> Buffer, in order of definition
+        self.arena_bytes = arena_bytes
+        self.stats = stats
+
+    def to_text(self):
+        lines = [f"arena {self.arena_bytes} bytes (sum of buffers "
+                 f"{self.stats['sum_of_buffers']}, peak live {self.stats['lower_bound']})"]
+        for v, b in self.buffers.items():
+            extra = f" in place of {b.inplace_of.ref}" if b.inplace_of is not None else ""
+            lines.append(f"  {v.ref}: offset {b.offset} size {b.size} live "
+                         f"{b.live[0]}..{b.live[1]}{extra}")
+        return "\n".join(lines) + "\n"
+
+    __str__ = to_text
+
+
+def run(module):
+    if getattr(module, "kernels", None) is None:
+        from graphc.compiler.passes.fusion import unfused_kernels
+        module.kernels = unfused_kernels(module)
+    if not module.is_static_shaped():
+        module.memory_plan = None
+        return {"buffers": 0, "reused": 0}
+    plan = module.memory_plan = plan_memory(module.kernels, module.outputs)
+    return {"buffers": len(plan.buffers),
+            "reused": sum(b.inplace_of is not None for b in plan.buffers.values())}
+
+
+def plan_memory(kernels, fetched):
+    fetched = set(fetched)
+    first, last = {}, {}
+    for t, k in enumerate(kernels):
+        for v in k.inputs:
+            if v in first:
+                last[v] = t
+        for v in k.outputs:
+            if v not in fetched:
+                first[v] = last[v] = t
+    hints = symbol_hints(first)
+    size = {v: buffer_bytes(v, hints) for v in first}
+    inplace = _inplace_pairs(kernels, first, last)
+    # storages: a value and the values written in place over it
+    root = {}
+    for v in first:
+        root[v] = root[inplace[v]] if v in inplace else v
+    span = {}
+    for v in first:
+        r = root[v]
+        lo, hi = span.get(r, (first[v], last[v]))
+        span[r] = (min(lo, first[v]), max(hi, last[v]))
+    offset = _place(span, size, hints)
+    arena = exact_max([offset[r] + size[r] for r in span])
+    buffers = {v: Buffer(offset[root[v]], size[v], (first[v], last[v]), inplace.get(v))
+               for v in sorted(first, key=first.get)}
+    peak = exact_max([_sum(size[r] for r, (lo, hi) in span.items() if lo <= t <= hi)
+                      for t in range(len(kernels))])
+    stats = {"arena": arena, "sum_of_buffers": _sum(size.values()), "lower_bound": peak}
+    return MemoryPlan(buffers, arena, stats)
+
+
+def _place(span, size, hints):
+    """Offsets for storages with lives `span` and sizes `size`: the biggest first (by the
+    sizes at the hints), each at the lowest offset (at the hints) that provably keeps it
+    clear of every storage placed before it whose life overlaps, else on top of them (at
+    a max-free upper bound of their ends, so that offsets stay small expressions)."""
+    offset = {}
+    placed = []
+    for r in sorted(span, key=lambda r: (-_hint(size[r]), span[r][0])):
+        lo, hi = span[r]
+        rivals = [p for p in placed if span[p][0] <= hi and lo <= span[p][1]]
+        ends = [_plain(offset[p] + size[p]) for p in rivals]
+        best = None
+        for c in sorted([0] + ends, key=_hint):
+            if all(_disjoint(c, size[r], offset[p], size[p]) for p in rivals):
+                best = c
+                break
+        if best is None:
+            best = upper_max(ends, hints)
+        offset[r] = best
+        placed.append(r)
+    return offset
+
+
+def _disjoint(a, a_size, b, b_size):
+    """True when [a, a+a_size) and [b, b+b_size) provably do not overlap."""
+    return _provably_le(a + a_size, b) or _provably_le(b + b_size, a)
+
+
+def _provably_le(x, y):
+    d = _plain(as_expr(y) - as_expr(x))
+    return d >= 0 if isinstance(d, int) else _nonnegative(d)
+
+
+def _hint(x):
+    return x.hint if isinstance(x, SymDim) else x
+
+
+def _inplace_pairs(kernels, first, last):
+    """{output: input} for outputs written over an input buffer at its last use."""
+    pairs = {}
+    for t, k in enumerate(kernels):
+        if k.kind != "loop" or not all(kind_of(n) == "elementwise" for n in k.nodes):
+            continue
+        taken = set()
+        for o in k.outputs:
+            if o not in first or not dims_equal(o.dims, k.dims):
+                continue
+            for x in k.inputs:
+                if x in first and last[x] == t and x not in taken and x.dtype == o.dtype \
+                        and dims_equal(x.dims, o.dims):
+                    pairs[o] = x
+                    taken.add(x)
+                    break
+    return pairs
+
+
+def buffer_bytes(value, hints=None):
+    """The value's size in bytes rounded up to a multiple of ALIGNMENT: an int, or a SymDim.
+
+    A symbolic size is rounded term by term: each coefficient up to a multiple of 64 (at
+    most 63 bytes per row more than exact, and sizes stay linear in the symbols' monomials,
+    so that the planner can compare them). `hints` ({symbol: hint}) gives the rounded
+    expression its exact hint (its size for the feeds the module was compiled for)."""
+    n = value.dtype.np.itemsize if value.dtype.name != "bool" else 1
+    for d in value.dims:
+        n = n * (SymDim.symbol(d, 1) if isinstance(d, str) else d)
+    n = _plain(n)
+    if not isinstance(n, SymDim):
+        return _round_up(n)
+    rounded = SymDim({m: _round_up(c) for m, c in n.terms.items()}, 0)
+    try:
+        rounded.hint = evaluate_json(rounded.to_json(), hints or {})
+    except KeyError:  # a symbol without a hint: an upper bound will do for sorting
+        rounded.hint = _round_up(n.hint) * 2
+    return rounded
+
+
+def symbol_hints(values):
+    """{symbol: hint} from the dims of `values` that are a lone symbol."""
+    hints = {}
+    for v in values:
+        for d in v.dims:
+            if isinstance(d, SymDim) and len(d.terms) == 1:
+                (mono, coeff), = d.terms.items()
+                if coeff == 1 and len(mono) == 1 and mono[0][1] == 1 and \
+                        isinstance(mono[0][0], str):
+                    hints[mono[0][0]] = d.hint
+    return hints
+
+
+def _round_up(n):
+    return -(-n // ALIGNMENT) * ALIGNMENT
+
+
+def _sum(values):
+    total = 0
+    for v in values:
+        total = total + v
+    return _plain(total)
+
+
+def _plain(x):
+    if isinstance(x, SymDim) and x.constant() is not None:
+        return x.constant()
+    return x
+
+
+def exact_max(exprs):
+    """max of ints and SymDims: those provably below another are dropped, the rest make a
+    chain of max atoms (usually none are left)."""
+    exprs = [_plain(e) for e in exprs] or [0]
+    kept = []
+    for i, e in enumerate(exprs):
+        if any(_provably_le(e, f) and (j < i or not _provably_le(f, e))
+               for j, f in enumerate(exprs) if j != i):
+            continue
+        kept.append(e)
+    result = kept[0]
+    for e in kept[1:]:
+        result = sym_max(result, e)
+    return result
+
+
+def upper_max(exprs, hints):
+    """A max-free expression provably >= 0 and >= each of exprs: the coefficient-wise
+    max of the polynomials (exact for ints)."""
+    exprs = [_plain(e) for e in exprs]
+    if not any(isinstance(e, SymDim) for e in exprs):
+        return max(exprs, default=0)
+    terms = {}
+    for e in exprs:
+        for m, c in as_expr(e).terms.items():
+            terms[m] = max(terms.get(m, 0), c)
+    result = SymDim(terms, 0)
+    try:
+        result.hint = evaluate_json(result.to_json(), hints)
+    except KeyError:
+        result.hint = max(_hint(e) for e in exprs)
+    return result
+
+
+def sym_max(a, b):
+    """max(a, b) for ints and SymDims; the larger one when that holds for all symbol values
+    (their difference is a constant, or a sum of provably non-negative terms)."""
+    a, b = _plain(a), _plain(b)
+    if not isinstance(a, SymDim) and not isinstance(b, SymDim):
+        return max(a, b)
+    d = as_expr(a) - as_expr(b)
+    if _nonnegative(d):
+        return a
+    if _nonnegative(-d):
+        return b
+    return as_expr(a).maximum(b)
+
+
+def _nonnegative(e):
+    """True when expression e is >= 0 for all non-negative symbol values."""
+    return all(c >= 0 for c in e.terms.values()) and all(
+        _nonnegative_atom(atom) for mono in e.terms for atom, _ in mono)
+
+
+def _nonnegative_atom(atom):
+    if isinstance(atom, str):
+        return True
+    op, a, b = atom
+    a, b = SymDim(dict(a), 0), SymDim(dict(b), 0)
+    if op == "max":
+        return _nonnegative(a) or _nonnegative(b)
+    return _nonnegative(a) and _nonnegative(b)  # floordiv, mod of non-negatives
+

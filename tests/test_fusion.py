@@ -1,0 +1,345 @@
+"""The fusion pass: op kinds, kernel counts for known graphs, and that the kernel schedule
+computes what the Session computes.
+
+`simulate` below is an executor of its own for a kernel schedule (it does not use the
+fusion code): kernels run in list order; each reads its variable inputs when it starts
+(TF1 refs: a variable is read when its reader runs), runs its nodes with the reference
+kernels, and only its `outputs` survive it. A schedule that reads a variable before or
+after the wrong update, or a kernel that uses a value no earlier kernel wrote, fails.
+"""
+import numpy as np
+import pytest
+
+import graphc as gc
+from graphc.compiler import lower, optimize
+from graphc.compiler.ir import PARAMETER, Value
+from graphc.compiler.kernel import kernels_to_text
+from graphc.compiler.op_kinds import KINDS, OP_KINDS, shape_only_inputs
+from graphc.framework.op_def import OP_DEFS
+from graphc.framework.symbolic import SymDim, evaluate_json
+from graphc.reference_executor import SessionState, run_kernel
+
+RNG = np.random.default_rng(0)
+
+
+def compile_module(fetches, feed_dict, targets=(), disable=None):
+    module = lower(list(feed_dict), list(fetches), list(targets),
+                   [np.shape(a) for a in feed_dict.values()])
+    optimize(module, disable=disable)
+    return module
+
+
+def _dims(dims, symbols):
+    return tuple(evaluate_json(d.to_json(), symbols) if isinstance(d, SymDim) else int(d)
+                 for d in dims)
+
+
+def _symbol_values(module, feeds):
+    return {s: np.shape(feeds[i])[axis] for s, (i, axis) in module.symbols.items()}
+
+
+def _shape_only_arg(node, slot, v, symbols):
+    """What a reference kernel needs in a slot whose data compiled code never reads."""
+    if v.node.type == "Const":
+        return v.node.attrs["value"]
+    if node.type in ("Shape", "ShapeN", "Size", "Rank", "ZerosLike", "OnesLike"):
+        return np.zeros(_dims(v.dims, symbols), v.dtype.np)
+    return np.array(_dims(node.outputs[0].dims, symbols), v.dtype.np)
+
+
+def simulate(module, feeds, variables):
+    """Runs module.kernels; returns the fetched arrays (variables updated in place)."""
+    state = SessionState()
+    state.variables = variables
+    symbols = _symbol_values(module, feeds)
+    memory = {}          # Values written by kernels so far
+    written_by = {v: i for i, k in enumerate(module.kernels) for v in k.outputs}
+    for i, kernel in enumerate(module.kernels):
+        local = {}
+        for v in kernel.inputs:
+            node = v.node
+            if node.type == PARAMETER:
+                local[v] = np.asarray(feeds[node.attrs["index"]]).astype(v.dtype.np)
+            elif node.type == "Const":
+                local[v] = node.attrs["value"]
+            elif node.type == "VariableV2" and v not in written_by:
+                local[v] = state.variables[node.name]   # read when the kernel runs
+            else:
+                assert v in memory, f"{kernel.name} reads {v.ref} before it is written"
+                local[v] = memory[v]
+        for node in kernel.nodes:
+            skip = shape_only_inputs(node)
+            args = []
+            for slot, v in enumerate(node.inputs):
+                if not isinstance(v, Value):
+                    args.append(None)
+                elif v in local:
+                    args.append(local[v])
+                elif slot in skip or v.node.type == "Const":
+                    args.append(_shape_only_arg(node, slot, v, symbols))
+                else:
+                    raise AssertionError(f"{kernel.name}: {node} reads {v.ref}, which is "
+                                         f"neither computed in it nor one of its inputs")
+            for v, arr in zip(node.outputs, run_kernel(node, args, state)):
+                local[v] = arr
+        for v in kernel.outputs:
+            memory[v] = local[v]
+    out = []
+    for v in module.outputs:
+        node = v.node
+        if v in memory:
+            out.append(memory[v])
+        elif node.type == PARAMETER:
+            out.append(np.asarray(feeds[node.attrs["index"]]))
+        elif node.type == "Const":
+            out.append(node.attrs["value"])
+        else:
+            assert node.type == "VariableV2", f"output {v.ref} was never written"
+            out.append(state.variables[node.name])
+    return out
+
+
+def check_against_session(fetches, feed_dict=None, targets=(), steps=1, disable=None):
+    """Compiles, then runs the kernel schedule `steps` times next to Session.run."""
+    feed_dict = feed_dict or {}
+    sess = gc.Session(config=gc.ConfigProto(backend="reference"))  # the oracle
+    if gc.global_variables():
+        sess.run(gc.global_variables_initializer())
+    variables = {k: v.copy() for k, v in sess._state.variables.items()}
+    module = compile_module(fetches, feed_dict, targets, disable)
+    assert_schedule_is_valid(module)
+    for _ in range(steps):
+        got = simulate(module, list(feed_dict.values()), variables)
+        want = sess.run(list(fetches) + list(targets), feed_dict)[:len(fetches)]
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-7)
+        for name, value in variables.items():
+            np.testing.assert_allclose(value, sess._state.variables[name], rtol=1e-6,
+                                       atol=1e-7, err_msg=name)
+    return module
+
+
+def assert_schedule_is_valid(module):
+    """Each kernel's inputs are sources or earlier kernels' outputs; expensive nodes are
+    computed once; every output value is written by exactly one kernel."""
+    written = set()
+    computed = {}
+    for k in module.kernels:
+        for v in k.inputs:
+            assert v.node.type in (PARAMETER, "Const", "VariableV2") or v in written, \
+                f"{k.name} reads {v.ref} before any kernel writes it"
+        for v in k.outputs:
+            assert v not in written, f"{v.ref} is written twice"
+            written.add(v)
+        for n in k.nodes:
+            computed[n] = computed.get(n, 0) + 1
+    for n, count in computed.items():
+        if OP_KINDS.get(n.type) not in ("elementwise", "index"):
+            assert count == 1, f"{n} (expensive) is computed by {count} kernels"
+
+
+def computing(module, tensor):
+    """Indices of the kernels computing graph tensor `tensor` (IR nodes keep op names)."""
+    return [i for i, k in enumerate(module.kernels)
+            if any(n.name == tensor.op.name for n in k.nodes)]
+
+
+def kinds(module):
+    return [k.kind for k in module.kernels]
+
+
+# ----------------------------------------------------------------------- op kinds
+def test_every_registered_op_type_has_a_kind():
+    missing = sorted(set(OP_DEFS) - set(OP_KINDS))
+    assert not missing, f"op types without a kind in OP_KINDS: {missing}"
+    assert set(OP_KINDS.values()) <= set(KINDS)
+    assert sorted(set(OP_KINDS) - set(OP_DEFS)) == []  # no stale entries
+
+
+# ----------------------------------------------------------------- kernel counts
+def test_elementwise_chain_of_8_ops_is_one_kernel():
+    x = gc.placeholder(gc.float32, [None, 16], name="x")
+    y = x
+    for f in (gc.exp, gc.negative, gc.tanh, gc.sigmoid, gc.abs, gc.square):
+        y = f(y)
+    y = (y + 1.5) * 0.25
+    feeds = {x: RNG.standard_normal((7, 16)).astype(np.float32)}
+    m = check_against_session([y], feeds)
+    assert len(m.kernels) == 1 and m.kernels[0].kind == "loop"
+    k = m.kernels[0]
+    assert len(k.nodes) == 8 and k.outputs == m.outputs
+    assert "kernel loop_0 loop" in kernels_to_text(m.kernels)
+
+
+def test_dense_layer_with_bias_and_relu_is_one_gemm_kernel_with_epilogue():
+    x = gc.placeholder(gc.float32, [None, 12], name="x")
+    y = gc.layers.dense(x, 5, activation=gc.nn.relu, name="d")
+    m = check_against_session([y], {x: RNG.standard_normal((9, 12)).astype(np.float32)})
+    assert kinds(m) == ["gemm"]
+    k = m.kernels[0]
+    assert k.main.type == "MatMul" and [n.type for n in k.epilogue] == ["BiasAdd", "Relu"]
+    assert k.outputs == m.outputs
+
+
+def test_matmul_plus_broadcast_vector_then_tanh_is_an_epilogue():
+    x = gc.placeholder(gc.float32, [None, 6], name="x")
+    w = gc.constant(RNG.standard_normal((6, 4)).astype(np.float32))
+    b = gc.constant(RNG.standard_normal((1, 4)).astype(np.float32))
+    y = gc.tanh(gc.matmul(x, w) + b)
+    m = check_against_session([y], {x: RNG.standard_normal((3, 6)).astype(np.float32)})
+    assert kinds(m) == ["gemm"]
+    assert [n.type for n in m.kernels[0].epilogue] == ["Add", "Tanh"]
+
+
+def test_softmax_op_and_softmax_from_primitives_are_one_kernel_each():
+    x = gc.placeholder(gc.float32, [None, 10], name="x")
+    s1 = gc.nn.softmax(x)
+    e = gc.exp(x - gc.reduce_max(x, axis=1, keepdims=True))
+    s2 = e / gc.reduce_sum(e, axis=1, keepdims=True)
+    feeds = {x: RNG.standard_normal((5, 10)).astype(np.float32)}
+    for s in (s1, s2):
+        m = check_against_session([s], feeds)
+        assert len(m.kernels) <= 2
+        assert len(m.kernels) == 1, kernels_to_text(m.kernels)
+
+
+def test_log_softmax_with_its_gradient_fuses():
+    x = gc.placeholder(gc.float64, [None, 7], name="x")
+    y = gc.nn.log_softmax(x)
+    g, = gc.gradients(gc.reduce_sum(y * gc.constant(np.arange(7.0))), [x])
+    m = check_against_session([y, g], {x: RNG.standard_normal((4, 7))})
+    assert len(m.kernels) <= 3, kernels_to_text(m.kernels)
+
+
+def test_layer_norm_is_at_most_two_kernels():
+    x = gc.placeholder(gc.float32, [None, 24], name="x")
+    gamma = gc.constant(RNG.standard_normal(24).astype(np.float32))
+    beta = gc.constant(RNG.standard_normal(24).astype(np.float32))
+    mean, var = gc.nn.moments(x, axes=[1], keep_dims=True)
+    y = (x - mean) * gc.rsqrt(var + 1e-5) * gamma + beta
+    m = check_against_session([y], {x: RNG.standard_normal((6, 24)).astype(np.float32)})
+    assert len(m.kernels) <= 2, kernels_to_text(m.kernels)
+
+
+def test_column_reduction_result_is_not_fused_into_its_consumer():
+    # sum over the batch axis is indexed by the inner loop index: it cannot be hoisted
+    x = gc.placeholder(gc.float32, [None, 8], name="x")
+    y = x - gc.reduce_sum(x, axis=0)
+    m = check_against_session([y], {x: RNG.standard_normal((5, 8)).astype(np.float32)})
+    assert len(m.kernels) == 2
+
+
+def test_reduction_fuses_its_elementwise_producers_and_writes_several_outputs():
+    x = gc.placeholder(gc.float32, [None, 8], name="x")
+    sq = gc.square(x) * 3.0
+    total = gc.reduce_sum(sq, axis=0)
+    m = check_against_session([sq, total], {x: RNG.standard_normal((5, 8)).astype(np.float32)})
+    assert len(m.kernels) == 1 and len(m.kernels[0].outputs) == 2
+
+
+def test_cheap_producer_is_duplicated_into_its_consumers_not_written():
+    x = gc.placeholder(gc.float32, [None, 8], name="x")
+    t = gc.exp(x)
+    a = gc.reduce_sum(t, axis=0)       # column sums: a kernel that t can fuse into
+    b = gc.transpose(t) * 2.0          # another loop nest ([8, n])
+    m = check_against_session([a, b], {x: RNG.standard_normal((3, 8)).astype(np.float32)})
+    assert len(m.kernels) == 2
+    assert all(v.node.name != t.op.name for k in m.kernels for v in k.outputs)
+    assert len(computing(m, t)) == 2
+
+
+def _mlp(hidden=16, classes=5, features=12):
+    x = gc.placeholder(gc.float32, [None, features], name="x")
+    labels = gc.placeholder(gc.int32, [None], name="labels")
+    h = gc.layers.dense(x, hidden, activation=gc.nn.relu, name="h1")
+    logits = gc.layers.dense(h, classes, name="logits")
+    loss = gc.losses.sparse_softmax_cross_entropy(labels, logits)
+    train = gc.train.AdamOptimizer(1e-2).minimize(loss)
+    feeds = {x: RNG.standard_normal((8, features)).astype(np.float32),
+             labels: RNG.integers(0, classes, 8).astype(np.int32)}
+    return loss, train, feeds
+
+
+def test_mlp_training_step_kernels_and_results():
+    loss, train, feeds = _mlp()
+    m = check_against_session([loss], feeds, [train.op if hasattr(train, "op") else train],
+                              steps=3)
+    counts = {kind: kinds(m).count(kind) for kind in set(kinds(m))}
+    assert counts["gemm"] == 5          # 2 forward, 3 gradient products
+    assert len(m.kernels) <= 16, kernels_to_text(m.kernels)
+    first = m.kernels[0]
+    assert [n.type for n in first.epilogue] == ["BiasAdd", "Relu"]
+    # each Adam update is one loop kernel writing its three variables
+    updaters = [k for k in m.kernels if len(k.updates) == 3]
+    assert len(updaters) == 4
+
+
+def test_fusion_disabled_gives_one_kernel_per_node_and_same_results():
+    loss, train, feeds = _mlp()
+    m = check_against_session([loss], feeds, [train], disable=["fusion"])
+    assert all(len(k.nodes) == 1 for k in m.kernels)
+    assert m.memory_plan is not None
+
+
+def test_cnn_training_step_conv_epilogue_and_results():
+    x = gc.placeholder(gc.float32, [None, 8, 8, 2], name="x")
+    labels = gc.placeholder(gc.int32, [None], name="labels")
+    h = gc.layers.conv2d(x, 4, 3, padding="same", activation=gc.nn.relu, name="c1")
+    h = gc.layers.max_pooling2d(h, 2, 2)
+    logits = gc.layers.dense(gc.reshape(h, [-1, 4 * 4 * 4]), 3, name="out")
+    loss = gc.losses.sparse_softmax_cross_entropy(labels, logits)
+    train = gc.train.GradientDescentOptimizer(0.1).minimize(loss)
+    feeds = {x: RNG.standard_normal((3, 8, 8, 2)).astype(np.float32),
+             labels: np.array([0, 2, 1], np.int32)}
+    m = check_against_session([loss], feeds, [train], steps=2)
+    conv = next(k for k in m.kernels if k.kind == "conv" and k.main.type == "Conv2D")
+    assert [n.type for n in conv.epilogue] == ["BiasAdd", "Relu"]
+
+
+# ------------------------------------------------------------------ stateful order
+def test_reads_before_and_after_an_assign_see_the_old_and_new_values():
+    v = gc.Variable(np.arange(6, dtype=np.float32).reshape(2, 3), name="v")
+    x = gc.placeholder(gc.float32, [None, 3], name="x")
+    before = v * 2.0 + x[:1]
+    step = v.assign_add(x[:2] * 10.0)
+    with gc.control_dependencies([step]):
+        after = gc.identity(v) + 1.0
+    feeds = {x: RNG.standard_normal((2, 3)).astype(np.float32)}
+    m = check_against_session([before, after], feeds, [step.op], steps=2)
+    upd = next(i for i, k in enumerate(m.kernels) if k.updates)
+    assert computing(m, before)[0] <= upd < computing(m, after)[0]
+
+
+def test_transposed_read_is_not_fused_with_the_update_of_its_variable():
+    v = gc.Variable(RNG.standard_normal((3, 3)).astype(np.float32), name="v")
+    new = gc.transpose(v) * 0.5          # element (i, j) reads v[j, i]
+    step = gc.assign(v, new)
+    m = check_against_session([], {}, [step.op], steps=2)
+    assert len(m.kernels) == 2           # computed into a buffer, then assigned
+
+
+def test_elementwise_read_modify_write_is_one_kernel():
+    v = gc.Variable(RNG.standard_normal((4, 5)).astype(np.float32), name="v")
+    step = gc.assign(v, gc.sqrt(gc.abs(v)) * 0.5 + v)
+    m = check_against_session([], {}, [step.op], steps=2)
+    assert len(m.kernels) == 1 and len(m.kernels[0].updates) == 1
+
+
+def test_fetching_a_variable_read_before_its_update_copies_it_first():
+    v = gc.Variable(np.ones(4, np.float32), name="v")
+    r = gc.identity(v)
+    with gc.control_dependencies([r]):
+        step = v.assign_add(np.full(4, 2.0, np.float32))
+    m = check_against_session([r], {}, [step.op], steps=2)
+    copy = [i for i, k in enumerate(m.kernels) if any(n.type == "VariableV2" for n in k.nodes)]
+    assert copy and copy[0] < computing(m, step)[0]  # the fetched value is a copy
+
+
+@pytest.mark.parametrize("n", [1, 7])
+def test_random_ops_are_computed_once(n):
+    x = gc.placeholder(gc.float32, [None, n], name="x")
+    noise = gc.random_uniform(gc.shape(x), seed=3)
+    a = x + noise
+    b = gc.transpose(noise) * 3.0
+    m = check_against_session([a, b], {x: RNG.standard_normal((4, n)).astype(np.float32)})
+    assert sum(n.type == "RandomUniform" for k in m.kernels for n in k.nodes) == 1
