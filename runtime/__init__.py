@@ -8,6 +8,7 @@ from .errors import (BlasUnavailable, FeedError, GuardFailure, KernelFailure,
                      RuntimeFailure, ShapeError, TargetMismatch, UninitializedVariable,
                      VariableMismatch)
 from .executable import Executable
+from .file_format import FileFormatError, Model, load  # noqa: F401
 from .jit import blas_int_bits, blas_names, blas_symbol, host_target
 
 __all__ = ["Executable", "RuntimeFailure", "GuardFailure", "FeedError", "ShapeError",

@@ -1,0 +1,5 @@
+import sys
+
+from graphc.dump.cli import main
+
+sys.exit(main())

@@ -1,0 +1,238 @@
+"""What graphc-dump shows, read from a compiled file or a saved graph, as plain data.
+
+`read_dump(path)` -> a Dump: the file's kind ("compiled" or "graph"), its signature and
+target, the graph at each stage as a list of op rows, the kernels, the memory plan, the
+pass counts and texts, and the generated code. Rendering (text, dot, json, html) is in the
+sibling modules; they only read a Dump.
+"""
+import json
+import re
+
+from graphc import graph_io
+from runtime import file_format, shapes
+
+
+class DumpError(Exception):
+    """A file or request graphc-dump cannot serve; its message is one line for the user."""
+
+
+class Op:
+    """One row of an op table: what the dump shows of a node."""
+    __slots__ = ("id", "name", "type", "dtype", "shape", "inputs", "kernels", "attrs")
+
+    def __init__(self, id, name, type, dtype, shape, inputs, attrs=""):
+        self.id, self.name, self.type = id, name, type
+        self.dtype, self.shape, self.inputs = dtype, shape, inputs
+        self.kernels = []
+        self.attrs = attrs
+
+    def to_dict(self):
+        return {k: getattr(self, k) for k in self.__slots__}
+
+
+class Dump:
+    def __init__(self, path, kind):
+        self.path = path
+        self.kind = kind                 # "compiled" | "graph"
+        self.format_version = None
+        self.target = None
+        self.signature = None
+        self.variants = []               # compiled: per executable {"guards": [...]}
+        self.state = []
+        self.stages = {}                 # "before"/"after" -> [Op]
+        self.kernels = []                # [{"name", "kind", "nodes", ..., "code"}]
+        self.memory_plan = None
+        self.pass_counts = {}
+        self.pass_texts = {}
+        self.symbol_hints = {}
+        self.llvm_ir = ""
+
+    def to_dict(self):
+        """Everything the text summary shows, plus each kernel's code and the target."""
+        out = {"kind": self.kind, "path": self.path, "format_version": self.format_version}
+        if self.kind == "compiled":
+            out.update(target=self.target, signature=self.signature, executables=self.variants,
+                       state=self.state, kernels=self.kernels, memory_plan=self.memory_plan,
+                       pass_counts=self.pass_counts, passes_recorded=list(self.pass_texts),
+                       symbol_hints=self.symbol_hints)
+        else:
+            out["collections"] = getattr(self, "collections", {})
+        out["stages"] = {k: [op.to_dict() for op in v] for k, v in self.stages.items()}
+        return out
+
+    def kernel(self, key):
+        """A kernel by index, name or LLVM function name."""
+        for i, k in enumerate(self.kernels):
+            if key in (str(i), k["name"], k.get("function")):
+                return k
+        names = ", ".join(f"{i} ({k['name']})" for i, k in enumerate(self.kernels)) or "none"
+        raise DumpError(f"no kernel {key!r}; kernels: {names}")
+
+
+def read_dump(path):
+    try:
+        with open(path, "rb") as f:
+            head = f.read(len(file_format.MAGIC))
+    except OSError as e:
+        raise DumpError(f"cannot read {path}: {e.strerror or e}") from None
+    if head == file_format.MAGIC:
+        return _compiled(path)
+    return _graph(path)
+
+
+# ------------------------------------------------------------------ compiled files
+def _compiled(path):
+    try:
+        file = file_format.read(path)
+    except file_format.FileFormatError as e:
+        raise DumpError(str(e)) from None
+    h = file.header
+    d = Dump(path, "compiled")
+    d.format_version = file.version
+    d.target = h["target"]
+    d.signature = h["signature"]
+    d.state = [{"name": s["name"], "dtype": s["dtype"], "shape": s["shape"]}
+               for s in h["state"]]
+    main = h["executables"][0]
+    d.variants = [{"guards": [shapes.guard_text(g) for g in e["guards"]]}
+                  for e in h["executables"]]
+    debug = main.get("debug") or {}
+    d.llvm_ir = main["llvm_ir"]
+    d.pass_counts = debug.get("pass_counts") or {}
+    d.pass_texts = debug.get("pass_texts") or {}
+    d.symbol_hints = debug.get("symbol_hints") or {}
+    functions = _functions(d.llvm_ir)
+    for i, k in enumerate(debug.get("kernels") or []):
+        k = dict(k)
+        prefix = k.get("function_prefix", f"kernel_{i}_")
+        name = next((f for f in functions if f.startswith(prefix)), None)
+        k["function"] = name
+        k["code"] = functions.get(name, "")
+        k["dims_text"] = "" if k.get("dims") is None else shapes.dims_text(k["dims"])
+        d.kernels.append(k)
+    for stage, key in (("before", "graph_before"), ("after", "graph_after")):
+        if debug.get(key):
+            d.stages[stage] = _module_ops(debug[key])
+    in_kernel = {}
+    for i, k in enumerate(d.kernels):
+        for node_id in k.get("nodes", []):
+            in_kernel.setdefault(node_id, []).append(i)
+    for op in d.stages.get("after", []):
+        op.kernels = in_kernel.get(op.id, [])
+    d.memory_plan = debug.get("memory_plan")
+    return d
+
+
+_DEFINE = re.compile(r'^define [^@]*@"?([\w.$-]+)"?\(')
+
+
+def _functions(llvm_ir):
+    """{function name: its LLVM text} for every function defined in the module."""
+    out, name, lines = {}, None, []
+    for line in llvm_ir.splitlines():
+        if name is None:
+            m = _DEFINE.match(line)
+            if m:
+                name, lines = m.group(1), [line]
+        else:
+            lines.append(line)
+            if line == "}":
+                out[name] = "\n".join(lines) + "\n"
+                name = None
+    return out
+
+
+def dim_text(d):
+    if d is None:
+        return "?"
+    if isinstance(d, dict):
+        return shapes.to_text(d["expr"])
+    return shapes.to_text(d)
+
+
+def _dims_text(dims):
+    return "[*]" if dims is None else "[" + ",".join(dim_text(d) for d in dims) + "]"
+
+
+def _module_ops(module):
+    nodes = {n["id"]: n for n in module["nodes"]}
+
+    def ref_name(r):
+        if isinstance(r, dict):
+            return "&" + r["var"]
+        node = nodes.get(r[0])
+        if node is None:
+            return f"%{r[0]}"
+        name = node["name"]
+        if node["type"] == "Parameter" or len(node["outputs"]) == 1:
+            return name
+        return f"{name}:{r[1]}"
+    ops = []
+    for n in module["nodes"]:
+        outs = n["outputs"]
+        dtype = ",".join(o["dtype"] for o in outs) or "-"
+        shape = " ".join(_dims_text(o["dims"]) for o in outs) or "-"
+        ops.append(Op(n["id"], n["name"], n["type"], dtype, shape,
+                      [ref_name(r) for r in n["inputs"]], _attrs_text(n["attrs"])))
+    return ops
+
+
+def _attrs_text(attrs):
+    parts = []
+    for k, v in sorted(attrs.items()):
+        if k in ("dtype", "T", "index"):
+            continue
+        parts.append(f"{k}={_attr_text(v)}")
+    return " ".join(parts)
+
+
+def _attr_text(v):
+    if isinstance(v, dict):
+        if "elided" in v:
+            e = v["elided"]
+            return f"<{e['dtype']} array {e['shape']}>"
+        if "ndarray" in v:
+            return f"<{v['dtype']} array {v['shape']}>"
+        if "dtype" in v and len(v) == 1:
+            return v["dtype"]
+        if "shape" in v and len(v) == 1:
+            return "[*]" if v["shape"] is None else json.dumps(v["shape"]).replace(" ", "")
+        if "tuple" in v:
+            return "(" + ",".join(_attr_text(x) for x in v["tuple"]) + ")"
+        return json.dumps(v)[:40]
+    if isinstance(v, list):
+        return "[" + ",".join(_attr_text(x) for x in v) + "]"
+    return json.dumps(v)
+
+
+# ------------------------------------------------------------------ saved graphs
+def _graph(path):
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+        data = graph_io._parse_json(raw, path)
+        meta = data if data.get("format") == graph_io.META_FORMAT else None
+        graph_def = graph_io._to_graph_def(data)
+    except OSError as e:
+        raise DumpError(f"cannot read {path}: {e.strerror or e}") from None
+    except (ValueError, TypeError, KeyError) as e:
+        if "is not a graphc graph file" in str(e):
+            raise DumpError(f"{path}: not a graphc compiled file or saved graph") from None
+        raise DumpError(f"{path}: {e}") from None
+    d = Dump(path, "graph")
+    d.format_version = data.get("version")
+    ops = []
+    for i, n in enumerate(graph_def.node):
+        shapes_ = n.get("output_shapes") or []
+        dtypes_ = n.get("output_dtypes") or []
+        dtype = ",".join(dtypes_) or "-"
+        shape = " ".join("[*]" if s is None else
+                         "[" + ",".join("?" if x is None else str(x) for x in s) + "]"
+                         for s in shapes_) or "-"
+        inputs = list(n.get("inputs", [])) + ["^" + c for c in n.get("control_inputs", [])]
+        ops.append(Op(i, n["name"], n["op"], dtype, shape, inputs,
+                      _attrs_text(n.get("attrs") or {})))
+    d.stages["graph"] = ops
+    if meta:
+        d.collections = {k: len(v) for k, v in (meta.get("collections") or {}).items()}
+    return d

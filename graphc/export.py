@@ -1,0 +1,221 @@
+"""gc.export: compile the subgraph from some inputs to some outputs into one file.
+
+    gc.export(sess, "model.gcx", inputs={"x": x}, outputs={"probs": probs})
+    m = runtime.load("model.gcx"); m.run({"x": batch})["probs"]
+
+The subgraph is lowered and compiled exactly as a Session run compiles it (lowering, the
+pass pipeline, codegen), after one rewrite: each variable the subgraph only reads becomes a
+constant holding its current value in `sess`, so the passes fold through the weights and the
+file needs no variable store. Variables the subgraph assigns to stay variables; their current
+values are stored in the file as the starting state the loaded Model carries between runs.
+
+Unknown (None) input dims are compiled symbolically with a hint of _HINT. When the code was
+compiled under guards on those dims (size 1 broadcasts differently, so the compiler may assume
+a batch is not 1), a second executable with every unknown dim set to 1 is stored too; the
+loaded Model runs the first one whose guards the inputs satisfy.
+
+Besides the code, the file carries what graphc-dump shows: the graph before and after the
+passes, each pass's counts and its text dump, the kernel clusters and the memory plan.
+"""
+import os
+import tempfile
+
+import numpy as np
+
+from graphc import errors
+from graphc.compiler.ir import VariableRef
+from graphc.compiler.lower import lower
+from graphc.compiler.pipeline import PASS_NAMES, optimize
+from graphc.framework.graph import Tensor
+from graphc.framework.symbolic import SymDim
+from runtime import file_format, jit
+
+__all__ = ["export"]
+
+_HINT = 8            # size assumed for unknown dims while compiling (any size > 1 works)
+_ELIDE_ELEMENTS = 16  # arrays bigger than this are summarized in the stored graphs
+_UPDATE_OPS = ("Assign", "AssignAdd", "AssignSub")
+
+
+def export(sess, path, inputs, outputs, target="cpu"):
+    """Compiles `outputs` as functions of `inputs` (dicts {name: Tensor}) with the current
+    variable values of `sess` and writes one compiled file to `path`; returns `path`."""
+    if target != "cpu":
+        raise ValueError(f"export: unknown target {target!r}; this build compiles for 'cpu'")
+    in_names, feeds = _named_tensors(sess, inputs, "inputs")
+    out_names, fetches = _named_tensors(sess, outputs, "outputs")
+    if not fetches:
+        raise ValueError("export: outputs is empty")
+    host = jit.host_target()
+    shapes = [_hint_shape(t, _HINT) for t in feeds]
+    main, state = _compile(sess, feeds, fetches, shapes, host, with_debug=True)
+    specs = [main]
+    if main["guards"] and any(None in t.shape.as_list() for t in feeds):
+        ones = [_hint_shape(t, 1) for t in feeds]
+        specs.append(_compile(sess, feeds, fetches, ones, host, with_debug=False)[0])
+    signature = {
+        "inputs": [{"name": n, "tensor": f["name"], "dtype": f["dtype"], "dims": f["dims"]}
+                   for n, f in zip(in_names, main["feeds"])],
+        "outputs": [{"name": n, "tensor": f["name"], "dtype": f["dtype"], "dims": f["dims"]}
+                    for n, f in zip(out_names, main["fetches"])]}
+    return file_format.write(path, signature, specs, state, host)
+
+
+def _named_tensors(sess, named, what):
+    if not isinstance(named, dict):
+        raise TypeError(f"export: {what} must be a dict {{name: Tensor}}, got "
+                        f"{type(named).__name__}")
+    names, tensors = [], []
+    for name, t in named.items():
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"export: {what} names must be non-empty strings, got {name!r}")
+        t = getattr(t, "_as_graph_element", lambda t=t: t)()
+        if hasattr(t, "_snapshot"):   # a Variable fetched as its value
+            t = t._snapshot
+        if not isinstance(t, Tensor):
+            raise TypeError(f"export: {what}[{name!r}] must be a Tensor, got {t!r}")
+        if t.graph is not sess.graph:
+            raise ValueError(f"export: {what}[{name!r}] ({t.name}) is not in the session's "
+                             "graph")
+        names.append(name)
+        tensors.append(t)
+    if what == "inputs" and len(set(tensors)) != len(tensors):
+        raise ValueError("export: the same tensor is given for two inputs")
+    return names, tensors
+
+
+def _hint_shape(t, hint):
+    dims = t.shape.as_tuple_or_none()
+    if dims is None:
+        raise ValueError(f"export: input {t.name} has unknown rank; give its placeholder a "
+                         "shape (None for dims known only at run time)")
+    return tuple(hint if d is None else d for d in dims)
+
+
+def _compile(sess, feeds, fetches, shapes, target, with_debug):
+    """(spec, state to store) of one executable for feed shapes `shapes`."""
+    from graphc.compiler import codegen  # llvmlite and kernels load when first needed
+    module = lower(feeds, fetches, [], shapes)
+    state = _freeze_read_only_variables(module, sess._state.variables)
+    before = module.to_dict() if with_debug else None
+    with tempfile.TemporaryDirectory(prefix="graphc-export-") as dump_dir:
+        counts = optimize(module, dump_dir=dump_dir)
+        pass_texts = _pass_texts(os.path.join(dump_dir, module.name)) if with_debug else {}
+    try:
+        spec = codegen.generate(module, target)
+    except codegen.LoweringError as e:
+        raise ValueError(f"export: the subgraph cannot be compiled yet: {e}") from None
+    spec["debug"] = _debug_info(module, before, counts, pass_texts, with_debug)
+    return spec, state
+
+
+def _freeze_read_only_variables(module, values):
+    """Turns every read of a variable the module never writes (and only reads through
+    VariableV2 nodes) into a Const of its current value; returns {name: value} of the
+    variables that stay."""
+    written = {n.inputs[0].name for n in module.nodes
+               if n.type in _UPDATE_OPS and isinstance(n.inputs[0], VariableRef)}
+    ref_users = {v.name for n in module.nodes for v in n.inputs if isinstance(v, VariableRef)}
+    for node in list(module.nodes):
+        if node.type != "VariableV2" or node.name in written or node.name in ref_users:
+            continue
+        value = _current_value(values, node.name, node)
+        const = module.add_constant(value, before=node, name=node.name, location=node.location)
+        module.replace_all_uses(node.outputs[0], const)
+        module.remove_nodes([node])
+    used = {n.name for n in module.nodes if n.type == "VariableV2"} | ref_users
+    for name in list(module.variables):
+        if name not in used:
+            del module.variables[name]
+    return {name: np.array(values[name]) for name in module.variables if name in values}
+
+
+def _current_value(values, name, node):
+    if name not in values:
+        raise errors.FailedPreconditionError(
+            None, None, f"export: attempting to use uninitialized value {name}; run the "
+                        f"variables' initializer (or restore a checkpoint) before exporting\n"
+                        f"\t [[{node.describe()}]]")
+    return values[name]
+
+
+def _pass_texts(folder):
+    """{"lowered": text, pass name: text after it} from the pipeline's dump folder."""
+    texts = {}
+    if not os.path.isdir(folder):
+        return texts
+    for filename in sorted(os.listdir(folder)):
+        stem, ext = os.path.splitext(filename)
+        if ext == ".txt" and "-" in stem:
+            with open(os.path.join(folder, filename)) as f:
+                texts[stem.split("-", 1)[1]] = f.read()
+    return texts
+
+
+# ------------------------------------------------------------------ debug info
+def _debug_info(module, before, counts, pass_texts, full):
+    info = {"pass_counts": counts, "pass_order": PASS_NAMES,
+            "kernels": [_kernel_info(i, k) for i, k in enumerate(getattr(module, "kernels", []))],
+            "memory_plan": _plan_info(getattr(module, "memory_plan", None)),
+            "symbol_hints": _symbol_hints(module)}
+    if full:
+        info["graph_before"] = _elide_arrays(before)
+        info["graph_after"] = _elide_arrays(module.to_dict())
+        info["pass_texts"] = pass_texts
+    return info
+
+
+def _dim(d):
+    return d.to_json() if isinstance(d, SymDim) else d
+
+
+def _kernel_info(number, kernel):
+    return {"name": kernel.name, "kind": kernel.kind, "function_prefix": f"kernel_{number}_",
+            "nodes": [n.id for n in kernel.nodes],
+            "inputs": [v.ref for v in kernel.inputs],
+            "outputs": [v.ref for v in kernel.outputs],
+            "updates": kernel.updated_variables,
+            "dims": None if kernel.dims is None else [_dim(d) for d in kernel.dims]}
+
+
+def _plan_info(plan):
+    if plan is None:
+        return None
+    return {"arena_bytes": _dim(plan.arena_bytes),
+            "stats": {k: _dim(v) for k, v in plan.stats.items()},
+            "buffers": [{"value": v.ref, "name": v.name, "dtype": v.dtype.name,
+                         "dims": [_dim(d) for d in v.dims], "offset": _dim(b.offset),
+                         "size": _dim(b.size), "live": list(b.live),
+                         "inplace_of": None if b.inplace_of is None else b.inplace_of.ref}
+                        for v, b in plan.buffers.items()]}
+
+
+def _symbol_hints(module):
+    hints = {}
+    for p in module.params:
+        for d in p.outputs[0].dims:
+            if isinstance(d, SymDim) and len(d.symbols()) == 1:
+                (name,) = d.symbols()
+                if d.to_json() == SymDim.symbol(name, 0).to_json():
+                    hints[name] = d.hint
+    return hints
+
+
+def _elide_arrays(module_dict):
+    """The module dict with big array attrs replaced by {"elided": {dtype, shape}}: the
+    values are in the code's constants; the graph only needs to say what they were."""
+    if module_dict is None:
+        return None
+    for node in module_dict["nodes"]:
+        node["attrs"] = {k: _elide(v) for k, v in node["attrs"].items()}
+    return module_dict
+
+
+def _elide(value):
+    if isinstance(value, list):
+        return [_elide(v) for v in value]
+    if isinstance(value, dict):
+        if "ndarray" in value and int(np.prod(value["shape"])) > _ELIDE_ELEMENTS:
+            return {"elided": {"dtype": np.dtype(value["dtype"]).name, "shape": value["shape"]}}
+        return {k: _elide(v) for k, v in value.items()}
+    return value

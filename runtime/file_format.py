@@ -1,0 +1,530 @@
+"""The compiled graph file: write it, check it, load it as a runnable Model.
+
+Layout (all integers little-endian):
+
+    0   8 bytes   magic b"\\x89GRAPHC\\n"
+    8   u32       format version (FORMAT_VERSION)
+    12  u32       reserved, 0
+    16  u64       header size H in bytes
+    24  H bytes   header: UTF-8 JSON (below)
+    ...           blobs: raw little-endian array bytes, each at a 64-byte aligned offset
+    end-32        SHA-256 of every byte before it
+
+The header holds plain data only:
+    {"format": "graphc.compiled", "target": {"triple", "cpu", "features"},
+     "signature": {"inputs": [{"name", "tensor", "dtype", "dims"}], "outputs": [...]},
+     "executables": [spec, ...],   # runtime.Executable specs, first match wins; each
+                                   # constant is {"dtype", "shape", "blob": k}; "debug" is
+                                   # what graphc-dump shows (graphs, kernels, memory plan)
+     "state": [{"name", "dtype", "shape", "blob": k}],  # values of updatable variables
+     "blobs": [{"offset", "nbytes"}]}
+
+Reading never runs anything from the file and never trusts it: the magic and version are
+checked first (a newer version gets its own message), every size and offset is checked
+against the file's length before it is read, the checksum before the JSON is parsed, the
+JSON size is capped, dtypes come from a whitelist, dim expressions are bounded in size and
+may only name the file's own symbols. Every problem is a FileFormatError naming the file
+and the problem. Blobs are read in place from a memory map (np.frombuffer, read-only).
+
+Running a file runs its native code: only load files you trust as you would a library.
+"""
+import hashlib
+import json
+import mmap
+import os
+import struct
+import tempfile
+from collections import namedtuple
+
+import numpy as np
+
+from . import jit, shapes
+from .errors import FeedError, GuardFailure, RuntimeFailure, ShapeError
+from .executable import FORMAT_VERSION as SPEC_VERSION, Executable
+
+MAGIC = b"\x89GRAPHC\n"
+FORMAT_VERSION = 1
+PREFIX = struct.Struct("<8sIIQ")
+CHECKSUM_BYTES = 32
+ALIGN = 64
+MAX_HEADER_BYTES = 256 << 20
+MAX_RANK = 32
+MAX_DIM = 1 << 48
+MAX_EXPR_TERMS = 256
+MAX_EXPR_DEPTH = 16
+MAX_POWER = 8
+MAX_INT = 1 << 62
+DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+          "float16", "float32", "float64", "complex64", "complex128")
+_COMPARE_OPS = ("==", "!=", "<", "<=", ">", ">=")
+_SOURCES = ("kernel", "feed", "variable", "constant")
+
+
+class FileFormatError(RuntimeFailure, ValueError):
+    """A compiled file that cannot be used: not a graphc file, a newer format, truncated,
+    corrupted, or inconsistent."""
+
+
+TensorInfo = namedtuple("TensorInfo", "name dtype shape dims")
+TensorInfo.__doc__ = ("One input or output of a Model: name, numpy dtype, shape (None for a "
+                      "dim known only at run time) and dims as text (e.g. '[x.0, 784]').")
+
+
+# ------------------------------------------------------------------- writing
+def write(path, signature, executables, state=None, target=None):
+    """Writes a compiled file atomically.
+
+    signature: {"inputs": [{"name", "tensor", "dtype", "dims"}], "outputs": [...]}, in
+    the executables' feed and fetch order. executables: runtime specs whose constants carry
+    their bytes in "data". state: {variable name: array} stored as blobs. Returns path."""
+    blobs = []
+
+    def add_blob(array):
+        blobs.append(np.ascontiguousarray(array).astype(
+            np.asarray(array).dtype.newbyteorder("<"), copy=False))
+        return len(blobs) - 1
+
+    specs = []
+    for spec in executables:
+        spec = dict(spec)
+        consts = []
+        for c in spec.get("constants", []):
+            dtype = np.dtype(c["dtype"]).newbyteorder("<")
+            arr = np.frombuffer(bytes(c["data"]), dtype).reshape(c["shape"])
+            consts.append({"dtype": c["dtype"], "shape": list(c["shape"]),
+                           "blob": add_blob(arr)})
+        spec["constants"] = consts
+        specs.append(spec)
+    state_entries = []
+    for name, value in (state or {}).items():
+        arr = np.asarray(value)
+        state_entries.append({"name": name, "dtype": arr.dtype.name, "shape": list(arr.shape),
+                              "blob": add_blob(arr)})
+    header = {"format": "graphc.compiled", "target": target or specs[0].get("target"),
+              "signature": signature, "executables": specs, "state": state_entries,
+              "blobs": []}
+    # blob offsets are absolute, so they depend on the header's length: lay the blobs out
+    # after a guessed header size and grow the guess until the header fits before them
+    guess = 1024
+    while True:
+        offset = _align(PREFIX.size + guess)
+        header["blobs"] = []
+        for b in blobs:
+            header["blobs"].append({"offset": offset, "nbytes": int(b.nbytes)})
+            offset = _align(offset + b.nbytes)
+        header_bytes = json.dumps(header, separators=(",", ":"), default=_plain).encode()
+        if len(header_bytes) <= guess:
+            break
+        guess = len(header_bytes) + 1024
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".graphc-", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            digest = hashlib.sha256()
+
+            def put(data):
+                digest.update(data)
+                f.write(data)
+            put(PREFIX.pack(MAGIC, FORMAT_VERSION, 0, len(header_bytes)))
+            put(header_bytes)
+            position = PREFIX.size + len(header_bytes)
+            for entry, arr in zip(header["blobs"], blobs):
+                put(b"\0" * (entry["offset"] - position))
+                put(arr.tobytes())
+                position = entry["offset"] + entry["nbytes"]
+            put(b"\0" * (_align(position) - position))
+            f.write(digest.digest())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def _align(n):
+    return (n + ALIGN - 1) // ALIGN * ALIGN
+
+
+def _plain(value):
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, np.floating):
+        return float(value)
+    if isinstance(value, (np.bool_,)):
+        return bool(value)
+    if isinstance(value, tuple):
+        return list(value)
+    raise TypeError(f"{type(value).__name__} is not plain data")
+
+
+# ------------------------------------------------------------------- reading
+class CompiledFile:
+    """A checked compiled file: its header (validated plain data) and its blobs, read in
+    place from a memory map. Nothing is compiled; `load` does that."""
+
+    def __init__(self, path, verify_checksum=True):
+        self.path = str(path)
+        try:
+            with open(path, "rb") as f:
+                size = os.fstat(f.fileno()).st_size
+                if size < PREFIX.size:
+                    self._fail(f"{size} bytes is too short for a graphc compiled file")
+                self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        except OSError as e:
+            raise FileFormatError(f"cannot read {self.path}: {e.strerror or e}") from None
+        self.size = size
+        self.header = self._read_header(verify_checksum)
+        self.version = FORMAT_VERSION
+        _Validator(self).check()
+
+    def _fail(self, problem):
+        raise FileFormatError(f"{self.path}: {problem}")
+
+    def _read_header(self, verify_checksum):
+        magic, version, _, header_size = PREFIX.unpack_from(self._map, 0)
+        if magic != MAGIC:
+            self._fail("not a graphc compiled file (bad magic bytes)")
+        if version > FORMAT_VERSION:
+            self._fail(f"format version {version} is newer than this runtime reads "
+                       f"(up to {FORMAT_VERSION}); upgrade graphc to load it")
+        if version < 1:
+            self._fail(f"unknown format version {version}")
+        body_end = self.size - CHECKSUM_BYTES
+        if header_size > MAX_HEADER_BYTES:
+            self._fail(f"header size {header_size} exceeds the {MAX_HEADER_BYTES}-byte limit")
+        if PREFIX.size + header_size > body_end:
+            self._fail(f"truncated: the header needs {header_size} bytes but the file has "
+                       f"{self.size} bytes in all")
+        if verify_checksum:
+            digest = hashlib.sha256(memoryview(self._map)[:body_end]).digest()
+            if digest != self._map[body_end:]:
+                self._fail("checksum mismatch: the file is truncated or corrupted")
+        raw = self._map[PREFIX.size:PREFIX.size + header_size]
+        try:
+            header = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError, RecursionError) as e:
+            self._fail(f"header is not valid JSON ({type(e).__name__}: {str(e)[:100]})")
+        if not isinstance(header, dict) or header.get("format") != "graphc.compiled":
+            self._fail("header does not describe a graphc compiled graph")
+        return header
+
+    def blob(self, k):
+        """The bytes of blob k (a read-only memoryview into the map)."""
+        entry = self.header["blobs"][k]
+        return memoryview(self._map)[entry["offset"]:entry["offset"] + entry["nbytes"]]
+
+    def array(self, entry):
+        """The read-only array an entry {"dtype", "shape", "blob"} describes."""
+        dtype = np.dtype(entry["dtype"]).newbyteorder("<")
+        return np.frombuffer(self.blob(entry["blob"]), dtype).reshape(entry["shape"])
+
+    def spec(self, i):
+        """Executable spec i as runtime.Executable takes it (constant bytes included)."""
+        spec = {k: v for k, v in self.header["executables"][i].items() if k != "debug"}
+        spec["constants"] = [{"dtype": c["dtype"], "shape": c["shape"],
+                              "data": self.blob(c["blob"])} for c in spec["constants"]]
+        return spec
+
+
+class _Validator:
+    """Checks a header's structure, types, bounds and cross references."""
+
+    def __init__(self, file):
+        self.file = file
+        self.header = file.header
+
+    def fail(self, where, problem):
+        self.file._fail(f"{where}: {problem}")
+
+    def check(self):
+        h = self.header
+        self.blob_sizes = self.check_blobs(self.field(h, "blobs", list, "header"))
+        sig = self.field(h, "signature", dict, "header")
+        inputs = self.field(sig, "inputs", list, "signature")
+        outputs = self.field(sig, "outputs", list, "signature")
+        for where, entries in (("input", inputs), ("output", outputs)):
+            names = [self.tensor(e, f"signature {where} {i}", symbols=None)["name"]
+                     for i, e in enumerate(entries)]
+            if len(set(names)) != len(names):
+                self.fail("signature", f"duplicate {where} names {names}")
+        target = self.field(h, "target", dict, "header")
+        for key in ("triple", "cpu", "features"):
+            self.field(target, key, str, "target")
+        specs = self.field(h, "executables", list, "header")
+        if not specs:
+            self.fail("header", "no executables")
+        state = self.field(h, "state", list, "header")
+        stored = {}
+        for i, entry in enumerate(state):
+            self.array_entry(entry, f"state {i}")
+            stored[self.field(entry, "name", str, f"state {i}")] = entry["dtype"]
+        for i, spec in enumerate(specs):
+            for v in self.spec(spec, f"executable {i}", len(inputs), len(outputs)):
+                if v.get("read", True) and stored.get(v["name"], v["dtype"]) != v["dtype"]:
+                    self.fail(f"executable {i}", f"variable {v['name']} is {v['dtype']}, "
+                                                 f"its stored value {stored[v['name']]}")
+                if v.get("read", True) and v["name"] not in stored:
+                    self.fail(f"executable {i}", f"variable {v['name']} is read but the "
+                                                 "file stores no value for it")
+
+    # ----------------------------------------------------------- primitives
+    def field(self, d, key, kind, where):
+        if not isinstance(d, dict):
+            self.fail(where, "is not an object")
+        value = d.get(key)
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            self.fail(where, f"field {key!r} is missing or not a {_kind_name(kind)}")
+        return value
+
+    def integer(self, value, where, low=0, high=MAX_INT):
+        if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+            self.fail(where, f"{value!r} is not an integer in [{low}, {high}]")
+        return value
+
+    def check_blobs(self, blobs):
+        sizes = []
+        body_end = self.file.size - CHECKSUM_BYTES
+        end_of_previous = PREFIX.size
+        for k, b in enumerate(blobs):
+            where = f"blob {k}"
+            offset = self.integer(self.field(b, "offset", int, where), where)
+            nbytes = self.integer(self.field(b, "nbytes", int, where), where)
+            if offset % ALIGN:
+                self.fail(where, f"offset {offset} is not {ALIGN}-byte aligned")
+            if offset < end_of_previous or offset + nbytes > body_end:
+                self.fail(where, f"bytes {offset}..{offset + nbytes} lie outside the data "
+                                 f"area of this {self.file.size}-byte file (truncated?)")
+            end_of_previous = offset + nbytes
+            sizes.append(nbytes)
+        return sizes
+
+    def dtype(self, value, where):
+        if value not in DTYPES:
+            self.fail(where, f"unsupported dtype {value!r}")
+        return value
+
+    def array_entry(self, entry, where):
+        self.dtype(self.field(entry, "dtype", str, where), where)
+        shape = self.field(entry, "shape", list, where)
+        if len(shape) > MAX_RANK:
+            self.fail(where, f"rank {len(shape)} exceeds {MAX_RANK}")
+        count = 1
+        for d in shape:
+            count *= self.integer(d, where + " shape", 0, MAX_DIM)
+        k = self.integer(self.field(entry, "blob", int, where), where, 0,
+                         len(self.blob_sizes) - 1 if self.blob_sizes else -1)
+        need = count * np.dtype(entry["dtype"]).itemsize
+        if need != self.blob_sizes[k]:
+            self.fail(where, f"a {entry['dtype']} array of shape {shape} needs {need} bytes, "
+                             f"blob {k} has {self.blob_sizes[k]}")
+
+    def expr(self, e, where, symbols, depth=0):
+        """An int or [[coeff, [[atom, power], ...]], ...] naming only `symbols`."""
+        if isinstance(e, int) and not isinstance(e, bool):
+            self.integer(e, where, -MAX_INT, MAX_INT)
+            return
+        if depth > MAX_EXPR_DEPTH or not isinstance(e, list) or len(e) > MAX_EXPR_TERMS:
+            self.fail(where, "malformed or oversized dim expression")
+        for term in e:
+            if not isinstance(term, list) or len(term) != 2 or not isinstance(term[1], list) \
+                    or len(term[1]) > MAX_EXPR_TERMS:
+                self.fail(where, "malformed dim expression term")
+            self.integer(term[0], where, -MAX_INT, MAX_INT)
+            for factor in term[1]:
+                if not isinstance(factor, list) or len(factor) != 2:
+                    self.fail(where, "malformed dim expression factor")
+                atom, power = factor
+                self.integer(power, where, 1, MAX_POWER)
+                if isinstance(atom, str):
+                    if symbols is not None and atom not in symbols:
+                        self.fail(where, f"dim expression names unknown symbol {atom!r}")
+                elif isinstance(atom, list) and len(atom) == 3 and \
+                        atom[0] in ("floordiv", "mod", "max"):
+                    self.expr(atom[1], where, symbols, depth + 1)
+                    self.expr(atom[2], where, symbols, depth + 1)
+                else:
+                    self.fail(where, "malformed dim expression atom")
+
+    def dims(self, dims, where, symbols):
+        if not isinstance(dims, list) or len(dims) > MAX_RANK:
+            self.fail(where, "dims are missing or have an impossible rank")
+        for d in dims:
+            self.expr(d, where, symbols)
+
+    def tensor(self, entry, where, symbols):
+        self.field(entry, "name", str, where)
+        self.dtype(self.field(entry, "dtype", str, where), where)
+        self.dims(entry.get("dims"), where, symbols)
+        return entry
+
+    # ----------------------------------------------------------------- spec
+    def spec(self, spec, where, n_inputs, n_outputs):
+        if not isinstance(spec, dict):
+            self.fail(where, "is not an object")
+        if spec.get("format_version") != SPEC_VERSION:
+            self.fail(where, f"executable format version {spec.get('format_version')!r} is "
+                             f"not the one this runtime runs ({SPEC_VERSION})")
+        self.field(spec, "entry", str, where)
+        self.field(spec, "llvm_ir", str, where)
+        feeds = self.field(spec, "feeds", list, where)
+        symbols = {}
+        for i, s in enumerate(self.field(spec, "symbols", list, where)):
+            w = f"{where} symbol {i}"
+            feed = self.integer(self.field(s, "feed", int, w), w, 0, len(feeds) - 1)
+            dims = feeds[feed].get("dims") if isinstance(feeds[feed], dict) else None
+            self.integer(self.field(s, "axis", int, w), w, 0,
+                         len(dims) - 1 if isinstance(dims, list) else -1)
+            symbols[self.field(s, "name", str, w)] = i
+        for i, f in enumerate(feeds):
+            self.tensor(f, f"{where} feed {i}", symbols)
+        if len(feeds) != n_inputs:
+            self.fail(where, f"{len(feeds)} feeds for a signature of {n_inputs} inputs")
+        fetches = self.field(spec, "fetches", list, where)
+        if len(fetches) != n_outputs:
+            self.fail(where, f"{len(fetches)} fetches for a signature of {n_outputs} outputs")
+        variables = self.field(spec, "variables", list, where)
+        constants = self.field(spec, "constants", list, where)
+        for i, c in enumerate(constants):
+            self.array_entry(c, f"{where} constant {i}")
+        for i, v in enumerate(variables):
+            w = f"{where} variable {i}"
+            self.tensor(v, w, symbols)
+            for flag in ("written", "read"):
+                if not isinstance(v.get(flag, True), bool):
+                    self.fail(w, f"field {flag!r} is not a boolean")
+        limits = {"feed": len(feeds), "variable": len(variables), "constant": len(constants)}
+        for i, f in enumerate(fetches):
+            w = f"{where} fetch {i}"
+            self.tensor(f, w, symbols)
+            source = f.get("source", "kernel")
+            if source not in _SOURCES:
+                self.fail(w, f"unknown source {source!r}")
+            index = self.integer(self.field(f, "index", int, w), w)
+            if source != "kernel" and index >= limits[source]:
+                self.fail(w, f"no {source} {index}")
+        for i, g in enumerate(self.field(spec, "guards", list, where)):
+            w = f"{where} guard {i}"
+            if not isinstance(g, list) or len(g) != 4 or g[1] not in _COMPARE_OPS or \
+                    not isinstance(g[3], bool):
+                self.fail(w, "malformed guard")
+            self.expr(g[0], w, symbols)
+            self.expr(g[2], w, symbols)
+        self.expr(spec.get("arena_bytes", 0), f"{where} arena_bytes", symbols)
+        for i, site in enumerate(self.field(spec, "error_sites", list, where)):
+            w = f"{where} error site {i}"
+            self.field(site, "class", str, w)
+            self.field(site, "message", str, w)
+            if not isinstance(site.get("op", ""), str):
+                self.fail(w, "field 'op' is not a string")
+        target = spec.get("target")
+        if target is not None and target != self.header["target"]:
+            self.fail(where, "target differs from the file's target")
+        return variables
+
+
+def _kind_name(kind):
+    return {list: "list", dict: "object", str: "string", int: "integer"}.get(kind, str(kind))
+
+
+# ------------------------------------------------------------------- the model
+class Model:
+    """A loaded compiled graph: `run({input name: array}) -> {output name: array}`.
+
+    Variables the graph updates are kept in `state` ({name: array}, starting from the
+    values stored in the file) and carried from run to run."""
+
+    def __init__(self, file):
+        self.path = file.path
+        self.target = file.header["target"]
+        sig = file.header["signature"]
+        self.inputs = [_info(e) for e in sig["inputs"]]
+        self.outputs = [_info(e) for e in sig["outputs"]]
+        self.state = {e["name"]: np.array(file.array(e)) for e in file.header["state"]}
+        self._file = file
+        self._specs = [file.spec(i) for i in range(len(file.header["executables"]))]
+        self._executables = [None] * len(self._specs)
+        try:
+            jit.check_target(self.target)
+        except RuntimeFailure as e:
+            raise type(e)(f"{self.path}: {e}") from None
+        self._executable(0)  # compile the main variant now: a bad file fails at load
+
+    def __repr__(self):
+        sig = ", ".join(f"{i.name}: {i.dtype}{i.dims}" for i in self.inputs)
+        out = ", ".join(f"{o.name}: {o.dtype}{o.dims}" for o in self.outputs)
+        return f"<runtime.Model {os.path.basename(self.path)} ({sig}) -> ({out})>"
+
+    def _executable(self, i):
+        exe = self._executables[i]
+        if exe is None:
+            try:
+                exe = Executable(self._specs[i])
+            except RuntimeFailure:
+                raise
+            except (ValueError, TypeError, RuntimeError, LookupError) as e:
+                raise FileFormatError(f"{self.path}: executable {i} cannot be built: "
+                                      f"{str(e)[:300]}") from None
+            self._executables[i] = exe
+        return exe
+
+    @property
+    def compile_seconds(self):
+        return sum(e.compile_seconds for e in self._executables if e is not None)
+
+    def run(self, inputs):
+        """Runs the graph once; returns {output name: array}."""
+        if not isinstance(inputs, dict):
+            raise FeedError(f"run takes a dict {{input name: array}}, got "
+                            f"{type(inputs).__name__}")
+        expected = [i.name for i in self.inputs]
+        missing = [n for n in expected if n not in inputs]
+        unexpected = [n for n in inputs if n not in expected]
+        if missing or unexpected:
+            parts = []
+            if missing:
+                parts.append("missing input(s) " + ", ".join(map(repr, missing)))
+            if unexpected:
+                parts.append("unknown input(s) " + ", ".join(map(repr, unexpected)))
+            raise FeedError("; ".join(parts) + "; the model takes " + ", ".join(
+                f"{i.name} ({i.dtype} {i.dims})" for i in self.inputs))
+        arrays = [self._conform(info, inputs[info.name]) for info in self.inputs]
+        failures = []
+        for i in range(len(self._specs)):
+            try:
+                values = self._executable(i).run(arrays, self.state)
+            except GuardFailure as e:
+                failures.append(str(e))
+                continue
+            return {o.name: v for o, v in zip(self.outputs, values)}
+        raise ShapeError("the inputs' shapes are outside what the file was compiled for: "
+                         + "; ".join(failures))
+
+    @staticmethod
+    def _conform(info, value):
+        try:
+            arr = np.asarray(value, dtype=info.dtype)
+        except (TypeError, ValueError) as e:
+            raise FeedError(f"input {info.name!r} must be {info.dtype}: {e}") from None
+        if len(arr.shape) != len(info.shape) or any(
+                d is not None and d != n for d, n in zip(info.shape, arr.shape)):
+            raise ShapeError(f"input {info.name!r} has shape {list(arr.shape)}, the model "
+                             f"takes {info.dims}")
+        return arr
+
+
+def _info(entry):
+    dims = entry["dims"]
+    return TensorInfo(entry["name"], np.dtype(entry["dtype"]),
+                      tuple(d if isinstance(d, int) else None for d in dims),
+                      shapes.dims_text(dims))
+
+
+def load(path, verify_checksum=True):
+    """Loads a compiled graph file: `runtime.load(path).run({"x": array})`."""
+    return Model(CompiledFile(path, verify_checksum))
+
+
+def read(path, verify_checksum=True):
+    """The checked file without compiling its code (for tools such as graphc-dump)."""
+    return CompiledFile(path, verify_checksum)

@@ -1,0 +1,309 @@
+"""graphc-dump: golden text and JSON on small known files, every view on a real export,
+one-line errors, and the HTML page in headless chromium."""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import graphc as gc
+from graphc import graph_io
+from graphc.dump import main
+from graphc.dump_cli import main as console_main
+from graphc.export import export
+from runtime import file_format
+from tests.test_runtime import add_spec, sym
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TARGET = {"triple": "x86_64-unknown-linux-gnu", "cpu": "generic", "features": ""}
+CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium"
+                                        if os.path.exists("/usr/bin/chromium") else None)
+
+
+def dump(capsys, *argv):
+    rc = main(list(argv))
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+# ------------------------------------------------------------------ small known files
+@pytest.fixture
+def graph_file(tmp_path, monkeypatch):
+    g = gc.Graph()
+    with g.as_default():
+        x = gc.placeholder(gc.float32, [None, 2], name="x")
+        w = gc.constant([[1.0, 2.0], [3.0, 4.0]], name="w")
+        y = gc.matmul(x, w, name="y")
+        gc.add(y, 1.0, name="z")
+    monkeypatch.chdir(tmp_path)
+    graph_io.write_graph(g, ".", "graph.json")
+    return "graph.json"
+
+
+GRAPH_TEXT = """\
+saved graph graph.json (format 1)
+graph: 5 ops
+  name   type         dtype    shape  inputs
+  x      Placeholder  float32  [?,2]  -
+  w      Const        float32  [2,2]  -
+  y      MatMul       float32  [?,2]  x:0, w:0
+  Const  Const        float32  []     -
+  z      Add          float32  [?,2]  y:0, Const:0
+"""
+
+
+def test_golden_text_of_saved_graph(capsys, graph_file):
+    rc, out, err = dump(capsys, graph_file)
+    assert rc == 0 and err == ""
+    assert out == GRAPH_TEXT
+
+
+def test_golden_json_of_saved_graph(capsys, graph_file):
+    rc, out, _ = dump(capsys, graph_file, "--format", "json")
+    assert rc == 0
+    data = json.loads(out)
+    assert data["kind"] == "graph" and data["path"] == "graph.json"
+    ops = data["stages"]["graph"]
+    assert [(o["name"], o["type"], o["dtype"], o["shape"], o["inputs"]) for o in ops] == [
+        ("x", "Placeholder", "float32", "[?,2]", []),
+        ("w", "Const", "float32", "[2,2]", []),
+        ("y", "MatMul", "float32", "[?,2]", ["x:0", "w:0"]),
+        ("Const", "Const", "float32", "[]", []),
+        ("z", "Add", "float32", "[?,2]", ["y:0", "Const:0"])]
+    assert "transpose_a=false" in ops[2]["attrs"]
+
+
+def _parameter(id, name, dims):
+    return {"id": id, "type": "Parameter", "name": name, "attrs": {"index": id}, "inputs": [],
+            "outputs": [{"dtype": "float32", "dims": dims}], "control_deps": [],
+            "location": None, "gradient_of": None}
+
+
+@pytest.fixture
+def compiled_file(tmp_path, monkeypatch):
+    """The hand-written add executable with hand-written compiler records."""
+    n = {"expr": sym("x.0"), "hint": 8}
+    graph = {"name": "m", "variables": [], "params": [0, 1], "outputs": [[2, 0]], "roots": [],
+             "symbols": [["x.0", 0, 0]], "guards": [],
+             "nodes": [_parameter(0, "x:0", [n]), _parameter(1, "y:0", [n]),
+                       {"id": 2, "type": "Add", "name": "add", "attrs": {},
+                        "inputs": [[0, 0], [1, 0]],
+                        "outputs": [{"dtype": "float32", "dims": [n]}], "control_deps": [],
+                        "location": None, "gradient_of": None}]}
+    spec = add_spec()
+    spec["target"] = TARGET
+    spec["debug"] = {
+        "pass_counts": {"cse": {"merged": 0}, "fusion": {"kernels": 1, "nodes_fused": 1}},
+        "pass_order": ["cse", "fusion"], "symbol_hints": {"x.0": 8},
+        "kernels": [{"name": "loop_0", "kind": "loop", "function_prefix": "graphc_main",
+                     "nodes": [2], "inputs": ["%0", "%1"], "outputs": ["%2"], "updates": [],
+                     "dims": [sym("x.0")]}],
+        "memory_plan": {"arena_bytes": sym("x.0", 64),
+                        "stats": {"arena": sym("x.0", 64), "sum_of_buffers": sym("x.0", 128),
+                                  "lower_bound": sym("x.0", 64)},
+                        "buffers": [{"value": "%9", "name": "tmp:0", "dtype": "float32",
+                                     "dims": [sym("x.0")], "offset": 0,
+                                     "size": sym("x.0", 64), "live": [0, 0],
+                                     "inplace_of": None}]},
+        "graph_before": graph, "graph_after": graph,
+        "pass_texts": {"lowered": "module m(...)\n", "fusion": "after fusion\n"}}
+    dims = [sym("x.0")]
+    signature = {"inputs": [{"name": "x", "tensor": "x:0", "dtype": "float32", "dims": dims},
+                            {"name": "y", "tensor": "y:0", "dtype": "float32", "dims": dims}],
+                 "outputs": [{"name": "z", "tensor": "add:0", "dtype": "float32",
+                              "dims": dims}]}
+    monkeypatch.chdir(tmp_path)
+    return file_format.write("add.gcx", signature, [spec], target=TARGET)
+
+
+COMPILED_TEXT = """\
+compiled graph add.gcx (format 1)
+target: x86_64-unknown-linux-gnu cpu=generic
+  input  x: float32 [x.0]  (x:0)
+  input  y: float32 [x.0]  (y:0)
+  output z: float32 [x.0]  (add:0)
+  executable 0: guards none
+
+graph after passes: 3 ops
+  name  type       dtype    shape  inputs    kernel
+  x:0   Parameter  float32  [x.0]  -         -
+  y:0   Parameter  float32  [x.0]  -         -
+  add   Add        float32  [x.0]  x:0, y:0  0
+
+kernels: 1
+  0 loop_0 (loop [x.0]): add
+
+memory plan: arena 64*x.0 (512) bytes, sum of buffers 128*x.0 (1024), peak live 64*x.0 (512)  (values in parentheses at x.0=8)
+  buffer  dtype    shape  size          offset  live  in place of
+  tmp:0   float32  [x.0]  64*x.0 (512)  0       0..0  -
+
+pass counts:
+  cse: merged=0
+  fusion: kernels=1, nodes_fused=1
+"""
+
+
+def test_golden_text_of_compiled_file(capsys, compiled_file):
+    rc, out, err = dump(capsys, compiled_file)
+    assert rc == 0 and err == ""
+    assert out == COMPILED_TEXT
+
+
+def test_golden_json_of_compiled_file(capsys, compiled_file):
+    rc, out, _ = dump(capsys, compiled_file, "--format", "json")
+    data = json.loads(out)
+    assert data["target"] == TARGET and data["kind"] == "compiled"
+    (kernel,) = data["kernels"]
+    assert kernel["function"] == "graphc_main"
+    assert kernel["code"].startswith("define i32 @graphc_main(")
+    assert kernel["code"].rstrip().endswith("}")
+    assert data["memory_plan"]["buffers"][0]["name"] == "tmp:0"
+    assert [o["name"] for o in data["stages"]["after"]] == ["x:0", "y:0", "add"]
+    assert data["stages"]["after"][2]["kernels"] == [0]
+    assert data["passes_recorded"] == ["lowered", "fusion"]
+    assert data["signature"]["outputs"][0]["name"] == "z"
+
+
+def test_views_of_compiled_file(capsys, compiled_file):
+    rc, out, _ = dump(capsys, compiled_file, "--memory")
+    assert rc == 0 and "timeline" in out
+    assert re.search(r"tmp:0 +# +64\*x\.0 \(512\) B @ 0", out)
+    rc, out, _ = dump(capsys, compiled_file, "--code", "loop_0")
+    assert rc == 0 and out.startswith("define i32 @graphc_main(")
+    rc, out, _ = dump(capsys, compiled_file, "--after-pass", "fusion")
+    assert out == "after fusion\n"
+    rc, out, _ = dump(capsys, compiled_file, "--format", "dot", "--stage", "before")
+    assert rc == 0 and "cluster" not in out and "n0 -> n2;" in out
+    rc, out, _ = dump(capsys, compiled_file, "--format", "dot")
+    assert "subgraph cluster_0" in out and 'label="kernel 0: loop_0 (loop)"' in out
+
+
+# ------------------------------------------------------------------ errors
+@pytest.mark.parametrize("argv, pattern, code", [
+    (["missing.gcx"], "cannot read missing.gcx", 1),
+    (["junk.bin"], "not a graphc compiled file or saved graph", 1),
+    (["add.gcx", "--format", "pdf"], "invalid choice: 'pdf'", 2),
+    (["add.gcx", "--bogus"], "unrecognized arguments: --bogus", 2),
+    (["add.gcx", "--code", "7"], "no kernel '7'; kernels: 0 \\(loop_0\\)", 1),
+    (["add.gcx", "--after-pass", "nope"], "no dump after pass 'nope'; recorded: lowered", 1),
+    (["add.gcx", "--memory", "--code", "0"], "separate views", 1),
+    (["add.gcx", "--code", "0", "--format", "json"], "does not combine", 1),
+    (["graph.json", "--stage", "after"], "saved graph: it has no 'after' stage", 1),
+    (["graph.json", "--memory"], "saved graph: it has no memory plan", 1),
+    (["truncated.gcx"], "truncated", 1),
+    ([], "the following arguments are required: file", 2),
+])
+def test_errors_are_one_clear_line(capsys, compiled_file, graph_file, argv, pattern, code):
+    with open("junk.bin", "wb") as f:
+        f.write(b"\x00\x01garbage")
+    with open(compiled_file, "rb") as f:
+        data = f.read()
+    with open("truncated.gcx", "wb") as f:
+        f.write(data[:len(data) // 2])
+    rc, out, err = dump(capsys, *argv)
+    assert rc == code and out == ""
+    assert err.count("\n") == 1 and err.startswith("graphc-dump: ")
+    assert re.search(pattern, err), err
+    assert "Traceback" not in err
+
+
+def test_console_script_runs_without_traceback(tmp_path):
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    done = subprocess.run([sys.executable, "-c", "import sys; from graphc.dump_cli import main;"
+                           " sys.exit(main())", str(tmp_path / "nope.gcx")],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stderr.strip().startswith("graphc-dump: cannot read")
+    assert console_main is main
+
+
+def test_svg_needs_dot(capsys, compiled_file):
+    rc, out, err = dump(capsys, compiled_file, "--format", "svg")
+    if shutil.which("dot"):
+        assert rc == 0 and "<svg" in out
+    else:
+        assert rc == 1 and "needs Graphviz's `dot`, which is not installed" in err
+
+
+# ------------------------------------------------------------------ a real export
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    g = gc.Graph()
+    with g.as_default():
+        x = gc.placeholder(gc.float32, [None, 8], name="x")
+        w = gc.Variable(np.linspace(-1, 1, 32, dtype=np.float32).reshape(8, 4), name="w")
+        b = gc.Variable(np.arange(4, dtype=np.float32), name="b")
+        h = gc.nn.relu(gc.matmul(x, w) + b)
+        probs = gc.nn.softmax(h * 2.0 - 1.0, name="probs")
+        init = gc.global_variables_initializer()
+    with gc.Session(graph=g) as sess:
+        sess.run(init)
+        path = str(tmp_path_factory.mktemp("dump") / "mlp.gcx")
+        export(sess, path, {"x": x}, {"probs": probs})
+    return path
+
+
+def test_every_view_of_an_export(capsys, exported, tmp_path):
+    rc, out, _ = dump(capsys, exported)
+    assert rc == 0
+    for part in ("target: ", "input  x: float32 [x.0, 8]", "graph after passes:", "kernels:",
+                 "memory plan: arena", "pass counts:", "fusion: kernels="):
+        assert part in out
+    rc, before, _ = dump(capsys, exported, "--stage", "before")
+    assert "graph before passes:" in before and "MatMul" in before
+    rc, out, _ = dump(capsys, exported, "--format", "json")
+    data = json.loads(out)
+    assert data["kernels"] and all(k["code"].startswith("define") for k in data["kernels"])
+    assert data["target"]["triple"]
+    rc, out, _ = dump(capsys, exported, "--code", "0")
+    assert out.startswith("define")
+    rc, out, _ = dump(capsys, exported, "--code", "all")
+    assert "graphc_main" in out
+    rc, out, _ = dump(capsys, exported, "--after-pass", "constant_folding")
+    assert out.startswith("module ")
+    rc, out, _ = dump(capsys, exported, "--memory")
+    assert rc == 0 and "memory plan" in out
+    rc, out, _ = dump(capsys, exported, "--format", "dot")
+    assert "subgraph cluster_0" in out
+    html_path = str(tmp_path / "page.html")
+    rc, out, _ = dump(capsys, exported, "--format", "html", "-o", html_path)
+    page = open(html_path).read()
+    assert rc == 0 and out == "" and 'id="kernel-list"' in page
+    assert "http://" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "")
+    assert "https://" not in page  # self-contained: nothing fetched
+
+
+def test_html_script_is_valid_javascript(tmp_path):
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed: the browser test below covers the script")
+    from graphc.dump.html_page import _SCRIPT
+    script = tmp_path / "page.js"
+    script.write_text(_SCRIPT)
+    done = subprocess.run([node, "--check", str(script)], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+
+
+def test_html_in_headless_chromium(capsys, exported, tmp_path):
+    if CHROMIUM is None:
+        pytest.skip("chromium is not installed (Debian: apt-get install -y chromium); CI "
+                    "installs it and runs this test")
+    html_path = tmp_path / "page.html"
+    assert main([exported, "--format", "html", "-o", str(html_path)]) == 0
+    done = subprocess.run(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+         "--enable-logging=stderr", "--v=0", "--virtual-time-budget=5000", "--dump-dom",
+         html_path.as_uri()], capture_output=True, text=True, timeout=120)
+    dom = done.stdout
+    assert 'data-ready="1"' in dom, done.stderr[-2000:]
+    assert "data-errors" not in dom
+    console_errors = [line for line in done.stderr.splitlines()
+                      if "CONSOLE" in line and ("Uncaught" in line or "Error" in line)]
+    assert not console_errors, console_errors
+    items = re.findall(r'<li data-kernel="(\d+)">', dom)
+    assert items and items[0] == "0"
