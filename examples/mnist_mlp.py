@@ -2,7 +2,8 @@
 
 It prints the loss per epoch, the training speed and the test accuracy, then saves a
 checkpoint with gc.train.Saver and restores it into a fresh Session to show that the
-restored model scores the same.
+restored model scores the same. Finally it exports the trained model as a compiled file
+that examples/mnist_mlp_runtime.py runs with the standalone `runtime` package alone.
 
     python examples/mnist_mlp.py [--epochs 30] [--batch-size 64] [--out DIR]
 """
@@ -43,11 +44,12 @@ def build_model(num_features, hidden=128):
     train_op = gc.train.AdamOptimizer(1e-3).minimize(loss)
     correct = gc.equal(gc.cast(gc.argmax(logits, axis=1), gc.int32), labels)
     accuracy = gc.reduce_mean(gc.cast(correct, gc.float32), name="accuracy")
-    return images, labels, training, loss, train_op, accuracy
+    probs = gc.nn.softmax(logits, name="probs")
+    return images, labels, training, loss, train_op, accuracy, probs
 
 
 def train(sess, model, x_train, y_train, epochs, batch_size, seed=0):
-    images, labels, training, loss, train_op, _ = model
+    images, labels, training, loss, train_op = model[:5]
     rng = np.random.default_rng(seed)
     steps, start = 0, time.perf_counter()
     for epoch in range(1, epochs + 1):
@@ -76,7 +78,7 @@ def main(argv=None):
     print(f"digits: {len(x_train)} training and {len(x_test)} test images of 8x8 pixels")
     gc.set_random_seed(0)
     model = build_model(x_train.shape[1])
-    images, labels, _, _, _, accuracy = model
+    images, labels, _, _, _, accuracy, probs = model
     test_feed = {images: x_test, labels: y_test}
     saver = gc.train.Saver()
 
@@ -89,6 +91,12 @@ def main(argv=None):
         print(f"test accuracy: {test_accuracy:.4f}")
         path = saver.save(sess, os.path.join(out_dir, "mnist_mlp.ckpt"))
         print(f"saved checkpoint to {path}")
+        model_path = os.path.join(out_dir, "mnist_mlp.graphc")
+        gc.export(sess, model_path, inputs={"images": images}, outputs={"probs": probs})
+        np.save(os.path.join(out_dir, "test_images.npy"), x_test)
+        np.save(os.path.join(out_dir, "test_labels.npy"), y_test)
+        print(f"exported the compiled model to {model_path}; run it without graphc:\n"
+              f"  python examples/mnist_mlp_runtime.py {out_dir}")
 
     with gc.Session() as sess:  # a fresh session: nothing initialized until restore
         saver.restore(sess, path)

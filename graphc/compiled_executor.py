@@ -18,7 +18,12 @@ from graphc.reference_executor import ReferenceExecutable, prune, value_inputs
 
 HOST_OP_TYPES = frozenset("""IteratorGetNext MakeIterator ScalarSummary HistogramSummary
     ImageSummary MergeSummary UninitializedNames IsVariableInitialized VariableValueOrDefault
-    LogUniformCandidateSampler UniformCandidateSampler""".split())
+    LogUniformCandidateSampler UniformCandidateSampler Where""".split())
+# Why each is host-side: iterators and summaries are Python objects and strings; the
+# variable-status queries read the Session's store itself; the candidate samplers draw
+# sets without replacement (sequential, data-dependent); Where (the indices form) has a
+# data-dependent output size, which compiled code (fetch arrays allocated from the dims
+# before the call) cannot produce.
 
 
 def is_host_op(op):
@@ -62,6 +67,8 @@ class CompiledExecutable:
             [t for t in self.fetches if t.op in native_set] + post_in))
         self.native_targets = [op for op in self.targets if op in native_set]
         self.has_native = bool(native)
+        from graphc.ops.random_ops import RANDOM_OP_TYPES
+        self.random_ops = [op for op in native if op.type in RANDOM_OP_TYPES]
         self.post = None
         if post:
             known = self.native_feeds + self.native_fetches + self.pre_fetches
@@ -76,11 +83,19 @@ class CompiledExecutable:
             values.update(zip(self.pre.fetches, self.pre.run(feed_arrays, state)))
         if self.has_native:
             arrays = [values[t] for t in self.native_feeds]
+            self._create_random_states(state)
             values.update(zip(self.native_fetches, self._run_native(arrays, state)))
         if self.post is not None:
             arrays = [values[t] for t in self.post.feeds]
             values.update(zip(self.post.fetches, self.post.run(arrays, state)))
         return [values[t] for t in self.fetches]
+
+    def _create_random_states(self, state):
+        """Random ops keep their key and run counter in the state (created on first use,
+        by whichever backend runs the op first; compiled code reads and counts them)."""
+        from graphc.ops.random_ops import random_state
+        for op in self.random_ops:
+            random_state(state, op.name, op.attrs.get("seed"), op.attrs.get("seed2"))
 
     def _run_native(self, arrays, state):
         from runtime.errors import GuardFailure
@@ -94,7 +109,7 @@ class CompiledExecutable:
                 continue
         from graphc.compiler.codegen import LoweringError
         try:
-            exe = self._compile([a.shape for a in arrays])
+            exe = self._compile(arrays, state)
         except LoweringError as e:
             # Not every op has a native lowering yet: run this signature on the reference
             # executor and say so, rather than fail (the compiler issue tracks the rest).
@@ -106,11 +121,12 @@ class CompiledExecutable:
         self._variants.setdefault(ranks, []).append(exe)
         return self._call(exe, arrays, state)
 
-    def _compile(self, shapes):
+    def _compile(self, arrays, state):
         from graphc.compiler.codegen import compile_executable
         self.session.compile_count += 1
         return compile_executable(self.native_feeds, self.native_fetches, self.native_targets,
-                                  shapes)
+                                  [a.shape for a in arrays], arrays,
+                                  {name: a.shape for name, a in state.variables.items()})
 
     @staticmethod
     def _call(exe, arrays, state):

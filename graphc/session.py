@@ -3,7 +3,6 @@
 The compile-and-run boundary is `_executable(feeds, fetches, targets)`: everything
 before it is checking and binding, everything after it is the backend's business.
 """
-import collections
 import os
 import threading
 import warnings
@@ -85,8 +84,10 @@ class Session:
         self._state = SessionState()
         self._cache = {}
         self._closed = False
-        self._growth = collections.deque(maxlen=_GROWTH_RUNS + 1)
+        self._last_version = None
+        self._growth_streak = 0
         self._warned_growth = False
+        self._plans = {}
         # the reference backend runs everything on the host CPU
         self._devices = ["/job:localhost/replica:0/task:0/device:CPU:0"]
         self._device_types = {"CPU"}
@@ -115,6 +116,7 @@ class Session:
     def close(self):
         self._closed = True
         self._cache.clear()
+        self._plans.clear()
 
     @property
     def sess_str(self):
@@ -122,6 +124,21 @@ class Session:
 
     # -------------------------------------------------------------------- run
     def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
+        """Runs the ops needed for `fetches` given `feed_dict`; returns values in the shape
+        of `fetches`. A repeated call with the same fetches and feed keys takes a fast path
+        (a plan made by the first call) that only checks and binds the fed arrays."""
+        try:
+            plan = self._plans.get((type(fetches), _hashable(fetches),
+                                    tuple(feed_dict) if feed_dict else ()))
+        except TypeError:  # unhashable fetches (a dict): no fast path
+            plan = None
+        if plan is not None:
+            result = plan(feed_dict)
+            if result is not _SLOW:
+                return result
+        return self._run(fetches, feed_dict)
+
+    def _run(self, fetches, feed_dict):
         if self._closed:
             raise RuntimeError("Attempted to use a closed Session.")
         structure = _FetchStructure(self.graph, fetches)
@@ -134,9 +151,53 @@ class Session:
                                tuple(dict.fromkeys(targets)))
         values = exe.run(feed_arrays, self._state)
         by_tensor = dict(zip(exe.fetches, values))
-        results = [by_tensor[leaf] if isinstance(leaf, Tensor) else None
-                   for leaf in structure.leaves]
-        return structure.build([_as_result(r) for r in results])
+        positions = [exe.fetches.index(leaf) if isinstance(leaf, Tensor) else None
+                     for leaf in structure.leaves]
+        self._remember_plan(fetches, feed_dict, feeds, exe, structure, positions)
+        return structure.build([_as_result(by_tensor[leaf]) if isinstance(leaf, Tensor)
+                                else None for leaf in structure.leaves])
+
+    def _remember_plan(self, fetches, feed_dict, feeds, exe, structure, positions):
+        """Stores the fast path for this (fetches, feed keys): it converts each fed value
+        to its tensor's dtype, checks a shape once per distinct shape, runs `exe`."""
+        try:
+            key = (type(fetches), _hashable(fetches), tuple(feed_dict) if feed_dict else ())
+            hash(key)
+        except TypeError:
+            return
+        checks = [(t.dtype.np, t) for t in feeds]
+        seen_shapes = [set() for _ in feeds]
+        state = self._state
+        single = positions[0] if not isinstance(fetches, (list, tuple)) else None
+
+        def plan(feed_dict):
+            arrays = []
+            if feed_dict:
+                for (dtype, t), seen, v in zip(checks, seen_shapes, feed_dict.values()):
+                    if type(v) is np.ndarray and v.dtype == dtype:
+                        a = v
+                    elif isinstance(v, (int, float, np.generic)):
+                        a = np.asarray(v, dtype=dtype)
+                    else:
+                        return _SLOW  # conversions and their errors: the general path
+                    if a.shape not in seen:
+                        if not t.shape.is_compatible_with(a.shape):
+                            return _SLOW
+                        seen.add(a.shape)
+                    arrays.append(a)
+            if self._closed:
+                return _SLOW
+            if self.graph.version != self._last_version:
+                self._note_graph_growth()
+            else:
+                self._growth_streak = 0
+            values = exe.run(arrays, state)
+            if single is not None:
+                return _as_result(values[single])
+            return structure.build([None if p is None else _as_result(values[p])
+                                    for p in positions])
+
+        self._plans[key] = plan
 
     def _bind_feeds(self, feed_dict):
         feeds, arrays = [], []
@@ -166,17 +227,18 @@ class Session:
         return feeds, arrays
 
     def _note_graph_growth(self):
-        self._growth.append(self.graph.version)
-        h = list(self._growth)
-        if (not self._warned_growth and len(h) == _GROWTH_RUNS + 1
-                and all(b > a for a, b in zip(h, h[1:]))):
+        version = self.graph.version
+        grew = self._last_version is not None and version > self._last_version
+        self._growth_streak = self._growth_streak + 1 if grew else 0
+        if self._growth_streak >= _GROWTH_RUNS and not self._warned_growth:
             self._warned_growth = True
             warnings.warn(
-                f"The graph grew by {h[-1] - h[-2]} ops between each of the last {_GROWTH_RUNS} "
-                "Session.run calls: ops are probably being created inside the training loop, "
-                "which makes every step slower and leaks memory. Build the graph once before "
-                "the loop (call graph.finalize() to make this an error).",
-                RuntimeWarning, stacklevel=3)
+                f"The graph grew by {version - self._last_version} ops between each of the "
+                f"last {_GROWTH_RUNS} Session.run calls: ops are probably being created inside "
+                "the training loop, which makes every step slower and leaks memory. Build the "
+                "graph once before the loop (call graph.finalize() to make this an error).",
+                RuntimeWarning, stacklevel=4)
+        self._last_version = version
 
     def _executable(self, feeds, fetches, targets):
         key = (feeds, fetches, targets)
@@ -227,6 +289,13 @@ class Session:
 
     def _set_variable_value(self, var_op, value):
         self._state.variables[var_op.name] = value
+
+
+_SLOW = object()  # a plan's answer when the general path must handle the call
+
+
+def _hashable(fetches):
+    return tuple(fetches) if type(fetches) is list else fetches
 
 
 def _as_result(value):

@@ -111,7 +111,16 @@ class Executable:
         self.variables = spec.get("variables", [])
         self.error_sites = spec.get("error_sites", [])
         self._guards = [tuple(g) for g in spec.get("guards", [])]
+        # feeds whose VALUES the code was specialized on (shape-determining integers)
+        self._value_guards = []
+        for g in spec.get("value_guards", []):
+            feed = g["feed"]
+            if not 0 <= feed < len(spec.get("feeds", [])):
+                raise ValueError(f"value guard on feed {feed}, which the spec does not have")
+            self._value_guards.append((feed, tuple(g["shape"]), list(g["values"]),
+                                       g.get("name", f"feed {feed}")))
         self._arena_expr = spec.get("arena_bytes", 0)
+        self._detail_slots = int(spec.get("error_detail_slots", 0))
         self._feed_dtypes = [_dtype(f["dtype"], f"feed {f['name']}") for f in self.feeds]
         self._symbols = []
         for s in spec.get("symbols", []):
@@ -213,6 +222,8 @@ class Executable:
                 objs[i] = id(a)
                 key.append(a.shape)
             key = tuple(key)
+            if self._value_guards:
+                self._check_values(feeds)
             plan = self._memo.get(key)
             if plan is None:
                 plan = self._plan(key)
@@ -239,10 +250,17 @@ class Executable:
             else:
                 rc = self._call_direct(feeds, outs, plan)
             if rc:
-                raise self._failure(rc)
+                raise self._failure(rc, plan)
             if self._post:
                 return self._with_copied_fetches(outs, feeds)
             return outs
+
+    def _check_values(self, feeds):
+        for feed, shape, values, name in self._value_guards:
+            a = feeds[feed]
+            if a.shape != shape or a.reshape(-1).tolist() != values:
+                raise GuardFailure(f"feed {name} has value {a.tolist()}, the code was "
+                                   f"specialized on {np.reshape(values, shape).tolist()}")
 
     def _call_direct(self, feeds, outs, plan):
         """The entry called with pointer arrays filled in Python (no wrapper available)."""
@@ -258,7 +276,7 @@ class Executable:
         a = np.asarray(a)
         if a.dtype != self._feed_dtypes[i]:
             raise FeedError(f"feed {feed['name']} must be {feed['dtype']}, got {a.dtype}")
-        return np.ascontiguousarray(a)
+        return np.asarray(a, order="C")  # (np.ascontiguousarray makes a 0-d feed 1-d)
 
     def _plan(self, key):
         """Checks the feed shapes against the spec and evaluates every dim expression."""
@@ -278,7 +296,9 @@ class Executable:
                 raise GuardFailure("guard failed: " + shapes.guard_text(guard, env), guard)
         plan = _Plan()
         plan.env = env
-        plan.syms = (ctypes.c_int64 * max(len(self._symbols), 1))(
+        # the symbol values, then the slots where failing code leaves the values its
+        # error message shows (spec "error_detail_slots")
+        plan.syms = (ctypes.c_int64 * max(len(self._symbols) + self._detail_slots, 1))(
             *[env[name] for name, _, _ in self._symbols])
         plan.fetch_alloc = [(shapes.evaluate_dims(f["dims"], env), dtype)
                             for f, dtype in zip((f for f in self.fetches
@@ -303,6 +323,10 @@ class Executable:
                     raise UninitializedVariable(name)
                 arr = store[name] = np.empty(shape, dtype)
             elif arr.dtype != dtype or arr.shape != shape:
+                if var.get("read", True) and var.get("shape_guard") and arr.dtype == dtype:
+                    self._var_bound = [_UNBOUND] * len(self.variables)
+                    raise GuardFailure(f"variable {name} has shape {list(arr.shape)}, the "
+                                       f"code was compiled for {list(shape)}")
                 if var.get("read", True):
                     raise VariableMismatch(
                         f"variable {name} holds a {arr.dtype} array of shape "
@@ -315,12 +339,35 @@ class Executable:
             self._var_bound[j] = arr
         self._var_bound_shapes = plan.var_shapes
 
-    def _failure(self, rc):
+    def _failure(self, rc, plan=None):
         if 1 <= rc <= len(self.error_sites):
             site = self.error_sites[rc - 1]
-            return KernelFailure(site["class"], site["message"], site.get("op", ""))
+            message = site["message"]
+            if site.get("args") and plan is not None:
+                message = self._format_details(message, site["args"], plan)
+            return KernelFailure(site["class"], message, site.get("op", ""))
         return KernelFailure("InternalError", f"compiled code returned unknown status {rc}",
                              "")
+
+    def _format_details(self, message, kinds, plan):
+        """The site's message template filled with the values the failing code left in
+        the syms slots after the symbols: ints, or linear positions shown as [i,j]."""
+        base = len(self._symbols)
+        values = []
+        for k, kind in enumerate(kinds[:self._detail_slots]):
+            v = int(plan.syms[base + k])
+            if isinstance(kind, dict):
+                dims = shapes.evaluate_dims(kind["index"], plan.env)
+                index = []
+                for d in reversed(dims):
+                    index.append(v % d if d else 0)
+                    v = v // d if d else 0
+                v = "[" + ",".join(str(i) for i in reversed(index)) + "]" if dims else ""
+            values.append(v)
+        try:
+            return message.format(*values)
+        except (IndexError, KeyError, ValueError):
+            return message
 
     def _with_copied_fetches(self, outs, feeds):
         result = [None] * len(self.fetches)

@@ -17,29 +17,63 @@ so do fill(shape(x), v), reshape(g, shape(x)), random_uniform(shape(x)), shape(x
 Decisions inference takes on the hints are recorded in `module.guards`; the module is
 valid for every feed whose dims satisfy them (`check_guards`). A dim that depends on data
 (Where's row count) stays None and makes the module not static-shaped.
+
+Shape-determining VALUES (a fed reshape shape, fill dims, a range limit, a slice bound, a
+transpose perm, a reduction or concat axis) are compile-time constants, as in XLA: when
+shape inference reads the value of a small integer feed (at most MAX_SPECIALIZED_ELEMENTS
+elements), the module is specialized on the value fed in the run being compiled. The
+feed's uses read a Const holding that value and `module.value_guards` records it; the
+runtime checks the fed value on every run and a different value compiles a new variant.
+Integer feeds whose values inference never reads (labels, gather indices) are never
+specialized. Values computed from data at run time stay unknown (dims of None).
+
+Inference that fails for the fed sizes or values is the run-time error the reference
+executor would raise: InvalidArgumentError naming the op, with the message of the op's
+reference kernel run on stand-in data of those sizes (zeros, and the known values).
 """
 import itertools
+from collections.abc import Mapping
+
+import numpy as np
 
 from graphc import dtypes, errors
-from graphc.compiler.ir import PARAMETER, Module
+from graphc.compiler.ir import PARAMETER, Module, normalize_dims
+from graphc.compiler.kernel import dims_equal
 from graphc.framework.graph import Tensor, format_location
 from graphc.framework.symbolic import GuardSet, SymDim, concrete
 from graphc.framework.tensor_shape import TensorShape
 from graphc.reference_executor import op_error, prune
 
 _module_counter = itertools.count(1)
+MAX_SPECIALIZED_ELEMENTS = 64  # larger integer feeds are data, never shape values
+_MAX_STAND_IN_ELEMENTS = 1 << 22  # per input, for the reference kernel's error message
 
 
-def lower(feeds, fetches, targets, feed_shapes, name=None):
+def lower(feeds, fetches, targets, feed_shapes, name=None, feed_values=None,
+          variable_shapes=None):
     """Builds the Module for running `targets` and fetching `fetches` given `feeds`
     (graphc Tensors, Tensors, Operations: ReferenceExecutable's arguments).
 
     feed_shapes: the shapes of the arrays fed in the run being compiled, one per feed;
-    they give the symbols' hints and the ranks of feeds of unknown rank."""
+    they give the symbols' hints and the ranks of feeds of unknown rank.
+    feed_values: optionally the fed arrays themselves (one per feed, or None): the small
+    integer ones may be specialized on (see the module docstring); without them a
+    shape-determining feed leaves its dims unknown.
+    variable_shapes: {variable name: shape} of the Session's variables now; a variable
+    whose graph shape is not fully known (validate_shape=False) takes the shape it holds
+    (the runtime checks it, runtime.GuardFailure when it changed), or, when the run only
+    assigns it, the shape of the value assigned."""
     feeds, feed_shapes = list(feeds), [tuple(s) for s in feed_shapes]
     if len(feeds) != len(feed_shapes):
         raise ValueError(f"lower: {len(feeds)} feeds but {len(feed_shapes)} feed shapes")
-    return _Lowering(feeds, list(fetches), list(targets), feed_shapes, name).module
+    return _Lowering(feeds, list(fetches), list(targets), feed_shapes, name,
+                     feed_values, variable_shapes).module
+
+
+def specializable(dtype, array):
+    """Whether a fed array may become a compile-time constant: small and integer."""
+    return array is not None and dtype.is_integer and \
+        np.size(array) <= MAX_SPECIALIZED_ELEMENTS
 
 
 def signature_key(feeds, fetches, targets, feed_arrays):
@@ -57,15 +91,24 @@ def _module_name(fetches, targets):
 
 
 class _Lowering:
-    def __init__(self, feeds, fetches, targets, feed_shapes, name):
+    def __init__(self, feeds, fetches, targets, feed_shapes, name, feed_values=None,
+                 variable_shapes=None):
         self.module = m = Module(name or _module_name(fetches, targets))
         self.values = {}      # graphc Tensor -> ir Value
         self.nodes = {}       # graphc Operation -> ir Node
         self._stand_ins = {}  # hints? -> {graphc Tensor: its stand-in}
         self.fed = set(feeds)
+        self.feed_index = {t: i for i, t in enumerate(feeds)}
+        self.value_candidates = {
+            t: np.array(a, dtype=t.dtype.np) for t, a in zip(feeds, feed_values or ())
+            if specializable(t.dtype, a)}
+        self.specialized = {}  # fed Tensor -> the value the module is specialized on
         ops = [op for op in prune(fetches, targets, feeds)
                if not op.outputs or not all(t in self.fed for t in op.outputs)]
         _check_fed(ops)
+        self.variable_shapes = variable_shapes or {}
+        self.read_variables = _variables_read(ops, fetches)
+        self.var_dims = {}  # variable name -> its dims in this module (decided once)
         with GuardSet() as guards:
             for i, (t, shape) in enumerate(zip(feeds, feed_shapes)):
                 self._lower_feed(i, t, shape, guards)
@@ -76,6 +119,7 @@ class _Lowering:
             m.outputs = [self.values[t] if t in self.values else
                          end_reads.setdefault(t, self._read_variable(t)) for t in fetches]
         m.guards = list(guards.guards)
+        self._use_specialized_values()
         roots = [self.nodes[op] for op in targets if op in self.nodes]
         roots += [n for n in m.nodes if n.has_side_effect]
         m.roots = list(dict.fromkeys(roots))
@@ -105,6 +149,27 @@ class _Lowering:
                                     t.op.location)
         self.values[t] = node.outputs[0]
 
+    def specialize(self, t):
+        """The value of fed tensor t, which shape inference needs: the module becomes
+        specialized on it (its uses read a Const; the runtime checks the feed)."""
+        value = self.value_candidates[t]
+        if t not in self.specialized:
+            for d in self.values[t].dims:  # the value fixes the feed's dims
+                int(d)
+            self.specialized[t] = value
+        return value
+
+    def _use_specialized_values(self):
+        m = self.module
+        m.value_guards = []
+        first = next((n for n in m.nodes if n.type != PARAMETER), None)
+        for t, value in self.specialized.items():
+            const = m.add_constant(value, before=first, name=t.op.name, location=t.op.location)
+            m.replace_all_uses(self.values[t], const)
+            m.value_guards.append({"feed": self.feed_index[t], "name": t.name,
+                                   "dtype": value.dtype.name, "shape": list(value.shape),
+                                   "values": [int(x) for x in value.reshape(-1)]})
+
     def _lower_op(self, op):
         m = self.module
         refs = op.op_def.ref_inputs
@@ -113,7 +178,8 @@ class _Lowering:
         for j, t in enumerate(op.inputs):
             if j in refs:
                 v = t.op
-                inputs.append(m.add_variable(v.name, t.dtype, _graph_dims(t), v.location))
+                inputs.append(m.add_variable(v.name, t.dtype, self._variable_dims(t),
+                                             v.location))
             elif t in self.values:
                 inputs.append(self.values[t])
             else:
@@ -126,11 +192,49 @@ class _Lowering:
         self.nodes[op] = node
         for t, v in zip(op.outputs, node.outputs):
             self.values.setdefault(t, v)   # a fed output keeps its Parameter
+        if op.type == "Assign" and self.var_dims.get(op.inputs[0].op.name) is None:
+            self._assigned_dims(op, node)
+
+    def _variable_dims(self, t):
+        """The dims of t's variable in this module: its graph shape when fully known,
+        else the shape it holds (guarded by the runtime), else (only assigned in this
+        run) None until its Assign is lowered."""
+        name = t.op.name
+        if name in self.var_dims:
+            return self.var_dims[name]
+        dims = _graph_dims(t)
+        if dims is None or None in dims:
+            held = self.variable_shapes.get(name)
+            if name in self.read_variables and held is not None and \
+                    (dims is None or len(dims) == len(held)):
+                dims = tuple(int(d) for d in held)
+                self.module.shape_guarded_variables = \
+                    getattr(self.module, "shape_guarded_variables", set()) | {name}
+            elif name not in self.read_variables:
+                dims = None  # set by the Assign
+            elif held is None:  # what the reference executor says when it reads it
+                raise errors.FailedPreconditionError(
+                    None, t.op, f"Attempting to use uninitialized value {name}\n\t [[node "
+                                f"{t.op.describe()}]]")
+        self.var_dims[name] = dims
+        return dims
+
+    def _assigned_dims(self, op, node):
+        """A variable of unknown shape that this run only assigns has the value's dims."""
+        name = op.inputs[0].op.name
+        ref = self.module.variables[name]
+        dims = node.outputs[0].dims
+        if ref.dims is not None and not dims_equal(ref.dims, dims):
+            from graphc.compiler.codegen.views import LoweringError
+            raise LoweringError(f"variable {name} is assigned values of dims {ref.dims} and "
+                                f"{dims} in one run")
+        ref.dims = normalize_dims(dims)
+        self.var_dims[name] = ref.dims
 
     def _read_variable(self, t):
         """A VariableV2 node reading t's variable now (appended to the module)."""
         var = t.op
-        dims = _graph_dims(t)
+        dims = self._variable_dims(t)
         self.module.add_variable(var.name, t.dtype, dims, var.location)
         node = self.module.add_node("VariableV2", [], var.attrs, [(t.dtype, dims)], var.name,
                                     var.location)
@@ -138,13 +242,55 @@ class _Lowering:
 
     def _output_dims(self, op):
         """Each output's dims from op's shape inference on symbolic stand-in inputs."""
+        if op.type == "PlaceholderWithDefault" and op.inputs[0] in self.values:
+            # not fed (a fed one is a Parameter): its value is its input, whose dims are
+            # known here; its own inference gives the declared, looser shape
+            return [self.values[op.inputs[0]].dims]
         try:
             specs = op.op_def.infer([self.stand_in(t) for t in op.inputs], dict(op.attrs))
         except ValueError as e:  # impossible for this run's feeds, e.g. a reshape's size
-            raise op_error(op, self._concrete_message(op, e)) from None
+            raise op_error(op, self._failure_message(op, e)) from None
         if isinstance(specs, tuple) and len(specs) == 2 and isinstance(specs[1], dtypes.DType):
             specs = [specs]
         return [_merge_dims(spec[0], t.shape) for spec, t in zip(specs, op.outputs)]
+
+    def _failure_message(self, op, error):
+        """The reference kernel's error for these sizes (what TF says at run time), with
+        shape inference's own message after it when that says something else."""
+        static = self._concrete_message(op, error)
+        kernel = self._run_time_message(op)
+        if kernel is None or kernel == static:
+            return static
+        return f"{kernel} ({static})"
+
+    def _run_time_message(self, op):
+        """What the op's reference kernel says when it runs on inputs of this run's sizes
+        (zeros, or the values known at compile time), or None if it does not fail: the
+        error the reference executor gives for these feeds."""
+        from graphc.framework.static_value import constant_value
+        d = op.op_def
+        if d.uses_context or d.stateful or d.ref_inputs:
+            return None
+        args = []
+        with GuardSet():
+            for t in op.inputs:
+                s = self.stand_in(t, True)
+                v = constant_value(s)
+                if v is None or np.asarray(v).dtype == object:
+                    shape = s.shape.as_tuple_or_none()
+                    if shape is None or None in shape:
+                        return None
+                    if int(np.prod(shape)) > _MAX_STAND_IN_ELEMENTS:
+                        return None  # not worth allocating for a message
+                    v = np.zeros(shape, t.dtype.np)
+                args.append(np.asarray(v, t.dtype.np))
+        try:
+            d.kernel(*args, **op.attrs)
+        except errors.KernelError as e:
+            return str(e)
+        except Exception:  # noqa: BLE001 - any other failure: inference's message is better
+            return None
+        return None
 
     def _concrete_message(self, op, error):
         """The error inference gives with this run's sizes in place of the symbols (the
@@ -163,22 +309,29 @@ class _Lowering:
         s = cache.get(t)
         if s is None:
             v = self.values.get(t)
+            if v is None and t.op.type == "VariableV2" and \
+                    self.var_dims.get(t.op.name) is not None:
+                v = self.module.variables[t.op.name]  # its dims as decided here
             shape = t.shape if v is None else TensorShape(
                 v.dims if v.dims is None or not hints else
                 [d.hint if isinstance(d, SymDim) else d for d in v.dims])
-            s = cache[t] = Tensor(_StandInOp(t.op, self, t in self.fed, hints),
+            s = cache[t] = Tensor(_StandInOp(t, self, t in self.fed, hints),
                                   t.value_index, shape, t.dtype)
         return s
 
 
 class _StandInOp:
     """A graph op as shape inference sees it while lowering: its inputs are stand-ins. The
-    producer of a fed tensor looks like a Placeholder: its value is the feed, not its own."""
+    producer of a fed tensor looks like a Placeholder: its value is the feed, not its own;
+    a small integer feed looks like a Const whose value, once read, specializes the module
+    on it."""
 
-    def __init__(self, op, lowering, fed, hints):
-        self._op = op
+    def __init__(self, t, lowering, fed, hints):
+        self._op = t.op
+        self._tensor = t
         self._lowering = lowering
         self._fed = fed
+        self._value_fed = fed and t in lowering.value_candidates
         self._hints = hints
 
     def __getattr__(self, name):
@@ -186,12 +339,41 @@ class _StandInOp:
 
     @property
     def type(self):
+        if self._value_fed:
+            return "Const"
         return "Placeholder" if self._fed else self._op.type
+
+    @property
+    def attrs(self):
+        if self._value_fed:
+            return _FedValueAttrs(self._lowering, self._tensor)
+        return self._op.attrs
 
     @property
     def inputs(self):
         return [] if self._fed else [self._lowering.stand_in(t, self._hints)
                                      for t in self._op.inputs]
+
+
+class _FedValueAttrs(Mapping):
+    """The attrs of a small integer feed seen as a Const: reading "value" specializes."""
+
+    def __init__(self, lowering, t):
+        self._lowering = lowering
+        self._t = t
+
+    def __getitem__(self, key):
+        if key == "value":
+            return self._lowering.specialize(self._t)
+        if key == "dtype":
+            return self._t.dtype
+        raise KeyError(key)
+
+    def __iter__(self):
+        return iter(("value", "dtype"))
+
+    def __len__(self):
+        return 2
 
 
 def _merge_dims(inferred, graph_shape):
@@ -214,6 +396,18 @@ def _merge_dims(inferred, graph_shape):
 
 def _graph_dims(t):
     return t.shape.as_tuple_or_none()
+
+
+def _variables_read(ops, fetches):
+    """Names of the variables whose values the run reads (VariableV2 outputs used as
+    values or fetched, and the variables AssignAdd/AssignSub update)."""
+    from graphc.reference_executor import value_inputs
+    read = {t.op.name for t in fetches if t.op.type == "VariableV2"}
+    for op in ops:
+        read |= {t.op.name for t in value_inputs(op) if t.op.type == "VariableV2"}
+        if op.type in ("AssignAdd", "AssignSub"):
+            read.add(op.inputs[0].op.name)
+    return read
 
 
 def _check_fed(ops):

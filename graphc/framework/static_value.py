@@ -35,8 +35,10 @@ def constant_value(tensor):
             return out if out.dtype == object else out.astype(tensor.dtype.np)
     if op.type in ("Identity", "StopGradient"):
         return constant_value(op.inputs[0])
-    if tensor.dtype.is_integer and len(op.outputs) == 1 and op.inputs and _pure(op):
-        # small integer arithmetic on known values (shape math such as shape(x)[0] * 2)
+    if (tensor.dtype.is_integer or tensor.dtype.name == "bool") and len(op.outputs) == 1 \
+            and op.inputs and _pure(op):
+        # small integer arithmetic on known values (shape math such as shape(x)[0] * 2,
+        # and the comparisons that pick dims: where(reduced, 1, shape(x)))
         values = [constant_value(t) for t in op.inputs]
         if all(v is not None and v.size <= 64 for v in values):
             out = np.asarray(op.op_def.kernel(*values, **op.attrs))

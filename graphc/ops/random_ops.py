@@ -1,7 +1,14 @@
-"""Random ops with TF1's seed rules: the same graph and op seeds give the same numbers."""
+"""Random ops with TF1's seed rules: the same graph and op seeds give the same numbers.
+
+The numbers are counter-based (Philox4x32-10, below): element i of an op's output in its
+r-th run of a Session is a function of (key, r, i), the key coming from (seed, seed2) or,
+for an unseeded op, from OS entropy once per Session. The key and r live in the Session
+state (random_state), which the compiled backend reads and advances too, computing the
+same function (kernels/philox.py), so both backends draw the same numbers.
+"""
 import numpy as np
 
-from graphc import dtypes
+from graphc import dtypes, errors
 from graphc.framework.graph import get_default_graph, name_scope
 from graphc.framework.op_def import register_op
 from graphc.framework.static_value import shape_from_tensor
@@ -37,28 +44,130 @@ def _shape_of(shape):
     return shape
 
 
+# ------------------------------------------------------------------ Philox4x32-10
+# Counter-based generation (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3"):
+# element i of a random op's output in its r-th run is a pure function of
+#   key = (k0, k1) from the op's (seed, seed2), or from OS entropy once per session op,
+#   counter = (lo32(i), hi32(i), lo32(r), hi32(r) << 4 | draw).
+# The compiled code (kernels/philox.py) computes the same function, operation by
+# operation, so both backends draw the same numbers for the same seeds.
+PHILOX_M = (0xD2511F53, 0xCD9E8D57)
+PHILOX_W = (0x9E3779B9, 0xBB67AE85)
+TRUNCATED_DRAWS = 4   # Box-Muller draws (2 candidates each) before the fallback
+_M32 = np.uint64(0xFFFFFFFF)
+
+
+def philox4x32(counter, key):
+    """Philox4x32-10 of counter words (4 uint32 arrays) and key (2 uint32 scalars)."""
+    c = [np.asarray(w, np.uint64) for w in counter]
+    k0, k1 = np.uint64(key[0]), np.uint64(key[1])
+    for r in range(10):
+        if r:
+            k0 = (k0 + np.uint64(PHILOX_W[0])) & _M32
+            k1 = (k1 + np.uint64(PHILOX_W[1])) & _M32
+        p0 = c[0] * np.uint64(PHILOX_M[0])
+        p1 = c[2] * np.uint64(PHILOX_M[1])
+        c = [(p1 >> np.uint64(32)) ^ c[1] ^ k0, p1 & _M32,
+             (p0 >> np.uint64(32)) ^ c[3] ^ k1, p0 & _M32]
+    return [w.astype(np.uint32) for w in c]
+
+
+def random_state_name(op_name):
+    """The Session state entry holding an op's key and run counter (':' cannot occur in
+    op names, so it never collides with a variable)."""
+    return f"{op_name}:random_state"
+
+
+def philox_key(seed, seed2):
+    """The two 32-bit key words of a seeded op."""
+    a, b = int(seed or 0) & (2 ** 64 - 1), int(seed2 or 0) & (2 ** 64 - 1)
+    return (a & 0xFFFFFFFF) ^ (b >> 32), (b & 0xFFFFFFFF) ^ (a >> 32)
+
+
+def random_state(state, op_name, seed, seed2):
+    """The op's int64 [k0, k1, runs so far] array in the session state (kept with the
+    variables, where compiled code reads it and counts the run); created on first use,
+    with an OS-random key for unseeded ops."""
+    name = random_state_name(op_name)
+    arr = state.variables.get(name)
+    if arr is None:
+        if seed is None and seed2 is None:
+            import secrets
+            key = (secrets.randbits(32), secrets.randbits(32))
+        else:
+            key = philox_key(seed, seed2)
+        arr = state.variables[name] = np.array([key[0], key[1], 0], np.int64)
+    return arr
+
+
+def _philox_words(state, op, shape, draws=1):
+    """[draw][word] uint32 arrays of the op's elements for this run; counts the run."""
+    arr = random_state(state, op.name, op.attrs.get("seed"), op.attrs.get("seed2"))
+    key, run = (int(arr[0]), int(arr[1])), int(arr[2])
+    arr[2] += 1
+    index = np.arange(int(np.prod(shape)), dtype=np.uint64)
+    lo, hi = index & _M32, index >> np.uint64(32)
+    return [philox4x32([lo, hi, np.uint64(run & 0xFFFFFFFF),
+                        np.uint64((((run >> 32) << 4) | d) & 0xFFFFFFFF)], key)
+            for d in range(draws)]
+
+
+def _u64(hi, lo):
+    return (hi.astype(np.uint64) << np.uint64(32)) | lo.astype(np.uint64)
+
+
+def _unit53(hi, lo, open_at_zero=False):
+    m = _u64(hi, lo) >> np.uint64(11)
+    if open_at_zero:
+        m = m + np.uint64(1)
+    return m.astype(np.float64) * 2.0 ** -53
+
+
+def _box_muller(w):
+    r = np.sqrt(np.log(_unit53(w[0], w[1], open_at_zero=True)) * -2.0)
+    theta = _unit53(w[2], w[3]) * (2.0 * np.pi)
+    return r * np.cos(theta), r * np.sin(theta)
+
+
+def _uniform_of(w, dtype):
+    if dtype == np.float64:
+        return _unit53(w[0], w[1])
+    bits, scale = (21, 2.0 ** -11) if dtype == np.float16 else (8, 2.0 ** -24)
+    return ((w[0] >> np.uint32(bits)).astype(np.float32) * np.float32(scale)).astype(dtype)
+
+
 def _normal(state, op, shape):
-    return state.rng_for(op).standard_normal(_shape_of(shape))
+    shape = _shape_of(shape)
+    z, _ = _box_muller(_philox_words(state, op, shape)[0])
+    return z.astype(op.attrs["dtype"].np).reshape(shape)
 
 
 def _uniform(state, op, shape):
-    return state.rng_for(op).random(_shape_of(shape))
+    shape = _shape_of(shape)
+    w = _philox_words(state, op, shape)[0]
+    return _uniform_of(w, op.attrs["dtype"].np).reshape(shape)
 
 
 def _truncated(state, op, shape):
-    rng = state.rng_for(op)
-    out = rng.standard_normal(_shape_of(shape))
-    bad = np.abs(out) > 2.0
-    while bad.any():
-        out[bad] = rng.standard_normal(int(bad.sum()))
-        bad = np.abs(out) > 2.0
-    return out
+    """The first of 2 * TRUNCATED_DRAWS Box-Muller candidates within 2 standard deviations
+    (TF redraws until one is); if none, 4 u - 2 (u of the last draw: deterministic)."""
+    shape = _shape_of(shape)
+    draws = _philox_words(state, op, shape, TRUNCATED_DRAWS)
+    candidates = [z for w in draws for z in _box_muller(w)]
+    out = _unit53(draws[-1][2], draws[-1][3]) * 4.0 - 2.0
+    for z in reversed(candidates):
+        out = np.where(np.abs(z) <= 2.0, z, out)
+    return out.astype(op.attrs["dtype"].np).reshape(shape)
 
 
 def _uniform_int(state, op, shape, minval, maxval):
     if not minval < maxval:
-        raise ValueError(f"Need minval < maxval, got {minval} >= {maxval}")
-    return state.rng_for(op).integers(minval, maxval, _shape_of(shape))
+        raise errors.KernelError(f"Need minval < maxval, got {minval} >= {maxval}")
+    shape = _shape_of(shape)
+    w = _philox_words(state, op, shape)[0]
+    span = np.uint64((int(maxval) - int(minval)) % 2 ** 64)
+    value = (np.uint64(int(minval) % 2 ** 64) + _u64(w[0], w[1]) % span)
+    return value.astype(minval.dtype).reshape(shape)
 
 
 for _type, _kernel in [("RandomStandardNormal", _normal), ("RandomUniform", _uniform),
@@ -67,6 +176,8 @@ for _type, _kernel in [("RandomStandardNormal", _normal), ("RandomUniform", _uni
 register_op("RandomUniformInt", infer=lambda inputs, a: (shape_from_tensor(inputs[0]),
                                                           inputs[1].dtype),
             kernel=_uniform_int, stateful=True, uses_context=True)
+RANDOM_OP_TYPES = ("RandomStandardNormal", "RandomUniform", "TruncatedNormal",
+                   "RandomUniformInt")
 
 
 def _random(op_type, shape, dtype, seed, name):

@@ -17,7 +17,13 @@ Kernel kinds and their lowering (the table KERNEL_LOWERINGS):
 - "gemm" (gemm_kernel.py): a BLAS sgemm/dgemm call (a loop of them for batched
   products), then the elementwise epilogue as a loop over the output, in place.
   Integer products have no BLAS and are lowered as loop kernels.
-- "conv", "opaque": not lowered yet (LoweringError names the op type).
+- "conv" (conv_kernel.py): im2col into a per-image scratch buffer + BLAS gemm (col2im
+  for the input gradient), then the epilogue; direct loop rules for non-BLAS types.
+- "opaque": a template per op type (OPAQUE_LOWERINGS: Cumsum's scan, GatherGrad's
+  scatter-add), else the op's loop rule (pooling and its gradients in gather form,
+  MirrorPadGrad, InvertPermutation: window_rules.py) as a one-node loop kernel.
+- random ops (random.py) are loop rules computing Philox samples; every lowering is
+  wrapped so that a kernel computing them counts the run in the Session state.
 
 HOW TO ADD AN OP
 - Elementwise: give it a scalar emitter in kernels/scalar_ops.py (SCALAR_OPS); the
@@ -31,10 +37,15 @@ HOW TO ADD AN OP
   calls a library or emits loops directly, then the epilogue through the loop machinery)
   and register it in KERNEL_LOWERINGS under the kernel kind fusion gives it.
 """
+from graphc.compiler.codegen import random as random_codegen
+from graphc.compiler.codegen import window_rules
+from graphc.compiler.codegen.conv_kernel import lower_conv_kernel
 from graphc.compiler.codegen.entry import Program
 from graphc.compiler.codegen.gemm_kernel import has_blas_gemm, lower_gemm_kernel
 from graphc.compiler.codegen.loop_kernel import lower_loop_kernel
 from graphc.compiler.codegen.op_lowering import LOOP_RULES
+from graphc.compiler.codegen.scan_kernel import lower_cumsum_kernel
+from graphc.compiler.codegen.scatter_kernel import lower_gather_grad_kernel
 from graphc.compiler.codegen.views import LoweringError
 
 __all__ = ["generate", "compile_module", "compile_executable", "compile_and_run",
@@ -47,10 +58,27 @@ def _lower_gemm_or_loop(program, kernel, name, scalar_ops, rules):
     return lower_loop_kernel(program, kernel, name, scalar_ops, rules)
 
 
-KERNEL_LOWERINGS = {
+OPAQUE_LOWERINGS = {
+    "Cumsum": lower_cumsum_kernel,
+    "GatherGrad": lower_gather_grad_kernel,
+}
+
+
+def _lower_opaque(program, kernel, name, scalar_ops, rules):
+    main = kernel.main if getattr(kernel, "main", None) is not None else kernel.nodes[0]
+    lower = OPAQUE_LOWERINGS.get(main.type, lower_loop_kernel)
+    return lower(program, kernel, name, scalar_ops, rules)
+
+
+LOOP_RULES.update(window_rules.LOOP_RULES)
+LOOP_RULES.update(random_codegen.LOOP_RULES)
+
+KERNEL_LOWERINGS = {kind: random_codegen.with_random(lower) for kind, lower in {
     "loop": lower_loop_kernel,
     "gemm": _lower_gemm_or_loop,
-}
+    "conv": lower_conv_kernel,
+    "opaque": _lower_opaque,
+}.items()}
 
 
 def generate(module, target=None):
@@ -59,6 +87,12 @@ def generate(module, target=None):
     target: {"triple", "cpu", "features"}; default the host (runtime.jit.host_target)."""
     from kernels import scalar_ops
     from runtime import jit
+    dynamic = module.dynamic_values()
+    if dynamic:  # never guess a size: loops and buffers need every dim
+        raise LoweringError("the dims of " + ", ".join(
+            f"{v.node.describe().splitlines()[0]}" for v in dynamic[:3]) +
+            " depend on run-time data")
+    random_codegen.declare_states(module)
     program = Program(module)
     calls = []
     for number, kernel in enumerate(module.kernels):
@@ -69,7 +103,8 @@ def generate(module, target=None):
         name = f"kernel_{number}_{_label(kernel)}"
         calls.append(lower(program, kernel, name, scalar_ops, LOOP_RULES))
     program.emit_entry(calls)
-    return program.spec(str(program.llvm), target or jit.host_target())
+    return random_codegen.mark_states(program.spec(str(program.llvm),
+                                                   target or jit.host_target()))
 
 
 def _label(kernel):
@@ -93,11 +128,16 @@ def compile_module(module, disable=None, dump_dir=None):
     return Executable(generate(module))
 
 
-def compile_executable(feeds, fetches, targets, feed_shapes):
+def compile_executable(feeds, fetches, targets, feed_shapes, feed_values=None,
+                       variable_shapes=None):
     """The Executable of one run signature (lower -> passes -> generate -> runtime);
-    reusable for every run whose feeds satisfy its guards (runtime.GuardFailure if not)."""
+    reusable for every run whose feeds satisfy its guards (runtime.GuardFailure if not).
+    feed_values: the fed arrays, when known: small integer feeds whose values decide
+    shapes are specialized on (guarded, see lower.py); variable_shapes: {name: shape} of
+    the variables now (variables of unknown graph shape are specialized on theirs)."""
     from graphc.compiler.lower import lower
-    return compile_module(lower(feeds, fetches, targets, feed_shapes))
+    return compile_module(lower(feeds, fetches, targets, feed_shapes,
+                                feed_values=feed_values, variable_shapes=variable_shapes))
 
 
 def compile_and_run(feeds, fetches, targets, feed_arrays, variables):
@@ -107,5 +147,6 @@ def compile_and_run(feeds, fetches, targets, feed_arrays, variables):
     Returns the fetched arrays in order."""
     import numpy as np
     feed_arrays = [np.asarray(a, dtype=t.dtype.np) for a, t in zip(feed_arrays, feeds)]
-    executable = compile_executable(feeds, fetches, targets, [a.shape for a in feed_arrays])
+    executable = compile_executable(feeds, fetches, targets, [a.shape for a in feed_arrays],
+                                    feed_arrays, {k: np.shape(v) for k, v in variables.items()})
     return executable.run(feed_arrays, variables)

@@ -18,6 +18,7 @@ from graphc.framework.symbolic import SymDim
 from kernels.loops import I32, I64, PTR
 
 ENTRY = "graphc_main"
+MAX_ERROR_DETAILS = 4  # run-time values an error message may show (syms slots)
 UPDATE_OPS = ("Assign", "AssignAdd", "AssignSub")
 
 
@@ -37,6 +38,9 @@ class Program:
         self.variables = list(module.variables)
         self._var_index = {n: i for i, n in enumerate(self.variables)}
         self.error_sites = []
+        # a failing check writes its values (bad index, bound, position) to syms slots
+        # error_detail_base.. for the runtime to put in the message
+        self.error_detail_base = len(self.symbols)
         self.constants = []
         self._const_index = {}
         self._fetches = {}
@@ -91,15 +95,21 @@ class Program:
     def constant_index(self, node):
         k = self._const_index.get(node)
         if k is None:
-            arr = np.ascontiguousarray(node.attrs["value"])
+            # np.array, not np.ascontiguousarray: that one makes a 0-d value 1-d
+            arr = np.array(node.attrs["value"], order="C")
             k = self._const_index[node] = len(self.constants)
             self.constants.append({"dtype": arr.dtype.name, "shape": list(arr.shape),
                                    "data": arr.tobytes()})
         return k
 
-    def error_site(self, node, message, class_name="InvalidArgumentError"):
-        self.error_sites.append({"class": class_name, "message": message,
-                                 "op": f"node {node.describe()}"})
+    def error_site(self, node, message, class_name="InvalidArgumentError", args=None):
+        """A new error site; `args`: the kinds of the run-time values its message template
+        formats ({0}, {1}...: "int", or {"index": dims} for a linear position)."""
+        site = {"class": class_name, "message": message, "op": f"node {node.describe()}"}
+        if args:
+            site["args"] = [a if isinstance(a, str) else
+                            {"index": [dim_json(d) for d in a["index"]]} for a in args]
+        self.error_sites.append(site)
         return len(self.error_sites) - 1
 
     # ---------------------------------------------------------------- dims
@@ -177,6 +187,7 @@ class Program:
             "symbols": [{"name": s, "feed": m.symbols[s][0], "axis": m.symbols[s][1]}
                         for s in self.symbols],
             "guards": [list(g) for g in m.guards],
+            "value_guards": [dict(g) for g in getattr(m, "value_guards", ())],
             "feeds": [self._tensor_spec(p.name, p.outputs[0]) for p in params],
             "fetches": [dict(self._tensor_spec(v.name, v), **self._fetch_source(v))
                         for v in m.outputs],
@@ -184,6 +195,7 @@ class Program:
             "constants": self.constants,
             "arena_bytes": dim_json(self.arena_bytes),
             "error_sites": self.error_sites,
+            "error_detail_slots": MAX_ERROR_DETAILS,
         }
 
     @staticmethod
@@ -209,4 +221,6 @@ class Program:
                    (n.type in ("AssignAdd", "AssignSub") and n.inputs[0].name == name)
                    for n in self.module.nodes)
         return {"name": name, "dtype": ref.dtype.name, "dims": [dim_json(d) for d in ref.dims],
-                "written": written, "read": read}
+                "written": written, "read": read,
+                # its graph shape is unknown: the code is specialized on the shape it held
+                "shape_guard": name in getattr(self.module, "shape_guarded_variables", ())}

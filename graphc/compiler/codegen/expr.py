@@ -260,9 +260,10 @@ class ExprBuilder:
         return self._make("argreduce", INDEX, (kind, loop_var.id), (body,),
                           body.free - {loop_var.id})
 
-    def check(self, index, size, site):
-        """`index` clamped into [0, size); out-of-range values record error site `site`."""
-        return self._make("check", INDEX, site, (index, size))
+    def check(self, index, size, site, details=()):
+        """`index` clamped into [0, size); out-of-range values record error site `site`
+        with the run-time values (index, size, *details) for its message."""
+        return self._make("check", INDEX, site, (index, size) + tuple(details))
 
 
 def _attrs_key(attrs):

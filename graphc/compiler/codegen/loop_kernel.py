@@ -145,6 +145,8 @@ class _Emitter:
         self.var_values = {}
         self.defined = set()
         self.error_slot = None
+        self.detail_slots = None
+        self.detail_base = views.detail_base
 
     # ---------------------------------------------------------------- nests
     def emit_nest(self, nest):
@@ -152,6 +154,10 @@ class _Emitter:
         by_level = {}
         for t in nest.targets:
             free = t.expr.free | t.position.free
+            if t.accumulate:
+                # every iteration of the nest folds one more term in, also the loops
+                # its value does not depend on (a broadcast input summed back)
+                free = set(levels)
             level = max((levels[v] for v in free), default=-1)
             by_level.setdefault(level, []).append(t)
         deepest = max(by_level, default=-1)
@@ -285,18 +291,39 @@ class _Emitter:
         return self.scalar.emit_scalar(self.b, op_type, args, list(in_dtypes), e.dtype,
                                        self.x.attrs_of(e), on_error)
 
-    def _record_error(self, bad, site):
-        """Status := 1 + site where `bad` (i1) holds; the computation goes on clamped."""
+    def _record_error(self, bad, site, details=()):
+        """Status := 1 + site where `bad` (i1) holds and no error was recorded before (the
+        first failure is reported, as the reference kernels do), with its run-time values
+        `details` (i64); the computation goes on clamped."""
         slot = self._error_slot()
         status = self.b.load(slot, typ=I32)
-        self.b.store(self.b.select(bad, ir.Constant(I32, site + 1), status), slot)
+        first = self.b.and_(bad, self.b.icmp_signed("==", status, ir.Constant(I32, 0)))
+        self.b.store(self.b.select(first, ir.Constant(I32, site + 1), status), slot)
+        for k, value in enumerate(details[:len(self._detail_slots())]):
+            dslot = self._detail_slots()[k]
+            self.b.store(self.b.select(first, value, self.b.load(dslot, typ=I64)), dslot)
+
+    def _detail_slots(self):
+        from graphc.compiler.codegen.entry import MAX_ERROR_DETAILS
+        if self.detail_slots is None:
+            self.detail_slots = []
+            if self.detail_base is not None:
+                for _ in range(MAX_ERROR_DETAILS):
+                    slot = entry_alloca(self.b, I64, "detail")
+                    saved = self.b.block
+                    self.b.position_after(slot)
+                    self.b.store(ir.Constant(I64, 0), slot)
+                    self.b.position_at_end(saved)
+                    self.detail_slots.append(slot)
+        return self.detail_slots
 
     def _emit_check(self, e):
-        index, size = (self.value(a) for a in e.args)
+        index, size = (self.value(a) for a in e.args[:2])
+        details = [index, size] + [self.value(a) for a in e.args[2:]]
         zero = ir.Constant(I64, 0)
         bad = self.b.or_(self.b.icmp_signed("<", index, zero),
                          self.b.icmp_signed(">=", index, size))
-        self._record_error(bad, e.data)
+        self._record_error(bad, e.data, details)
         top = self.b.sub(size, ir.Constant(I64, 1))
         clamped = self.b.select(self.b.icmp_signed(">", index, top), top, index)
         return self.b.select(self.b.icmp_signed("<", clamped, zero), zero, clamped)
@@ -313,6 +340,10 @@ class _Emitter:
     def status(self):
         if self.error_slot is None:
             return ir.Constant(I32, 0)
+        for k, slot in enumerate(self.detail_slots or ()):  # for the runtime's message
+            ptr = self.b.gep(self.syms, [ir.Constant(I64, self.detail_base + k)],
+                             source_etype=I64)
+            self.b.store(self.b.load(slot, typ=I64), ptr)
         return self.b.load(self.error_slot, typ=I32)
 
     # ------------------------------------------------------------ reductions

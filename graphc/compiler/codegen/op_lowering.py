@@ -7,8 +7,9 @@ scalar ops (`v.x.op(op_type, args, out_dtype, attrs)`, emitted by
 kernels.scalar_ops.emit_scalar) and reductions (`v.x.reduce(kind, loop_vars, body,
 dtype)` with loop variables from `v.fresh_vars(dims)`). Inputs that say *how* an op
 works (axes, perms, paddings, begin/size) must be compile-time constants (`v.constant`);
-data-dependent indices (gather, one_hot, labels) are clamped with `v.x.check(...)` and
-an error site, so nothing reads out of bounds.
+data-dependent indices (gather, labels) are clamped with `v.checked_index(...)` (or
+`v.x.check`) and an error site whose message shows the bad value found at run time, so
+nothing reads out of bounds.
 
 To add an op: write its rule here and put it in LOOP_RULES (elementwise types only
 need their scalar emitter and a name in ELEMENTWISE). Ops with their own templates
@@ -291,9 +292,10 @@ def sparse_xent(v, node, k, index):
     row_max, row_sum = _row_stats(v, logits, axis, row + [v.x.const(0)])
     acc = row_max.dtype
     classes = v.x.dim(logits.dims[axis])
-    site = v.site(node, "Received a label value which is outside the valid range of "
-                              f"[0, {logits.dims[axis]}).")
-    label = v.x.check(v.x.cast(v.view(labels, row), "int64"), classes, site)
+    label = v.checked_index(
+        node, v.x.cast(v.view(labels, row), "int64"), classes,
+        "Received a label value of {0} which is outside the valid range of [0, {1}).",
+        f"Received a label value which is outside the valid range of [0, {logits.dims[axis]}).")
     if k == 0:
         picked = v.x.cast(v.view(logits, row + [label]), acc)
         loss = v.x.op("Sub", [v.x.op("Log", [row_sum], acc),
@@ -467,11 +469,18 @@ def _edge_index(v, d, b):
 
 
 def _slice_start(v, d, b, e, s):
+    """The first index a slice (b, e, s) reads in a dim of size d, clamped as Python
+    clamps it (for a run-time d: min/max at run time, so no size is assumed)."""
     if isinstance(d, int):
         return v.x.const(range(d)[slice(b, e, s)].start if len(range(d)[slice(b, e, s)]) else 0)
+    size = v.x.dim(d)
+    last = v.x.sub(size, v.x.const(1))
     if b is None:
-        return v.x.const(0) if s > 0 else v.x.sub(v.x.dim(d), v.x.const(1))
-    return _edge_index(v, d, b)
+        return v.x.const(0) if s > 0 else last
+    start = _edge_index(v, d, b)
+    if s > 0:
+        return v.x.max(v.x.min(start, size), v.x.const(0))
+    return v.x.max(v.x.min(start, last), v.x.const(-1))
 
 
 def pad(v, node, k, index):
@@ -584,9 +593,11 @@ def gather(v, node, k, index):
     bd = bd + ri if bd < 0 else bd
     idx_index = list(index[:bd]) + list(index[axis:axis + ri - bd])
     size = v.x.dim(params.dims[axis])
-    site = v.site(node, f"indices is out of range [0, {params.dims[axis]}) for "
-                              f"GatherV2 on axis {axis}")
-    pos = v.x.check(v.x.cast(v.view(indices, idx_index), "int64"), size, site)
+    where = v.x.linear(idx_index, indices.dims)  # the reference names the bad index
+    pos = v.checked_index(node, v.x.cast(v.view(indices, idx_index), "int64"), size,
+                          "indices{2} = {0} is not in [0, {1})",
+                          f"indices is out of range [0, {params.dims[axis]}) for GatherV2 "
+                          f"on axis {axis}", [(where, {"index": list(indices.dims)})])
     p_index = list(index[:axis]) + [pos] + list(index[axis + ri - bd:])
     return v.view(params, p_index)
 

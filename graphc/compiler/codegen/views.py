@@ -27,6 +27,10 @@ class KernelViews:
         self.computed = computed
         self.storage_of = storage_of
         self.error_site = error_site
+        # where a failing check stores its run-time values (the bad index...) in the syms
+        # array: the Program's slots after the symbols, None when there is no Program
+        self.detail_base = getattr(getattr(error_site, "__self__", None),
+                                   "error_detail_base", None)
         self.rules = rules
         self.memo = {}    # for rules sharing work between indices (softmax row stats)
         self._memo = {}
@@ -64,6 +68,19 @@ class KernelViews:
         if key not in self.memo:
             self.memo[key] = self.error_site(node, message)
         return self.memo[key]
+
+    def checked_index(self, node, index, size, message, fallback, details=()):
+        """`index` (an int64 Expr) clamped into [0, size), recording an error when it is
+        out of range. `message` is a template of the run-time values: {0} the index, {1}
+        size, {2}... the `details` [(Expr, kind)] where kind is "int" or {"index": dims}
+        (a linear position shown as [i,j]); `fallback` is the message without values."""
+        if self.detail_base is None:
+            return self.x.check(index, size, self.site(node, fallback))
+        kinds = ["int", "int"] + [kind for _, kind in details]
+        key = ("site", node, message, repr(kinds))
+        if key not in self.memo:
+            self.memo[key] = self.error_site(node, message, args=kinds)
+        return self.x.check(index, size, self.memo[key], [e for e, _ in details])
 
     def dims(self, value):
         return [self.x.dim(d) for d in value.dims]

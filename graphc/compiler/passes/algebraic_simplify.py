@@ -7,7 +7,8 @@ Rewrites (c is a Const whose elements are all equal, a "splat"):
   transpose(x, identity perm) -> x; reshape(reshape(x, s), t) -> reshape(x, t);
   reshape(x, s) -> x when the IR dims show the shape does not change;
   reshape(x, shape(x)) and broadcast_to(x, shape(x)) -> x.
-- pow(x, 2) -> x*x; pow(x, 0.5) -> sqrt(x).
+- pow(x, 2) -> x*x; pow(x, 3) -> (x*x)*x; pow(x, 4) -> (x*x)*(x*x); pow(x, 1) -> x;
+  pow(x, 0) -> ones_like(x); pow(x, -1) -> reciprocal(x) (floats); pow(x, 0.5) -> sqrt(x).
 - x / c -> x * (1/c) for floats when 1/c is exact (c a power of two whose reciprocal is
   representable), for every float c when run with exact_only=False.
 - an operand of a broadcasting binary op that is a splat (a Const, Fill(dims, s) or
@@ -25,6 +26,10 @@ in XLA and TF's grappler:
 - pow(x, 0.5) -> sqrt(x) differs at x = -0 (pow: +0, sqrt: -0) and x = -inf (pow: +inf,
   sqrt: nan).
 - with exact_only=False, x * (1/c) can differ from x / c in the last bit.
+- pow(x, 3) and pow(x, 4) as products round twice (up to ~1 ulp from the correctly
+  rounded power, and they overflow to inf exactly where the power does); grappler's
+  arithmetic optimizer makes the same trade (a tanh-gelu's x**3 then costs two
+  multiplications instead of exp/log).
 pow(x, 2) -> x*x is exact: both are the correctly rounded square.
 """
 import numpy as np
@@ -186,7 +191,8 @@ def _simplify_broadcast_to(module, node, exact_only):
 
 def _simplify_pow(module, node, exact_only):
     x, y = node.inputs
-    if not _same_type(x, node.outputs[0]):
+    out = node.outputs[0]
+    if not _same_type(x, out):
         return None
     if _is(y, 2):
         _rebuild(module, node, "Mul", [x, x])
@@ -194,7 +200,27 @@ def _simplify_pow(module, node, exact_only):
     if x.dtype.is_floating and _is(y, 0.5):
         _rebuild(module, node, "Sqrt", [x])
         return "pow_half_to_sqrt"
+    if _is(y, 1) and _forward(module, node, x):
+        return "pow1_to_identity"
+    if _is(y, 0):
+        _rebuild(module, node, "OnesLike", [x])
+        return "pow0_to_ones"
+    if _is(y, 3) or _is(y, 4):
+        square = _add_before(module, node, "Mul", [x, x])
+        _rebuild(module, node, "Mul", [square, x if _is(y, 3) else square])
+        return "pow_int_to_mul"
+    if x.dtype.is_floating and _is(y, -1):
+        _rebuild(module, node, "Reciprocal", [x])
+        return "pow_minus1_to_reciprocal"
     return None
+
+
+def _add_before(module, node, type, inputs):
+    """A new node of node's output type and dims, placed just before it; its output."""
+    out = node.outputs[0]
+    return module.add_node(type, inputs, {}, [(out.dtype, out.dims)], node.name,
+                           node.location, node.gradient_of, node.control_deps,
+                           before=node).outputs[0]
 
 
 def _simplify_div(module, node, exact_only):

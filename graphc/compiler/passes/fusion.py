@@ -417,7 +417,9 @@ class Fusion:
             if n in copies or len(self.group_of.get(n, ())) > 1:
                 continue  # a duplicated node: every user computes it itself
             for v in n.outputs:
-                if v in self.fetched or any(u not in nodes for u in self.users.get(v, [])):
+                # a user outside, or a duplicated user whose copies in other kernels read v
+                if v in self.fetched or any(u not in nodes or len(self.group_of.get(u, ())) > 1
+                                            for u in self.users.get(v, [])):
                     out.append(v)
         return out
 

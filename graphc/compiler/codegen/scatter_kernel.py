@@ -1,0 +1,52 @@
+"""GatherGrad as a scatter-add kernel: zero the result, then one loop over the gradient
+adding each element into its gathered position.
+
+    out[pre, indices[b, i], post] += grad[pre, i, post]     (b: the batch_dims prefix)
+
+Repeated indices add up, in the gradient's row-major order (as the reference's add.at).
+An index outside [0, params_shape[axis]) records an error site (the run fails with
+InvalidArgumentError) and is clamped, so nothing is written out of bounds.
+"""
+import numpy as np
+
+from graphc.compiler.codegen.loop_kernel import StoreTarget, plan_nests
+from graphc.compiler.codegen.scan_kernel import _main, emit_targets
+from graphc.compiler.codegen.views import KernelViews, LoweringError
+
+
+def lower_gather_grad_kernel(program, kernel, name, scalar_ops, rules):
+    node = _main(kernel, "GatherGrad")
+    grad, indices, _, axis_t = node.inputs
+    out = node.outputs[0]
+    views = KernelViews(set(), program.storage_of, program.error_site, rules)
+    vx = views.x
+    rank = len(out.dims)
+    axis = int(np.reshape(views.constant(axis_t), -1)[0])
+    if not -rank <= axis < rank:
+        raise LoweringError(f"GatherGrad axis {axis} out of range ({node.describe()})")
+    axis %= rank
+    ri = len(indices.dims)
+    bd = node.attrs.get("batch_dims", 0)
+    bd = bd + ri if bd < 0 else bd
+    dtype = out.dtype.name
+    limit = vx.dim(out.dims[axis])
+    stores = program.stores_of(out)
+    if not stores:
+        raise LoweringError(f"GatherGrad result has no buffer ({node.describe()})")
+
+    def place(g):
+        idx = list(g[:bd]) + list(g[axis:axis + ri - bd])
+        pos = views.checked_index(  # the reference's message names the bad index
+            node, vx.cast(views.view(indices, idx), "int64"), limit,
+            "indices{2} = {0} is not in [0, {1})",
+            f"indices has a value that is not in [0, {out.dims[axis]})",
+            [(vx.linear(idx, indices.dims), {"index": list(indices.dims)})])
+        out_index = list(g[:axis]) + [pos] + list(g[axis + ri - bd:])
+        return views.view(grad, g), vx.linear(out_index, out.dims)
+
+    zero = vx.const(0, dtype)
+    fills = [StoreTarget(s, out.dims, dtype, lambda index: zero) for s in stores]
+    adds = [StoreTarget(s, out.dims, dtype, None, accumulate="sum", loop_dims=grad.dims,
+                        place=place) for s in stores]
+    nests = plan_nests(views, fills) + plan_nests(views, adds)
+    return emit_targets(program, name, views, nests, scalar_ops)

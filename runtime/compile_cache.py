@@ -1,0 +1,192 @@
+"""On-disk cache of JIT machine code, so that a second process compiling the same LLVM IR
+skips LLVM optimization and code generation (runtime/jit.py hooks it into MCJIT's object
+cache).
+
+Key: SHA-256 of the UNoptimized IR text, the target (triple, CPU name, features), the LLVM
+and llvmlite versions, the JIT's optimization settings and this file's format version; so
+anything that could change the machine code changes the key, and the O3 pipeline is
+skipped on a hit as well.
+
+Location: $GRAPHC_CACHE_DIR, else $XDG_CACHE_HOME/graphc, else ~/.cache/graphc.
+GRAPHC_CACHE_DIR="" or "off" disables the cache. GRAPHC_CACHE_MAX_MB bounds the directory
+(default 512): after a store, the least recently used entries (by mtime, which a hit
+refreshes) are evicted until the rest fits.
+
+Entry file `<key>.o`: a header (magic, the key's digest, payload length, payload SHA-256)
+and the object file bytes; nothing is pickled. Entries are written to a temporary file
+in the same directory and renamed into place (os.replace), so readers never see a partial
+entry; an entry whose header does not verify (truncated, corrupt, foreign) is deleted and
+treated as a miss, so it is rebuilt. The cache is best effort: an unwritable directory or
+a full disk costs a recompile, never an error.
+"""
+import hashlib
+import os
+import struct
+import tempfile
+import threading
+import time
+
+FORMAT_VERSION = 1
+MAGIC = b"GRAPHCO\x01"
+_HEADER = struct.Struct("<8s32sQ32s")  # magic, key digest, payload length, payload sha256
+_SUFFIX = ".o"
+_TMP_PREFIX = ".tmp-"
+_STALE_TMP_SECONDS = 3600  # temp files older than this were left by a killed process
+DEFAULT_MAX_MB = 512
+
+# Counters for this process (tests and tools/compile_time.py read them).
+stats = {"hits": 0, "misses": 0, "stores": 0, "rejected": 0, "errors": 0, "evicted": 0}
+_stats_lock = threading.Lock()
+
+
+def _count(name, n=1):
+    with _stats_lock:
+        stats[name] += n
+
+
+def cache_dir():
+    """The cache directory this process uses now, or None when the cache is off."""
+    env = os.environ.get("GRAPHC_CACHE_DIR")
+    if env is not None:
+        return None if env.strip() in ("", "off") else os.path.abspath(env)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "graphc")
+
+
+def max_bytes():
+    try:
+        return int(float(os.environ.get("GRAPHC_CACHE_MAX_MB", DEFAULT_MAX_MB)) * 2**20)
+    except ValueError:
+        return DEFAULT_MAX_MB * 2**20
+
+
+def make_key(llvm_ir, target, toolchain):
+    """Hex SHA-256 of everything that determines the machine code.
+
+    target: {"triple", "cpu", "features"} as the target machine was created;
+    toolchain: a string naming the LLVM/llvmlite versions and optimization settings."""
+    h = hashlib.sha256()
+    for part in (f"graphc-object-cache {FORMAT_VERSION}", toolchain, target.get("triple", ""),
+                 target.get("cpu", ""), target.get("features", "")):
+        h.update(part.encode())
+        h.update(b"\0")
+    h.update(llvm_ir.encode())
+    return h.hexdigest()
+
+
+def default_cache():
+    """The ObjectCache configured by the environment, or None when disabled."""
+    directory = cache_dir()
+    return ObjectCache(directory, max_bytes()) if directory else None
+
+
+class ObjectCache:
+    def __init__(self, directory, max_bytes=DEFAULT_MAX_MB * 2**20):
+        self.directory = directory
+        self.max_bytes = max_bytes
+
+    def path(self, key):
+        return os.path.join(self.directory, key + _SUFFIX)
+
+    # ------------------------------------------------------------------ read
+    def load(self, key):
+        """The object bytes stored under `key`, or None (missing or failing verification:
+        a bad entry is deleted so the recompiled code replaces it)."""
+        path = self.path(key)
+        try:
+            with open(path, "rb") as f:
+                blob = f.read()
+        except OSError:
+            _count("misses")
+            return None
+        payload = _unpack(blob, key)
+        if payload is None:
+            _count("rejected")
+            _count("misses")
+            _remove(path)
+            return None
+        try:
+            os.utime(path)  # least recently used eviction goes by mtime
+        except OSError:
+            pass
+        _count("hits")
+        return payload
+
+    # ----------------------------------------------------------------- write
+    def store(self, key, payload):
+        """Writes the entry atomically; returns True when it was stored."""
+        tmp = None
+        try:
+            os.makedirs(self.directory, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=_TMP_PREFIX, dir=self.directory)
+            with os.fdopen(fd, "wb") as f:
+                f.write(_pack(payload, key))
+            os.replace(tmp, self.path(key))
+            tmp = None
+        except OSError:
+            _count("errors")
+            return False
+        finally:
+            if tmp is not None:
+                _remove(tmp)
+        _count("stores")
+        self.evict()
+        return True
+
+    def evict(self):
+        """Deletes the least recently used entries beyond max_bytes, and stale temp files."""
+        entries, total, now = [], 0, time.time()
+        try:
+            with os.scandir(self.directory) as it:
+                for e in it:
+                    try:
+                        st = e.stat()
+                    except OSError:
+                        continue
+                    if e.name.startswith(_TMP_PREFIX):
+                        if now - st.st_mtime > _STALE_TMP_SECONDS:
+                            _remove(e.path)
+                    elif e.name.endswith(_SUFFIX):
+                        entries.append((st.st_mtime, st.st_size, e.path))
+                        total += st.st_size
+        except OSError:
+            return
+        if total <= self.max_bytes:
+            return
+        for _, size, path in sorted(entries):
+            if total <= self.max_bytes:
+                break
+            if _remove(path):
+                _count("evicted")
+            total -= size
+
+    def entries(self):
+        """Names of the entry files now in the directory (tests and tools)."""
+        try:
+            return sorted(n for n in os.listdir(self.directory) if n.endswith(_SUFFIX))
+        except OSError:
+            return []
+
+
+def _pack(payload, key):
+    return _HEADER.pack(MAGIC, bytes.fromhex(key)[:32], len(payload),
+                        hashlib.sha256(payload).digest()) + payload
+
+
+def _unpack(blob, key):
+    if len(blob) < _HEADER.size:
+        return None
+    magic, key_digest, length, checksum = _HEADER.unpack_from(blob)
+    payload = blob[_HEADER.size:]
+    if (magic != MAGIC or key_digest != bytes.fromhex(key)[:32] or length != len(payload)
+            or hashlib.sha256(payload).digest() != checksum):
+        return None
+    return payload
+
+
+def _remove(path):
+    try:
+        os.remove(path)
+        return True
+    except OSError:
+        return False
