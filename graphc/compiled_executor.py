@@ -1,20 +1,24 @@
 """The compiled backend of a Session: one run signature -> native code, run by runtime.
 
-A CompiledExecutable holds every variant compiled for one (feeds, fetches, targets)
-signature: one per feed-rank tuple and guard set (graphc/framework/symbolic.py). A run
-tries the variants whose ranks match; a guard failure (e.g. a batch of 1 where the code
-assumed no broadcasting of the batch) compiles a new variant, so a new batch size such
-as the last partial batch of an epoch normally reuses the code.
+A run signature's ops are split into stages that alternate between native code and the
+host. Host-side ops (dataset iterators, summaries and other string ops, variable-status
+queries, candidate samplers, Where's indices form) never become native code: they run
+with their reference kernels. Most runs are one native stage; a training step fed by an
+iterator is host (IteratorGetNext) then native; a step with a loss summary is native
+then host. Each stage runs only its own ops (earlier stages' ops are excluded from its
+pruning), and the values crossing a boundary are the next stage's feeds.
 
-Host-side ops (dataset iterators, summaries and other string ops, variable-status
-queries) never become native code: they run with their reference kernels, before the
-compiled step when they depend only on feeds (IteratorGetNext feeds the step) and after
-it when they consume its results (a scalar summary of the loss).
+A NativeStage holds every variant compiled for its signature: one per feed-rank tuple
+and guard set (graphc/framework/symbolic.py). A run tries the last variant used, then the
+others; a guard failure (e.g. a batch of 1 where the code assumed no broadcasting of the
+batch) compiles a new variant, so a new batch size such as the last partial batch of an
+epoch normally reuses the code.
 """
 import warnings
 
 from graphc import errors
 from graphc.reference_executor import ReferenceExecutable, prune, value_inputs
+from runtime import errors as rt
 
 HOST_OP_TYPES = frozenset("""IteratorGetNext MakeIterator ScalarSummary HistogramSummary
     ImageSummary MergeSummary UninitializedNames IsVariableInitialized VariableValueOrDefault
@@ -25,70 +29,103 @@ HOST_OP_TYPES = frozenset("""IteratorGetNext MakeIterator ScalarSummary Histogra
 # data-dependent output size, which compiled code (fetch arrays allocated from the dims
 # before the call) cannot produce.
 
+_STAGE_FREE = frozenset({"VariableV2", "Const"})  # available to every stage
+
 
 def is_host_op(op):
     return op.type in HOST_OP_TYPES or any(t.dtype.name == "string" for t in op.outputs)
 
 
 class CompiledExecutable:
-    """Native code for one run signature, with host stages around it where needed."""
+    """Native code for one run signature, with host stages where the signature needs them."""
 
     def __init__(self, feeds, fetches, targets, session):
         self.feeds, self.fetches, self.targets = list(feeds), list(fetches), list(targets)
-        self.session = session
         fed = set(self.feeds)
         ops = [op for op in prune(self.fetches, self.targets, self.feeds)
                if not op.outputs or not all(t in fed for t in op.outputs)]
-        self._plan_stages(ops, fed)
+        self.stages = _plan_stages(ops, fed, self.feeds, self.fetches, self.targets, session)
+        single = self.stages[0] if len(self.stages) == 1 else None
+        self._single = single if single is not None and single.fetches == self.fetches else None
+
+    def run(self, feed_arrays, state):
+        if self._single is not None:
+            return self._single.run(feed_arrays, state)
+        values = dict(zip(self.feeds, feed_arrays))
+        for stage in self.stages:
+            out = stage.run([values[t] for t in stage.feeds], state)
+            values.update(zip(stage.fetches, out))
+        return [values[t] for t in self.fetches]
+
+
+def _plan_stages(ops, fed, feeds, fetches, targets, session):
+    """Stages in run order: even numbers native, odd numbers host; an op goes to the first
+    stage of its kind not before the stages of its inputs and control inputs."""
+    stage_of = {}
+    for op in ops:  # creation order is topological
+        if op.type in _STAGE_FREE:
+            continue
+        deps = [t.op for t in value_inputs(op) if t not in fed] + op.control_inputs
+        s = max((stage_of[d] for d in deps if d in stage_of), default=0)
+        if (s % 2 == 1) != is_host_op(op):
+            s += 1
+        stage_of[op] = s
+    numbers = sorted(set(stage_of.values()))
+    if len(numbers) <= 1:
+        kind = HostStage if numbers == [1] else NativeStage
+        return [kind(feeds, fetches, targets, frozenset(), ops, session)]
+    stages, done = [], set()
+    for i, number in enumerate(numbers):
+        mine = [op for op in ops if stage_of.get(op) == number]
+        mine_set = set(mine)
+        later = [op for op in ops if stage_of.get(op, -1) > number]
+        s_feeds = feeds + list(dict.fromkeys(
+            t for op in mine for t in value_inputs(op) if t.op in done and t not in fed))
+        s_fetches = [t for t in fetches if t.op in mine_set]
+        s_fetches += [t for op in later for t in value_inputs(op) if t.op in mine_set]
+        if i == len(numbers) - 1:  # variable and constant fetches: read after everything
+            s_fetches += [t for t in fetches if t.op.type in _STAGE_FREE]
+        s_targets = [op for op in mine if op in targets or
+                     any(op in later_op.control_inputs for later_op in later)]
+        kind = HostStage if number % 2 else NativeStage
+        stages.append(kind(s_feeds, list(dict.fromkeys(s_fetches)), s_targets,
+                           frozenset(done), mine, session))
+        done |= mine_set
+    return stages
+
+
+class HostStage(ReferenceExecutable):
+    """Host ops, run with their reference kernels."""
+
+    def __init__(self, feeds, fetches, targets, exclude, ops, session):
+        super().__init__(feeds, fetches, targets, exclude)
+
+
+class NativeStage:
+    """The compiled variants of one native stage."""
+
+    def __init__(self, feeds, fetches, targets, exclude, ops, session):
+        from graphc.ops.random_ops import RANDOM_OP_TYPES
+        self.feeds, self.fetches, self.targets = list(feeds), list(fetches), list(targets)
+        self.exclude = exclude
+        self.session = session
+        self.random_ops = [op for op in ops if op.type in RANDOM_OP_TYPES]
         self._variants = {}
+        self._last = None
         self._unlowered = None
 
-    # ------------------------------------------------------------------ staging
-    def _plan_stages(self, ops, fed):
-        host = {op for op in ops if is_host_op(op)}
-        pre = set()
-        for op in ops:  # creation order is topological
-            if op in host and all(t in fed or t.op.type == "VariableV2" or t.op in pre
-                                  for t in value_inputs(op)):
-                pre.add(op)
-        post = host - pre
-        native = [op for op in ops if op not in host]
-        native_set = set(native)
-        pre_out = [t for op in native for t in value_inputs(op) if t.op in pre]
-        post_in = [t for op in post for t in value_inputs(op) if t.op in native_set]
-        self.pre = None
-        if pre:
-            pre_fetch = list(dict.fromkeys(pre_out + [t for t in self.fetches if t.op in pre]))
-            pre_targets = [op for op in pre if op in self.targets or not op.outputs]
-            self.pre = ReferenceExecutable(self.feeds, pre_fetch, pre_targets)
-        self.pre_fetches = self.pre.fetches if self.pre else []
-        self.native_feeds = self.feeds + list(dict.fromkeys(pre_out))
-        self.native_fetches = list(dict.fromkeys(
-            [t for t in self.fetches if t.op in native_set] + post_in))
-        self.native_targets = [op for op in self.targets if op in native_set]
-        self.has_native = bool(native)
-        from graphc.ops.random_ops import RANDOM_OP_TYPES
-        self.random_ops = [op for op in native if op.type in RANDOM_OP_TYPES]
-        self.post = None
-        if post:
-            known = self.native_feeds + self.native_fetches + self.pre_fetches
-            post_fetch = [t for t in self.fetches if t.op in post]
-            post_targets = [op for op in self.targets if op in post]
-            self.post = ReferenceExecutable(list(dict.fromkeys(known)), post_fetch, post_targets)
-
-    # --------------------------------------------------------------------- run
-    def run(self, feed_arrays, state):
-        values = dict(zip(self.feeds, feed_arrays))
-        if self.pre is not None:
-            values.update(zip(self.pre.fetches, self.pre.run(feed_arrays, state)))
-        if self.has_native:
-            arrays = [values[t] for t in self.native_feeds]
+    def run(self, arrays, state):
+        if self.random_ops:
             self._create_random_states(state)
-            values.update(zip(self.native_fetches, self._run_native(arrays, state)))
-        if self.post is not None:
-            arrays = [values[t] for t in self.post.feeds]
-            values.update(zip(self.post.fetches, self.post.run(arrays, state)))
-        return [values[t] for t in self.fetches]
+        exe = self._last
+        if exe is not None:
+            try:
+                return exe.run(arrays, state.variables)
+            except rt.GuardFailure:
+                pass
+            except rt.RuntimeFailure as e:
+                raise _graphc_error(e) from None
+        return self._run_slow(arrays, state)
 
     def _create_random_states(self, state):
         """Random ops keep their key and run counter in the state (created on first use,
@@ -97,45 +134,51 @@ class CompiledExecutable:
         for op in self.random_ops:
             random_state(state, op.name, op.attrs.get("seed"), op.attrs.get("seed2"))
 
-    def _run_native(self, arrays, state):
-        from runtime.errors import GuardFailure
+    def _run_slow(self, arrays, state):
         if self._unlowered is not None:
             return self._unlowered.run(arrays, state)
         ranks = tuple(a.ndim for a in arrays)
         for exe in self._variants.get(ranks, ()):
             try:
-                return self._call(exe, arrays, state)
-            except GuardFailure:
+                out = exe.run(arrays, state.variables)
+            except rt.GuardFailure:
                 continue
+            except rt.RuntimeFailure as e:
+                raise _graphc_error(e) from None
+            self._last = exe
+            return out
         from graphc.compiler.codegen import LoweringError
         try:
             exe = self._compile(arrays, state)
         except LoweringError as e:
-            # Not every op has a native lowering yet: run this signature on the reference
-            # executor and say so, rather than fail (the compiler issue tracks the rest).
+            # An op the codegen cannot lower in this context: run this stage on the
+            # reference executor and say so, rather than fail.
             warnings.warn(f"graphc could not compile this run ({e}); it runs on the NumPy "
-                          "reference executor instead.", RuntimeWarning, stacklevel=5)
-            self._unlowered = ReferenceExecutable(self.native_feeds, self.native_fetches,
-                                                  self.native_targets)
+                          "reference executor instead.", RuntimeWarning, stacklevel=6)
+            self._unlowered = ReferenceExecutable(self.feeds, self.fetches, self.targets,
+                                                  self.exclude)
             return self._unlowered.run(arrays, state)
         self._variants.setdefault(ranks, []).append(exe)
-        return self._call(exe, arrays, state)
+        self._last = exe
+        try:
+            return exe.run(arrays, state.variables)
+        except rt.RuntimeFailure as e:
+            raise _graphc_error(e) from None
 
     def _compile(self, arrays, state):
         from graphc.compiler.codegen import compile_executable
         self.session.compile_count += 1
-        return compile_executable(self.native_feeds, self.native_fetches, self.native_targets,
+        return compile_executable(self.feeds, self.fetches, self.targets,
                                   [a.shape for a in arrays], arrays,
-                                  {name: a.shape for name, a in state.variables.items()})
+                                  {name: a.shape for name, a in state.variables.items()},
+                                  exclude=self.exclude)
 
-    @staticmethod
-    def _call(exe, arrays, state):
-        from runtime import errors as rt
-        try:
-            return exe.run(arrays, state.variables)
-        except rt.UninitializedVariable as e:
-            raise errors.FailedPreconditionError(None, None, str(e)) from None
-        except rt.KernelFailure as e:
-            cls = getattr(errors, e.class_name, errors.InvalidArgumentError)
-            raise cls(None, None, str(e)) from None
 
+def _graphc_error(e):
+    """The gc.errors exception for a runtime failure of compiled code."""
+    if isinstance(e, rt.UninitializedVariable):
+        return errors.FailedPreconditionError(None, None, str(e))
+    if isinstance(e, rt.KernelFailure):
+        cls = getattr(errors, e.class_name, errors.InvalidArgumentError)
+        return cls(None, None, str(e))
+    return errors.InvalidArgumentError(None, None, str(e))

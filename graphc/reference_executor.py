@@ -16,12 +16,13 @@ def value_inputs(op):
     return [t for i, t in enumerate(op.inputs) if i not in refs] if refs else op.inputs
 
 
-def prune(fetch_tensors, target_ops, feed_tensors):
+def prune(fetch_tensors, target_ops, feed_tensors, exclude=frozenset()):
     """The ops needed to compute the fetches and run the targets, in topological order.
 
-    Fed tensors cut the graph: their producers run only when needed for something else."""
+    Fed tensors cut the graph: their producers run only when needed for something else.
+    Ops in `exclude` (already run by an earlier stage of the same run) are left out."""
     fed = set(feed_tensors)
-    needed = set()
+    needed = set(exclude)
     stack = [t.op for t in fetch_tensors if t not in fed] + list(target_ops)
     while stack:
         op = stack.pop()
@@ -30,7 +31,7 @@ def prune(fetch_tensors, target_ops, feed_tensors):
         needed.add(op)
         stack.extend(t.op for t in value_inputs(op) if t not in fed)
         stack.extend(op.control_inputs)
-    return sorted(needed, key=lambda op: op._id)
+    return sorted(needed - set(exclude), key=lambda op: op._id)
 
 
 class SessionState:
@@ -88,10 +89,10 @@ def run_kernel(op, args, state):
 class ReferenceExecutable:
     """A pruned, ordered op list for one run signature, executed with NumPy."""
 
-    def __init__(self, feeds, fetches, targets):
+    def __init__(self, feeds, fetches, targets, exclude=frozenset()):
         self.feeds = list(feeds)
         self.fetches = list(fetches)
-        self.ops = prune(self.fetches, targets, self.feeds)
+        self.ops = prune(self.fetches, targets, self.feeds, exclude)
         fed = self._fed = set(self.feeds)
         # VariableV2 ops are not run in order: their consumers read the variable when they run
         self.ops = [op for op in self.ops if op.type != "VariableV2" and

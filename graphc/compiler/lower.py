@@ -50,7 +50,7 @@ _MAX_STAND_IN_ELEMENTS = 1 << 22  # per input, for the reference kernel's error 
 
 
 def lower(feeds, fetches, targets, feed_shapes, name=None, feed_values=None,
-          variable_shapes=None):
+          variable_shapes=None, exclude=frozenset()):
     """Builds the Module for running `targets` and fetching `fetches` given `feeds`
     (graphc Tensors, Tensors, Operations: ReferenceExecutable's arguments).
 
@@ -67,7 +67,7 @@ def lower(feeds, fetches, targets, feed_shapes, name=None, feed_values=None,
     if len(feeds) != len(feed_shapes):
         raise ValueError(f"lower: {len(feeds)} feeds but {len(feed_shapes)} feed shapes")
     return _Lowering(feeds, list(fetches), list(targets), feed_shapes, name,
-                     feed_values, variable_shapes).module
+                     feed_values, variable_shapes, exclude).module
 
 
 def specializable(dtype, array):
@@ -92,7 +92,7 @@ def _module_name(fetches, targets):
 
 class _Lowering:
     def __init__(self, feeds, fetches, targets, feed_shapes, name, feed_values=None,
-                 variable_shapes=None):
+                 variable_shapes=None, exclude=frozenset()):
         self.module = m = Module(name or _module_name(fetches, targets))
         self.values = {}      # graphc Tensor -> ir Value
         self.nodes = {}       # graphc Operation -> ir Node
@@ -103,7 +103,7 @@ class _Lowering:
             t: np.array(a, dtype=t.dtype.np) for t, a in zip(feeds, feed_values or ())
             if specializable(t.dtype, a)}
         self.specialized = {}  # fed Tensor -> the value the module is specialized on
-        ops = [op for op in prune(fetches, targets, feeds)
+        ops = [op for op in prune(fetches, targets, feeds, exclude)
                if not op.outputs or not all(t in self.fed for t in op.outputs)]
         _check_fed(ops)
         self.variable_shapes = variable_shapes or {}

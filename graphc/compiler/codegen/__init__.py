@@ -129,15 +129,17 @@ def compile_module(module, disable=None, dump_dir=None):
 
 
 def compile_executable(feeds, fetches, targets, feed_shapes, feed_values=None,
-                       variable_shapes=None):
+                       variable_shapes=None, exclude=frozenset()):
     """The Executable of one run signature (lower -> passes -> generate -> runtime);
     reusable for every run whose feeds satisfy its guards (runtime.GuardFailure if not).
     feed_values: the fed arrays, when known: small integer feeds whose values decide
     shapes are specialized on (guarded, see lower.py); variable_shapes: {name: shape} of
-    the variables now (variables of unknown graph shape are specialized on theirs)."""
+    the variables now (variables of unknown graph shape are specialized on theirs);
+    exclude: ops an earlier stage of the run has already run."""
     from graphc.compiler.lower import lower
     return compile_module(lower(feeds, fetches, targets, feed_shapes,
-                                feed_values=feed_values, variable_shapes=variable_shapes))
+                                feed_values=feed_values, variable_shapes=variable_shapes,
+                                exclude=exclude))
 
 
 def compile_and_run(feeds, fetches, targets, feed_arrays, variables):
