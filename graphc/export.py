@@ -106,7 +106,25 @@ def _compile(sess, feeds, fetches, shapes, target, with_debug):
     except codegen.LoweringError as e:
         raise ValueError(f"export: the subgraph cannot be compiled yet: {e}") from None
     spec["debug"] = _debug_info(module, before, counts, pass_texts, with_debug)
+    state.update(_random_states(sess, spec, state))
     return spec, state
+
+
+def _random_states(sess, spec, state):
+    """Starting states of the random ops codegen gave state entries (key and run counter,
+    see graphc/ops/random_ops.py): the Session's current ones, so the exported model goes
+    on drawing where the Session is."""
+    from graphc.ops.random_ops import random_state, random_state_name
+    out = {}
+    for v in spec["variables"]:
+        name = v["name"]
+        if name in state or not name.endswith(":random_state"):
+            continue
+        op = sess.graph.get_operation_by_name(name[:-len(":random_state")])
+        assert random_state_name(op.name) == name
+        out[name] = np.array(random_state(sess._state, op.name, op.attrs.get("seed"),
+                                          op.attrs.get("seed2")))
+    return out
 
 
 def _freeze_read_only_variables(module, values):

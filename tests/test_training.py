@@ -67,8 +67,10 @@ def test_batch_norm_model_trains_with_update_ops():
         np.testing.assert_allclose(sess.run(moving_mean), xv.mean(0), rtol=0.05)
 
 
-def _run_example(name, *args, timeout=60):
+def _run_example(name, *args, timeout=120, backend=None):
     env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    if backend:
+        env["GRAPHC_BACKEND"] = backend
     proc = subprocess.run([sys.executable, os.path.join(REPO, "examples", name), *args],
                           capture_output=True, text=True, timeout=timeout, env=env, cwd=REPO)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -88,6 +90,21 @@ def test_mnist_mlp_example(tmp_path):
     assert accuracy > 0.85
     assert restored == accuracy
     assert "steps/s" in out and os.listdir(tmp_path)
+    # the exported model, run by the standalone runtime (the script asserts that neither
+    # graphc nor kernels was imported), scores the same
+    out = _run_example("mnist_mlp_runtime.py", str(tmp_path))
+    assert float(re.search(r"runtime test accuracy: ([\d.]+)", out).group(1)) == accuracy
+
+
+def test_examples_train_to_the_same_accuracy_on_both_backends(tmp_path):
+    """The compiled backend (the default) and the reference executor reach the same test
+    accuracy on the flagship example: same data order, same seeds, same math."""
+    results = {}
+    for backend in ("compiled", "reference"):
+        env_out = _run_example("mnist_mlp.py", "--epochs", "3", "--out",
+                               str(tmp_path / backend), backend=backend)
+        results[backend] = float(re.search(r"^test accuracy: ([\d.]+)", env_out, re.M).group(1))
+    assert abs(results["compiled"] - results["reference"]) <= 0.01, results
 
 
 def test_cnn_example():
