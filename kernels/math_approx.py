@@ -7,8 +7,12 @@ need a long division). Special values follow C99/numpy: exp(-inf)=0, exp(big)=in
 log(0)=-inf, log(x<0)=nan, tanh saturates to +-1, nan in -> nan out.
 
 Float32 exp/expm1/log/log1p (and tanh/sigmoid/softplus built on them) have float32
-polynomials; float32 sin/cos/erf/pow run the float64 code and round (cheap enough, and
-correctly rounded in practice). Float64 pow evaluates log|x| and y*log|x| in double-double
+polynomials; float32 exp and tanh reduce with the magic-number trick (no rint, no
+float-to-int conversion, about half the instructions of the generic path), and
+`exp_nonpositive` (softmax's exp(x - max), sigmoid's exp(-|x|)) skips exp's overflow
+side (minimax polynomials, tests/test_fast_math_paths.py checks them densely); float32
+sin/cos/erf/pow run the float64 code and round (cheap enough, and correctly rounded in
+practice). Float64 pow evaluates log|x| and y*log|x| in double-double
 so that the result keeps ~1 ulp even when y*log|x| is large.
 
 Sources of the algorithms: exp/expm1 Cody-Waite reduction with Taylor polynomials, log/log1p
@@ -188,9 +192,89 @@ def _exp_reduce(o, x, bounds):
 
 def exp(builder, x):
     o = _ops(builder, x)
+    if not o.is64:
+        return _exp32(o, x)
     n, p = _exp_reduce(o, x, _EXP[o.is64][4])
     result = o.ldexp(o.add(1.0, p), n)
     return o.sel(o.isnan(x), x, result)
+
+
+def exp_nonpositive(builder, x):
+    """exp(x) for x <= 0 or nan (exact for any x < 43): a softmax's exp(x - max), a
+    sigmoid's exp(-|x|). Float32 skips the overflow side of exp's range handling."""
+    o = _ops(builder, x)
+    if not o.is64:
+        return _exp32(o, x, nonpositive=True)
+    return exp(builder, x)
+
+
+# ------------------------------------------------------- float32 exp, tanh (fast path)
+# Float32 exp and tanh take n = round(x / ln2) from the "magic number" trick: adding
+# 1.5 * 2^23 rounds to an integer kept in the low mantissa bits, so one fma gives n (as a
+# float, after subtracting the constant back) and, shifted into the exponent field, the
+# bits of 2^(n + offset) -- no rint, no float-to-int conversion, and nan needs no special
+# case (its bits make some scale; nan times anything is nan).
+_MAGIC = 12582912.0  # 1.5 * 2^23
+_LOG2E_32 = 1.44269504088896341
+_LN2_HI_32 = 0.693147182464599609375           # float32(ln 2)
+_LN2_LO_32 = -1.904654299957768e-09            # ln 2 - _LN2_HI_32
+# e^r - 1 = r + r^2 P(r) on |r| <= ln2/2: minimax P with float32 coefficients (relative
+# error of e^r 1e-8 with 5 coefficients, of e^r - 1 2e-9 with 6: tanh needs the latter).
+_EXPM1_P5 = [0.5, 0.16666577756404877, 0.04166685417294502, 0.008363170549273491,
+             0.0013901296770200133]
+_EXPM1_P6 = [0.5, 0.1666666716337204, 0.04166646674275398, 0.008333360776305199,
+             0.0013933642767369747, 0.00019857814186252654]
+
+
+def _reduce32(o, x, magic):
+    """(t, r): x = n ln2 + r with |r| <= ~ln2/2, where t = n + magic (bits of t shifted
+    left by 23 are those of 2^(n + magic - _MAGIC - 127)). `magic` may be a Value."""
+    t = o.muladd(x, _LOG2E_32, magic)
+    nf = o.sub(t, magic)  # exact
+    r = o.muladd(nf, -_LN2_HI_32, x)
+    return t, o.muladd(nf, -_LN2_LO_32, r)
+
+
+def _expm1_core32(o, r, coeffs):
+    """e^r - 1 for |r| <= ~ln2/2."""
+    return o.muladd(o.mul(r, r), o.poly(r, coeffs), r)
+
+
+def _scale32(o, t):
+    return o.from_bits(o.b.shl(o.to_bits(t), o.ci(23)))
+
+
+def _exp32(o, x, nonpositive=False):
+    """e^x = (1 + p(r)) 2^(n + k) 2^-k: the scale 2^(n + k) is normal over the whole range
+    (k = 64 below zero, -64 above), so only the final multiply rounds, into a subnormal or
+    inf where the result is one. x is clamped to [-104, 89] (beyond: 0 or inf); nan
+    passes through the clamps (ordered compares) and comes out nan."""
+    lo, hi = _EXP[False][4]
+    xc = o.sel(o.cmp("<", x, lo), lo, x)
+    if nonpositive:
+        magic, post = _MAGIC + 127 + 64, 2.0 ** -64
+    else:
+        xc = o.sel(o.cmp(">", xc, hi), hi, xc)
+        below = o.cmp("<", xc, 0.0)
+        magic = o.sel(below, _MAGIC + 127 + 64, _MAGIC + 127 - 64)
+        post = o.sel(below, 2.0 ** -64, 2.0 ** 64)
+    t, r = _reduce32(o, xc, magic)
+    mant = o.add(_expm1_core32(o, r, _EXPM1_P5), 1.0)
+    return o.mul(o.mul(mant, _scale32(o, t)), post)
+
+
+def _tanh32(o, x):
+    """-copysign(e / (e + 2), x) with e = expm1(-2|x|) = 2^n (1 + p) - 1 computed as
+    fma(2^n, p, 2^n - 1) (2^n - 1 is exact for n >= -24); -2|x| is clamped at -18.5,
+    where tanh rounds to +-1, so 2^n stays normal. No cancellation anywhere; tiny x give
+    e = -2x exactly (n = 0), signed zeros and nan pass through."""
+    z = o.mul(-2.0, o.fabs(x))
+    z = o.sel(o.cmp("<", z, -18.5), -18.5, z)
+    t, r = _reduce32(o, z, _MAGIC + 127)
+    p = _expm1_core32(o, r, _EXPM1_P6)
+    scale = _scale32(o, t)
+    e = o.muladd(scale, p, o.sub(scale, 1.0))
+    return o.copysign(o.div(e, o.add(e, 2.0)), x)
 
 
 def expm1(builder, x):
@@ -286,6 +370,8 @@ def log1p(builder, x):
 def tanh(builder, x):
     """sign(x) * -e / (e + 2) with e = expm1(-2|x|) in (-1, 0]: no cancellation, saturates."""
     o = _ops(builder, x)
+    if not o.is64:
+        return _tanh32(o, x)
     e = expm1(builder, o.mul(-2.0, o.fabs(x)))
     return o.copysign(o.div(o.neg(e), o.add(e, 2.0)), x)
 
@@ -293,7 +379,7 @@ def tanh(builder, x):
 def sigmoid(builder, x):
     """e = exp(-|x|) never overflows: 1/(1+e) for x >= 0, e/(1+e) below (as the reference)."""
     o = _ops(builder, x)
-    e = exp(builder, o.neg(o.fabs(x)))
+    e = exp_nonpositive(builder, o.neg(o.fabs(x)))
     denom = o.add(1.0, e)
     return o.sel(o.cmp(">=", x, 0.0), o.div(1.0, denom), o.div(e, denom))
 
@@ -302,7 +388,7 @@ def softplus(builder, x):
     """log(1 + e^x) = max(x, 0) + log1p(exp(-|x|)) (numpy's logaddexp(0, x))."""
     o = _ops(builder, x)
     positive_part = o.sel(o.cmp(">", x, 0.0), x, 0.0)
-    return o.add(positive_part, log1p(builder, exp(builder, o.neg(o.fabs(x)))))
+    return o.add(positive_part, log1p(builder, exp_nonpositive(builder, o.neg(o.fabs(x)))))
 
 
 # ------------------------------------------------------------------------- sin, cos

@@ -211,6 +211,14 @@ def _square(c):
     return c.b.fmul(c.x, c.x) if c.is_float else c.b.mul(c.x, c.x)
 
 
+def _exp(c):
+    # attrs {"nonpositive": True}: codegen knows x <= 0 (softmax's x - max), which the
+    # float32 code uses to skip the overflow half of exp's range handling
+    if c.attrs.get("nonpositive"):
+        return ma.exp_nonpositive(c.b, c.x)
+    return ma.exp(c.b, c.x)
+
+
 def _float_unary(fn):
     def emit(c):
         return fn(c.b, c.x)
@@ -384,7 +392,7 @@ SCALAR_OPS = {
     "Sqrt": _intrinsic_unary("sqrt"),
     "Rsqrt": _rsqrt,
     "Reciprocal": _reciprocal,
-    "Exp": _float_unary(ma.exp),
+    "Exp": _exp,
     "Log": _float_unary(ma.log),
     "Log1p": _float_unary(ma.log1p),
     "Expm1": _float_unary(ma.expm1),

@@ -264,10 +264,15 @@ def _row_stats(v, x, axis, index):
     loop_vars, body = row_view("r")
     row_max = v.x.reduce("max", loop_vars, body, acc)
     loop_vars, body = row_view("r")
-    shifted = v.x.op("Exp", [v.x.op("Sub", [body, row_max], acc)], acc)
+    shifted = _exp_shifted(v, v.x.op("Sub", [body, row_max], acc), acc)
     row_sum = v.x.reduce("sum", loop_vars, shifted, acc)
     v.memo[row_key] = (row_max, row_sum)
     return row_max, row_sum
+
+
+def _exp_shifted(v, x_minus_max, dtype):
+    """exp(x - row max): the argument is <= 0 (or nan), which the scalar code exploits."""
+    return v.x.op("Exp", [x_minus_max], dtype, {"nonpositive": True})
 
 
 def softmax(v, node, k, index):
@@ -279,7 +284,7 @@ def softmax(v, node, k, index):
     if node.type == "LogSoftmax":
         result = v.x.op("Sub", [shifted, v.x.op("Log", [row_sum], acc)], acc)
     else:
-        result = v.x.op("Mul", [v.x.op("Exp", [shifted], acc),
+        result = v.x.op("Mul", [_exp_shifted(v, shifted, acc),
                                 v.x.op("Reciprocal", [row_sum], acc)], acc)
     return v.x.cast(result, _dtype(node))
 
@@ -302,7 +307,7 @@ def sparse_xent(v, node, k, index):
                               v.x.op("Sub", [picked, row_max], acc)], acc)
         return v.x.cast(loss, _dtype(node, 0))
     x = v.x.cast(v.view(logits, index), acc)
-    prob = v.x.op("Mul", [v.x.op("Exp", [v.x.op("Sub", [x, row_max], acc)], acc),
+    prob = v.x.op("Mul", [_exp_shifted(v, v.x.op("Sub", [x, row_max], acc), acc),
                           v.x.op("Reciprocal", [row_sum], acc)], acc)
     hot = v.x.select(v.x.compare("eq", index[-1], label), v.x.const(1.0, acc),
                      v.x.const(0.0, acc))
