@@ -1,41 +1,56 @@
-"""A "conv" kernel -> one LLVM function: im2col + BLAS gemm per image, then the epilogue.
+"""A "conv" kernel -> one LLVM function: im2col + one BLAS gemm per chunk of images,
+with the epilogue applied to each chunk while it is in cache.
 
-For each image n (K = KH*KW*CI taps, P = OH*OW output positions):
-  Conv2D               cols[P, K] = im2col(x[n]);  y[n] = cols @ W          (NHWC: [P, CO])
-                                                   y[n] = W^T @ cols^T      (NCHW: [CO, P])
-  Conv2DBackpropFilter cols[P, K] = im2col(x[n]);  dW += cols^T @ dy[n]     (dW zeroed first)
-  Conv2DBackpropInput  dcols[P, K] = dy[n] @ W^T;  dx[n] = col2im(dcols)
-im2col is an index-remap loop (window_rules.Window.tap: padding cells read as 0) and
-col2im a gather (each input cell sums the taps that cover it), both emitted through the
-loop machinery into a per-image scratch buffer (malloc'd once per call: P*K elements, so
-it stays small and in cache whatever the batch). A pointwise convolution (1x1, stride 1,
-no padding) in NHWC needs no im2col: the batch itself is one [N*P, CI] matrix, and one
-gemm does it all.
-Measured (2-core x86, single-threaded OpenBLAS, forward / forward+both gradients): the
-direct loop rules never won; e.g. 32x14x14x16 * 3x3x16x32: 0.57 / 2.8 ms here vs 7.2 /
-38 ms direct; 16x32x32x32 * 3x3x32x32: 3.7 / 16 ms vs 31 / 830 ms; a 4x6x6x3 * 3x3x3x4
-toy: a tie (0.013 ms). With multithreaded OpenBLAS on a loaded machine, many small gemm
-calls can be 10-100x slower (threads spin-waiting for cores).
-The result is then finished by the epilogue (bias add, activation) in place, as in
-gemm_kernel.py. Types without BLAS (float16, integers) use the direct loop rules
-(window_rules.py) through the loop kernel template.
+The batch is cut into chunks of B images (K = KH*KW*CI taps, P = OH*OW output positions;
+NHWC: a chunk of images is one [B*P, ...] matrix):
+  Conv2D               cols[B*P, K] = im2col(x[chunk]);  y[chunk] = cols @ W    ([B*P, CO])
+  Conv2DBackpropFilter cols[B*P, K] = im2col(x[chunk]);  dW += cols^T @ dy[chunk] (dW zeroed first)
+  Conv2DBackpropInput  dcols[B*P, K] = dy[chunk] @ W^T;  dx[chunk] = col2im(dcols)
+NCHW keeps B = 1 (an image is [CO, P]: a chunk of them is no single matrix):
+y[n] = W^T @ cols^T, dW += cols^T @ dy[n]^T, dcols = dy[n]^T @ W^T.
+B is the largest divisor of the batch whose columns fit SCRATCH_BUDGET (so they stay in
+cache); an unknown batch size gets B = 1. im2col is an index-remap loop
+(window_rules.Window.tap: padding cells read as 0) and col2im a gather (each input cell
+sums the taps that cover it), both emitted through the loop machinery into the scratch
+buffer, which the memory planner places in the arena (scratch.py); without a plan the
+kernel mallocs it per call. A pointwise convolution (1x1, stride 1, no padding) in NHWC
+needs no im2col: the batch is one [N*P, CI] matrix and one gemm does it all.
+Measured (2-core AVX-512 x86, numpy's OpenBLAS, W6's 64x14x14x32 * 3x3x32x64 layer):
+per-image gemms 2.9 ms forward; chunks of 4 to 16 images 2.1 ms; the whole batch as one
+gemm (14 MB of columns, out of cache) 2.2 to 7 ms. The direct loop rules never won: e.g.
+32x14x14x16 * 3x3x16x32: 0.57 / 2.8 ms (forward / forward + both gradients) per image vs
+7.2 / 38 ms direct. With multithreaded OpenBLAS on a loaded machine, many small gemm
+calls can be 10-100x slower (threads spin-waiting for cores): chunks also cut the calls.
+The epilogue (bias add, activation) runs per chunk over the chunk's rows of the result
+(in place, as in gemm_kernel.py), while they are in cache; an epilogue of other dims runs
+once after the last chunk. Types without BLAS (float16, integers) use the direct loop
+rules (window_rules.py) through the loop kernel template, and so does an NHWC Conv2D
+with few taps (a 3x3 filter over one channel: DIRECT_CONV_TAPS), unrolled and vectorized
+over the output channels (W6's first layer: 0.4-0.5 ms vs 1.6 ms im2col + gemm); its
+filter gradient is a direct folding loop (lowering_of says which lowering a kernel gets).
 """
 from contextlib import nullcontext
 
 from llvmlite import ir
 
-from graphc.compiler.codegen.expr import Expr
+from graphc.compiler.codegen.expr import Expr, dim_key, dims_key
 from graphc.compiler.codegen.gemm_kernel import BLAS_DTYPES, _product_buffer
-from graphc.compiler.codegen.loop_kernel import (StoreTarget, _Emitter, kernel_targets,
+from graphc.compiler.codegen.loop_kernel import (Nest, StoreTarget, _Emitter,
+                                                 emit_loop_function, kernel_targets,
                                                  lower_loop_kernel, plan_nests, storages_used)
 from graphc.compiler.codegen.views import KernelViews, LoweringError
-from graphc.compiler.codegen.window_rules import CONV_TYPES, Window
+from graphc.compiler.codegen.window_rules import (CONV_TYPES, UNROLL_CELLS, Window,
+                                                  direct_conv_taps)
+from graphc.framework.symbolic import SymDim
 from kernels import dtypes as kd
 from kernels import gemm
 from kernels.loops import I32, I64, PTR
 
 SCRATCH = ("scratch", "cols")
-IMAGE = ("image", "out")   # the current image of the conv's result (a pointer in C)
+IMAGE = ("image", "out")   # the current chunk of the conv's result (a pointer in C)
+# Bytes of im2col columns per chunk: about half the per-core L2 of the machines measured,
+# so the columns written by im2col are still in cache when the gemm reads them.
+SCRATCH_BUDGET = 1 << 20
 
 
 def _conv_node(kernel):
@@ -50,17 +65,137 @@ def _conv_node(kernel):
 
 def lower_conv_kernel(program, kernel, name, scalar_ops, rules):
     node = _conv_node(kernel)
-    if node.outputs[0].dtype.name not in BLAS_DTYPES:
+    how = lowering_of(kernel)
+    if how == "direct_filter_gradient":
+        return _lower_direct_filter_gradient(program, kernel, node, name, scalar_ops, rules)
+    if how == "loop":
         return lower_loop_kernel(program, kernel, name, scalar_ops, rules)
     return _ConvLowering(program, kernel, node, name, scalar_ops, rules).lower()
 
 
+def lowering_of(kernel):
+    """How a conv kernel is lowered: "gemm" (im2col + BLAS), "loop" (the direct rules of
+    window_rules: types without BLAS, and an NHWC Conv2D with few taps, where a gemm
+    with so short an inner dimension runs far below peak) or "direct_filter_gradient"
+    (an NHWC filter gradient with few taps and no epilogue: a gemm with so few rows
+    runs far below peak too)."""
+    node = _conv_node(kernel)
+    if node.outputs[0].dtype.name not in BLAS_DTYPES:
+        return "loop"
+    nhwc = node.attrs.get("data_format", "NHWC") == "NHWC"
+    few_taps = nhwc and direct_conv_taps(Window(node)) is not None
+    if node.type == "Conv2D" and few_taps:
+        return "loop"
+    if node.type == "Conv2DBackpropFilter" and few_taps and len(kernel.nodes) == 1:
+        return "direct_filter_gradient"
+    return "gemm"
+
+
+def _lower_direct_filter_gradient(program, kernel, node, name, scalar_ops, rules):
+    """dW[kh, kw, ci, co] = sum over (n, oh, ow) of x[n, tap(oh, kh), tap(ow, kw), ci] *
+    dy[n, oh, ow, co]: one accumulating target per (kh, kw, ci), all in the nest over
+    dy's dims (vectorized over the output channels), after a nest filling dW with zeros.
+    Measured (W6's 64x28x28x1 * 3x3x1x32 layer): 1.0 ms vs 1.26 ms im2col + gemm."""
+    g = Window(node)
+    x_in, _, dy = node.inputs
+    out = node.outputs[0]
+    dtype = out.dtype.name
+    views = KernelViews(set(), program.storage_of, program.error_site, rules)
+    x = views.x
+    stores = program.stores_of(out)
+    zero = x.const(0, dtype)
+    fills, folds = [], []
+
+    def placer(kh, kw, ci):
+        def place(index):
+            n, oh, ow, co = index
+            hi, in_h = g.tap(views, 0, oh, x.const(kh))
+            wi, in_w = g.tap(views, 1, ow, x.const(kw))
+            cell = x.select(x.logical("and", in_h, in_w),
+                            views.view(x_in, [n, hi, wi, x.const(ci)]), zero)
+            value = x.op("Mul", [cell, views.view(dy, [n, oh, ow, co])], dtype)
+            return value, x.linear([x.const(kh), x.const(kw), x.const(ci), co], out.dims)
+        return place
+    kh_taps, kw_taps, channels = direct_conv_taps(g)
+    for storage in stores:
+        fills.append(StoreTarget(storage, out.dims, dtype, lambda index: zero))
+        for kh in range(kh_taps):
+            for kw in range(kw_taps):
+                for ci in range(channels):
+                    folds.append(StoreTarget(storage, out.dims, dtype, None, accumulate="sum",
+                                             loop_dims=list(dy.dims),
+                                             place=placer(kh, kw, ci)))
+    nests = plan_nests(views, fills) + plan_nests(views, folds)
+    storages = storages_used(nests)
+    fn = emit_loop_function(program.llvm, name, views, nests, storages, program.emit_dim,
+                            scalar_ops)
+    return fn, storages
+
+
+# ---------------------------------------------------------------- geometry
+class ConvShape:
+    """The gemm view of one conv node: P, K, pointwise, and the chunk size B."""
+
+    def __init__(self, node):
+        g = self.g = Window(node)
+        self.dtype = node.outputs[0].dtype.name
+        self.pointwise = (g.fmt == "NHWC" and g.taps == (1, 1) and g.strides == (1, 1)
+                          and all(isinstance(p, int) and p == 0 for p in g.pads))
+        self.P = _dim_product([g.oh, g.ow])
+        self.K = _dim_product([g.taps[0], g.taps[1], g.c])
+        self.chunk = self._chunk()
+
+    def _chunk(self):
+        n, per_image = dim_key(self.g.n), _const(self.P * self.K)
+        if self.g.fmt != "NHWC" or self.pointwise or not isinstance(n, int) or \
+                per_image is None or n <= 1:
+            return 1
+        per_image *= kd.itemsize(self.dtype)
+        fits = [b for b in range(1, n + 1) if n % b == 0 and b * per_image <= SCRATCH_BUDGET]
+        return max(fits, default=1)
+
+    def scratch_bytes(self):
+        """Bytes of im2col columns the kernel needs (0: none), an int or a SymDim."""
+        if self.pointwise or self.dtype not in BLAS_DTYPES:
+            return 0
+        n = self.chunk * self.P * self.K * kd.itemsize(self.dtype)
+        c = _const(n)
+        return n if c is None else c
+
+
+def scratch_bytes(kernel):
+    """The scratch request of a conv kernel (scratch.py asks it for the memory plan)."""
+    try:
+        if lowering_of(kernel) != "gemm":
+            return 0
+    except LoweringError:
+        return 0
+    return ConvShape(_conv_node(kernel)).scratch_bytes()
+
+
+def _dim_product(dims):
+    out = 1
+    for d in dims:
+        out = out * d
+    return out
+
+
+def _const(x):
+    if isinstance(x, SymDim):
+        return x.constant()
+    return int(x)
+
+
+# -------------------------------------------------------------------- lowering
 class _ConvLowering:
     def __init__(self, program, kernel, node, name, scalar_ops, rules):
         self.program, self.kernel, self.node, self.name = program, kernel, node, name
         self.scalar_ops = scalar_ops
         self.rules = rules
-        self.g = Window(node)
+        self.shape = ConvShape(node)
+        self.g = self.shape.g
+        self.B = self.shape.chunk
+        self.pointwise = self.shape.pointwise
         self.dtype = node.outputs[0].dtype.name
         self.product = node.outputs[0]
         self.epilogue = [n for n in kernel.nodes if n is not node]
@@ -70,73 +205,120 @@ class _ConvLowering:
         def storage_of(value):
             return self.c_key if value is self.product else program.storage_of(value)
         self.views = KernelViews(computed, storage_of, program.error_site, rules)
-        g = self.g
-        self.pointwise = (g.fmt == "NHWC" and g.taps == (1, 1) and g.strides == (1, 1)
-                          and all(isinstance(p, int) and p == 0 for p in g.pads))
 
     # ------------------------------------------------------------- structure
     def lower(self):
         v, node = self.views, self.node
         outputs = [o for o in self.kernel.outputs if o is not self.product]
-        self.epilogue_nests = plan_nests(v, kernel_targets(self.program, v, outputs,
-                                                           self.epilogue, self.extra))
-        self.n_var, self.n = v.x.var(v.x.dim(self.g.n), "n")
-        if self.pointwise:  # one gemm for the whole batch: no image loop
-            self.n_var, self.n = None, v.x.const(0)
+        targets = kernel_targets(self.program, v, outputs, self.epilogue, self.extra)
+        self.n_var, self.chunk = None, v.x.const(0)
+        if not self.pointwise:   # pointwise: one gemm for the whole batch, no chunk loop
+            n_chunks = self.g.n // self.B if self.B > 1 else self.g.n
+            self.n_var, _ = v.x.var(v.x.dim(n_chunks), "chunk")
         if self.n_var is not None:
-            # The image loop encloses the per-image nests: for them n is a constant, so
-            # its expr claims no free loop variable (the nests place work by their own).
-            self.n = Expr("var", "int64", self.n_var.id, (), frozenset())
-        self.per_image = self._per_image_nests()
+            # The chunk loop encloses the per-chunk nests: for them the chunk is a
+            # constant, so its expr claims no free loop variable (the nests place work
+            # by their own variables).
+            self.chunk = Expr("var", "int64", self.n_var.id, (), frozenset())
+        self.chunk_epilogue = []
+        self.epilogue_nests = []
+        if targets and node.type != "Conv2DBackpropFilter" and self.n_var is not None:
+            self.chunk_epilogue = self._chunk_nests(targets)
+        if targets and not self.chunk_epilogue:
+            self.epilogue_nests = plan_nests(v, targets)
+        self.per_chunk = self._per_chunk_nests()
         self.zero = []
         if node.type == "Conv2DBackpropFilter":
             zero = v.x.const(0, self.dtype)
             self.zero = plan_nests(v, [StoreTarget(self.c_key, self.product.dims, self.dtype,
                                                    lambda index: zero)])
         operands = [self.program.storage_of(i) for i in self._gemm_inputs()]
-        used = storages_used(self.zero + self.per_image + self.epilogue_nests)
+        used = storages_used(self.zero + self.per_chunk + self.chunk_epilogue +
+                             self.epilogue_nests)
+        self.scratch_key = self._arena_scratch()
         storages = [s for s in dict.fromkeys([self.c_key] + operands + used)
                     if s not in (SCRATCH, IMAGE)]
+        if self.scratch_key is not None and self.scratch_key not in storages:
+            storages.append(self.scratch_key)
         return self._emit(storages), storages
+
+    def _arena_scratch(self):
+        """The storage key of this kernel's arena scratch buffer, or None (malloc)."""
+        if self.pointwise:
+            return None
+        from graphc.compiler.codegen.scratch import scratch_storage
+        return scratch_storage(self.program, self.kernel)
 
     def _gemm_inputs(self):
         ins = self.node.inputs
         return ins[1:3] if self.node.type == "Conv2DBackpropInput" else [ins[0], ins[-1]]
 
-    def _per_image_nests(self):
+    def _image(self, b):
+        """The batch index of image b of the current chunk."""
+        x = self.views.x
+        return x.add(x.mul(self.chunk, x.const(self.B)), b)
+
+    def _chunk_nests(self, targets):
+        """The epilogue as one nest over the current chunk's images ([B, ...] dims), or []
+        when some target is not of the product's dims."""
+        v = self.views
+        dims = list(self.product.dims)
+        key = dims_key(dims)
+        if any(dims_key(t.dims) != key for t in targets):
+            return []
+        nest = Nest(v, [self.B] + dims[1:])
+        nest.key = key
+        nest.index = [self._image(nest.index[0])] + nest.index[1:]
+        for t in targets:
+            t.index = list(nest.index)
+            t.expr = t.value_of(t.index)
+            t.position = v.x.linear(t.index, t.dims)
+            nest.targets.append(t)
+        return [nest]
+
+    def _per_chunk_nests(self):
         """im2col into SCRATCH (Conv2D, the filter gradient), or col2im from it into the
-        current image of the result (the input gradient), for image self.n."""
+        current chunk of the result (the input gradient), for the current chunk."""
         g, v, x = self.g, self.views, self.views.x
-        if self.node.type == "Conv2DBackpropInput":
-            if self.pointwise:
-                return []
-            dims = g.join(1, g.h, g.w, g.c)[1:]
-            return plan_nests(v, [StoreTarget(IMAGE, dims, self.dtype, self._col2im)])
         if self.pointwise:
             return []
-        dims = [g.oh, g.ow, g.taps[0], g.taps[1], g.c]
+        if self.node.type == "Conv2DBackpropInput":
+            dims = [self.B] + g.join(1, g.h, g.w, g.c)[1:]
+            return plan_nests(v, [StoreTarget(IMAGE, dims, self.dtype, self._col2im)])
+        dims = [self.B, g.oh, g.ow, g.taps[0], g.taps[1], g.c]
         source = self.node.inputs[0]
 
         def im2col(index):
-            oh, ow, kh, kw, ci = index
+            b, oh, ow, kh, kw, ci = index
             hi, in_h = g.tap(v, 0, oh, kh)
             wi, in_w = g.tap(v, 1, ow, kw)
             inside = x.logical("and", in_h, in_w)
-            return x.select(inside, v.view(source, g.join(self.n, hi, wi, ci)),
+            return x.select(inside, v.view(source, g.join(self._image(b), hi, wi, ci)),
                             x.const(0, self.dtype))
         return plan_nests(v, [StoreTarget(SCRATCH, dims, self.dtype, im2col)])
 
     def _col2im(self, index):
         """dx[n, h, w, ci] = sum of the dcols taps that read (h, w)."""
         g, v, x = self.g, self.views, self.views.x
-        h, w, ci = (index if g.fmt == "NHWC" else [index[1], index[2], index[0]])
+        b, rest = index[0], index[1:]
+        h, w, ci = (rest if g.fmt == "NHWC" else [rest[1], rest[2], rest[0]])
+        def tap(kh, kw):
+            oh, ok_h = g.source(v, 0, h, kh)
+            ow, ok_w = g.source(v, 1, w, kw)
+            position = x.linear([b, oh, ow, kh, kw, ci],
+                                [self.B, g.oh, g.ow, g.taps[0], g.taps[1], g.c])
+            value = x.load(SCRATCH, position, self.dtype)
+            return x.select(x.logical("and", ok_h, ok_w), value, x.const(0, self.dtype))
+        if g.taps[0] * g.taps[1] <= UNROLL_CELLS:
+            # straight-line code, so that the channel loop around it vectorizes
+            total = None
+            for kh in range(g.taps[0]):
+                for kw in range(g.taps[1]):
+                    term = tap(x.const(kh), x.const(kw))
+                    total = term if total is None else x.op("Add", [total, term], self.dtype)
+            return total
         loop_vars, (kh, kw) = v.fresh_vars(g.taps)
-        oh, ok_h = g.source(v, 0, h, kh)
-        ow, ok_w = g.source(v, 1, w, kw)
-        position = x.linear([oh, ow, kh, kw, ci], [g.oh, g.ow, g.taps[0], g.taps[1], g.c])
-        tap = x.load(SCRATCH, position, self.dtype)
-        body = x.select(x.logical("and", ok_h, ok_w), tap, x.const(0, self.dtype))
-        return x.reduce("sum", loop_vars, body, self.dtype)
+        return x.reduce("sum", loop_vars, tap(kh, kw), self.dtype)
 
     # ------------------------------------------------------------------ code
     def _emit(self, storages):
@@ -158,24 +340,29 @@ class _ConvLowering:
         if self.pointwise:  # the batch is one [N*H*W, CI] matrix
             self.P = b.mul(self.P, dim(g.n))
         self.K = b.mul(b.mul(dim(g.taps[0]), dim(g.taps[1])), dim(g.c))
-        self.HWC = b.mul(b.mul(dim(g.h), dim(g.w)), dim(g.c))
-        self.PCO = b.mul(self.P, dim(g.oc))
-        self.CO, self.CI = dim(g.oc), dim(g.c)
-        scratch = None
-        if not self.pointwise:
-            nbytes = b.mul(b.mul(self.P, self.K), ir.Constant(I64, kd.itemsize(self.dtype)))
-            scratch = b.call(_libc(program.llvm, "malloc"), [nbytes])
-            buffers[SCRATCH] = scratch
+        chunk = ir.Constant(I64, self.B)
+        self.rows = b.mul(self.P, chunk)                     # gemm rows of one chunk
+        self.HWC = b.mul(b.mul(b.mul(dim(g.h), dim(g.w)), dim(g.c)), chunk)
+        self.PCO = b.mul(self.rows, dim(g.oc))
+        self.CO = dim(g.oc)
+        allocated = None
+        if self.scratch_key is not None:
+            buffers[SCRATCH] = buffers[self.scratch_key]
+        elif not self.pointwise:
+            nbytes = b.mul(b.mul(self.rows, self.K), ir.Constant(I64, kd.itemsize(self.dtype)))
+            allocated = b.call(_libc(program.llvm, "malloc"), [nbytes])
+            buffers[SCRATCH] = allocated
         for nest in self.zero:
             em.emit_nest(nest)
         gemm_fn = gemm.declare_gemm(program.llvm, _blas(BLAS_DTYPES[self.dtype]), self.dtype,
                                     _blas_bits())
         loop = em._loop(self.n_var) if self.n_var is not None else nullcontext()
         with loop:
-            n = em.value(self.n)
-            self._image(gemm_fn, n, elem)
-        if scratch is not None:
-            b.call(_libc(program.llvm, "free"), [scratch])
+            self._chunk_work(gemm_fn, em.value(self.chunk), elem)
+            for nest in self.chunk_epilogue:
+                em.emit_nest(nest)
+        if allocated is not None:
+            b.call(_libc(program.llvm, "free"), [allocated])
         for nest in self.epilogue_nests:
             em.emit_nest(nest)
         b.ret(em.status())
@@ -184,8 +371,8 @@ class _ConvLowering:
     def _at(self, key, n, size, elem):
         return self.b.gep(self.buffers[key], [self.b.mul(n, size)], source_etype=elem)
 
-    def _image(self, gemm_fn, n, elem):
-        """The work of image n."""
+    def _chunk_work(self, gemm_fn, n, elem):
+        """The work of chunk n (images n*B .. n*B+B-1)."""
         b, em, g, t = self.b, self.em, self.g, self.node.type
         nhwc = g.fmt == "NHWC"
         call = lambda ta, tb, m, nn, k, a, bb, c, beta=0.0: gemm.call_gemm(  # noqa: E731
@@ -196,12 +383,12 @@ class _ConvLowering:
             dy = self._at(self.program.storage_of(ins[2]), n, self.PCO, elem)
             image = self._at(self.c_key, n, self.HWC, elem)
             target = image if self.pointwise else self.buffers[SCRATCH]
-            call(not nhwc, True, self.P, self.K, self.CO, dy, w, target)
+            call(not nhwc, True, self.rows, self.K, self.CO, dy, w, target)
             self.buffers[IMAGE] = image
-            for nest in self.per_image:
+            for nest in self.per_chunk:
                 em.emit_nest(nest)
             return
-        for nest in self.per_image:
+        for nest in self.per_chunk:
             em.emit_nest(nest)
         x_image = self._at(self.program.storage_of(ins[0]), n, self.HWC, elem)
         cols = x_image if self.pointwise else self.buffers[SCRATCH]
@@ -209,13 +396,13 @@ class _ConvLowering:
             w = self.buffers[self.program.storage_of(ins[1])]
             out = self._at(self.c_key, n, self.PCO, elem)
             if nhwc:
-                call(False, False, self.P, self.CO, self.K, cols, w, out)
+                call(False, False, self.rows, self.CO, self.K, cols, w, out)
             else:
-                call(True, True, self.CO, self.P, self.K, w, cols, out)
+                call(True, True, self.CO, self.rows, self.K, w, cols, out)
         else:  # Conv2DBackpropFilter
             dy = self._at(self.program.storage_of(ins[2]), n, self.PCO, elem)
             dw = self.buffers[self.c_key]
-            call(True, not nhwc, self.K, self.CO, self.P, cols, dy, dw, beta=1.0)
+            call(True, not nhwc, self.K, self.CO, self.rows, cols, dy, dw, beta=1.0)
 
 
 def _libc(module, name):

@@ -10,7 +10,9 @@ accumulated in memory. Padding cells are never read: indices are clamped and the
 is selected away.
 
 Conv2D and its backprops on float32/float64 take the im2col + BLAS template
-(conv_kernel.py); these direct rules are the other dtypes' lowering.
+(conv_kernel.py); these direct rules are the other dtypes' lowering, and that of a
+Conv2D with few taps (DIRECT_CONV_TAPS). Small windows (UNROLL_CELLS) are unrolled
+into straight-line code so that the loop over channels around them vectorizes.
 """
 import numpy as np
 
@@ -179,13 +181,39 @@ def conv2d(v, node, k, index):
     dtype = node.outputs[0].dtype.name
     acc = _accumulator(dtype)
     n, oh, ow, co = g.split(index)
+
+    def term(kh, kw, ci):
+        hi, in_h = g.tap(v, 0, oh, kh)
+        wi, in_w = g.tap(v, 1, ow, kw)
+        xv = v.x.select(_and(v, in_h, in_w), v.x.cast(v.view(x, g.join(n, hi, wi, ci)), acc),
+                        v.x.const(0, acc))
+        return v.x.op("Mul", [xv, v.x.cast(v.view(w, [kh, kw, ci, co]), acc)], acc)
+    if direct_conv_taps(g) is not None:
+        # straight-line code: the output-channel loop vectorizes (a broadcast input cell
+        # times a row of filter taps per term)
+        c = v.x.const
+        terms = [term(c(kh), c(kw), c(ci)) for kh in range(g.taps[0])
+                 for kw in range(g.taps[1]) for ci in range(direct_conv_taps(g)[2])]
+        total = terms[0]
+        for t in terms[1:]:
+            total = v.x.op("Add", [total, t], acc)
+        return v.x.cast(total, dtype)
     loop_vars, (kh, kw, ci) = v.fresh_vars([g.taps[0], g.taps[1], g.c])
-    hi, in_h = g.tap(v, 0, oh, kh)
-    wi, in_w = g.tap(v, 1, ow, kw)
-    xv = v.x.select(_and(v, in_h, in_w), v.x.cast(v.view(x, g.join(n, hi, wi, ci)), acc),
-                    v.x.const(0, acc))
-    prod = v.x.op("Mul", [xv, v.x.cast(v.view(w, [kh, kw, ci, co]), acc)], acc)
-    return _sum(v, loop_vars, prod, acc, dtype)
+    return _sum(v, loop_vars, term(kh, kw, ci), acc, dtype)
+
+
+# Conv2D with at most this many taps (KH*KW*CI, e.g. a 3x3 filter over one channel) is
+# computed directly (unrolled, vectorized over the output channels) rather than by
+# im2col + gemm: a gemm with so short an inner dimension runs far below peak.
+DIRECT_CONV_TAPS = 16
+
+
+def direct_conv_taps(g):
+    """(KH, KW, CI) when a Conv2D of geometry g is small enough to unroll, else None."""
+    c = dim_key(g.c)
+    if isinstance(c, int) and g.taps[0] * g.taps[1] * c <= DIRECT_CONV_TAPS:
+        return (g.taps[0], g.taps[1], c)
+    return None
 
 
 def conv2d_backprop_input(v, node, k, index):
@@ -225,6 +253,12 @@ def max_pool(v, node, k, index):
     dtype = node.outputs[0].dtype.name
     acc = _accumulator(dtype)
     n, oh, ow, c = g.split(index)
+    if _unrolled(g):  # straight-line code: the channel loop vectorizes
+        cells = [cell for _, _, cell in _window_cells(v, g, x, n, oh, ow, c)]
+        best = cells[0]
+        for cell in cells[1:]:
+            best = v.x.op("Maximum", [best, cell], acc)
+        return v.x.cast(best, dtype)
     loop_vars, (kh, kw) = v.fresh_vars(g.taps)
     hi, in_h = g.tap(v, 0, oh, kh)
     wi, in_w = g.tap(v, 1, ow, kw)
@@ -255,6 +289,8 @@ def _first_max(v, g, x, n, oh, ow, c):
     """(h, w) input position of the first maximum of window (oh, ow) in row-major window
     order, never a padding cell (as the reference: a padding cell could tie only when
     every real cell is the lowest value; then the first real cell)."""
+    if _unrolled(g):
+        return _first_max_unrolled(v, g, x, n, oh, ow, c)
     kw_taps = g.taps[1]
     dtype = x.dtype.name
     acc = _accumulator(dtype)
@@ -274,11 +310,66 @@ def _first_max(v, g, x, n, oh, ow, c):
     return v.x.select(real, h, first_h), v.x.select(real, w, first_w)
 
 
+# Windows up to this many cells are scanned in straight-line code (no inner loop), so
+# that the channel loop around them vectorizes: a 2x2 pool is 4 loads and 3 compares per
+# element. Measured in W6 (f32 NHWC, 2x2 stride 2, 2-core AVX-512 x86): MaxPool of
+# 64x28x28x32 2.7 -> 0.21 ms, its MaxPoolGrad 17 -> 0.64 ms (the argmax loop per input
+# cell ran scalar), 64x14x14x64: 1.35 -> 0.18 and 8.3 -> 0.31 ms.
+UNROLL_CELLS = 16
+
+
+def _unrolled(g):
+    return g.taps[0] * g.taps[1] <= UNROLL_CELLS
+
+
+def _window_cells(v, g, x, n, oh, ow, c):
+    """[(kh, kw, value)] of window (oh, ow) in row-major window order; a padding cell
+    reads as the lowest value (in the accumulator type)."""
+    acc = _accumulator(x.dtype.name)
+    out = []
+    for kh in range(g.taps[0]):
+        hi, in_h = g.tap(v, 0, oh, v.x.const(kh))
+        for kw in range(g.taps[1]):
+            wi, in_w = g.tap(v, 1, ow, v.x.const(kw))
+            cell = v.x.select(_and(v, in_h, in_w),
+                              v.x.cast(v.view(x, g.join(n, hi, wi, c)), acc),
+                              v.x.const(_lowest(acc), acc))
+            out.append((kh, kw, cell))
+    return out
+
+
+def _first_max_unrolled(v, g, x, n, oh, ow, c):
+    """_first_max as a straight-line scan: a cell replaces the best so far when it is
+    larger, or NaN while the best is not (NumPy's argmax: the first NaN wins)."""
+    x_ = v.x
+    cells = _window_cells(v, g, x, n, oh, ow, c)
+    acc = cells[0][2].dtype
+    kh0, kw0, best = cells[0]
+    bh, bw = x_.const(kh0), x_.const(kw0)
+    for kh, kw, cell in cells[1:]:
+        larger = x_.op("Greater", [cell, best], "bool")
+        if acc.startswith("float"):
+            nan_first = x_.logical("and", x_.op("NotEqual", [cell, cell], "bool"),
+                                   x_.op("Equal", [best, best], "bool"))
+            larger = x_.logical("or", larger, nan_first)
+        best = x_.select(larger, cell, best)
+        bh = x_.select(larger, x_.const(kh), bh)
+        bw = x_.select(larger, x_.const(kw), bw)
+    h, ok_h = g.tap(v, 0, oh, bh)
+    w, ok_w = g.tap(v, 1, ow, bw)
+    real = _and(v, ok_h, ok_w)
+    first_h, _ = g.tap(v, 0, oh, x_.const(0))
+    first_w, _ = g.tap(v, 1, ow, x_.const(0))
+    return x_.select(real, h, first_h), x_.select(real, w, first_w)
+
+
 def max_pool_grad(v, node, k, index):
     g = Window(node)
     x, _, dy = node.inputs
     dtype = node.outputs[0].dtype.name
     acc = "float64" if dtype.startswith("float") else dtype  # the reference sums in double
+    if g.candidates(0) * g.candidates(1) == 1:
+        acc = dtype  # one window covers each cell (stride >= window): nothing to sum
     n, h, w, c = g.split(index)
     loop_vars, (jh, jw) = v.fresh_vars([g.candidates(0), g.candidates(1)], "j")
     oh, ok_h = g.covering(v, 0, h, jh)

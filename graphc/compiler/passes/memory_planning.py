@@ -15,6 +15,9 @@ expressions of the feed symbols, valid for every value of the symbols:
 - placement: storages in order of first definition, each "on top" of the storages placed
   before it whose lives overlap its own: offset = max(offset + size) over those (exact
   expressions, so no two buffers live at the same time overlap for any symbol values).
+- scratch: a kernel that needs temporary memory while it runs (a convolution's im2col
+  columns: codegen/scratch.py says how much) gets a buffer live during that kernel only,
+  placed like the others; `memory_plan.scratch` = {kernel index: Buffer}.
 The arena size is the max of offset + size. stats: "arena", "sum_of_buffers" (no reuse at
 all), "lower_bound" (the peak of the bytes live at one time: no placement beats it).
 Modules with data-dependent dims (not static-shaped) get no plan (memory_plan = None).
@@ -54,6 +57,8 @@ class MemoryPlan:
             extra = f" in place of {b.inplace_of.ref}" if b.inplace_of is not None else ""
             lines.append(f"  {v.ref}: offset {b.offset} size {b.size} live "
                          f"{b.live[0]}..{b.live[1]}{extra}")
+        for t, b in sorted(getattr(self, "scratch", {}).items()):
+            lines.append(f"  scratch of kernel {t}: offset {b.offset} size {b.size}")
         return "\n".join(lines) + "\n"
 
     __str__ = to_text
@@ -93,6 +98,9 @@ def plan_memory(kernels, fetched):
         r = root[v]
         lo, hi = span.get(r, (first[v], last[v]))
         span[r] = (min(lo, first[v]), max(hi, last[v]))
+    scratch = _scratch_requests(kernels, hints)
+    for key, nbytes in scratch.items():
+        span[key], size[key] = (key[1], key[1]), nbytes
     offset = _place(span, size, hints)
     arena = exact_max([offset[r] + size[r] for r in span])
     buffers = {v: Buffer(offset[root[v]], size[v], (first[v], last[v]), inplace.get(v))
@@ -100,7 +108,21 @@ def plan_memory(kernels, fetched):
     peak = exact_max([_sum(size[r] for r, (lo, hi) in span.items() if lo <= t <= hi)
                       for t in range(len(kernels))])
     stats = {"arena": arena, "sum_of_buffers": _sum(size.values()), "lower_bound": peak}
-    return MemoryPlan(buffers, arena, stats)
+    plan = MemoryPlan(buffers, arena, stats)
+    plan.scratch = {key[1]: Buffer(offset[key], size[key], span[key]) for key in scratch}
+    return plan
+
+
+def _scratch_requests(kernels, hints):
+    """{("scratch", kernel index): bytes} of the kernels that need scratch memory while
+    they run (codegen/scratch.py: a convolution's im2col columns)."""
+    from graphc.compiler.codegen.scratch import scratch_bytes
+    out = {}
+    for t, k in enumerate(kernels):
+        n = _plain(scratch_bytes(k))
+        if isinstance(n, SymDim) or n > 0:
+            out[("scratch", t)] = _round_bytes(n, hints)
+    return out
 
 
 def _place(span, size, hints):
@@ -169,6 +191,10 @@ def buffer_bytes(value, hints=None):
     n = value.dtype.np.itemsize if value.dtype.name != "bool" else 1
     for d in value.dims:
         n = n * (SymDim.symbol(d, 1) if isinstance(d, str) else d)
+    return _round_bytes(n, hints)
+
+
+def _round_bytes(n, hints):
     n = _plain(n)
     if not isinstance(n, SymDim):
         return _round_up(n)
