@@ -168,10 +168,12 @@ class NativeStage:
     def _compile(self, arrays, state):
         from graphc.compiler.codegen import compile_executable
         self.session.compile_count += 1
-        return compile_executable(self.feeds, self.fetches, self.targets,
-                                  [a.shape for a in arrays], arrays,
-                                  {name: a.shape for name, a in state.variables.items()},
-                                  exclude=self.exclude)
+        exe = compile_executable(self.feeds, self.fetches, self.targets,
+                                 [a.shape for a in arrays], arrays,
+                                 {name: a.shape for name, a in state.variables.items()},
+                                 exclude=self.exclude)
+        exe.set_num_threads(self.session.num_threads)  # ConfigProto's intra-op threads
+        return exe
 
 
 def _graphc_error(e):

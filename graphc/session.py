@@ -81,6 +81,9 @@ class Session:
         self.backend = (getattr(self.config, "backend", None)
                         or os.environ.get("GRAPHC_BACKEND") or "compiled")
         self.compile_count = 0  # native compiles so far (tests count recompiles)
+        # threads of each large compiled loop (runtime.Executable.set_num_threads); TF1's
+        # 0 means "the cores available", which the runtime picks when this is None
+        self.num_threads = int(self.config.intra_op_parallelism_threads or 0) or None
         self._state = SessionState()
         self._cache = {}
         self._closed = False

@@ -13,10 +13,16 @@ Per-run Python work is kept small: everything derived from the feed shapes (symb
 guards, fetch shapes, arena size) is memoized per tuple of feed shapes, and the pointer
 arrays are filled by a small generated wrapper that reads each array's data pointer from
 the ndarray object itself, so Python only stores object ids.
+
+Threads: large loops of the generated code run on a thread team (runtime/jit.py, kernels/
+parallel.py) of at most `num_threads` threads, a global of the compiled module set here:
+the constructor's `num_threads`, else runtime.jit.default_num_threads() (the cores this
+process may use); `set_num_threads` changes it. Nothing about threads is in the spec.
 """
 import ctypes
 import sys
 import threading
+import weakref
 
 import numpy as np
 
@@ -57,6 +63,17 @@ def _aligned_empty(nbytes, align=64):
     return raw[start:start + nbytes]
 
 
+_WITH_TEAMS = weakref.WeakSet()  # executables whose code may start thread teams
+
+
+def _serial_after_fork():
+    for exe in list(_WITH_TEAMS):
+        exe._threads.value = 1
+
+
+jit.on_fork_in_child(_serial_after_fork)
+
+
 def _dtype(name, what):
     try:
         return _DTYPES[name]
@@ -70,7 +87,7 @@ class _Plan:
 
 
 class Executable:
-    def __init__(self, spec, use_wrapper=True):
+    def __init__(self, spec, use_wrapper=True, num_threads=None):
         version = spec.get("format_version")
         if version != FORMAT_VERSION:
             raise ValueError(f"executable format version {version!r} is not supported "
@@ -103,6 +120,32 @@ class Executable:
         self._var_bound_shapes = None
         self._arena = _aligned_empty(64)
         self._arena_ptr = ctypes.c_void_p(self._arena.ctypes.data)
+        self._threads = self._module_global(jit.THREADS_GLOBAL, ctypes.c_int32)
+        self._tasks = self._module_global(jit.TASKS_GLOBAL, ctypes.c_int64)
+        self.num_threads = None
+        self.set_num_threads(num_threads)
+        if self._threads is not None:
+            _WITH_TEAMS.add(self)
+
+    # ---------------------------------------------------------------- threads
+    def _module_global(self, name, ctype):
+        addr = self._compiled.global_address(name)
+        return ctype.from_address(addr) if addr else None
+
+    def set_num_threads(self, n=None):
+        """At most `n` threads run each large loop (None or 0: the cores available)."""
+        n = int(n) if n else jit.default_num_threads()
+        if n < 1:
+            raise ValueError(f"num_threads must be positive, got {n}")
+        self.num_threads = n
+        if self._threads is not None:
+            self._threads.value = n if jit.teams_allowed() else 1
+
+    @property
+    def parallel_tasks(self):
+        """Tasks run so far by the split loops: one per thread of each team, one per loop
+        run serially (below the size that starts a team). 0 when there are none."""
+        return self._tasks.value if self._tasks is not None else 0
 
     # ------------------------------------------------------------ construction
     def _read_signature(self, spec):

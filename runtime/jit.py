@@ -2,7 +2,15 @@
 
 One process-wide llvmlite initialization; numpy's bundled OpenBLAS is loaded permanently so
 that generated code can call CBLAS routines by their exported names (`blas_symbol`).
+
+Thread teams: generated code runs its large loops through three functions it only
+declares (kernels/parallel.py); `link_parallel_runtime` defines them in the IR before
+compiling: forwarding to libgomp (GCC's OpenMP runtime, loaded permanently the first
+time a module needs it) when it is found, else as a serial shim (the loop's task runs
+once on the calling thread). GRAPHC_OPENMP=0 in the environment forces the shim.
 """
+import ctypes
+import ctypes.util
 import glob
 import os
 import re
@@ -125,6 +133,147 @@ def blas_int_bits():
     return 64 if blas_symbol("cblas_sgemm").endswith("64_") else 32
 
 
+# ---------------------------------------------------------------- OpenMP
+# The names generated code declares (kernels/parallel.py defines the same; runtime never
+# imports kernels, a test checks that they agree).
+PARALLEL_FN = "graphc_omp_parallel"
+THREAD_NUM_FN = "graphc_omp_thread_num"
+NUM_THREADS_FN = "graphc_omp_num_threads"
+THREADS_GLOBAL = "graphc_num_threads"
+TASKS_GLOBAL = "graphc_parallel_tasks"
+_OMP_DECLARE = re.compile(r'^declare [^\n]*@"?(?:%s|%s|%s)"?\([^\n]*\n?'
+                          % (PARALLEL_FN, THREAD_NUM_FN, NUM_THREADS_FN), re.M)
+_OMP_FORWARD = f"""
+define void @{PARALLEL_FN}(ptr %fn, ptr %data, i32 %n) nounwind {{
+  call void @GOMP_parallel(ptr %fn, ptr %data, i32 %n, i32 0)
+  ret void
+}}
+define i32 @{THREAD_NUM_FN}() nounwind {{
+  %t = call i32 @omp_get_thread_num()
+  ret i32 %t
+}}
+define i32 @{NUM_THREADS_FN}() nounwind {{
+  %n = call i32 @omp_get_num_threads()
+  ret i32 %n
+}}
+declare void @GOMP_parallel(ptr, ptr, i32, i32) nounwind
+declare i32 @omp_get_thread_num() nounwind
+declare i32 @omp_get_num_threads() nounwind
+"""
+_OMP_SERIAL = f"""
+define void @{PARALLEL_FN}(ptr %fn, ptr %data, i32 %n) nounwind {{
+  call void %fn(ptr %data)
+  ret void
+}}
+define i32 @{THREAD_NUM_FN}() nounwind {{
+  ret i32 0
+}}
+define i32 @{NUM_THREADS_FN}() nounwind {{
+  ret i32 1
+}}
+"""
+_gomp_path = False  # not looked for yet
+
+
+def _gomp_candidates():
+    found = []
+    name = ctypes.util.find_library("gomp")
+    if name:
+        found.append(name)
+    found += ["libgomp.so.1", "libgomp.so", "libgomp.1.dylib"]
+    for lib_dir in ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64",
+                    "/usr/lib", "/usr/local/lib"):
+        found += sorted(glob.glob(os.path.join(lib_dir, "libgomp.so*")))
+    return found
+
+
+# How long (iterations of a pause loop, ~10-30 us) a libgomp thread spins for more work
+# after a loop before it sleeps, unless the user set OMP_WAIT_POLICY or GOMP_SPINCOUNT.
+# libgomp's default (300000, and forever with OMP_WAIT_POLICY=active) keeps the team's
+# threads busy between loops: on a machine whose cores are shared (other processes,
+# OpenBLAS's own threads during the gemm calls between our loops) a spinning thread takes
+# the core the thread it waits for needs, which made W3 (loops and gemm calls in turn)
+# 10-30x slower on a loaded 2-core machine. Short spins keep back-to-back loops cheap.
+GOMP_SPINCOUNT = "10000"
+
+
+def _quiet_idle_threads():
+    """Read by libgomp when it is loaded (its constructor calls getenv)."""
+    if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
+        os.environ["GOMP_SPINCOUNT"] = GOMP_SPINCOUNT
+
+
+def openmp_library():
+    """The path of the loaded libgomp, or None: not found, or GRAPHC_OPENMP=0 (then
+    generated code runs its loops on the calling thread only)."""
+    global _gomp_path
+    if os.environ.get("GRAPHC_OPENMP", "1").lower() in ("0", "off", "false", "no"):
+        return None
+    initialize()
+    with _lock:
+        if _gomp_path is False:
+            _gomp_path = None
+            _quiet_idle_threads()
+            for path in _gomp_candidates():
+                try:
+                    # pinned first: at exit LLVM dlcloses the libraries it loaded
+                    # "permanently", which unmapped libgomp under its idle threads (still
+                    # spinning in its code): a segfault at exit
+                    ctypes.CDLL(path, mode=os.RTLD_GLOBAL | getattr(os, "RTLD_NODELETE", 0))
+                    llvm.load_library_permanently(path)
+                except (OSError, RuntimeError):
+                    continue
+                if llvm.address_of_symbol("GOMP_parallel"):
+                    _gomp_path = path
+                    break
+    return _gomp_path
+
+
+# A child forked after libgomp started its threads has none of them: a team there hangs.
+# Children run every loop serially (Executable.set_num_threads asks `teams_allowed`).
+_forked = False
+_fork_hooks = []
+
+
+def _after_fork_in_child():
+    global _forked
+    _forked = True
+    for hook in _fork_hooks:
+        hook()
+
+
+def on_fork_in_child(hook):
+    """Calls `hook()` in a child process after a fork (the runtime makes code serial)."""
+    _fork_hooks.append(hook)
+
+
+def teams_allowed():
+    return not _forked
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def link_parallel_runtime(llvm_ir):
+    """The IR with the thread-team functions it declares defined (libgomp or serial)."""
+    if PARALLEL_FN not in llvm_ir:
+        return llvm_ir
+    shim = _OMP_FORWARD if openmp_library() else _OMP_SERIAL
+    return _OMP_DECLARE.sub("", llvm_ir) + shim
+
+
+def default_num_threads():
+    """GRAPHC_NUM_THREADS if set, else the cores this process may run on."""
+    env = os.environ.get("GRAPHC_NUM_THREADS")
+    if env and env.strip().isdigit() and int(env) > 0:
+        return int(env)
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
 # ------------------------------------------------------------------ target
 _host_target = None
 
@@ -197,6 +346,7 @@ class CompiledModule:
     def __init__(self, llvm_ir, target=None):
         initialize()
         start = time.perf_counter()
+        llvm_ir = link_parallel_runtime(llvm_ir)
         if target:
             check_target(target)
         self.target = target
@@ -238,6 +388,10 @@ class CompiledModule:
         if not addr:
             raise LookupError(f"function {name} not found in the compiled module")
         return addr
+
+    def global_address(self, name):
+        """The address of global variable `name`, or None when the module has none."""
+        return self.engine.get_global_value_address(name) or None
 
     def optimized_ir(self):
         if self._optimized is None:  # a cache hit: optimize a copy to show it

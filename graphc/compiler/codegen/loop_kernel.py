@@ -16,6 +16,7 @@ from contextlib import contextmanager
 
 from llvmlite import ir
 
+from graphc.compiler.codegen import parallel
 from graphc.compiler.codegen.expr import dims_key
 from graphc.compiler.codegen.views import KernelViews
 from kernels import dtypes as kd
@@ -127,6 +128,8 @@ def emit_loop_function(llvm_module, name, views, nests, storages, dim_emitter, s
     if prologue is not None:
         prologue(builder, buffers, fn.args[-1])
     emitter = _Emitter(builder, views, buffers, fn.args[-1], dim_emitter, scalar_ops)
+    if parallel.enabled():  # the nests run at the function's top level: splittable
+        emitter.parallel = parallel.ParallelLoops(llvm_module, name)
     for nest in nests:
         emitter.emit_nest(nest)
     builder.ret(emitter.status())
@@ -136,6 +139,7 @@ def emit_loop_function(llvm_module, name, views, nests, storages, dim_emitter, s
 class _Emitter:
     def __init__(self, builder, views, buffers, syms, dim_emitter, scalar_ops):
         self.b = builder
+        self.views = views
         self.x = views.x
         self.buffers = buffers
         self.syms = syms
@@ -147,6 +151,14 @@ class _Emitter:
         self.error_slot = None
         self.detail_slots = None
         self.detail_base = views.detail_base
+        # set (parallel.ParallelLoops) when the nests' outermost loops may be split
+        # across a thread team
+        self.parallel = None
+
+    def fork(self, builder, buffers, syms):
+        """An emitter of the same kernel's views into another function (a split loop's
+        body), with no values emitted yet."""
+        return _Emitter(builder, self.views, buffers, syms, self.dim_emitter, self.scalar)
 
     # ---------------------------------------------------------------- nests
     def emit_nest(self, nest):
@@ -182,6 +194,9 @@ class _Emitter:
         if var is None:
             self._level(nest, nxt, by_level, deepest)
             return
+        if self.parallel is not None and all(v is None for v in nest.vars[:nxt]) and \
+                self.parallel.emit_loop(self, nest, nxt, by_level, deepest):
+            return  # the outermost loop, run by a thread team
         with self._loop(var):
             self._level(nest, nxt, by_level, deepest)
 
@@ -466,8 +481,10 @@ def _accumulated_outputs(program, views, kernel):
         if spec is None or not stores or dims_key(node.inputs[0].dims) != loop_key:
             continue
         _, axes, keep = spec
-        if _is_prefix(dims_key(value.dims), loop_key):
-            continue  # hoisted in the loop instead
+        if tuple(axes) == tuple(range(len(loop_key) - len(axes), len(loop_key))):
+            continue  # a reduction over trailing axes is hoisted in the loop instead
+            # (decided by the axes, not the dims: [64] of a [64,14,14,64] sum over the
+            # first three axes looks like a prefix of the loop when batch == channels)
         dtype = value.dtype.name
         identity = _identity_const(views, kind, dtype)
         for storage in stores:
@@ -478,12 +495,6 @@ def _accumulated_outputs(program, views, kernel):
         folded.add(value)
     return folded, folds, fills
 
-
-def _is_prefix(key, loop_key):
-    trimmed = len(key)
-    while trimmed and key[trimmed - 1] == 1:
-        trimmed -= 1
-    return key[:trimmed] == loop_key[:trimmed]
 
 
 def _placer(views, source, value, axes, keep):

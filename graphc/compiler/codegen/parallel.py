@@ -1,0 +1,384 @@
+"""Large loop nests run on all cores: the outermost loop of a nest split across a team.
+
+A loop kernel's nest (loop_kernel.py) whose outermost loop is safe to split becomes
+
+    body(ptr noalias buf..., ptr syms, i64 lo, i64 hi, ptr details, values...) -> i32
+        the nest's loops with the outermost one running over [lo, hi) only
+    task(ptr data)
+        claims chunks of range(n) from a shared counter (atomic add) until none are left
+        and runs body(...) on each; keeps its first failure (status, chunk start)
+    kernel: ... fills `data` (the buffers, syms, n, chunk size, the values hoisted above
+        the loop); team = the module's thread setting (kernels/parallel.py
+        THREADS_GLOBAL) when the nest's work (elements x expression cost, from the
+        run-time dims) is at least MIN_WORK, else 1; runs task on the team (PARALLEL_FN)
+        or calls it directly (one chunk: the whole loop); folds the threads' failures.
+
+Chunks are claimed, not assigned: CHUNKS_PER_THREAD per thread, so a thread that the OS
+descheduled (other processes on the cores) holds up the team by one chunk, not by a
+static half of the loop.
+
+So every element is computed by the same code whatever the team size: results are
+bit-identical with 1 or N threads. Reductions stay inside one thread: those hoisted to a
+level inside the split loop (a softmax row max) are per iteration; those hoisted above it
+(a full sum whose result every element uses) are computed once before the team starts and
+passed in. Errors stay exact: a thread claims chunks in increasing order and records its
+first failure with the chunk's start; the kernel takes the failure of the lowest chunk
+(the body reports the first failure inside it), which is the first in the serial order.
+
+Safe to split (else the nest is emitted as before, serial): no accumulating target (a
+column sum folds every row into the same elements), every target stored inside the loop
+has an index that depends on the split variable (no two threads write one element), and a
+buffer the nest both stores and loads is only loaded at the positions it stores (an
+in-place update: `v = v - lr * g`), not elsewhere (a scan reading its previous row).
+Only emit_loop_function's nests are split (its kernel runs the nests at top level); the
+BLAS call of a gemm kernel runs before its epilogue's team starts, never inside one, so
+our threads and OpenBLAS's never compete for the cores.
+
+GRAPHC_PARALLEL=0 in the environment turns the splitting off at codegen time;
+GRAPHC_PARALLEL_MIN_WORK=0 splits every safe loop, however small (to test the splitting).
+"""
+import os
+
+from llvmlite import ir
+
+from kernels import parallel as kp
+from kernels.loops import I32, I64, PTR, entry_alloca, for_range
+
+# Nest work (elements x expression nodes) below which the team is not worth starting.
+# Measured on the 2-core VM (an elementwise kernel of 12 nodes, ~7 units per ns serial):
+# starting a team whose threads already sleep costs ~130-160 us there when another
+# process holds the other core (~3 us while they still spin after a loop), so a team
+# only pays for loops of ~300 us serial: 176k elements (2.1M units) ran in 155 us on 2
+# threads vs 297 us on 1; 44k elements ran in 157 vs 75.
+MIN_WORK = 1 << 21
+# When the split loop is also the innermost (a flat elementwise kernel), chunks are whole
+# blocks of this many elements: 64 floats = 4 cache lines, so threads never share a line.
+INNERMOST_BLOCK = 64
+CHUNKS_PER_THREAD = 4
+# A nest is split only when it could reach MIN_WORK: its work at compile time when every
+# dim is known, else its work at the hints (the unknown dims' sizes when compiled) times
+# GROWTH (a batch this much larger). Splitting a nest costs ~5 ms of LLVM time, which small
+# nests (a bias gradient, a 10-class row) never win back.
+GROWTH = 16
+_DEBUG = bool(os.environ.get("GRAPHC_PARALLEL_DEBUG"))
+_COUNTED_KINDS = ("load", "op", "select", "reduce", "argreduce", "check")
+
+
+def _min_work():
+    """MIN_WORK, or GRAPHC_PARALLEL_MIN_WORK (tests set 0: every safe loop splits)."""
+    env = os.environ.get("GRAPHC_PARALLEL_MIN_WORK", "")
+    return int(env) if env.isdigit() else MIN_WORK
+
+
+def enabled():
+    return os.environ.get("GRAPHC_PARALLEL", "1").lower() not in ("0", "off", "false", "no")
+
+
+class ParallelLoops:
+    """Splits the outermost loops of one kernel function's nests (see module doc)."""
+
+    def __init__(self, llvm_module, kernel_name):
+        self.module = llvm_module
+        self.kernel_name = kernel_name
+        self.count = 0
+
+    def emit_loop(self, em, nest, level, by_level, deepest):
+        """Emits loop `level` of `nest` (its outermost loop) split across a team; returns
+        False, emitting nothing, when the nest is not safe to split."""
+        var = nest.vars[level]
+        inside = [t for lv, ts in by_level.items() if lv >= level for t in ts]
+        reason = _unsafe(nest, var, inside) if inside else "no stores inside"
+        terms = None
+        if not reason:
+            roots = [e for t in inside for e in (t.expr, t.position)]
+            terms = _work_terms(em, nest, level, roots)
+            at_hints, symbolic = _work_at_hints(em, terms)
+            if at_hints * (GROWTH if symbolic else 1) < _min_work():
+                reason = f"too small ({at_hints} units{' at the hints' if symbolic else ''})"
+        if _DEBUG:
+            print(f"[graphc parallel] {self.kernel_name} nest {nest.key}: "
+                  f"{reason or 'split'}")
+        if reason:
+            return False
+        passed = [(e, v) for e, v in em.scopes[-1].items() if not isinstance(v, ir.Constant)]
+        base = f"{self.kernel_name}.par{self.count}"
+        self.count += 1
+        storages = list(em.buffers)
+        body, has_errors = self._emit_body(em, nest, level, by_level, deepest, storages,
+                                           passed, base)
+        # data: buffers, syms, n, chunk, next chunk (shared counter), status, failures,
+        # the values hoisted above the loop
+        fields = [PTR] * len(storages) + [PTR, I64, I64, I64, PTR, PTR] + \
+            [v.type for _, v in passed]
+        layout = _Layout(ir.LiteralStructType(fields), len(storages), len(passed))
+        task = self._emit_task(body, has_errors, layout, base)
+        self._emit_call(em, nest, level, var, terms, storages, passed, layout, task,
+                        has_errors)
+        return True
+
+    # ----------------------------------------------------------------- body
+    def _emit_body(self, em, nest, level, by_level, deepest, storages, passed, base):
+        types = [PTR] * len(storages) + [PTR, I64, I64, PTR] + [v.type for _, v in passed]
+        fn = ir.Function(self.module, ir.FunctionType(I32, types), base + ".body")
+        fn.attributes.add("nounwind")
+        for arg in fn.args[:len(storages)]:
+            arg.add_attribute("noalias")
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        n_buf = len(storages)
+        syms, lo, hi, details = fn.args[n_buf:n_buf + 4]
+        child = em.fork(b, dict(zip(storages, fn.args[:n_buf])), syms)
+        for (e, _), arg in zip(passed, fn.args[n_buf + 4:]):
+            child.scopes[0][e] = arg
+        var = nest.vars[level]
+        with for_range(b, hi, start=lo, name=var.name) as iv:
+            child.var_values[var.id] = iv
+            child.defined.add(var.id)
+            child.scopes.append({})
+            child._level(nest, level, by_level, deepest)
+            child.scopes.pop()
+            child.defined.discard(var.id)
+        if child.error_slot is None:
+            b.ret(ir.Constant(I32, 0))
+            return fn, False
+        for k, slot in enumerate(child.detail_slots or ()):
+            b.store(b.load(slot, typ=I64), b.gep(details, [ir.Constant(I64, k)],
+                                                 source_etype=I64))
+        b.ret(b.load(child.error_slot, typ=I32))
+        return fn, True
+
+    # ----------------------------------------------------------------- task
+    def _emit_task(self, body, has_errors, layout, base):
+        fn = ir.Function(self.module, kp.TASK_TYPE, base + ".task")
+        fn.attributes.add("nounwind")
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        data = fn.args[0]
+        field = lambda k: layout.load(b, data, k)  # noqa: E731
+        n_buf = layout.n_buf
+        buffers = [field(k) for k in range(n_buf)]
+        syms, n, chunk = field(n_buf), field(n_buf + 1), field(n_buf + 2)
+        counter = layout.address(b, data, n_buf + 3, opaque=True)
+        status, failures = field(n_buf + 4), field(n_buf + 5)
+        values = [field(k) for k in range(n_buf + 6, n_buf + 6 + layout.n_passed)]
+        tid = b.sext(b.call(kp.thread_num_fn(self.module), []), I64)
+        scratch = my_status = None
+        if has_errors:
+            scratch = _entry_array(b, I64, _DETAILS, "par.scratch")
+            my_status = entry_alloca(b, I32, "par.mystatus")
+            b.store(ir.Constant(I32, 0), my_status)
+            mine = b.gep(failures, [b.mul(tid, ir.Constant(I64, _FAILURE_SLOTS))],
+                         source_etype=I64)
+        chunks = b.udiv(b.add(n, b.sub(chunk, ir.Constant(I64, 1))), chunk)
+        loop = b.append_basic_block("claim")
+        work = b.append_basic_block("chunk")
+        done = b.append_basic_block("done")
+        b.branch(loop)
+        b.position_at_end(loop)
+        c = b.atomic_rmw("add", counter, ir.Constant(I64, 1), "monotonic")
+        b.cbranch(b.icmp_signed("<", c, chunks), work, done)
+        b.position_at_end(work)
+        lo = b.mul(c, chunk)
+        hi = b.add(lo, chunk)
+        hi = b.select(b.icmp_signed("<", hi, n), hi, n)
+        rc = b.call(body, buffers + [syms, lo, hi, scratch or ir.Constant(PTR, None)] + values)
+        if has_errors:  # keep this thread's first failure: its lowest failing chunk
+            first = b.and_(b.icmp_signed("!=", rc, ir.Constant(I32, 0)),
+                           b.icmp_signed("==", b.load(my_status, typ=I32),
+                                         ir.Constant(I32, 0)))
+            with b.if_then(first):
+                b.store(rc, my_status)
+                b.store(lo, mine)
+                for k in range(_DETAILS):
+                    got = b.load(b.gep(scratch, [ir.Constant(I64, k)]), typ=I64)
+                    b.store(got, b.gep(mine, [ir.Constant(I64, k + 1)], source_etype=I64))
+        b.branch(loop)
+        b.position_at_end(done)
+        if has_errors:
+            b.store(b.load(my_status, typ=I32), b.gep(status, [tid], source_etype=I32))
+        kp.count_task(b)
+        b.ret_void()
+        return fn
+
+    # ----------------------------------------------------------------- call
+    def _emit_call(self, em, nest, level, var, terms, storages, passed, layout, task,
+                   has_errors):
+        b = em.b
+        n = em.value(var.extent)
+        work = _work(em, terms)
+        block = INNERMOST_BLOCK if all(v is None for v in nest.vars[level + 1:]) else 1
+        size = ir.Constant(I64, block)
+        blocks = b.udiv(b.add(n, ir.Constant(I64, block - 1)), size)
+        want = b.load(kp.threads_global(self.module), typ=I32)
+        team = kp.emit_team_size(b, want, blocks)
+        big = b.icmp_signed(">=", work, ir.Constant(I64, _min_work()))
+        team = b.select(big, team, ir.Constant(I32, 1))
+        # chunk: whole blocks, CHUNKS_PER_THREAD per thread; one chunk when serial
+        parts = b.mul(b.zext(team, I64), ir.Constant(I64, CHUNKS_PER_THREAD))
+        parts = b.select(b.icmp_signed(">", team, ir.Constant(I32, 1)), parts,
+                         ir.Constant(I64, 1))
+        chunk = b.mul(b.udiv(b.add(blocks, b.sub(parts, ir.Constant(I64, 1))), parts), size)
+        chunk = b.select(b.icmp_signed(">", chunk, ir.Constant(I64, 0)), chunk, size)
+
+        data = entry_alloca(b, layout.type, "par.data")
+        status = failures = ir.Constant(PTR, None)
+        if has_errors:
+            status = _entry_array(b, I32, kp.MAX_THREADS, "par.status")
+            failures = _entry_array(b, I64, kp.MAX_THREADS * _FAILURE_SLOTS, "par.failures")
+            with for_range(b, b.zext(team, I64), name="par.clear") as t:
+                b.store(ir.Constant(I32, 0), b.gep(status, [t]))
+        values = [em.buffers[s] for s in storages] + \
+            [em.syms, n, chunk, ir.Constant(I64, 0), status, failures] + [v for _, v in passed]
+        for k, v in enumerate(values):
+            b.store(v, layout.address(b, data, k))
+        parallel = b.append_basic_block(f"{task.name}.team")
+        serial = b.append_basic_block(f"{task.name}.serial")
+        joined = b.append_basic_block(f"{task.name}.joined")
+        b.cbranch(b.icmp_signed(">", team, ir.Constant(I32, 1)), parallel, serial)
+        b.position_at_end(parallel)
+        b.call(kp.parallel_fn(self.module), [task, data, team])
+        b.branch(joined)
+        b.position_at_end(serial)
+        b.call(task, [data])
+        b.branch(joined)
+        b.position_at_end(joined)
+        if has_errors:
+            _fold_failures(em, status, failures, team)
+
+
+_DETAILS = 4  # = entry.MAX_ERROR_DETAILS (a test checks)
+_FAILURE_SLOTS = 1 + _DETAILS  # per thread: first failing chunk's start, its details
+
+
+class _Layout:
+    """The data struct a task reads: field k's address and value."""
+
+    def __init__(self, type_, n_buf, n_passed):
+        self.type = type_
+        self.n_buf = n_buf
+        self.n_passed = n_passed
+
+    def address(self, b, data, k, opaque=False):
+        indices = [ir.Constant(I32, 0), ir.Constant(I32, k)]
+        if isinstance(data, ir.AllocaInstr) and not opaque:
+            return b.gep(data, indices)  # a typed pointer in llvmlite: no source_etype
+        return b.gep(data, indices, source_etype=self.type)
+
+    def load(self, b, data, k):
+        return b.load(self.address(b, data, k), typ=self.type.elements[k])
+
+
+def _fold_failures(em, status, failures, team):
+    """The kernel's status := the failure of the lowest failing chunk, unless the kernel
+    failed before this loop (the first failure is the one reported)."""
+    b = em.b
+    slot = em._error_slot()
+    detail_slots = em._detail_slots()
+    clean = b.icmp_signed("==", b.load(slot, typ=I32), ir.Constant(I32, 0))
+    best = entry_alloca(b, I64, "par.best")
+    b.store(ir.Constant(I64, -1), best)
+    with for_range(b, b.zext(team, I64), name="par.fold") as t:
+        st = b.load(b.gep(status, [t]), typ=I32)
+        at = b.mul(t, ir.Constant(I64, _FAILURE_SLOTS))
+        lo = b.load(b.gep(failures, [at]), typ=I64)
+        old = b.load(best, typ=I64)
+        lower = b.or_(b.icmp_signed("<", old, ir.Constant(I64, 0)),
+                      b.icmp_signed("<", lo, old))
+        take = b.and_(b.and_(b.icmp_signed("!=", st, ir.Constant(I32, 0)), lower), clean)
+        with b.if_then(take):
+            b.store(lo, best)
+            b.store(st, slot)
+            for k, dslot in enumerate(detail_slots):
+                got = b.load(b.gep(failures, [b.add(at, ir.Constant(I64, k + 1))]), typ=I64)
+                b.store(got, dslot)
+
+
+def _entry_array(builder, type_, count, name):
+    """A stack array of `count` elements in the function's entry block."""
+    fn_entry = builder.function.entry_basic_block
+    saved = builder.block
+    builder.position_before(fn_entry.instructions[0])
+    slot = builder.alloca(type_, size=count, name=name)
+    builder.position_at_end(saved)
+    return slot
+
+
+def _unsafe(nest, var, inside):
+    """Why the nest's outermost loop cannot be split, or None."""
+    if any(t.accumulate for t in nest.targets):
+        return "accumulating target"
+    stored = {}
+    for t in inside:
+        if var.id not in t.position.free:
+            return f"a store to {t.storage} not indexed by the outer loop"
+        stored.setdefault(t.storage, set()).add(id(t.position))
+    seen, stack = set(), [e for t in inside for e in (t.expr, t.position)]
+    while stack:
+        e = stack.pop()
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        if e.kind == "load" and e.data in stored and id(e.args[0]) not in stored[e.data]:
+            return f"{e.data} is loaded where it is not stored"
+        stack.extend(e.args)
+    return None
+
+
+def _work_terms(em, nest, level, roots):
+    """What a nest's work is made of: (expression nodes, the split loop's and inner loops'
+    extents, the extents of each reduction over loops outside the nest)."""
+    nest_ids = {v.id for v in nest.vars if v is not None}
+    cost, inner, seen, stack = 0, [], set(), list(roots)
+    while stack:
+        e = stack.pop()
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        cost += e.kind in _COUNTED_KINDS
+        if e.kind in ("reduce", "argreduce"):
+            ids = e.data[1] if e.kind == "reduce" else (e.data[1],)
+            extents = [em.x.vars[i].extent for i in ids if i not in nest_ids]
+            if extents:
+                inner.append(extents)
+        stack.extend(e.args)
+    return max(cost, 1), [v.extent for v in nest.vars[level:] if v is not None], inner
+
+
+def _work(em, terms):
+    """elements of the nest x its expression nodes (x the longest reduction's own extent
+    when a reduction runs over loops outside the nest), as an i64 of the run-time dims."""
+    b = em.b
+    cost, extents, inner = terms
+
+    def product(xs):
+        p = ir.Constant(I64, 1)
+        for x in xs:
+            p = b.mul(p, em.value(x))
+        return p
+    factor = ir.Constant(I64, 1)
+    for xs in inner:
+        f = product(xs)
+        factor = b.select(b.icmp_signed(">", f, factor), f, factor)
+    return b.mul(b.mul(product(extents), factor), ir.Constant(I64, cost))
+
+
+def _work_at_hints(em, terms):
+    """(the work with each unknown dim at its hint (its size when compiled), whether
+    any dim is unknown)."""
+    cost, extents, inner = terms
+    symbolic = False
+
+    def size(x):
+        nonlocal symbolic
+        if x.kind == "const":
+            return int(em.x.const_value(x))
+        symbolic = True
+        if x.kind == "dim":
+            return max(int(em.x.dim_value(x).hint), 1)  # reading a hint records no guard
+        return MIN_WORK  # an extent of another form: assume it is big
+
+    def product(xs):
+        p = 1
+        for x in xs:
+            p *= size(x)
+        return p
+    factor = max([product(xs) for xs in inner], default=1)
+    return product(extents) * factor * cost, symbolic

@@ -1,0 +1,294 @@
+"""Large loops on a thread team (graphc/compiler/codegen/parallel.py, runtime/jit.py).
+
+Results must not depend on the team: elementwise kernels bit-identical with 1 and 2
+threads, row reductions (softmax, layer norm, xent) deterministic and identical too (a
+row never spans two threads); the thread count is honoured (the runtime's task counter:
+one task per thread per split loop); the serial shim (no libgomp) gives the same bits;
+run-time errors name the same first bad element as a serial run.
+"""
+import numpy as np
+import pytest
+
+import graphc as gc
+import runtime
+from graphc.compiler.codegen import parallel as cg_parallel
+from kernels import parallel as kp
+from runtime import jit
+from runtime.executable import Executable
+
+BIG = (1001, 263)   # 263k elements: above parallel.MIN_WORK for any nonempty kernel
+FLAT = 300_001      # a 1-d loop: chunks are whole blocks of 64 elements
+
+
+def executables(sess):
+    return [st._last for exe in sess._cache.values() for st in getattr(exe, "stages", ())
+            if getattr(st, "_last", None) is not None]
+
+
+def run_with(threads, build, feeds_of):
+    """Builds a graph, runs it on a Session with `threads`; returns (outputs, sessions'
+    executables)."""
+    g = gc.Graph()
+    with g.as_default():
+        fetches, placeholders = build()
+    sess = gc.Session(graph=g, config=gc.ConfigProto(intra_op_parallelism_threads=threads))
+    init = [v.initializer for v in g.get_collection(gc.GraphKeys.GLOBAL_VARIABLES)]
+    if init:
+        sess.run(init)
+    out = sess.run(fetches, feeds_of(placeholders))
+    return out, sess
+
+
+def rng_array(shape, seed=0, dtype=np.float32, scale=3.0):
+    return (np.random.default_rng(seed).standard_normal(shape) * scale).astype(dtype)
+
+
+def elementwise():
+    a = gc.placeholder(gc.float32, [None, None])
+    b = gc.placeholder(gc.float32, [None, None])
+    y = gc.nn.relu(a * b + 1.5) * 0.5 + gc.sigmoid(a) - gc.tanh(b) * gc.exp(-a * a)
+    return y, (a, b)
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (7, 3), (1, FLAT), BIG])
+def test_elementwise_bit_identical_across_thread_counts(shape):
+    feeds = lambda ph: {ph[0]: rng_array(shape, 1), ph[1]: rng_array(shape, 2)}  # noqa
+    outs = [run_with(t, elementwise, feeds)[0] for t in (1, 2, 3)]
+    a, b = rng_array(shape, 1).astype(np.float64), rng_array(shape, 2).astype(np.float64)
+    expect = np.maximum(a * b + 1.5, 0) * 0.5 + 1 / (1 + np.exp(-a)) - np.tanh(b) * np.exp(-a * a)
+    np.testing.assert_allclose(outs[0], expect, rtol=1e-5, atol=1e-5)
+    for o in outs[1:]:
+        np.testing.assert_array_equal(o, outs[0])
+
+
+def row_reductions():
+    x = gc.placeholder(gc.float32, [None, None])
+    labels = gc.placeholder(gc.int32, [None])
+    sm = gc.nn.softmax(x)
+    mean, var = gc.nn.moments(x, axes=[1], keep_dims=True)
+    ln = (x - mean) * gc.rsqrt(var + 1e-5)
+    loss = gc.reduce_mean(gc.nn.sparse_softmax_cross_entropy_with_logits(labels=labels,
+                                                                         logits=x))
+    grad = gc.gradients(loss, x)[0]
+    total = gc.reduce_sum(x * x)
+    return [sm, ln, loss, grad, total], (x, labels)
+
+
+@pytest.mark.parametrize("shape", [(7, 5), (1001, 263), (3, 50_001)])
+def test_reductions_deterministic_and_independent_of_threads(shape):
+    x = rng_array(shape, 3)
+    lab = np.random.default_rng(4).integers(0, shape[1], shape[0]).astype(np.int32)
+    feeds = lambda ph: {ph[0]: x, ph[1]: lab}  # noqa: E731
+    runs = [run_with(t, row_reductions, feeds)[0] for t in (2, 2, 1)]
+    for other in runs[1:]:
+        for got, first in zip(other, runs[0]):
+            np.testing.assert_array_equal(got, first)
+    sm, ln, loss, grad, total = runs[0]
+    x64 = x.astype(np.float64)
+    e = np.exp(x64 - x64.max(1, keepdims=True))
+    p = e / e.sum(1, keepdims=True)
+    np.testing.assert_allclose(sm, p, rtol=1e-4, atol=1e-6)
+    centered = x64 - x64.mean(1, keepdims=True)
+    np.testing.assert_allclose(ln, centered / np.sqrt((centered ** 2).mean(1, keepdims=True)
+                                                      + 1e-5), rtol=1e-3, atol=1e-3)
+    xent = -np.log(p[np.arange(shape[0]), lab])
+    np.testing.assert_allclose(loss, xent.mean(), rtol=1e-4)
+    onehot = np.zeros(shape)
+    onehot[np.arange(shape[0]), lab] = 1
+    np.testing.assert_allclose(grad, (p - onehot) / shape[0], rtol=1e-3, atol=1e-7)
+    np.testing.assert_allclose(total, (x64 ** 2).sum(), rtol=1e-4)
+
+
+@pytest.fixture
+def split_everything(monkeypatch):
+    """Every safe loop splits, however small (codegen reads this when it compiles)."""
+    monkeypatch.setenv("GRAPHC_PARALLEL_MIN_WORK", "0")
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (7, 5), (2, 129)])
+def test_tiny_loops_split_across_threads(split_everything, shape):
+    """Tiny odd sizes split into chunks of a row (or a 64-element block) still give the
+    bits of a serial run: elementwise and row reductions alike."""
+    x = rng_array(shape, 3)
+    lab = np.random.default_rng(4).integers(0, shape[1], shape[0]).astype(np.int32)
+    feeds = lambda ph: {ph[0]: x, ph[1]: lab}  # noqa: E731
+    one, _ = run_with(1, row_reductions, feeds)
+    two, sess = run_with(2, row_reductions, feeds)
+    for a, b in zip(one, two):
+        np.testing.assert_array_equal(a, b)
+    if jit.openmp_library() and shape[0] > 1:
+        exe = executables(sess)[0]
+        before = exe.parallel_tasks
+        exe.run([x, lab])
+        assert exe.parallel_tasks - before >= 2  # a team ran
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_thread_count_is_honoured(threads, monkeypatch):
+    monkeypatch.delenv("GRAPHC_PARALLEL_MIN_WORK", raising=False)
+    _, sess = run_with(threads, elementwise,
+                       lambda ph: {ph[0]: rng_array(BIG, 1), ph[1]: rng_array(BIG, 2)})
+    (exe,) = executables(sess)
+    assert exe.num_threads == threads
+    before = exe.parallel_tasks
+    y = exe.run([rng_array(BIG, 5), rng_array(BIG, 6)])
+    assert exe.parallel_tasks - before == (threads if jit.openmp_library() else 1)
+    # small inputs are not worth a team: one serial task
+    before = exe.parallel_tasks
+    exe.run([rng_array((3, 5), 5), rng_array((3, 5), 6)])
+    assert exe.parallel_tasks - before == 1
+    assert y[0].shape == BIG
+
+
+def test_default_thread_count_is_the_available_cores(monkeypatch):
+    import os
+    monkeypatch.delenv("GRAPHC_NUM_THREADS", raising=False)
+    assert jit.default_num_threads() == len(os.sched_getaffinity(0))
+    _, sess = run_with(0, elementwise, lambda ph: {ph[0]: rng_array((3, 3)),
+                                                   ph[1]: rng_array((3, 3))})
+    assert executables(sess)[0].num_threads == len(os.sched_getaffinity(0))
+    monkeypatch.setenv("GRAPHC_NUM_THREADS", "3")
+    assert jit.default_num_threads() == 3
+
+
+def test_serial_shim_without_libgomp(monkeypatch):
+    """GRAPHC_OPENMP=0 JIT-compiles the serial shim (what runs where libgomp is missing):
+    same bits, one task per loop whatever the thread setting."""
+    feeds = lambda ph: {ph[0]: rng_array(BIG, 1), ph[1]: rng_array(BIG, 2)}  # noqa: E731
+    team, _ = run_with(2, elementwise, feeds)
+    monkeypatch.setenv("GRAPHC_OPENMP", "0")
+    assert jit.openmp_library() is None
+    serial, sess = run_with(2, elementwise, feeds)
+    np.testing.assert_array_equal(serial, team)
+    (exe,) = executables(sess)
+    assert "GOMP_parallel" not in exe.optimized_ir()
+    before = exe.parallel_tasks
+    exe.run([rng_array(BIG, 1), rng_array(BIG, 2)])
+    assert exe.parallel_tasks - before == 1
+
+
+def test_libgomp_is_used_when_present():
+    if jit.openmp_library() is None:
+        pytest.skip("no libgomp on this machine: the serial shim is what runs")
+    _, sess = run_with(2, elementwise, lambda ph: {ph[0]: rng_array(BIG),
+                                                   ph[1]: rng_array(BIG)})
+    assert "GOMP_parallel" in executables(sess)[0].optimized_ir()
+
+
+def gather_build():
+    params = gc.placeholder(gc.float32, [None, None])
+    idx = gc.placeholder(gc.int32, [None])
+    return gc.gather(params, idx) * 2.0 + 1.0, (params, idx)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_errors_report_the_first_bad_index(threads):
+    """Bad indices in two chunks: the message names the first, as a serial run does."""
+    params = rng_array((50, 5001), 7)
+    idx = np.arange(999, dtype=np.int32) % 50
+    idx[700] = 77   # in a late chunk
+    idx[400] = -3   # the first bad one
+    with pytest.raises(gc.errors.InvalidArgumentError) as err:
+        run_with(threads, gather_build, lambda ph: {ph[0]: params, ph[1]: idx})
+    assert "-3" in str(err.value) and "77" not in str(err.value)
+    ok = idx.copy()
+    ok[[400, 700]] = [1, 2]
+    out, _ = run_with(threads, gather_build, lambda ph: {ph[0]: params, ph[1]: ok})
+    np.testing.assert_array_equal(out, params[ok] * np.float32(2) + np.float32(1))
+
+
+def test_in_place_variable_update_splits():
+    """An SGD update reads and writes the variable at the same element: split, exact."""
+    w0 = rng_array(BIG, 8)
+    g0 = rng_array(BIG, 9)
+
+    def build():
+        w = gc.Variable(w0)
+        grad = gc.placeholder(gc.float32, BIG)
+        return [w.assign_sub(grad * 0.25)], (grad,)
+
+    for threads in (1, 2):
+        out, _ = run_with(threads, build, lambda ph: {ph[0]: g0})
+        np.testing.assert_array_equal(out[0], w0 - g0 * np.float32(0.25))
+
+
+def test_scan_along_the_outer_axis_is_not_split():
+    """cumsum over axis 0 reads the row before: such a loop stays serial, exact."""
+    x = rng_array((2001, 130), 10)
+
+    def build():
+        ph = gc.placeholder(gc.float32, [None, None])
+        return gc.cumsum(ph, axis=0), (ph,)
+
+    out, _ = run_with(2, build, lambda ph: {ph[0]: x})
+    np.testing.assert_array_equal(out, np.cumsum(x, axis=0))
+
+
+def test_column_sums_stay_correct():
+    """Reductions over the outer axis (accumulating targets) are never split."""
+    x = rng_array((3001, 97), 11)
+
+    def build():
+        ph = gc.placeholder(gc.float32, [None, None])
+        return [gc.reduce_sum(ph, axis=0), gc.reduce_max(ph * 2.0, axis=0)], (ph,)
+
+    (s, m), _ = run_with(2, build, lambda ph: {ph[0]: x})
+    np.testing.assert_allclose(s, x.astype(np.float64).sum(0), rtol=1e-4, atol=1e-3)
+    np.testing.assert_array_equal(m, (x * 2).max(0))
+
+
+def test_standalone_runtime_runs_parallel_code(tmp_path):
+    g = gc.Graph()
+    with g.as_default():
+        x = gc.placeholder(gc.float32, [None, 263], name="x")
+        y = gc.identity(gc.tanh(x) * 3.0 + x, name="y")
+    sess = gc.Session(graph=g)
+    path = str(tmp_path / "m.gcx")
+    gc.export(sess, path, inputs={"x": x}, outputs={"y": y})
+    m = runtime.load(path)
+    xv = rng_array((1001, 263), 12)
+    np.testing.assert_array_equal(m.run({"x": xv})["y"], sess.run(y, {x: xv}))
+
+
+def test_names_agree_between_codegen_and_runtime():
+    from graphc.compiler.codegen.entry import MAX_ERROR_DETAILS
+    for name in ("PARALLEL_FN", "THREAD_NUM_FN", "NUM_THREADS_FN", "THREADS_GLOBAL",
+                 "TASKS_GLOBAL"):
+        assert getattr(kp, name) == getattr(jit, name)
+    assert cg_parallel._DETAILS == MAX_ERROR_DETAILS
+
+
+def test_bad_thread_count_rejected():
+    _, sess = run_with(1, elementwise, lambda ph: {ph[0]: rng_array((2, 2)),
+                                                   ph[1]: rng_array((2, 2))})
+    exe = executables(sess)[0]
+    assert isinstance(exe, Executable)
+    with pytest.raises(ValueError):
+        exe.set_num_threads(-2)
+
+
+def test_forked_child_runs_serially():
+    """libgomp's threads do not exist in a forked child (a team there would hang): the
+    child's executables run their loops on one thread, with the same results."""
+    import os
+    if not hasattr(os, "fork"):
+        pytest.skip("no fork here")
+    feeds = lambda ph: {ph[0]: rng_array(BIG, 1), ph[1]: rng_array(BIG, 2)}  # noqa: E731
+    expect, sess = run_with(2, elementwise, feeds)
+    (exe,) = executables(sess)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child: report (tasks in one run, bits equal) through the pipe
+        try:
+            before = exe.parallel_tasks
+            out = exe.run([rng_array(BIG, 1), rng_array(BIG, 2)])[0]
+            ok = np.array_equal(out, expect)
+            os.write(write, f"{exe.parallel_tasks - before} {int(ok)}".encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    _, status = os.waitpid(pid, 0)
+    got = os.read(read, 100).decode().split()
+    os.close(read)
+    assert status == 0 and got == ["1", "1"]
+    assert exe._threads is None or exe._threads.value == 2  # the parent is unchanged
