@@ -1,8 +1,13 @@
-"""The compiler: lowering a run signature to IR, the pass pipeline, the IR interpreter.
+"""The compiler: lowering a run signature to IR, the pass pipeline, code generation.
 
-    module = lower(feeds, fetches, targets)   # graphc tensors/ops -> ir.Module
-    optimize(module)                          # passes/, in pipeline.PASSES order
-    interpret(module, feed_arrays, state)     # NumPy reference run of the module
+    module = lower(feeds, fetches, targets, feed_shapes)  # graph -> ir.Module, symbolic dims
+    optimize(module)                          # passes/, in pipeline.PASSES order (through
+                                              # fusion and memory planning)
+    spec = codegen.generate(module)           # LLVM IR + the plain-data executable spec
+    runtime.executable.Executable(spec)       # JIT, then .run(feed_arrays, variables)
+    interpret(module, feed_arrays, state)     # NumPy reference run of the module (tests)
+
+graphc/compiled_executor.py drives this for the Session; graphc/export.py for files.
 """
 from graphc.compiler.interpret import interpret  # noqa: F401
 from graphc.compiler.ir import Module, Node, Value, VariableRef  # noqa: F401

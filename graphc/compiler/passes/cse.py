@@ -47,7 +47,7 @@ def run(module):
 def _key(node):
     inputs = tuple((v.node.id, v.index) if isinstance(v, Value) else ("var", v.name)
                    for v in node.inputs)
-    # dims are left out: two reshapes to [-1] get different fresh symbols for one size
+    # dims are left out: equal type, attrs and inputs imply equal dims
     out_dtypes = tuple(v.dtype.name for v in node.outputs)
     return (node.type, attrs_key(node.attrs), inputs, out_dtypes,
             frozenset(d.id for d in node.control_deps))
