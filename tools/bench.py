@@ -92,8 +92,11 @@ def main(argv=None):
     pb_args = argparse.Namespace(feed=False)
     peers = {}
     if args.peers_results:
-        for r in json.load(open(args.peers_results)):
-            if r.get("supported", True) and "median_ms" in r:
+        records = json.load(open(args.peers_results))
+        if isinstance(records, dict):  # peers_bench.py --run-all writes {"runs": [...], ...}
+            records = records.get("runs", [])
+        for r in records:
+            if r.get("supported", True) and r.get("median_ms") is not None and not r.get("feed"):
                 best = peers.get(r["workload"])
                 if best is None or r["median_ms"] < best["median_ms"]:
                     peers[r["workload"]] = r

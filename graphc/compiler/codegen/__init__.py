@@ -116,16 +116,26 @@ def compile_module(module, disable=None, dump_dir=None):
     """Runs the pass pipeline over a lowered module and returns the runtime Executable
     of its spec. Fusion and memory planning run here when the pipeline did not run them
     (module.kernels / module.memory_plan unset)."""
+    import os
+
+    from graphc.compiler import spec_cache
     from graphc.compiler.pipeline import optimize
+    from runtime import jit
     from runtime.executable import Executable
-    optimize(module, disable=disable, dump_dir=dump_dir)
-    if getattr(module, "kernels", None) is None:
-        from graphc.compiler.passes import fusion
-        fusion.run(module)
-    if getattr(module, "memory_plan", None) is None:
-        from graphc.compiler.passes import memory_planning
-        memory_planning.run(module)
-    return Executable(generate(module))
+    dumping = dump_dir is not None or os.environ.get("GRAPHC_DUMP")
+    key = None if dumping else spec_cache.key(module, disable, jit.host_target())
+    spec = spec_cache.load(key) if key else None
+    if spec is None:
+        optimize(module, disable=disable, dump_dir=dump_dir)
+        if getattr(module, "kernels", None) is None:
+            from graphc.compiler.passes import fusion
+            fusion.run(module)
+        if getattr(module, "memory_plan", None) is None:
+            from graphc.compiler.passes import memory_planning
+            memory_planning.run(module)
+        spec = generate(module)
+        spec_cache.store(key, spec)
+    return Executable(spec)
 
 
 def compile_executable(feeds, fetches, targets, feed_shapes, feed_values=None,
