@@ -91,7 +91,7 @@ class Session:
         self._growth_streak = 0
         self._warned_growth = False
         self._plans = {}
-        # the reference backend runs everything on the host CPU
+        # both backends run on the host CPU (the GPU target is not built yet)
         self._devices = ["/job:localhost/replica:0/task:0/device:CPU:0"]
         self._device_types = {"CPU"}
         self._warned_placement = False
