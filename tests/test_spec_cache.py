@@ -41,3 +41,12 @@ def test_off_disables_it(tmp_path, monkeypatch):
     _run_once(2.0)
     _run_once(2.0)
     assert spec_cache.stats["hits"] == before["hits"]
+
+
+def test_codegen_settings_are_part_of_the_key(tmp_path, monkeypatch):
+    monkeypatch.setenv("GRAPHC_CACHE_DIR", str(tmp_path))
+    _run_once(2.0)
+    before = dict(spec_cache.stats)
+    monkeypatch.setenv("GRAPHC_PARALLEL_MIN_WORK", "0")  # codegen decides loop splitting
+    _run_once(2.0)
+    assert spec_cache.stats["hits"] == before["hits"]

@@ -17,6 +17,9 @@ import numpy as np
 from runtime import compile_cache
 
 _SOURCES = None
+# environment settings the passes and codegen read: part of the key
+_CODEGEN_ENV = ("GRAPHC_DISABLE_PASSES", "GRAPHC_PARALLEL", "GRAPHC_PARALLEL_MIN_WORK",
+                "GRAPHC_PARALLEL_DEBUG")
 stats = {"hits": 0, "misses": 0, "stores": 0}
 
 
@@ -50,9 +53,9 @@ def key(module, disable, target):
     except (TypeError, ValueError):
         return None
     h = hashlib.sha256()
+    settings = {name: os.environ.get(name) for name in _CODEGEN_ENV}
     for part in ("graphc-spec-cache 1", _compiler_source_hash(), json.dumps(target, sort_keys=True),
-                 ",".join(sorted(disable or ())), os.environ.get("GRAPHC_DISABLE_PASSES", ""),
-                 text):
+                 ",".join(sorted(disable or ())), json.dumps(settings, sort_keys=True), text):
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()  # hex, as the object cache expects; the prefix above separates them
