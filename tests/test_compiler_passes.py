@@ -538,3 +538,14 @@ def test_cse_merges_reads_of_a_variable_only_with_no_update_between_them():
     assert stats["reads_merged"] == 3 and m.outputs[0] is m.outputs[1]
     assert [n.name for n in m.nodes if n.type == "VariableV2"] == ["v", "w", "w"]
     _check_same_as_session([y1, y2, y3], targets=[step.op])
+
+
+def test_simplify_select_of_a_constant_condition_drops_the_other_branch():
+    x = gc.placeholder(gc.float32, [None, 4], name="x")
+    training = gc.placeholder_with_default(False, [], name="training")
+    y = gc.layers.dropout(x, rate=0.5, training=training)  # Select(BroadcastTo(flag), ...)
+    m = _lower(y, [x])
+    optimize(m)
+    assert _count(m, "Select") == 0 and m.outputs[0] is m.params[0].outputs[0]
+    # the random op stays as an effect (it still advances its generator, as in the
+    # reference executor), but nothing reads its values any more

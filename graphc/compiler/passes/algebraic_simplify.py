@@ -9,6 +9,7 @@ Rewrites (c is a Const whose elements are all equal, a "splat"):
   reshape(x, shape(x)) and broadcast_to(x, shape(x)) -> x.
 - pow(x, 2) -> x*x; pow(x, 3) -> (x*x)*x; pow(x, 4) -> (x*x)*(x*x); pow(x, 1) -> x;
   pow(x, 0) -> ones_like(x); pow(x, -1) -> reciprocal(x) (floats); pow(x, 0.5) -> sqrt(x).
+- select(c, x, y) -> x or y when the condition c is the same constant everywhere.
 - x / c -> x * (1/c) for floats when 1/c is exact (c a power of two whose reciprocal is
   representable), for every float c when run with exact_only=False.
 - an operand of a broadcasting binary op that is a splat (a Const, Fill(dims, s) or
@@ -292,7 +293,22 @@ def _simplify_splat_operand(module, node, exact_only):
     return None
 
 
+def _simplify_select(module, node, exact_only):
+    """select(c, x, y) with c the same everywhere -> x or y (e.g. dropout's training flag
+    left at its default False: the mask's arithmetic is then dead code)."""
+    cond, x, y = node.inputs
+    scalar, _ = _splat_parts(cond)
+    if isinstance(scalar, Value):
+        scalar = _splat(scalar)
+    if scalar is None or isinstance(scalar, Value):
+        return None
+    if _forward(module, node, x if bool(scalar) else y):
+        return "select_of_constant"
+    return None
+
+
 RULES = {
+    "Select": _simplify_select,
     "Mul": _identity_operand(1, commutes=True),
     "Add": _identity_operand(0, commutes=True),
     "Sub": _identity_operand(0, commutes=False),
