@@ -153,12 +153,11 @@ class Session:
         exe = self._executable(tuple(feeds), tuple(dict.fromkeys(fetch_tensors)),
                                tuple(dict.fromkeys(targets)))
         values = exe.run(feed_arrays, self._state)
-        by_tensor = dict(zip(exe.fetches, values))
         positions = [exe.fetches.index(leaf) if isinstance(leaf, Tensor) else None
                      for leaf in structure.leaves]
         self._remember_plan(fetches, feed_dict, feeds, exe, structure, positions)
-        return structure.build([_as_result(by_tensor[leaf]) if isinstance(leaf, Tensor)
-                                else None for leaf in structure.leaves])
+        return structure.build([None if p is None else _as_result(values[p])
+                                for p in positions])
 
     def _remember_plan(self, fetches, feed_dict, feeds, exe, structure, positions):
         """Stores the fast path for this (fetches, feed keys): it converts each fed value

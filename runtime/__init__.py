@@ -2,7 +2,7 @@
 
 It imports only numpy and llvmlite (pycuda for GPU files), never graphc or kernels.
 `Executable(spec)` JIT-compiles a spec's LLVM IR and runs it with one native call per run;
-the loader arrives with the compiled file format; the Session executes through it.
+the Session executes through it, and `load(path)` runs a file written by gc.export.
 """
 from .errors import (BlasUnavailable, FeedError, GuardFailure, KernelFailure,
                      RuntimeFailure, ShapeError, TargetMismatch, UninitializedVariable,

@@ -112,7 +112,7 @@ def write(path, signature, executables, state=None, target=None):
         for b in blobs:
             header["blobs"].append({"offset": offset, "nbytes": int(b.nbytes)})
             offset = _align(offset + b.nbytes)
-        header_bytes = json.dumps(header, separators=(",", ":"), default=_plain).encode()
+        header_bytes = json.dumps(header, separators=(",", ":"), default=plain_data).encode()
         if len(header_bytes) <= guess:
             break
         guess = len(header_bytes) + 1024
@@ -146,7 +146,8 @@ def _align(n):
     return (n + ALIGN - 1) // ALIGN * ALIGN
 
 
-def _plain(value):
+def plain_data(value):
+    """json.dumps' `default`: NumPy scalars and tuples as JSON values, anything else an error."""
     if isinstance(value, np.integer):
         return int(value)
     if isinstance(value, np.floating):

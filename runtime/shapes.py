@@ -1,8 +1,8 @@
 """Evaluates the plain-data dim expressions of a spec (graphc's SymDim.to_json form).
 
 An expression is an int or a list of terms [coeff, [[atom, power], ...]]; an atom is a
-symbol name or [op, a, b] with op in floordiv/mod/max and a, b expressions. This is the
-runtime's own copy of graphc.framework.symbolic.evaluate_json (runtime never imports graphc).
+symbol name or [op, a, b] with op in floordiv/mod/max and a, b expressions. graphc's
+compiler evaluates these through this module too (graphc.framework.symbolic).
 """
 from .errors import ShapeError
 

@@ -12,9 +12,7 @@ import hashlib
 import json
 import os
 
-import numpy as np
-
-from runtime import compile_cache
+from runtime import compile_cache, file_format
 
 _SOURCES = None
 # environment settings the passes and codegen read: part of the key
@@ -113,10 +111,6 @@ def _from_bytes(blob):
 
 
 def _plain(value):
-    if isinstance(value, np.integer):
-        return int(value)
-    if isinstance(value, np.floating):
-        return float(value)
     if isinstance(value, (set, frozenset)):
         return sorted(value)
-    raise TypeError(f"no plain-data form for {type(value).__name__}")
+    return file_format.plain_data(value)

@@ -20,6 +20,11 @@ runtime evaluates without importing graphc.
 """
 import threading
 
+# The plain-data form is evaluated by the runtime's evaluator (graphc may import runtime,
+# not the reverse): one implementation for compiled code's shapes and the compiler's.
+from runtime.shapes import evaluate as evaluate_json
+from runtime.shapes import guard_holds
+
 import numpy as np
 
 _local = threading.local()
@@ -340,36 +345,14 @@ def _atom_str(atom):
     return f"{atom[0]}({a}, {b})"
 
 
-def evaluate_json(expr, env):
-    """Evaluates the plain-data form of an expression given symbol values `env`."""
-    total = 0
-    for coeff, mono in expr:
-        term = coeff
-        for atom, power in mono:
-            if isinstance(atom, str):
-                v = env[atom]
-            else:
-                op, a, b = atom
-                a, b = evaluate_json(a, env), evaluate_json(b, env)
-                v = a // b if op == "floordiv" else a % b if op == "mod" else max(a, b)
-            term *= v ** power
-        total += term
-    return total
-
-
 def evaluate(dim, env):
     """An int dim as is, a SymDim evaluated for symbol values `env`."""
     return dim.evaluate(env) if isinstance(dim, SymDim) else dim
 
 
-_COMPARE = {"==": lambda a, b: a == b, "!=": lambda a, b: a != b, "<": lambda a, b: a < b,
-            "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b}
-
-
 def check_guards(guards, env):
     """The guards (lhs json, op, rhs json, outcome) that symbol values `env` violate."""
-    return [g for g in guards
-            if _COMPARE[g[1]](evaluate_json(g[0], env), evaluate_json(g[2], env)) != g[3]]
+    return [g for g in guards if not guard_holds(g, env)]
 
 
 def slice_size(begin, end, stride, dim):
