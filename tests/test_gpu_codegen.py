@@ -1,7 +1,9 @@
-"""GPU codegen (first step): loop kernels -> PTX (assembled by ptxas) and the same kernels
-run on the CPU by the block/thread emulation, against the reference executor.
+"""GPU codegen: the GPU executable spec (notes/gpu_contract.md) of small graphs, its
+launches run through the emulation functions (tests/gpu_emulation.py) against the
+reference executor at several launch shapes, and its PTX assembled by ptxas.
 
 No GPU is used here: the PTX is only assembled, never launched."""
+import json
 import os
 import re
 import shutil
@@ -11,10 +13,10 @@ import numpy as np
 import pytest
 
 import graphc as gc
-from graphc.compiler.codegen_gpu import GpuCodegenNotImplemented, generate_gpu
+from graphc.compiler.codegen_gpu import generate_gpu
 from graphc.compiler.lower import lower
 from graphc.compiler.pipeline import optimize
-from runtime.executable import Executable
+from tests.gpu_emulation import EmulatedGpu
 
 
 def _ptxas():
@@ -25,7 +27,7 @@ def _ptxas():
 
 
 PTXAS = _ptxas()
-LAUNCHES = [(1, 1), (3, 32), (2, 5)]  # (blocks, threads per block)
+LAUNCHES = [None, (1, 1), (3, 32), (2, 5)]  # (blocks, threads per block); None: the spec's
 
 
 def _rand(*shape, seed=0):
@@ -69,6 +71,7 @@ GRAPHS = [elementwise, softmax, layer_norm, mlp_without_matmul]
 
 
 def _module(make, n):
+    """(graph, feeds, fetches, arrays, fused planned module)."""
     g = gc.Graph()
     with g.as_default():
         feeds, fetches, arrays = make(n)
@@ -89,17 +92,67 @@ def _reference(g, feeds, fetches, arrays):
 
 
 # ---------------------------------------------------------- CPU emulation
-@pytest.mark.parametrize("launch", LAUNCHES, ids=lambda l: f"grid{l[0]}x{l[1]}")
+@pytest.fixture(scope="module")
+def compiled():
+    """(make, n) -> (graph, feeds, fetches, arrays, EmulatedGpu), compiled once."""
+    cache = {}
+
+    def get(make, n):
+        if (make, n) not in cache:
+            g, feeds, fetches, arrays, module = _module(make, n)
+            cache[make, n] = g, feeds, fetches, arrays, EmulatedGpu(generate_gpu(module).spec())
+        return cache[make, n]
+    return get
+
+
 @pytest.mark.parametrize("n", [1, 7, 1023])
 @pytest.mark.parametrize("make", GRAPHS, ids=lambda f: f.__name__)
-def test_emulated_kernels_match_reference(make, n, launch):
-    g, feeds, fetches, arrays, module = _module(make, n)
-    gpu = generate_gpu(module, grid=launch[0], block=launch[1])
-    got = Executable(gpu.emulation_spec).run(list(arrays), {})
+def test_emulated_kernels_match_reference(compiled, make, n):
+    g, feeds, fetches, arrays, gpu = compiled(make, n)
     want = _reference(g, feeds, fetches, arrays)
-    for x, w in zip(got, want):
-        assert x.shape == np.shape(w)
-        np.testing.assert_allclose(x, w, rtol=2e-5, atol=2e-5)
+    for launch in LAUNCHES:
+        grid, block = launch or (None, None)
+        got = gpu.run(list(arrays), grid=grid, block=block)
+        for x, w in zip(got, want):
+            assert x.shape == np.shape(w)
+            np.testing.assert_allclose(x, w, rtol=2e-5, atol=2e-5, err_msg=str(launch))
+
+
+def softmax_any_batch(n):
+    x = gc.placeholder(gc.float32, [None, 9])
+    return [x], [gc.nn.softmax(x), gc.reduce_max(x, axis=1) * 2.0], [_rand(n, 9) * 3]
+
+
+def test_symbolic_batch_one_spec_for_every_size():
+    g, feeds, fetches, arrays, module = _module(softmax_any_batch, 5)
+    spec = generate_gpu(module).spec()
+    assert any(not isinstance(l["grid"], int) for l in spec["launches"])
+    gpu = EmulatedGpu(spec)
+    for n in (1, 5, 300):
+        arrays = [_rand(n, 9) * 3]
+        for x, w in zip(gpu.run(arrays), _reference(g, feeds, fetches, arrays)):
+            np.testing.assert_allclose(x, w, rtol=2e-5, atol=2e-5)
+
+
+def test_spec_follows_the_contract():
+    module = _module(mlp_without_matmul, 7)[-1]
+    gpu = generate_gpu(module)
+    spec = gpu.spec("sm_90")
+    assert "entry" not in spec and "llvm_ir" not in spec
+    assert spec["target"] == {"kind": "gpu", "arch": "sm_90"}
+    assert ".target sm_90" in spec["ptx"]
+    for field in ("format_version", "symbols", "guards", "value_guards", "feeds", "fetches",
+                  "variables", "constants", "arena_bytes", "error_sites",
+                  "error_detail_slots"):
+        assert field in spec
+    json.dumps(spec, default=lambda b: b.hex())  # plain data but the constants' bytes
+    kinds = set()
+    for launch in spec["launches"]:
+        assert set(launch) == {"kernel", "args", "grid", "block", "shared_bytes"}
+        assert f".entry {launch['kernel']}(" in spec["ptx"]
+        assert f'define void @"{launch["kernel"]}.emulate"(' in spec["emulation_ir"]
+        kinds |= {kind for kind, _ in launch["args"]}
+    assert {"arena", "const", "feed", "fetch"} <= kinds
 
 
 # ------------------------------------------------------------------- PTX
@@ -119,40 +172,12 @@ def test_ptx_assembles(make, tmp_path):
     gpu = generate_gpu(module)
     ptx = gpu.ptx("sm_80")
     assert ".version 7.0" in ptx and ".target sm_80" in ptx
-    for k in gpu.kernels:
-        assert f".entry {k.name}(" in ptx
-    # the thread indices come from the special registers: a grid-stride loop
-    assert "%ctaid.x" in ptx and "%nctaid.x" in ptx and "%tid.x" in ptx
+    for launch in gpu.launches:
+        assert f".entry {launch.name}(" in ptx
+    assert "%ctaid.x" in ptx and "%tid.x" in ptx
+    assert not re.search(r"call\.uni[^;]*\b(expf|logf|exp|log|tanhf|powf)\b", ptx)
     for arch in ("sm_80", "sm_90"):
-        report = _ptxas_report(ptx, arch, tmp_path)
-        for name, regs in re.findall(r"Compiling entry function '(\w+)'.*?Used (\d+) registers",
-                                     report, re.S):
-            spills = re.search(rf"'{name}'.*?(\d+) bytes spill stores", report, re.S)
-            print(f"{make.__name__} {arch} {name}: {regs} registers, "
-                  f"{spills.group(1) if spills else '?'} bytes spill stores")
-
-
-def test_kernels_are_grid_parallel_where_safe():
-    module = _module(softmax, 7)[-1]
-    gpu = generate_gpu(module)
-    assert all(not k.serial_nests for k in gpu.kernels)
-
-
-# ---------------------------------------------------------- not done yet
-def test_gemm_kernels_are_not_implemented():
-    g = gc.Graph()
-    with g.as_default():
-        x = gc.placeholder(gc.float32, [4, 5])
-        w = gc.constant(_rand(5, 3))
-        y = gc.nn.relu(gc.matmul(x, w))
-    module = lower([x], [y], [], [(4, 5)])
-    optimize(module)
-    if getattr(module, "kernels", None) is None:
-        from graphc.compiler.passes import fusion, memory_planning
-        fusion.run(module)
-        memory_planning.run(module)
-    with pytest.raises(NotImplementedError, match="'gemm' kernels is not implemented"):
-        generate_gpu(module)
+        _ptxas_report(ptx, arch, tmp_path)
 
 
 # -------------------------------------------------------------- runtime

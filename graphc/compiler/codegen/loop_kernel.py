@@ -136,6 +136,22 @@ def emit_loop_function(llvm_module, name, views, nests, storages, dim_emitter, s
     return fn
 
 
+def targets_by_level(nest):
+    """{loop level: the nest's targets stored there} (level -1: above every loop): a
+    target is stored at the level of its innermost free loop variable."""
+    levels = {v.id: i for i, v in enumerate(nest.vars) if v is not None}
+    by_level = {}
+    for t in nest.targets:
+        free = t.expr.free | t.position.free
+        if t.accumulate:
+            # every iteration of the nest folds one more term in, also the loops
+            # its value does not depend on (a broadcast input summed back)
+            free = set(levels)
+        level = max((levels[v] for v in free), default=-1)
+        by_level.setdefault(level, []).append(t)
+    return by_level
+
+
 class _Emitter:
     def __init__(self, builder, views, buffers, syms, dim_emitter, scalar_ops):
         self.b = builder
@@ -162,16 +178,7 @@ class _Emitter:
 
     # ---------------------------------------------------------------- nests
     def emit_nest(self, nest):
-        levels = {v.id: i for i, v in enumerate(nest.vars) if v is not None}
-        by_level = {}
-        for t in nest.targets:
-            free = t.expr.free | t.position.free
-            if t.accumulate:
-                # every iteration of the nest folds one more term in, also the loops
-                # its value does not depend on (a broadcast input summed back)
-                free = set(levels)
-            level = max((levels[v] for v in free), default=-1)
-            by_level.setdefault(level, []).append(t)
+        by_level = targets_by_level(nest)
         deepest = max(by_level, default=-1)
         self._level(nest, -1, by_level, deepest)
 
@@ -181,12 +188,7 @@ class _Emitter:
         here = by_level.get(level, [])
         values = [(t, self.value(t.expr), self.value(t.position)) for t in here]
         for t, value, position in values:
-            ptr = kd.element_pointer(self.b, self.buffers[t.storage], position, t.dtype)
-            if t.accumulate:
-                old = kd.load_scalar(self.b, ptr, t.dtype)
-                value = combine_reduction(self.b, t.accumulate, old, value, kd.is_float(t.dtype),
-                                          not kd.is_unsigned(t.dtype))
-            kd.store_scalar(self.b, value, ptr, t.dtype)
+            self.store_target(t, value, position)
         nxt = level + 1
         if nxt > deepest:
             return
@@ -199,6 +201,16 @@ class _Emitter:
             return  # the outermost loop, run by a thread team
         with self._loop(var):
             self._level(nest, nxt, by_level, deepest)
+
+    def store_target(self, t, value, position):
+        """Stores (or folds, for an accumulating target) one element of target t (the GPU
+        codegen overrides this to fold with atomics)."""
+        ptr = kd.element_pointer(self.b, self.buffers[t.storage], position, t.dtype)
+        if t.accumulate:
+            old = kd.load_scalar(self.b, ptr, t.dtype)
+            value = combine_reduction(self.b, t.accumulate, old, value, kd.is_float(t.dtype),
+                                      not kd.is_unsigned(t.dtype))
+        kd.store_scalar(self.b, value, ptr, t.dtype)
 
     @contextmanager
     def _loop(self, var):

@@ -33,7 +33,10 @@ def emit_targets(program, name, views, nests, scalar_ops):
     return fn, storages
 
 
-def lower_cumsum_kernel(program, kernel, name, scalar_ops, rules):
+def lower_cumsum_kernel(program, kernel, name, scalar_ops, rules, emit=None):
+    """The kernel function and its storage keys; `emit(program, name, views, nests,
+    scalar_ops)` replaces emit_targets (the GPU codegen takes the planned nests)."""
+    emit = emit or emit_targets
     node = _main(kernel, "Cumsum")
     x, axis_t = node.inputs
     out = node.outputs[0]
@@ -53,7 +56,7 @@ def lower_cumsum_kernel(program, kernel, name, scalar_ops, rules):
         failed = vx.check(vx.const(-1), vx.const(1), views.site(node, message))
         targets = [StoreTarget(s, out.dims, dtype, lambda index: vx.cast(failed, dtype))
                    for s in stores]
-        return emit_targets(program, name, views, plan_nests(views, targets), scalar_ops)
+        return emit(program, name, views, plan_nests(views, targets), scalar_ops)
     axis = int(axis_value) % rank
     exclusive, reverse = node.attrs["exclusive"], node.attrs["reverse"]
     size = vx.dim(out.dims[axis])
@@ -97,4 +100,4 @@ def lower_cumsum_kernel(program, kernel, name, scalar_ops, rules):
     for nest in nests:
         for t in nest.targets:
             t.position = vx.linear(element(t.index), out.dims)
-    return emit_targets(program, name, views, nests, scalar_ops)
+    return emit(program, name, views, nests, scalar_ops)

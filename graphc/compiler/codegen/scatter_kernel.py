@@ -14,7 +14,9 @@ from graphc.compiler.codegen.scan_kernel import _main, emit_targets
 from graphc.compiler.codegen.views import KernelViews, LoweringError
 
 
-def lower_gather_grad_kernel(program, kernel, name, scalar_ops, rules):
+def lower_gather_grad_kernel(program, kernel, name, scalar_ops, rules, emit=None):
+    """The kernel function and its storage keys; `emit` as in scan_kernel."""
+    emit = emit or emit_targets
     node = _main(kernel, "GatherGrad")
     grad, indices, _, axis_t = node.inputs
     out = node.outputs[0]
@@ -49,4 +51,4 @@ def lower_gather_grad_kernel(program, kernel, name, scalar_ops, rules):
     adds = [StoreTarget(s, out.dims, dtype, None, accumulate="sum", loop_dims=grad.dims,
                         place=place) for s in stores]
     nests = plan_nests(views, fills) + plan_nests(views, adds)
-    return emit_targets(program, name, views, nests, scalar_ops)
+    return emit(program, name, views, nests, scalar_ops)

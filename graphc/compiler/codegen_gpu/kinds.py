@@ -1,0 +1,128 @@
+"""Which launches each kernel becomes, by kind (see the package doc for the choices)."""
+from llvmlite import ir
+
+from graphc.compiler.codegen import LOOP_RULES, OPAQUE_LOWERINGS
+from graphc.compiler.codegen.loop_kernel import kernel_targets, storages_used
+from graphc.compiler.codegen.views import KernelViews
+from graphc.compiler.codegen_gpu.gemm import THREADS, TILE, emit_gemm_launch
+from graphc.compiler.codegen_gpu.loop import emit_loop_launch
+from graphc.compiler.codegen_gpu.reduce import (emit_row_launch, row_block, row_count,
+                                                row_reductions)
+from graphc.compiler.codegen_gpu.plan import (GpuCodegenNotImplemented, LaunchPlan,
+                                              blocks_for, dim_max, gpu_nests, launch_groups,
+                                              parallel_elements)
+from graphc.ops.random_ops import RANDOM_OP_TYPES, random_state_name
+from kernels.loops import I64
+
+
+def plan_kernel(program, kernel, name, block):
+    """The launches (plan.LaunchPlan) of one kernel of the schedule, in order."""
+    planner = _PLANNERS.get(kernel.kind)
+    if planner is None:
+        raise GpuCodegenNotImplemented(f"no GPU codegen for {kernel.kind!r} kernels "
+                                       f"({', '.join(n.type for n in kernel.nodes)})")
+    return planner(program, kernel, name, block) + _count_runs(kernel, name)
+
+
+def plan_loop(program, kernel, name, block):
+    computed = {v for n in kernel.nodes for v in n.outputs}
+    views = KernelViews(computed, program.storage_of, program.error_site, LOOP_RULES)
+    targets = kernel_targets(program, views, kernel.outputs, kernel.nodes)
+    return nest_launches(name, views, gpu_nests(views, targets), block)
+
+
+def plan_gemm(program, kernel, name, block):
+    """Float products: the tiled template, then the epilogue nests (loop template) over
+    the product in place, as the CPU gemm kernel does; other types: the matmul loop
+    rule (one thread per output element)."""
+    from graphc.compiler.codegen.gemm_kernel import BLAS_DTYPES, _product_buffer, _product_node
+    node = _product_node(kernel)
+    product = node.outputs[0]
+    if product.dtype.name not in BLAS_DTYPES:
+        return plan_loop(program, kernel, name, block)
+    epilogue = [n for n in kernel.nodes if n is not node]
+    c_key, extra = _product_buffer(program, product, epilogue)
+    keys = [c_key] + [program.storage_of(v) for v in node.inputs]
+    tiles = 1
+    for d in product.dims[:-2]:
+        tiles = tiles * d
+    tiles = tiles * ((product.dims[-2] + (TILE - 1)) // TILE) * \
+        ((product.dims[-1] + (TILE - 1)) // TILE)
+    launch = LaunchPlan(name + "_gemm", emit_gemm_launch, None, [], list(dict.fromkeys(keys)),
+                        blocks_for(tiles, 1), THREADS)
+    launch.details.update(node=node, keys=keys)
+
+    def storage_of(value):
+        return c_key if value is product else program.storage_of(value)
+    views = KernelViews({v for n in epilogue for v in n.outputs}, storage_of,
+                        program.error_site, LOOP_RULES)
+    outputs = [v for v in kernel.outputs if v is not product]
+    targets = kernel_targets(program, views, outputs, epilogue, extra)
+    return [launch] + nest_launches(name + "_epilogue", views, gpu_nests(views, targets), block)
+
+
+def plan_opaque(program, kernel, name, block):
+    main = getattr(kernel, "main", None) or kernel.nodes[0]
+    lower = OPAQUE_LOWERINGS.get(main.type)
+    if lower is None:
+        return plan_loop(program, kernel, name, block)
+    views, nests = lower(program, kernel, name, None, LOOP_RULES,
+                         emit=lambda program, name, views, nests, scalar_ops: (views, nests))
+    return nest_launches(name, views, nests, block)
+
+
+def nest_launches(name, views, nests, block):
+    """Grid-stride loop launches of `nests`, one per group of independent nests."""
+    groups = launch_groups(nests)
+    launches = []
+    for k, group in enumerate(groups):
+        prefix = name if len(groups) == 1 else f"{name}_{k}"
+        rows = [(nest, row_reductions(nest, views)) for nest in group]
+        others = [nest for nest, reductions in rows if reductions is None]
+        if others:
+            elements = 1
+            for nest in others:
+                elements = dim_max(elements, parallel_elements(nest))
+            launches.append(LaunchPlan(prefix, emit_loop_launch, views, others,
+                                       storages_used(others), blocks_for(elements, block),
+                                       block))
+        for r, (nest, reductions) in enumerate(x for x in rows if x[1] is not None):
+            launches.append(_row_launch(f"{prefix}_rows{r}", views, nest, reductions, block))
+    return launches
+
+
+def _row_launch(name, views, nest, reductions, block):
+    threads = row_block(nest, reductions, views, block)
+    plan = LaunchPlan(name, emit_row_launch, views, [nest], storages_used([nest]),
+                      blocks_for(row_count(nest), 1), threads)
+    plan.details["reductions"] = reductions
+    return plan
+
+
+def _count_runs(kernel, name):
+    """After a kernel with random ops: one thread adds 1 to each op's run counter (the
+    CPU's random.count_runs), so the next run draws new numbers."""
+    keys = list(dict.fromkeys(("var", random_state_name(n.name)) for n in kernel.nodes
+                              if n.type in RANDOM_OP_TYPES))
+    if not keys:
+        return []
+    return [LaunchPlan(name + "_count_runs", _emit_count_runs, None, [], keys, 1, 1)]
+
+
+def _emit_count_runs(t, program, plan, scalar_ops):
+    b = t.b
+    with t.threads() as tid:
+        zero = ir.Constant(I64, 0)
+        first = b.and_(b.icmp_signed("==", tid, zero), b.icmp_signed("==", t.ctaid, zero))
+        with b.if_then(first):
+            for state in t.args:
+                ptr = b.gep(state, [ir.Constant(I64, 2)], source_etype=I64)
+                b.store(b.add(b.load(ptr, typ=I64), ir.Constant(I64, 1)), ptr)
+
+
+_PLANNERS = {
+    "loop": plan_loop,
+    "gemm": plan_gemm,
+    "conv": plan_loop,      # the direct window rules: one thread per output element
+    "opaque": plan_opaque,
+}

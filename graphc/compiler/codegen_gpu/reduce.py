@@ -1,0 +1,287 @@
+"""The row template: one block per row, its threads sharing the row's reductions.
+
+For a nest whose rows (the loops down to plan.flat_depth) need reductions over long
+rows (a softmax's max and sum, a layer norm's moments, a row sum or argmax, a filter
+gradient's sum over the batch), each block takes rows ctaid, ctaid + nctaid, ... and,
+per row:
+
+    for each row reduction R (innermost first: a softmax's sum needs its max):
+        threads: partial = fold of R's body at j = tid, tid + ntid, ...   (coalesced)
+                 shared[tid] = partial
+        barrier; tree: for s = 512, 256, ..., 1 (below the block size):
+                 threads: tid < s and tid + s < ntid: shared[tid] (+)= shared[tid + s]
+                 barrier
+        threads: thread 0 copies shared[0] to the row's results[R]; barrier
+    threads: the row's elements j = tid, tid + ntid, ... are stored, every thread
+             reading the row's results (or, for a row result alone, thread 0 stores it)
+    barrier (the next row reuses the shared arrays)
+
+Values are computed by the CPU loop emitter (the same views and scalar ops); a region
+starts a fresh emitter whose cache holds the results known so far, loaded from shared
+memory. Folds use kernels.loops' combine_reduction and arg_better, so NaN propagates as
+on the CPU (max/min through llvm.maximum/minimum; argmax/argmin: the first NaN wins,
+ties go to the smallest index, whatever thread saw it).
+"""
+from llvmlite import ir
+
+from graphc.compiler.codegen.loop_kernel import targets_by_level
+from graphc.compiler.codegen_gpu.loop import grid_stride_loop, make_emitter, report_errors
+from graphc.compiler.codegen_gpu.plan import flat_depth, loaded_elsewhere, nest_roots
+from kernels import dtypes as kd
+from kernels.loops import (I64, arg_better, combine_reduction, entry_alloca,
+                           reduction_identity)
+
+MIN_ROW = 64   # shorter reductions stay in one thread (the grid-stride loop template)
+
+
+def row_reductions(nest, views):
+    """The reductions computed once per row of `nest`, innermost first, or None when the
+    nest is not a row nest (see the module doc)."""
+    if loaded_elsewhere(nest) or any(t.accumulate for t in nest.targets):
+        return None
+    depth = flat_depth(nest)
+    row_ids = {v.id for v in nest.vars[:depth + 1] if v is not None}
+    found = [e for e in _post_order(nest_roots(nest))
+             if e.kind in ("reduce", "argreduce") and e.free <= row_ids]
+    if not found or not any(_length(e, views) is None or _length(e, views) >= MIN_ROW
+                            for e in found):
+        return None
+    by_level = targets_by_level(nest)
+    if any(depth < lv < max(by_level) for lv in by_level):
+        return None
+    return found
+
+
+def _post_order(roots):
+    order, seen, stack = [], set(), [(e, False) for e in roots]
+    while stack:
+        e, done = stack.pop()
+        if done:
+            order.append(e)
+        elif id(e) not in seen:
+            seen.add(id(e))
+            stack.append((e, True))
+            stack.extend((a, False) for a in e.args)
+    return order
+
+
+def _reduce_ids(e):
+    return e.data[1] if e.kind == "reduce" else (e.data[1],)
+
+
+def _length(e, views):
+    """The constant number of elements a reduction folds, or None (a run-time dim)."""
+    n = 1
+    for var_id in _reduce_ids(e):
+        extent = views.x.vars[var_id].extent
+        if not extent.is_const:
+            return None
+        n *= views.x.const_value(extent)
+    return n
+
+
+def row_block(nest, reductions, views, block):
+    """Threads per block: the reductions' length rounded up to a warp multiple, at most
+    `block` (short rows leave no threads idle)."""
+    lengths = [_length(e, views) for e in reductions]
+    if None in lengths:
+        return block
+    return max(32, min(block, (max(lengths) + 31) // 32 * 32))
+
+
+def row_count(nest):
+    depth = flat_depth(nest)
+    rows = 1
+    for v, d in zip(nest.vars[:depth + 1], nest.dims):
+        if v is not None:
+            rows = rows * d
+    return rows
+
+
+def emit_row_launch(t, program, plan, scalar_ops):
+    (nest,) = plan.nests
+    reductions = plan.details["reductions"]
+    block = plan.block
+    b = t.b
+    buffers = dict(zip(plan.storages, t.args))
+    depth = flat_depth(nest)
+    row_vars = [v for v in nest.vars[:depth + 1] if v is not None]
+    results = [t.shared(kd.llvm_type(e.dtype), 1, "result") for e in reductions]
+    values = {}
+    for e in reductions:
+        ty = kd.llvm_type(e.dtype if e.kind == "reduce" else e.args[0].dtype)
+        if ty not in values:
+            values[ty] = t.shared(ty, block, "partials")
+    where = t.shared(I64, block, "where") if any(e.kind == "argreduce"
+                                                  for e in reductions) else None
+
+    def emitter(row_values, known):
+        em = make_emitter(t, program, plan.views, buffers, scalar_ops)
+        for v, value in row_values:
+            em.var_values[v.id] = value
+            em.defined.add(v.id)
+        for k in range(known):
+            em.scopes[0][reductions[k]] = b.load(_at(b, results[k], 0, _ty(reductions[k])),
+                                                 typ=_ty(reductions[k]))
+        return em
+
+    extents = _row_extents(t, program, plan, row_vars)
+    rows = ir.Constant(I64, 1)
+    for e in extents:
+        rows = b.mul(rows, e)
+    with grid_stride_loop(b, t.ctaid, t.nctaid, rows, "row") as row:
+        row_values = _delinearize(b, row, row_vars, extents)
+        for k, e in enumerate(reductions):
+            ty = kd.llvm_type(e.dtype if e.kind == "reduce" else e.args[0].dtype)
+            _emit_row_reduction(t, e, values[ty], where, results[k], block,
+                                lambda: emitter(row_values, k))
+        with t.threads() as tid:
+            em = emitter(row_values, len(reductions))
+            _emit_row_elements(t, em, nest, depth, tid)
+            report_errors(t, em)
+        t.barrier()
+
+
+def _ty(e):
+    return kd.llvm_type(e.dtype)
+
+
+def _at(b, array, index, ty):
+    index = ir.Constant(I64, index) if isinstance(index, int) else index
+    return b.gep(array, [index], source_etype=ty)
+
+
+def _row_extents(t, program, plan, row_vars):
+    em = make_emitter(t, program, plan.views, {}, None)
+    return [em.value(v.extent) for v in row_vars]
+
+
+def _delinearize(b, index, loop_vars, extents):
+    out, rest = [], index
+    for k in range(len(loop_vars) - 1, -1, -1):
+        out.append((loop_vars[k], b.urem(rest, extents[k]) if k else rest))
+        rest = b.udiv(rest, extents[k])
+    return out
+
+
+def _emit_row_reduction(t, e, partials, where, result, block, new_emitter):
+    b = t.b
+    kind = e.data[0]
+    body = e.args[0]
+    ty = kd.llvm_type(body.dtype if e.kind == "argreduce" else e.dtype)
+    is_float, signed = kd.is_float(body.dtype), not kd.is_unsigned(body.dtype)
+    with t.threads() as tid:
+        em = new_emitter()
+        value, index = _thread_partial(t, em, e, tid, ty, is_float, signed)
+        b.store(value, _at(b, partials, tid, ty))
+        if index is not None:
+            b.store(index, _at(b, where, tid, I64))
+        report_errors(t, em)
+    t.barrier()
+    s = 1
+    while s * 2 < block:
+        s *= 2
+    while s >= 1:
+        with t.threads() as tid:
+            other = b.add(tid, ir.Constant(I64, s))
+            active = b.and_(b.icmp_signed("<", tid, ir.Constant(I64, s)),
+                            b.icmp_signed("<", other, t.ntid))
+            with b.if_then(active):
+                _fold_pair(b, e, kind, partials, where, tid, other, ty, is_float, signed)
+        t.barrier()
+        s //= 2
+    with t.threads() as tid:
+        with b.if_then(b.icmp_signed("==", tid, ir.Constant(I64, 0))):
+            source = where if e.kind == "argreduce" else partials
+            source_ty = I64 if e.kind == "argreduce" else ty
+            final = b.load(_at(b, source, 0, source_ty), typ=source_ty)
+            b.store(final, _at(b, result, 0, _ty(e)))
+    t.barrier()
+
+
+def _thread_partial(t, em, e, tid, ty, is_float, signed):
+    """(this thread's fold over j = tid, tid + ntid, ... of e's body, its position or
+    None); an argreduce's position is -1 when the thread saw no element."""
+    b = t.b
+    kind = e.data[0]
+    ids = _reduce_ids(e)
+    loop_vars = [em.x.vars[i] for i in ids]
+    extents = [em.value(v.extent) for v in loop_vars]
+    total = extents[0]
+    for x in extents[1:]:
+        total = b.mul(total, x)
+    acc = entry_alloca(b, ty, "partial")
+    pos = entry_alloca(b, I64, "position")
+    arg = e.kind == "argreduce"
+    b.store(ir.Constant(ty, None) if arg else reduction_identity(kind, ty, is_float, signed),
+            acc)
+    b.store(ir.Constant(I64, -1), pos)
+    with grid_stride_loop(b, tid, t.ntid, total, "j") as j:
+        for v, value in _delinearize(b, j, loop_vars, extents):
+            em.var_values[v.id] = value
+            em.defined.add(v.id)
+        em.scopes.append({})
+        em._hoist([e.args[0]])
+        x = em.value(e.args[0])
+        em.scopes.pop()
+        old = b.load(acc, typ=ty)
+        if arg:
+            take = b.or_(b.icmp_signed("<", b.load(pos, typ=I64), ir.Constant(I64, 0)),
+                         arg_better(b, kind, x, old, is_float, signed))
+            b.store(b.select(take, x, old), acc)
+            b.store(b.select(take, j, b.load(pos, typ=I64)), pos)
+        else:
+            b.store(combine_reduction(b, kind, old, x, is_float, signed), acc)
+        for v in loop_vars:
+            em.defined.discard(v.id)
+    return b.load(acc, typ=ty), (b.load(pos, typ=I64) if arg else None)
+
+
+def _fold_pair(b, e, kind, partials, where, mine, other, ty, is_float, signed):
+    pa, pb = _at(b, partials, mine, ty), _at(b, partials, other, ty)
+    va, vb = b.load(pa, typ=ty), b.load(pb, typ=ty)
+    if e.kind == "reduce":
+        b.store(combine_reduction(b, kind, va, vb, is_float, signed), pa)
+        return
+    wa, wb = _at(b, where, mine, I64), _at(b, where, other, I64)
+    ia, ib = b.load(wa, typ=I64), b.load(wb, typ=I64)
+    zero = ir.Constant(I64, 0)
+    b_better = arg_better(b, kind, vb, va, is_float, signed)
+    tie = b.and_(b.not_(arg_better(b, kind, va, vb, is_float, signed)),
+                 b.icmp_signed("<", ib, ia))
+    take = b.and_(b.icmp_signed(">=", ib, zero),
+                  b.or_(b.icmp_signed("<", ia, zero), b.or_(b_better, tie)))
+    b.store(b.select(take, vb, va), pa)
+    b.store(b.select(take, ib, ia), wa)
+
+
+def _emit_row_elements(t, em, nest, depth, tid):
+    """This thread's share of the row's stores (all vars of the row set in em)."""
+    b = t.b
+    by_level = targets_by_level(nest)
+    deepest = max(by_level)
+    if deepest == depth:
+        with b.if_then(b.icmp_signed("==", tid, ir.Constant(I64, 0))):
+            em.scopes.append({})
+            _store_all(em, by_level[depth])
+            em.scopes.pop()
+        return
+    inner = [v for v in nest.vars[depth + 1:deepest + 1] if v is not None]
+    extents = [em.value(v.extent) for v in inner]
+    total = extents[0]
+    for x in extents[1:]:
+        total = b.mul(total, x)
+    with grid_stride_loop(b, tid, t.ntid, total, "e") as j:
+        for v, value in _delinearize(b, j, inner, extents):
+            em.var_values[v.id] = value
+            em.defined.add(v.id)
+        em.scopes.append({})
+        _store_all(em, by_level[deepest])
+        em.scopes.pop()
+
+
+def _store_all(em, targets):
+    em._hoist([e for t in targets for e in (t.expr, t.position)])
+    values = [(t, em.value(t.expr), em.value(t.position)) for t in targets]
+    for t, value, position in values:
+        em.store_target(t, value, position)

@@ -1,0 +1,36 @@
+"""The GPU executable spec (notes/gpu_contract.md): the CPU spec's fields (entry.py's
+Program.spec) less "entry" and "llvm_ir", plus "target", "ptx", "emulation_ir" and
+"launches" (kernel name, pointer args as JSON storage keys, grid, block, shared bytes),
+in schedule order."""
+from graphc.compiler.codegen import random as random_codegen
+from graphc.compiler.codegen.entry import dim_json
+
+
+def gpu_spec(gpu, arch):
+    program = gpu.program
+    spec = program.spec(None, None)
+    del spec["entry"], spec["llvm_ir"]
+    spec["target"] = {"kind": "gpu", "arch": arch}
+    spec["ptx"] = gpu.ptx(arch)
+    spec["emulation_ir"] = gpu.emulation_ir
+    spec["launches"] = [launch_json(program, launch) for launch in gpu.launches]
+    return random_codegen.mark_states(spec)
+
+
+def launch_json(program, launch):
+    return {"kernel": launch.name,
+            "args": [storage_json(program, key) for key in launch.storages],
+            "grid": dim_json(launch.grid),
+            "block": int(launch.block),
+            "shared_bytes": int(launch.shared_bytes)}
+
+
+def storage_json(program, key):
+    """A Program storage key in the spec's JSON form: ["arena", offset dim], ["var",
+    index into spec["variables"]], ["feed" | "fetch" | "const", index]."""
+    kind, what = key
+    if kind == "arena":
+        return ["arena", dim_json(program._arena_offsets[what])]
+    if kind == "var":
+        return ["var", program._var_index[what]]
+    return [kind, int(what)]

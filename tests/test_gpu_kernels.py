@@ -1,0 +1,292 @@
+"""Every GPU kernel kind, run through the emulation of its PTX kernel (tests/gpu_emulation.py)
+against the reference executor: reductions, products, convolutions, scans, scatters,
+random ops, float16, and whole training steps (an MLP, a small CNN) checked against the
+compiled CPU backend. No GPU is used: the PTX of every graph here is assembled by
+ptxas for sm_80 and sm_90 (skipped where ptxas is absent), never launched."""
+import numpy as np
+import pytest
+
+import graphc as gc
+from graphc.compiler.codegen_gpu import generate_gpu
+from graphc.compiler.lower import lower
+from graphc.compiler.pipeline import optimize
+from tests.gpu_emulation import EmulatedGpu
+from tests.test_gpu_codegen import PTXAS, _ptxas_report
+
+LAUNCHES = [None, (1, 1), (3, 32), (2, 5)]
+
+
+def _rand(*shape, seed=0, dtype=np.float32):
+    return np.random.RandomState(seed + 7 * sum(shape)).randn(*shape).astype(dtype)
+
+
+def _planned(feeds, fetches, targets, arrays, variable_shapes=None):
+    module = lower(feeds, fetches, targets, [np.shape(a) for a in arrays],
+                   variable_shapes=variable_shapes)
+    optimize(module)
+    if getattr(module, "kernels", None) is None:
+        from graphc.compiler.passes import fusion
+        fusion.run(module)
+    if getattr(module, "memory_plan", None) is None:
+        from graphc.compiler.passes import memory_planning
+        memory_planning.run(module)
+    return module
+
+
+def _gpu_spec(feeds, fetches, arrays, targets=(), variables=None, block=256):
+    """The GPU spec (sm_80) of the run, after checking that ptxas assembles its PTX for
+    sm_80 and sm_90 (when ptxas is here)."""
+    shapes = {k: np.shape(v) for k, v in (variables or {}).items()}
+    module = _planned(feeds, fetches, list(targets), arrays, shapes)
+    gpu = generate_gpu(module, block=block)
+    if PTXAS is not None:
+        import tempfile
+        from pathlib import Path
+        with tempfile.TemporaryDirectory() as tmp:
+            for arch in ("sm_80", "sm_90"):
+                _ptxas_report(gpu.ptx(arch), arch, Path(tmp))
+    return gpu.spec("sm_80")
+
+
+def _reference(g, feeds, fetches, arrays):
+    with gc.Session(graph=g, config=gc.ConfigProto(backend="reference")) as sess:
+        return sess.run(fetches, dict(zip(feeds, arrays)))
+
+
+def check_graph(build, launches=LAUNCHES, rtol=2e-5, atol=2e-5, block=256):
+    """build() -> (feeds, fetches, arrays) in a fresh graph; every launch shape."""
+    g = gc.Graph()
+    with g.as_default():
+        feeds, fetches, arrays = build()
+    want = _reference(g, feeds, fetches, arrays)
+    gpu = EmulatedGpu(_gpu_spec(feeds, fetches, arrays, block=block))
+    for launch in launches:
+        grid, blk = launch or (None, None)
+        got = gpu.run(list(arrays), grid=grid, block=blk)
+        for x, w in zip(got, want):
+            assert x.shape == np.shape(w), launch
+            np.testing.assert_allclose(x, w, rtol=rtol, atol=atol, err_msg=str(launch))
+    return gpu
+
+
+# ------------------------------------------------------------- reductions
+@pytest.mark.parametrize("n", [1, 7, 1023])
+def test_row_and_column_reductions(n):
+    def build():
+        x = gc.placeholder(gc.float32, [3, n])
+        fetches = [gc.reduce_sum(x, axis=1), gc.reduce_max(x, axis=1),
+                   gc.reduce_min(x, axis=1, keepdims=True), gc.argmax(x, axis=1),
+                   gc.argmin(x, axis=1), gc.reduce_sum(x, axis=0), gc.reduce_mean(x),
+                   gc.nn.softmax(x), gc.nn.log_softmax(x)]
+        return [x], fetches, [_rand(3, n)]
+    check_graph(build, rtol=1e-4, atol=1e-4)
+
+
+def test_reductions_propagate_nan_as_the_cpu_kernels():
+    def build():
+        x = gc.placeholder(gc.float32, [4, 300])
+        return [x], [gc.reduce_max(x, axis=1), gc.reduce_min(x, axis=1), gc.argmax(x, axis=1),
+                     gc.argmin(x, axis=1), gc.reduce_sum(x, axis=1)], [data]
+    data = _rand(4, 300)
+    data[1, 17] = np.nan
+    data[2, 250] = np.nan
+    data[2, 3] = np.nan
+    data[3, :] = 5.0  # ties: the first index wins
+    check_graph(build, rtol=1e-4, atol=1e-4)
+
+
+def test_layer_norm_rows():
+    def build():
+        x = gc.placeholder(gc.float32, [5, 1023])
+        mean, var = gc.nn.moments(x, axes=[1], keep_dims=True)
+        return [x], [(x - mean) * gc.rsqrt(var + 1e-5)], [_rand(5, 1023)]
+    check_graph(build, rtol=1e-4, atol=1e-4)
+
+
+# ---------------------------------------------------------------- products
+@pytest.mark.parametrize("m,k,n", [(1, 7, 1023), (65, 33, 17), (7, 1, 1), (1023, 5, 3)])
+def test_matmul_shapes(m, k, n):
+    def build():
+        a = gc.placeholder(gc.float32, [m, k])
+        b = gc.placeholder(gc.float32, [k, n])
+        return [a, b], [gc.matmul(a, b)], [_rand(m, k), _rand(k, n, seed=1)]
+    check_graph(build, launches=[None, (1, 1), (3, 64)], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("ta,tb", [(True, False), (False, True), (True, True)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_matmul_transposes_with_epilogue(ta, tb, dtype):
+    m, k, n = 33, 19, 45
+
+    def build():
+        a_shape, b_shape = ((k, m) if ta else (m, k)), ((n, k) if tb else (k, n))
+        gdt = gc.as_dtype(dtype)
+        a, b = gc.placeholder(gdt, a_shape), gc.placeholder(gdt, b_shape)
+        bias = gc.placeholder(gdt, [n])
+        y = gc.nn.relu(gc.nn.bias_add(gc.matmul(a, b, transpose_a=ta, transpose_b=tb), bias))
+        return [a, b, bias], [y], [_rand(*a_shape, dtype=dtype),
+                                   _rand(*b_shape, seed=1, dtype=dtype),
+                                   _rand(n, seed=2, dtype=dtype)]
+    check_graph(build, launches=[None, (2, 64)], rtol=1e-4, atol=1e-4)
+
+
+def test_batched_matmul_broadcast():
+    def build():
+        a = gc.placeholder(gc.float32, [2, 3, 17, 9])
+        b = gc.placeholder(gc.float32, [3, 9, 20])
+        return [a, b], [gc.matmul(a, b), gc.matmul(a, a, transpose_b=True)], \
+            [_rand(2, 3, 17, 9), _rand(3, 9, 20, seed=1)]
+    check_graph(build, launches=[None, (1, 32)], rtol=1e-4, atol=1e-4)
+
+
+# ------------------------------------------------------------- convolution
+@pytest.mark.parametrize("fmt", ["NHWC", "NCHW"])
+def test_conv_and_its_gradients(fmt):
+    def build():
+        shape = [2, 9, 8, 3] if fmt == "NHWC" else [2, 3, 9, 8]
+        x = gc.placeholder(gc.float32, shape)
+        w = gc.constant(_rand(3, 3, 3, 4, seed=3))
+        y = gc.nn.conv2d(x, w, strides=[1, 2, 2, 1] if fmt == "NHWC" else [1, 1, 2, 2],
+                         padding="SAME", data_format=fmt)
+        loss = gc.reduce_sum(gc.square(gc.nn.relu(y)))
+        dx, dw = gc.gradients(loss, [x, w])
+        return [x], [y, dx, dw], [_rand(*shape)]
+    check_graph(build, launches=[None, (2, 32)], rtol=1e-4, atol=1e-4)
+
+
+def test_pooling_and_gradients():
+    def build():
+        x = gc.placeholder(gc.float32, [2, 7, 7, 3])
+        y = gc.nn.max_pool(x, [1, 2, 2, 1], [1, 2, 2, 1], "SAME")
+        z = gc.nn.avg_pool(x, [1, 3, 3, 1], [1, 1, 1, 1], "VALID")
+        gx = gc.gradients(gc.reduce_sum(y * y) + gc.reduce_sum(z), [x])[0]
+        return [x], [y, z, gx], [_rand(2, 7, 7, 3)]
+    check_graph(build, launches=[None, (3, 32)])
+
+
+# --------------------------------------------------------- opaque templates
+def test_cumsum_forward_and_reverse():
+    def build():
+        x = gc.placeholder(gc.float32, [5, 300])
+        return [x], [gc.cumsum(x, axis=1), gc.cumsum(x, axis=0, exclusive=True, reverse=True)], \
+            [_rand(5, 300)]
+    check_graph(build, launches=[None, (2, 32)], rtol=1e-4, atol=1e-4)
+
+
+def test_gather_gradient_adds_repeated_indices():
+    def build():
+        params = gc.placeholder(gc.float32, [10, 6])
+        ids = gc.constant(np.array([1, 3, 1, 9, 1, 0], np.int32))
+        y = gc.gather(params, ids)
+        g = gc.gradients(gc.reduce_sum(y * y), [params])[0]
+        return [params], [gc.convert_to_tensor(g)], [_rand(10, 6)]
+    check_graph(build, launches=[None, (3, 32)])
+
+
+# -------------------------------------------------------- random, float16
+def test_random_ops_draw_the_reference_numbers():
+    g = gc.Graph()
+    with g.as_default():
+        x = gc.placeholder(gc.float32, [7, 33])
+        u = gc.random_uniform([7, 33], seed=3) + x
+        r = gc.random_normal([1023], seed=4)
+        d = gc.nn.dropout(x, keep_prob=0.5, seed=5)
+    arrays = [_rand(7, 33)]
+    with gc.Session(graph=g, config=gc.ConfigProto(backend="reference")) as sess:
+        sess.run([u, r, d], {x: arrays[0]})  # creates the states
+        state = {k: v.copy() for k, v in sess._state.variables.items()}
+        want = [sess.run([u, r, d], {x: arrays[0]}) for _ in range(2)]
+    gpu = EmulatedGpu(_gpu_spec([x], [u, r, d], arrays, variables=state))
+    for run in want:  # the second run draws new numbers: the kernels count the runs
+        for got, w in zip(gpu.run(arrays, state), run):
+            np.testing.assert_allclose(got, w, rtol=1e-5, atol=1e-6)
+
+
+def test_float16_is_computed_in_float32():
+    def build():
+        x = gc.placeholder(gc.float16, [7, 300])
+        y = gc.nn.softmax(x) * gc.cast(2.5, gc.float16) + gc.tanh(x)
+        return [x], [y, gc.reduce_sum(x, axis=1)], [_rand(7, 300, dtype=np.float16)]
+    check_graph(build, launches=[None, (2, 32)], rtol=2e-2, atol=2e-2)
+
+
+# ----------------------------------------------------------- training steps
+def _train_and_compare(build, arrays, steps=2, rtol=2e-4, atol=1e-4):
+    """A training step on the GPU spec (emulated) vs the compiled CPU backend, from the
+    same variable values, for `steps` steps. (Sums run in another order on the GPU; Adam
+    turns a gradient's last-bit difference near 0 into up to lr * 1e-2.)"""
+    g = gc.Graph()
+    with g.as_default():
+        feeds, loss, train = build()
+        init = gc.global_variables_initializer()
+    with gc.Session(graph=g) as sess:
+        sess.run(init)
+        start = {k: v.copy() for k, v in sess._state.variables.items()}
+        want = [sess.run([loss, train], dict(zip(feeds, arrays)))[0] for _ in range(steps)]
+        want_vars = {k: v.copy() for k, v in sess._state.variables.items()}
+    spec = _gpu_spec(feeds, [loss], arrays, targets=[train], variables=start)
+    gpu = EmulatedGpu(spec)
+    variables = {k: v.copy() for k, v in start.items()}
+    for step in range(steps):
+        got = gpu.run(arrays, variables)[0]
+        np.testing.assert_allclose(got, want[step], rtol=rtol, atol=atol)
+    for name, value in want_vars.items():
+        np.testing.assert_allclose(variables[name], value, rtol=rtol, atol=atol, err_msg=name)
+    return spec
+
+
+def test_mlp_training_step():
+    def build():
+        x = gc.placeholder(gc.float32, [None, 20])
+        labels = gc.placeholder(gc.int32, [None])
+        h = gc.layers.dense(x, 64, activation=gc.nn.relu)
+        logits = gc.layers.dense(h, 10)
+        loss = gc.reduce_mean(gc.nn.sparse_softmax_cross_entropy_with_logits(
+            labels=labels, logits=logits))
+        train = gc.train.AdamOptimizer(0.01).minimize(loss)
+        return [x, labels], loss, train
+    rs = np.random.RandomState(0)
+    _train_and_compare(build, [rs.randn(33, 20).astype(np.float32),
+                               rs.randint(0, 10, 33).astype(np.int32)])
+
+
+def test_cnn_training_step():
+    def build():
+        x = gc.placeholder(gc.float32, [None, 12, 12, 1])
+        labels = gc.placeholder(gc.int32, [None])
+        h = gc.layers.conv2d(x, 4, 3, padding="same", activation=gc.nn.relu)
+        h = gc.layers.max_pooling2d(h, 2, 2)
+        h = gc.layers.conv2d(h, 6, 3, activation=gc.nn.relu)
+        logits = gc.layers.dense(gc.layers.flatten(h), 10)
+        loss = gc.reduce_mean(gc.nn.sparse_softmax_cross_entropy_with_logits(
+            labels=labels, logits=logits))
+        train = gc.train.GradientDescentOptimizer(0.1).minimize(loss)
+        return [x, labels], loss, train
+    rs = np.random.RandomState(1)
+    _train_and_compare(build, [rs.randn(5, 12, 12, 1).astype(np.float32),
+                               rs.randint(0, 10, 5).astype(np.int32)])
+
+
+# ------------------------------------------------------- one definition per op
+def test_gpu_and_cpu_lower_through_the_same_op_definitions(monkeypatch):
+    """Redefining one scalar op in kernels.scalar_ops changes the CPU kernels and the GPU
+    kernels alike: the GPU path has no copy of any op's math."""
+    from graphc.compiler import codegen
+    from kernels import scalar_ops
+    from runtime.executable import Executable
+    g = gc.Graph()
+    with g.as_default():
+        x = gc.placeholder(gc.float32, [7, 300])
+        fetches = [gc.sigmoid(x) + 1.0, gc.reduce_sum(gc.sigmoid(x), axis=1)]
+    arrays = [_rand(7, 300)]
+    monkeypatch.setitem(scalar_ops.SCALAR_OPS, "Sigmoid", scalar_ops.SCALAR_OPS["Neg"])
+    want = [-arrays[0] + 1.0, (-arrays[0]).sum(axis=1)]
+    cpu = Executable(codegen.generate(_planned([x], fetches, [], arrays))).run(arrays, {})
+    module = _planned([x], fetches, [], arrays)
+    gpu = generate_gpu(module)
+    assert all(launch.views is None or launch.views.rules is codegen.LOOP_RULES
+               for launch in gpu.launches)
+    got = EmulatedGpu(gpu.spec()).run(arrays)
+    for c, gp, w in zip(cpu, got, want):
+        np.testing.assert_allclose(c, w, rtol=1e-5, atol=1e-4)
+        np.testing.assert_allclose(gp, w, rtol=1e-5, atol=1e-4)
