@@ -143,6 +143,17 @@ class Executable:
         if self._threads is not None:
             self._threads.value = n if jit.teams_allowed() else 1
 
+    def kernel_profile(self):
+        """[(kernel description, cycles summed over runs)] when the spec was generated with
+        GRAPHC_PROFILE=1 (the entry counts the time-stamp counter around each kernel call),
+        else []."""
+        names = self.spec.get("profile_kernels") or []
+        addr = self._compiled.global_address("graphc_profile_cycles") if names else 0
+        if not addr:
+            return []
+        cycles = (ctypes.c_int64 * len(names)).from_address(addr)
+        return list(zip(names, cycles))
+
     @property
     def parallel_tasks(self):
         """Tasks run so far by the split loops: one per thread of each team, one per loop

@@ -224,17 +224,57 @@ def test_scan_along_the_outer_axis_is_not_split():
     np.testing.assert_array_equal(out, np.cumsum(x, axis=0))
 
 
-def test_column_sums_stay_correct():
-    """Reductions over the outer axis (accumulating targets) are never split."""
-    x = rng_array((3001, 97), 11)
+def column_folds():
+    """Reductions over the outer axis (folds: accumulating targets), beside an
+    elementwise output of the same loop (a relu gradient with its bias gradient)."""
+    x = gc.placeholder(gc.float32, [None, None])
+    n = gc.placeholder(gc.int32, [None, None])
+    masked = gc.where(x > 0.5, x * 3.0, gc.zeros_like(x))
+    return [gc.reduce_sum(x, axis=0), gc.reduce_max(x * 2.0, axis=0), masked,
+            gc.reduce_sum(masked, axis=0), gc.reduce_max(n, axis=0),
+            gc.reduce_any(n > 7, axis=0)], (x, n)
+
+
+@pytest.mark.parametrize("shape", [(3001, 97), (1, 5), (40_001, 3)])
+def test_column_sums_split_into_fixed_chunks(shape, monkeypatch):
+    """Folds split across the team into chunks fixed by the size alone (partials folded
+    in chunk order): the same bits with 1, 2 and 3 threads, and right."""
+    monkeypatch.setenv("GRAPHC_PARALLEL_MIN_WORK", "0")
+    x = rng_array(shape, 11)
+    n = np.random.default_rng(12).integers(-50, 10, shape).astype(np.int32)
+    feeds = lambda ph: {ph[0]: x, ph[1]: n}  # noqa: E731
+    runs = [run_with(t, column_folds, feeds) for t in (1, 2, 3)]
+    for out, _ in runs[1:]:
+        for got, first in zip(out, runs[0][0]):
+            np.testing.assert_array_equal(got, first)
+    s, m, masked, ms, nmax, nany = runs[0][0]
+    x64 = x.astype(np.float64)
+    np.testing.assert_allclose(s, x64.sum(0), rtol=1e-4, atol=1e-3)
+    np.testing.assert_array_equal(m, (x * 2).max(0))
+    want = np.where(x > 0.5, x * np.float32(3), 0)
+    np.testing.assert_array_equal(masked, want)
+    np.testing.assert_allclose(ms, want.astype(np.float64).sum(0), rtol=1e-4, atol=1e-3)
+    np.testing.assert_array_equal(nmax, n.max(0))
+    np.testing.assert_array_equal(nany, (n > 7).any(0))
+    if jit.openmp_library() and shape[0] > 1:
+        exe = executables(runs[1][1])[0]
+        before = exe.parallel_tasks
+        exe.run([x, n])
+        assert exe.parallel_tasks - before >= 2  # a team ran the folds
+
+
+def test_column_sum_with_nan_keeps_it():
+    """A NaN in one chunk reaches the folded max and sum (partials keep it)."""
+    x = rng_array((5000, 33), 13)
+    x[4321, 7] = np.nan
 
     def build():
         ph = gc.placeholder(gc.float32, [None, None])
-        return [gc.reduce_sum(ph, axis=0), gc.reduce_max(ph * 2.0, axis=0)], (ph,)
+        return [gc.reduce_sum(ph, axis=0), gc.reduce_max(ph, axis=0)], (ph,)
 
     (s, m), _ = run_with(2, build, lambda ph: {ph[0]: x})
-    np.testing.assert_allclose(s, x.astype(np.float64).sum(0), rtol=1e-4, atol=1e-3)
-    np.testing.assert_array_equal(m, (x * 2).max(0))
+    assert np.isnan(s[7]) and np.isnan(m[7])
+    np.testing.assert_array_equal(np.isnan(s), np.isnan(x.sum(0)))
 
 
 def test_standalone_runtime_runs_parallel_code(tmp_path):

@@ -81,10 +81,11 @@ KERNEL_LOWERINGS = {kind: random_codegen.with_random(lower) for kind, lower in {
 }.items()}
 
 
-def generate(module, target=None):
+def generate(module, target=None, profile=False):
     """The executable spec (plain data, design doc section 6) of a fused, planned module.
 
-    target: {"triple", "cpu", "features"}; default the host (runtime.jit.host_target)."""
+    target: {"triple", "cpu", "features"}; default the host (runtime.jit.host_target).
+    profile: the entry counts each kernel's cycles (spec["profile_kernels"] names them)."""
     from kernels import scalar_ops
     from runtime import jit
     dynamic = module.dynamic_values()
@@ -94,7 +95,7 @@ def generate(module, target=None):
             " depend on run-time data")
     random_codegen.declare_states(module)
     program = Program(module)
-    calls = []
+    calls, names = [], []
     for number, kernel in enumerate(module.kernels):
         lower = KERNEL_LOWERINGS.get(kernel.kind)
         if lower is None:
@@ -102,9 +103,12 @@ def generate(module, target=None):
                                 f"({', '.join(n.type for n in kernel.nodes)})")
         name = f"kernel_{number}_{_label(kernel)}"
         calls.append(lower(program, kernel, name, scalar_ops, LOOP_RULES))
-    program.emit_entry(calls)
-    return random_codegen.mark_states(program.spec(str(program.llvm),
-                                                   target or jit.host_target()))
+        names.append(f"{name} [{kernel.kind}: {', '.join(n.type for n in kernel.nodes)}]")
+    program.emit_entry(calls, profile=profile)
+    spec = program.spec(str(program.llvm), target or jit.host_target())
+    if profile:
+        spec["profile_kernels"] = names
+    return random_codegen.mark_states(spec)
 
 
 def _label(kernel):
@@ -123,7 +127,8 @@ def compile_module(module, disable=None, dump_dir=None):
     from runtime import jit
     from runtime.executable import Executable
     dumping = dump_dir is not None or os.environ.get("GRAPHC_DUMP")
-    key = None if dumping else spec_cache.key(module, disable, jit.host_target())
+    profile = os.environ.get("GRAPHC_PROFILE", "") not in ("", "0")
+    key = None if dumping or profile else spec_cache.key(module, disable, jit.host_target())
     spec = spec_cache.load(key) if key else None
     if spec is None:
         optimize(module, disable=disable, dump_dir=dump_dir)
@@ -133,7 +138,7 @@ def compile_module(module, disable=None, dump_dir=None):
         if getattr(module, "memory_plan", None) is None:
             from graphc.compiler.passes import memory_planning
             memory_planning.run(module)
-        spec = generate(module)
+        spec = generate(module, profile=profile)
         spec_cache.store(key, spec)
     return Executable(spec)
 

@@ -18,6 +18,7 @@ from graphc.framework.symbolic import SymDim
 from kernels.loops import I32, I64, PTR
 
 ENTRY = "graphc_main"
+PROFILE_GLOBAL = "graphc_profile_cycles"  # i64 per kernel call: cycles spent in it, summed
 MAX_ERROR_DETAILS = 4  # run-time values an error message may show (syms slots)
 UPDATE_OPS = ("Assign", "AssignAdd", "AssignSub")
 
@@ -142,9 +143,12 @@ class Program:
         return builder.sdiv(a, b) if op == "floordiv" else builder.srem(a, b)
 
     # --------------------------------------------------------------- entry
-    def emit_entry(self, calls):
-        """calls: [(function, [storage keys])] in schedule order."""
+    def emit_entry(self, calls, profile=False):
+        """calls: [(function, [storage keys])] in schedule order. profile: count the
+        cycles (the CPU's time-stamp counter) each call takes into PROFILE_GLOBAL, an i64
+        per call summed over runs (runtime.Executable.kernel_profile reads it)."""
         fn = ir.Function(self.llvm, ir.FunctionType(I32, [PTR] * 6), ENTRY)
+        counters = self._profile_counters(len(calls)) if profile else None
         feeds, fetches, variables, constants, arena, syms = fn.args
         tables = {"feed": feeds, "fetch": fetches, "var": variables, "const": constants}
         b = ir.IRBuilder(fn.append_basic_block("entry"))
@@ -164,8 +168,12 @@ class Program:
                 pointers[key] = p
             return p
 
-        for callee, keys in calls:
-            status = b.call(callee, [pointer(k) for k in keys] + [syms])
+        for k, (callee, keys) in enumerate(calls):
+            args = [pointer(key) for key in keys] + [syms]
+            if counters is None:
+                status = b.call(callee, args)
+            else:
+                status = self._profiled_call(b, counters, k, callee, args)
             fail = b.append_basic_block("failed")
             ok = b.append_basic_block("ok")
             b.cbranch(b.icmp_signed("!=", status, ir.Constant(I32, 0)), fail, ok)
@@ -174,6 +182,22 @@ class Program:
             b.position_at_end(ok)
         b.ret(ir.Constant(I32, 0))
         return fn
+
+    def _profile_counters(self, n):
+        counters = ir.GlobalVariable(self.llvm, ir.ArrayType(I64, n), PROFILE_GLOBAL)
+        counters.initializer = ir.Constant(ir.ArrayType(I64, n), [0] * n)
+        self.profiled = True
+        return counters
+
+    def _profiled_call(self, b, counters, k, callee, args):
+        clock = self.llvm.globals.get("llvm.readcyclecounter") or ir.Function(
+            self.llvm, ir.FunctionType(I64, []), "llvm.readcyclecounter")
+        start = b.call(clock, [])
+        status = b.call(callee, args)
+        spent = b.sub(b.call(clock, []), start)
+        slot = b.gep(counters, [ir.Constant(I64, 0), ir.Constant(I64, k)])
+        b.store(b.add(b.load(slot, typ=I64), spent), slot)
+        return status
 
     # ---------------------------------------------------------------- spec
     def spec(self, llvm_ir, target):

@@ -25,11 +25,18 @@ passed in. Errors stay exact: a thread claims chunks in increasing order and rec
 first failure with the chunk's start; the kernel takes the failure of the lowest chunk
 (the body reports the first failure inside it), which is the first in the serial order.
 
-Safe to split (else the nest is emitted as before, serial): no accumulating target (a
-column sum folds every row into the same elements), every target stored inside the loop
-has an index that depends on the split variable (no two threads write one element), and a
-buffer the nest both stores and loads is only loaded at the positions it stores (an
-in-place update: `v = v - lr * g`), not elsewhere (a scan reading its previous row).
+Safe to split (else the nest is emitted as before, serial): every target stored inside
+the loop has an index that depends on the split variable (no two threads write one
+element), and a buffer the nest both stores and loads is only loaded at the positions it
+stores (an in-place update: `v = v - lr * g`), not elsewhere (a scan reading its previous
+row). The one exception is a *fold*: accumulating targets whose index does not depend on
+the split variable (a column sum such as a bias gradient folds every row into the same
+elements), when nothing else in the nest stores or loads their buffer. A nest with folds
+is cut into a number of chunks fixed by its size alone (at most FOLD_CHUNKS, and at most
+FOLD_BYTES of partial results), never by the team: chunk c folds into its own partial
+buffer (filled with the reduction's identity), and after the team the partials are folded
+into the target in chunk order. So folds too give the same bits with 1 or N threads (not
+the bits of the serial loop: the summation order is by chunk).
 Only emit_loop_function's nests are split (its kernel runs the nests at top level); the
 BLAS call of a gemm kernel runs before its epilogue's team starts, never inside one, so
 our threads and OpenBLAS's never compete for the cores.
@@ -41,8 +48,10 @@ import os
 
 from llvmlite import ir
 
+from kernels import dtypes as kd
 from kernels import parallel as kp
-from kernels.loops import I32, I64, PTR, entry_alloca, for_range
+from kernels.loops import (I32, I64, PTR, combine_reduction, entry_alloca, for_range,
+                           reduction_identity)
 
 # Nest work (elements x expression nodes) below which the team is not worth starting.
 # Measured on the 2-core VM (an elementwise kernel of 12 nodes, ~7 units per ns serial):
@@ -60,6 +69,10 @@ CHUNKS_PER_THREAD = 4
 # GROWTH (a batch this much larger). Splitting a nest costs ~5 ms of LLVM time, which small
 # nests (a bias gradient, a 10-class row) never win back.
 GROWTH = 16
+# A nest with folds (see the module doc) is cut into at most this many chunks, each with
+# its own partial result, and at most FOLD_BYTES of partial results in all.
+FOLD_CHUNKS = 16
+FOLD_BYTES = 8 << 20
 _DEBUG = bool(os.environ.get("GRAPHC_PARALLEL_DEBUG"))
 _COUNTED_KINDS = ("load", "op", "select", "reduce", "argreduce", "check")
 
@@ -104,16 +117,19 @@ class ParallelLoops:
         base = f"{self.kernel_name}.par{self.count}"
         self.count += 1
         storages = list(em.buffers)
+        folds = _folds(var, inside)
         body, has_errors = self._emit_body(em, nest, level, by_level, deepest, storages,
                                            passed, base)
-        # data: buffers, syms, n, chunk, next chunk (shared counter), status, failures,
-        # the values hoisted above the loop
+        # data: buffers (a fold's: its partials), syms, n, chunk, next chunk (shared
+        # counter), status, failures, the values hoisted above the loop, then the bytes
+        # between two chunks' partials of each fold
         fields = [PTR] * len(storages) + [PTR, I64, I64, I64, PTR, PTR] + \
-            [v.type for _, v in passed]
+            [v.type for _, v in passed] + [I64] * len(folds)
         layout = _Layout(ir.LiteralStructType(fields), len(storages), len(passed))
-        task = self._emit_task(body, has_errors, layout, base)
+        fold_slots = [storages.index(f.storage) for f in folds]
+        task = self._emit_task(body, has_errors, layout, base, fold_slots)
         self._emit_call(em, nest, level, var, terms, storages, passed, layout, task,
-                        has_errors)
+                        has_errors, folds)
         return True
 
     # ----------------------------------------------------------------- body
@@ -147,7 +163,7 @@ class ParallelLoops:
         return fn, True
 
     # ----------------------------------------------------------------- task
-    def _emit_task(self, body, has_errors, layout, base):
+    def _emit_task(self, body, has_errors, layout, base, fold_slots=()):
         fn = ir.Function(self.module, kp.TASK_TYPE, base + ".task")
         fn.attributes.add("nounwind")
         b = ir.IRBuilder(fn.append_basic_block("entry"))
@@ -159,6 +175,7 @@ class ParallelLoops:
         counter = layout.address(b, data, n_buf + 3, opaque=True)
         status, failures = field(n_buf + 4), field(n_buf + 5)
         values = [field(k) for k in range(n_buf + 6, n_buf + 6 + layout.n_passed)]
+        fold_strides = [field(n_buf + 6 + layout.n_passed + k) for k in range(len(fold_slots))]
         tid = b.sext(b.call(kp.thread_num_fn(self.module), []), I64)
         scratch = my_status = None
         if has_errors:
@@ -179,7 +196,12 @@ class ParallelLoops:
         lo = b.mul(c, chunk)
         hi = b.add(lo, chunk)
         hi = b.select(b.icmp_signed("<", hi, n), hi, n)
-        rc = b.call(body, buffers + [syms, lo, hi, scratch or ir.Constant(PTR, None)] + values)
+        mine_now = list(buffers)
+        for slot, stride in zip(fold_slots, fold_strides):  # chunk c's partials
+            mine_now[slot] = b.gep(buffers[slot], [b.mul(c, stride)],
+                                   source_etype=ir.IntType(8))
+        rc = b.call(body, mine_now + [syms, lo, hi, scratch or ir.Constant(PTR, None)] +
+                    values)
         if has_errors:  # keep this thread's first failure: its lowest failing chunk
             first = b.and_(b.icmp_signed("!=", rc, ir.Constant(I32, 0)),
                            b.icmp_signed("==", b.load(my_status, typ=I32),
@@ -200,7 +222,7 @@ class ParallelLoops:
 
     # ----------------------------------------------------------------- call
     def _emit_call(self, em, nest, level, var, terms, storages, passed, layout, task,
-                   has_errors):
+                   has_errors, folds=()):
         b = em.b
         n = em.value(var.extent)
         work = _work(em, terms)
@@ -215,8 +237,15 @@ class ParallelLoops:
         parts = b.mul(b.zext(team, I64), ir.Constant(I64, CHUNKS_PER_THREAD))
         parts = b.select(b.icmp_signed(">", team, ir.Constant(I32, 1)), parts,
                          ir.Constant(I64, 1))
+        partials = []
+        if folds:  # chunks fixed by the size alone (module doc), each with its partials
+            partials = [_FoldPartials(em, f) for f in folds]
+            parts = _fold_chunks(b, blocks, partials)
         chunk = b.mul(b.udiv(b.add(blocks, b.sub(parts, ir.Constant(I64, 1))), parts), size)
         chunk = b.select(b.icmp_signed(">", chunk, ir.Constant(I64, 0)), chunk, size)
+        n_chunks = b.udiv(b.add(n, b.sub(chunk, ir.Constant(I64, 1))), chunk)
+        for p in partials:
+            p.allocate(n_chunks)
 
         data = entry_alloca(b, layout.type, "par.data")
         status = failures = ir.Constant(PTR, None)
@@ -225,8 +254,10 @@ class ParallelLoops:
             failures = _entry_array(b, I64, kp.MAX_THREADS * _FAILURE_SLOTS, "par.failures")
             with for_range(b, b.zext(team, I64), name="par.clear") as t:
                 b.store(ir.Constant(I32, 0), b.gep(status, [t]))
-        values = [em.buffers[s] for s in storages] + \
-            [em.syms, n, chunk, ir.Constant(I64, 0), status, failures] + [v for _, v in passed]
+        buffers = {p.fold.storage: p.base for p in partials}
+        values = [buffers.get(s, em.buffers[s]) for s in storages] + \
+            [em.syms, n, chunk, ir.Constant(I64, 0), status, failures] + \
+            [v for _, v in passed] + [p.stride for p in partials]
         for k, v in enumerate(values):
             b.store(v, layout.address(b, data, k))
         parallel = b.append_basic_block(f"{task.name}.team")
@@ -240,6 +271,8 @@ class ParallelLoops:
         b.call(task, [data])
         b.branch(joined)
         b.position_at_end(joined)
+        for p in partials:
+            p.fold_into_target(n_chunks)
         if has_errors:
             _fold_failures(em, status, failures, team)
 
@@ -291,6 +324,79 @@ def _fold_failures(em, status, failures, team):
                 b.store(got, dslot)
 
 
+class _FoldPartials:
+    """The partial results of one fold: a heap buffer of n_chunks slots of the target's
+    size (padded to cache lines), filled with the identity, folded in chunk order."""
+
+    def __init__(self, em, fold):
+        self.em, self.fold = em, fold
+        b = em.b
+        elems = ir.Constant(I64, 1)
+        for d in fold.dims:
+            elems = b.mul(elems, em.dim_emitter(b, d, em.syms))
+        self.elems = elems
+        nbytes = b.mul(elems, ir.Constant(I64, kd.itemsize(fold.dtype)))
+        self.stride = b.and_(b.add(nbytes, ir.Constant(I64, 63)), ir.Constant(I64, -64))
+        self.base = self.raw = None
+
+    def allocate(self, n_chunks):
+        b, f = self.em.b, self.fold
+        # aligned to a cache line (vector accesses that straddle two lines cost double)
+        self.raw = b.call(_libc(b.module, "malloc"),
+                          [b.add(b.mul(n_chunks, self.stride), ir.Constant(I64, 64))])
+        address = b.and_(b.add(b.ptrtoint(self.raw, I64), ir.Constant(I64, 63)),
+                         ir.Constant(I64, -64))
+        self.base = b.gep(self.raw, [b.sub(address, b.ptrtoint(self.raw, I64))],
+                          source_etype=ir.IntType(8))
+        identity = reduction_identity(f.kind, kd.llvm_type(f.dtype), kd.is_float(f.dtype),
+                                      not kd.is_unsigned(f.dtype))
+        with for_range(b, n_chunks, name="fold.chunk") as c:
+            slot = self._slot(c)
+            with for_range(b, self.elems, name="fold.fill") as i:
+                kd.store_scalar(b, identity, kd.element_pointer(b, slot, i, f.dtype), f.dtype)
+
+    def _slot(self, c):
+        b = self.em.b
+        return b.gep(self.base, [b.mul(c, self.stride)], source_etype=ir.IntType(8))
+
+    def fold_into_target(self, n_chunks):
+        b, f = self.em.b, self.fold
+        target = self.em.buffers[f.storage]
+        is_float = kd.is_float(f.dtype)
+        with for_range(b, n_chunks, name="fold.chunk") as c:
+            slot = self._slot(c)
+            with for_range(b, self.elems, name="fold.sum") as i:
+                ptr = kd.element_pointer(b, target, i, f.dtype)
+                part = kd.load_scalar(b, kd.element_pointer(b, slot, i, f.dtype), f.dtype)
+                total = combine_reduction(b, f.kind, kd.load_scalar(b, ptr, f.dtype), part,
+                                          is_float, not kd.is_unsigned(f.dtype))
+                kd.store_scalar(b, total, ptr, f.dtype)
+        b.call(_libc(b.module, "free"), [self.raw])
+
+
+def _fold_chunks(b, blocks, partials):
+    """How many chunks a nest with folds is cut into: min(blocks, FOLD_CHUNKS, as many as
+    FOLD_BYTES of partials allow), at least 1; a function of the sizes alone."""
+    per_chunk = ir.Constant(I64, 0)
+    for p in partials:
+        per_chunk = b.add(per_chunk, p.stride)
+    by_bytes = b.udiv(ir.Constant(I64, FOLD_BYTES), b.add(per_chunk, ir.Constant(I64, 1)))
+    parts = b.select(b.icmp_signed("<", blocks, by_bytes), blocks, by_bytes)
+    cap = ir.Constant(I64, FOLD_CHUNKS)
+    parts = b.select(b.icmp_signed("<", parts, cap), parts, cap)
+    one = ir.Constant(I64, 1)
+    return b.select(b.icmp_signed("<", parts, one), one, parts)
+
+
+def _libc(module, name):
+    fn = module.globals.get(name)
+    if fn is None:
+        ty = ir.FunctionType(PTR, [I64]) if name == "malloc" else \
+            ir.FunctionType(ir.VoidType(), [PTR])
+        fn = ir.Function(module, ty, name)
+    return fn
+
+
 def _entry_array(builder, type_, count, name):
     """A stack array of `count` elements in the function's entry block."""
     fn_entry = builder.function.entry_basic_block
@@ -301,12 +407,36 @@ def _entry_array(builder, type_, count, name):
     return slot
 
 
+class _Fold:
+    """The accumulating targets of one buffer that every chunk folds into (module doc)."""
+
+    def __init__(self, storage, kind, dtype, dims):
+        self.storage, self.kind, self.dtype, self.dims = storage, kind, dtype, dims
+
+
+def _folds(var, inside):
+    """The folds among the targets inside the split loop, one per buffer."""
+    out = {}
+    for t in inside:
+        if t.accumulate and var.id not in t.position.free:
+            out.setdefault(t.storage, _Fold(t.storage, t.accumulate, t.dtype, t.dims))
+    return list(out.values())
+
+
 def _unsafe(nest, var, inside):
     """Why the nest's outermost loop cannot be split, or None."""
-    if any(t.accumulate for t in nest.targets):
-        return "accumulating target"
+    outside = [t for t in nest.targets if not any(t is u for u in inside)]
+    if any(t.accumulate for t in outside):
+        return "accumulating target outside the split loop"
+    folds = {f.storage: f for f in _folds(var, inside)}
     stored = {}
     for t in inside:
+        fold = folds.get(t.storage)
+        if fold is not None:
+            if not t.accumulate or var.id in t.position.free or \
+                    (t.accumulate, t.dtype) != (fold.kind, fold.dtype):
+                return f"{t.storage} is folded and also stored"
+            continue
         if var.id not in t.position.free:
             return f"a store to {t.storage} not indexed by the outer loop"
         stored.setdefault(t.storage, set()).add(id(t.position))
@@ -316,6 +446,8 @@ def _unsafe(nest, var, inside):
         if id(e) in seen:
             continue
         seen.add(id(e))
+        if e.kind == "load" and e.data in folds:
+            return f"{e.data} is folded and also loaded"
         if e.kind == "load" and e.data in stored and id(e.args[0]) not in stored[e.data]:
             return f"{e.data} is loaded where it is not stored"
         stack.extend(e.args)
