@@ -126,6 +126,20 @@ def blas_symbol(routine):
     return name
 
 
+def blas_thread_symbols():
+    """(set, get): the exported names of the BLAS library's thread-count controls (C int
+    arguments and results), or None when it exports none. Generated code that runs BLAS
+    calls on its own thread team sets OpenBLAS to one thread around the team."""
+    import llvmlite.binding as llvm
+    initialize()
+    for prefix, suffix in (("scipy_openblas_", "64_"), ("scipy_openblas_", ""),
+                           ("openblas_", "")):
+        names = (f"{prefix}set_num_threads{suffix}", f"{prefix}get_num_threads{suffix}")
+        if all(llvm.address_of_symbol(n) for n in names):
+            return names
+    return None
+
+
 def blas_int_bits():
     """The width of the BLAS integer arguments (M, N, K, lda, ...): 64 for the ILP64 builds
     (numpy's, whose exported names end in 64_), else 32. Enum arguments (order, transpose)

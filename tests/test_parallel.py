@@ -332,3 +332,37 @@ def test_forked_child_runs_serially():
     os.close(read)
     assert status == 0 and got == ["1", "1"]
     assert exe._threads is None or exe._threads.value == 2  # the parent is unchanged
+
+
+def conv_layer():
+    """A conv layer's forward pass and both gradients (im2col + gemm chunks on the team:
+    graphc/compiler/codegen/conv_team.py)."""
+    x = gc.placeholder(gc.float32, [40, 16, 16, 8])
+    w = gc.constant(rng_array((3, 3, 8, 16), 14, scale=0.3))
+    y = gc.nn.relu(gc.nn.conv2d(x, w, [1, 1, 1, 1], "SAME") + 0.1)
+    loss = gc.reduce_sum(y * y)
+    dx, dw = gc.gradients(loss, [x, w])
+    return [y, dx, dw], (x,)
+
+
+def test_conv_chunks_on_the_team_same_bits(split_everything):
+    x = rng_array((40, 16, 16, 8), 15)
+    runs = [run_with(t, conv_layer, lambda ph: {ph[0]: x}) for t in (1, 2, 3)]
+    for out, _ in runs[1:]:
+        for got, first in zip(out, runs[0][0]):
+            np.testing.assert_array_equal(got, first)
+    ref = gc.Session(graph=runs[0][1].graph, config=gc.ConfigProto(backend="reference"))
+    g = runs[0][1].graph
+    fetches = [op.outputs[0] for op in g.get_operations() if op.type in
+               ("Relu", "Conv2DBackpropInput", "Conv2DBackpropFilter")]
+    assert len(fetches) == 3
+    x_ph = g.get_operations()[0].outputs[0]
+    want = ref.run(fetches, {x_ph: x})
+    got = runs[0][1].run(fetches, {x_ph: x})
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-3)
+    if jit.openmp_library():
+        exe = executables(runs[1][1])[0]
+        before = exe.parallel_tasks
+        exe.run([x])
+        assert exe.parallel_tasks - before >= 2  # a team ran the chunks

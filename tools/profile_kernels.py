@@ -3,13 +3,15 @@
 
 Runs one workload of ../shared/bench/peers_bench.py (its TF1 code, on graphc, as
 tools/bench.py does) with GRAPHC_PROFILE=1: the generated entry reads the CPU's time-stamp
-counter around every kernel call and sums the cycles per kernel. Prints each kernel's share
-of the run and its time per run (cycles converted with the wall-clock time of the same runs).
+counter around every kernel call and sums the cycles per kernel. Prints each kernel's
+median cycles per run as a share of the run and in ms (converted with the median wall-clock
+time of the same runs; medians keep runs another process preempted out).
 
     python tools/profile_kernels.py conv_train [--runs 50]
 """
 import argparse
 import os
+import statistics
 import sys
 import time
 
@@ -48,18 +50,25 @@ def main(argv=None):
         spec["pre"]()
     spec["fn"]()  # compiles (and warms) the benchmarked signature
     exe = created[-1]
-    before = dict(exe.kernel_profile())
-    start = time.perf_counter()
+    names = [name for name, _ in exe.kernel_profile()]
+    last = [c for _, c in exe.kernel_profile()]
+    per_run, walls = [], []
     for _ in range(args.runs):
+        start = time.perf_counter()
         spec["fn"]()
-    wall_ms = (time.perf_counter() - start) * 1e3 / args.runs
-    rows = [(name, cycles - before.get(name, 0)) for name, cycles in exe.kernel_profile()]
-    total = sum(c for _, c in rows) or 1
-    ms_per_cycle = wall_ms / (total / args.runs)  # upper bound: includes Python per run
-    print(f"{args.workload}: {wall_ms:.3f} ms per run (wall), {len(rows)} kernels")
-    for name, cycles in sorted(rows, key=lambda r: -r[1]):
-        per_run = cycles / args.runs
-        print(f"{100 * cycles / total:5.1f}%  {per_run * ms_per_cycle:7.3f} ms  {name[:110]}")
+        walls.append(time.perf_counter() - start)
+        now = [c for _, c in exe.kernel_profile()]
+        per_run.append([b - a for a, b in zip(last, now)])
+        last = now
+    # medians: robust to the runs another process preempted
+    wall_ms = statistics.median(walls) * 1e3
+    cycles = [statistics.median(run[k] for run in per_run) for k in range(len(names))]
+    total = statistics.median(sum(run) for run in per_run) or 1
+    ms_per_cycle = wall_ms / total  # includes the Python side of a run: an upper bound
+    print(f"{args.workload}: {wall_ms:.3f} ms per run (median wall), {len(names)} kernels, "
+          f"{total * ms_per_cycle:.3f} ms of it in kernels")
+    for name, c in sorted(zip(names, cycles), key=lambda r: -r[1]):
+        print(f"{100 * c / total:5.1f}%  {c * ms_per_cycle:7.3f} ms  {name[:110]}")
 
 
 if __name__ == "__main__":

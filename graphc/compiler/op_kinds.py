@@ -10,8 +10,13 @@ OP_KINDS maps every registered op type to one kind:
                  the fused cross entropy, L2Loss, BiasAddGrad, SumToShape...).
   "gemm"         MatMul, BatchMatMulV2 (a BLAS call).
   "conv"         Conv2D and its two backprops.
+  "window"       out[i] = a function of a window of an input around i (pooling and its
+                 gradients in gather form): a loop rule like the kinds above, but each
+                 input element is read by several outputs, so fusion puts a window op in
+                 its consumers' loop, never an arithmetic producer into its loop (the
+                 producer would be recomputed for every window that reads it).
   "opaque"       anything else, computed alone by its own codegen template (scans,
-                 scatters, pooling, data-dependent output sizes, variable-status queries,
+                 scatters, data-dependent output sizes, variable-status queries,
                  host-side ops: summaries, dataset iterators, candidate samplers).
   "state"        VariableV2 (a read) and Assign/AssignAdd/AssignSub (in-place updates).
   "random"       counter-based random numbers: element = f(seed, counter, index), so they
@@ -27,8 +32,8 @@ import numpy as np
 
 from graphc.compiler.ir import PARAMETER
 
-KINDS = ("elementwise", "index", "reduction", "gemm", "conv", "opaque", "state", "random",
-         "source", "control")
+KINDS = ("elementwise", "index", "reduction", "gemm", "conv", "window", "opaque", "state",
+         "random", "source", "control")
 
 _ELEMENTWISE = """Abs Add AddN BiasAdd Cast Ceil CheckNumerics Cos Elu Equal Erf Exp Expm1
     Floor FloorDiv FloorMod Greater GreaterEqual Identity LeakyRelu Less LessEqual Log
@@ -40,15 +45,16 @@ _INDEX = """BroadcastTo ConcatV2 ExpandDims Fill GatherV2 MirrorPad OneHot OnesL
     StridedSliceGrad Tile Transpose Unpack ZerosLike"""
 _REDUCTION = """All Any ArgMax ArgMin BiasAddGrad L2Loss LogSoftmax Max Mean Min Prod Softmax
     SparseSoftmaxCrossEntropyWithLogits Sum SumToShape"""
-_OPAQUE = """AvgPool AvgPoolGrad Cumsum GatherGrad InvertPermutation IsVariableInitialized
-    MaxPool MaxPoolGrad MaxPoolGradGrad MirrorPadGrad UninitializedNames
+_WINDOW = "AvgPool AvgPoolGrad MaxPool MaxPoolGrad MaxPoolGradGrad"
+_OPAQUE = """Cumsum GatherGrad InvertPermutation IsVariableInitialized MirrorPadGrad
+    UninitializedNames
     VariableValueOrDefault Where
     HistogramSummary ImageSummary MergeSummary ScalarSummary IteratorGetNext MakeIterator
     LogUniformCandidateSampler UniformCandidateSampler"""
 
 OP_KINDS = {}
 for _kind, _names in [("elementwise", _ELEMENTWISE), ("index", _INDEX),
-                      ("reduction", _REDUCTION), ("opaque", _OPAQUE),
+                      ("reduction", _REDUCTION), ("window", _WINDOW), ("opaque", _OPAQUE),
                       ("gemm", "MatMul BatchMatMulV2"),
                       ("conv", "Conv2D Conv2DBackpropInput Conv2DBackpropFilter"),
                       ("state", "VariableV2 Assign AssignAdd AssignSub"),

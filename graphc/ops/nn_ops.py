@@ -51,15 +51,18 @@ _INDICES = (dtypes.int32, dtypes.int64)
 
 
 # ----------------------------------------------------------------------------- activations
-# Each gradient is (x, y, g, attrs) -> dx, built from graph ops.
+# Each gradient is (x, y, g, attrs) -> dx, built from graph ops. Where the output says
+# as much as the input (relu(x) > 0 exactly when x > 0, NaN included), the gradient reads
+# the output, as TF's ReluGrad does: then the forward pass need not keep its input (a conv
+# or matmul epilogue writes only the activation).
 
 def _relu_grad(x, y, g, a):
-    return math_ops.where(math_ops.greater(x, _scalar(0, x)), g, array_ops.zeros_like(g))
+    return math_ops.where(math_ops.greater(y, _scalar(0, y)), g, array_ops.zeros_like(g))
 
 
 def _relu6_grad(x, y, g, a):
-    inside = math_ops.logical_and(math_ops.greater(x, _scalar(0, x)),
-                                  math_ops.less(x, _scalar(6, x)))
+    inside = math_ops.logical_and(math_ops.greater(y, _scalar(0, y)),
+                                  math_ops.less(y, _scalar(6, y)))
     return math_ops.where(inside, g, array_ops.zeros_like(g))
 
 
@@ -69,8 +72,8 @@ def _leaky_relu_grad(x, y, g, a):
 
 
 def _elu_grad(x, y, g, a):
-    # for x <= 0, d/dx (exp(x) - 1) = y + 1
-    return math_ops.where(math_ops.greater(x, _scalar(0, x)), g,
+    # for x <= 0, d/dx (exp(x) - 1) = y + 1 (and y > 0 exactly when x > 0)
+    return math_ops.where(math_ops.greater(y, _scalar(0, y)), g,
                           math_ops.multiply(g, math_ops.add(y, _scalar(1, y))))
 
 

@@ -33,6 +33,7 @@ from contextlib import nullcontext
 
 from llvmlite import ir
 
+from graphc.compiler.codegen import conv_team
 from graphc.compiler.codegen.expr import Expr, dim_key, dims_key
 from graphc.compiler.codegen.gemm_kernel import BLAS_DTYPES, _product_buffer
 from graphc.compiler.codegen.loop_kernel import (Nest, StoreTarget, _Emitter,
@@ -44,7 +45,7 @@ from graphc.compiler.codegen.window_rules import (CONV_TYPES, UNROLL_CELLS, Wind
 from graphc.framework.symbolic import SymDim
 from kernels import dtypes as kd
 from kernels import gemm
-from kernels.loops import I32, I64, PTR
+from kernels.loops import I32, I64, PTR, for_range
 
 SCRATCH = ("scratch", "cols")
 IMAGE = ("image", "out")   # the current chunk of the conv's result (a pointer in C)
@@ -333,9 +334,25 @@ class _ConvLowering:
         buffers = dict(zip(storages, fn.args))
         em = _Emitter(b, self.views, buffers, syms, program.emit_dim, self.scalar_ops)
         self.b, self.em, self.buffers = b, em, buffers
-        g = self.g
-        dim = lambda d: program.emit_dim(b, d, syms)  # noqa: E731
-        elem = kd.memory_type(self.dtype)
+        self.storages = storages
+        self._sizes(syms)
+        for nest in self.zero:
+            em.emit_nest(nest)
+        self.gemm_fn = gemm.declare_gemm(program.llvm, _blas(BLAS_DTYPES[self.dtype]),
+                                         self.dtype, _blas_bits())
+        if self.n_var is not None and conv_team.available():
+            conv_team.emit(self, self._team_chunks)
+        else:
+            self._serial_chunks()
+        for nest in self.epilogue_nests:
+            em.emit_nest(nest)
+        b.ret(em.status())
+        return fn
+
+    def _sizes(self, syms):
+        """The gemm sizes of one chunk as i64 values of the current function."""
+        b, g = self.b, self.g
+        dim = lambda d: self.program.emit_dim(b, d, syms)  # noqa: E731
         self.P = b.mul(dim(g.oh), dim(g.ow))
         if self.pointwise:  # the batch is one [N*H*W, CI] matrix
             self.P = b.mul(self.P, dim(g.n))
@@ -345,28 +362,57 @@ class _ConvLowering:
         self.HWC = b.mul(b.mul(b.mul(dim(g.h), dim(g.w)), dim(g.c)), chunk)
         self.PCO = b.mul(self.rows, dim(g.oc))
         self.CO = dim(g.oc)
+
+    def scratch_bytes_value(self):
+        """Bytes of one chunk's im2col columns (i64)."""
+        if self.pointwise:
+            return ir.Constant(I64, 0)
+        b = self.b
+        return b.mul(b.mul(self.rows, self.K), ir.Constant(I64, kd.itemsize(self.dtype)))
+
+    def work_value(self):
+        """Multiply-adds of the whole conv (i64), to decide whether a team pays."""
+        b = self.b
+        chunks = self.em.value(self.n_var.extent)
+        return b.mul(b.mul(b.mul(self.rows, self.K), self.CO), chunks)
+
+    def _serial_chunks(self):
+        b, em, buffers = self.b, self.em, self.buffers
         allocated = None
         if self.scratch_key is not None:
             buffers[SCRATCH] = buffers[self.scratch_key]
         elif not self.pointwise:
-            nbytes = b.mul(b.mul(self.rows, self.K), ir.Constant(I64, kd.itemsize(self.dtype)))
-            allocated = b.call(_libc(program.llvm, "malloc"), [nbytes])
+            allocated = b.call(_libc(self.program.llvm, "malloc"), [self.scratch_bytes_value()])
             buffers[SCRATCH] = allocated
-        for nest in self.zero:
-            em.emit_nest(nest)
-        gemm_fn = gemm.declare_gemm(program.llvm, _blas(BLAS_DTYPES[self.dtype]), self.dtype,
-                                    _blas_bits())
+        elem = kd.memory_type(self.dtype)
         loop = em._loop(self.n_var) if self.n_var is not None else nullcontext()
         with loop:
-            self._chunk_work(gemm_fn, em.value(self.chunk), elem)
+            self._chunk_work(self.gemm_fn, em.value(self.chunk), elem)
             for nest in self.chunk_epilogue:
                 em.emit_nest(nest)
         if allocated is not None:
-            b.call(_libc(program.llvm, "free"), [allocated])
-        for nest in self.epilogue_nests:
-            em.emit_nest(nest)
-        b.ret(em.status())
-        return fn
+            b.call(_libc(self.program.llvm, "free"), [allocated])
+
+    def _team_chunks(self, b, child, syms, lo, hi, scratch):
+        """Chunks lo..hi-1 into a conv_team body: builder b, emitter child."""
+        saved = (self.b, self.em, self.buffers, self.P, self.K, self.rows, self.HWC,
+                 self.PCO, self.CO)
+        self.b, self.em, self.buffers = b, child, child.buffers
+        self._sizes(syms)
+        child.buffers[SCRATCH] = scratch
+        elem = kd.memory_type(self.dtype)
+        var = self.n_var
+        with for_range(b, hi, start=lo, name="chunk") as c:
+            child.var_values[var.id] = c
+            child.defined.add(var.id)
+            child.scopes.append({})
+            self._chunk_work(self.gemm_fn, c, elem)
+            for nest in self.chunk_epilogue:
+                child.emit_nest(nest)
+            child.scopes.pop()
+            child.defined.discard(var.id)
+        (self.b, self.em, self.buffers, self.P, self.K, self.rows, self.HWC, self.PCO,
+         self.CO) = saved
 
     def _at(self, key, n, size, elem):
         return self.b.gep(self.buffers[key], [self.b.mul(n, size)], source_etype=elem)

@@ -26,6 +26,9 @@ A valid loop nest over dims D (the kernel's `dims`):
   LogSoftmax and the sparse cross entropy are hoisted row reductions by themselves. A
   reduction whose result is only written ("final") may reduce any axes (BiasAddGrad's
   column sums accumulate over the loop). A reduction over no axis is an identity.
+- a window op (pooling, op_kinds) reads its inputs at many positions: in its kernel they
+  are computed outside it, or by index remaps only (a reshape of the incoming gradient),
+  never by arithmetic that each window would recompute.
 - what is computed from a hoisted result must index it by outer loop indices only: only
   elementwise ops and BroadcastTo (right-aligned broadcasting) and reshapes that add or
   drop 1-dims, whose non-1 axes stay bound to the same loop axes ("aligned" values).
@@ -52,7 +55,7 @@ from graphc.compiler.op_kinds import (ROW_NORMALIZERS, UPDATE_OPS, kind_of, redu
 
 ACTIVATIONS = frozenset({"Relu", "Relu6", "LeakyRelu", "Elu", "Selu", "Sigmoid", "Tanh",
                          "Softplus", "Softsign"})
-LOOP_KINDS = frozenset({"elementwise", "index", "reduction", "random", "state"})
+LOOP_KINDS = frozenset({"elementwise", "index", "reduction", "window", "random", "state"})
 CHEAP_KINDS = frozenset({"elementwise", "index"})
 RESHAPES = frozenset({"Reshape", "ExpandDims", "Squeeze", "Identity", "StopGradient"})
 # ops reading a variable through a ref input without updating it
@@ -523,6 +526,8 @@ class _Plan:
         D = cands[0]
         if reds and not all(dims_equal(c, D) for c in cands):
             return None
+        if not self._windows_read_stored_inputs():
+            return None
         self.D, self.rank = D, len(D)
         self.identity = tuple(None if dim_is(d, 1) else a for a, d in enumerate(D))
         hoisted = {n: info for n, info in reds if self._hoisted(n)}
@@ -562,6 +567,22 @@ class _Plan:
         if not self._state_safe(updates):
             return None
         return D
+
+    def _windows_read_stored_inputs(self):
+        """Each window op's inputs are computed outside the kernel or by index remaps
+        (of values computed outside) only."""
+        stack = [v.node for n in self.nodes if kind_of(n) == "window"
+                 for _, v in data_inputs(n) if v.node in self.set]
+        seen = set()
+        while stack:
+            n = stack.pop()
+            if n in seen:
+                continue
+            seen.add(n)
+            if kind_of(n) != "index":
+                return False
+            stack.extend(v.node for _, v in data_inputs(n) if v.node in self.set)
+        return True
 
     def _hoisted(self, n):
         if n.type in ROW_NORMALIZERS or n.type == "SparseSoftmaxCrossEntropyWithLogits":

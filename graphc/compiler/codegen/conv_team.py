@@ -1,0 +1,191 @@
+"""The chunk loop of an im2col + gemm conv kernel (conv_kernel.py) on the thread team.
+
+Each chunk of images is independent work: im2col into scratch, one gemm, the chunk's
+epilogue (or, for the input gradient, gemm then col2im). Run serially, only the gemm used
+both cores (OpenBLAS's threads) while im2col, col2im and the epilogue ran on one; with a
+team, each thread takes whole chunks, each with its own scratch and a single-threaded
+gemm, so all of the work is shared out. Measured on the 2-core machine, W6's
+64x14x14x32 * 3x3x32x64 layer: forward 3.1 -> 2.1 ms (see the issue notes for the rest).
+
+    body(ptr buffer..., ptr syms, i64 lo, i64 hi, ptr scratch) -> i32
+        chunks lo .. hi-1, in order (the serial kernel's chunk work, unchanged)
+    task(ptr data)
+        allocates its scratch (cache-line aligned), claims units (runs of chunks) from a
+        shared counter and runs body on each; the first failure reaches `status`
+    kernel: the team = the module's thread setting, limited to the units, and 1 when the
+        conv is small (MIN_WORK); OpenBLAS is set to one thread while the team runs (and
+        restored), so that its threads and ours never compete for the cores.
+
+The filter gradient sums over every chunk: its units are runs of chunks fixed by the
+batch alone (parallel.FOLD_CHUNKS of them at most), each summing into its own partial
+filter, folded into the result in unit order after the team. So every kernel gives the
+same bits with 1 or N threads. Used when the BLAS library lets us set its thread count
+(runtime.jit.blas_thread_symbols) and parallel splitting is on (GRAPHC_PARALLEL).
+"""
+from llvmlite import ir
+
+from graphc.compiler.codegen import parallel
+from kernels import parallel as kp
+from kernels.loops import I32, I64, PTR, entry_alloca, for_range
+
+SCRATCH_ALIGN = 64
+
+
+def available():
+    from runtime import jit
+    return parallel.enabled() and jit.blas_thread_symbols() is not None
+
+
+def emit(conv, emit_chunks):
+    """The chunk loop of `conv` (a _ConvLowering in its _emit) on a team.
+
+    emit_chunks(builder, emitter, syms, lo, hi) emits chunks lo..hi-1 into a body function
+    (the conv's geometry recomputed there, its buffers the body's arguments)."""
+    b, em = conv.b, conv.em
+    storages = conv.storages
+    body = _emit_body(conv, storages, emit_chunks)
+    n_chunks = em.value(conv.n_var.extent)
+    fold = None
+    if conv.node.type == "Conv2DBackpropFilter":
+        fold = parallel._FoldPartials(em, parallel._Fold(conv.c_key, "sum", conv.dtype,
+                                                         list(conv.product.dims)))
+        n_units = parallel._fold_chunks(b, n_chunks, [fold])
+    else:
+        n_units = n_chunks
+    unit = b.udiv(b.add(n_chunks, b.sub(n_units, ir.Constant(I64, 1))), n_units)
+    n_units = b.udiv(b.add(n_chunks, b.sub(unit, ir.Constant(I64, 1))), unit)
+    if fold is not None:
+        fold.allocate(n_units)
+    layout = _layout(len(storages))
+    task = _emit_task(conv, body, layout, storages, fold is not None)
+    data = entry_alloca(b, layout, "conv.team.data")
+    status = entry_alloca(b, I32, "conv.team.status")
+    b.store(ir.Constant(I32, 0), status)
+    buffers = [fold.base if fold is not None and s == conv.c_key else em.buffers[s]
+               for s in storages]
+    fields = buffers + [em.syms, n_chunks, unit, n_units, ir.Constant(I64, 0), status,
+                        conv.scratch_bytes_value(),
+                        fold.stride if fold is not None else ir.Constant(I64, 0)]
+    for k, v in enumerate(fields):
+        b.store(v, _field(b, layout, data, k))
+    team = kp.emit_team_size(b, b.load(kp.threads_global(b.module), typ=I32), n_units)
+    big = b.icmp_signed(">=", conv.work_value(), ir.Constant(I64, parallel._min_work()))
+    team = b.select(big, team, ir.Constant(I32, 1))
+    with b.if_else(b.icmp_signed(">", team, ir.Constant(I32, 1))) as (on_team, alone):
+        with on_team:
+            set_threads, get_threads = _blas_thread_controls(b.module)
+            before = b.call(get_threads, [])
+            b.call(set_threads, [ir.Constant(I32, 1)])
+            b.call(kp.parallel_fn(b.module), [task, data, team])
+            b.call(set_threads, [before])
+        with alone:
+            b.call(task, [data])
+    if fold is not None:
+        fold.fold_into_target(n_units)
+    failed = b.load(status, typ=I32)
+    with b.if_then(b.icmp_signed("!=", failed, ir.Constant(I32, 0))):
+        b.ret(failed)  # the failing thread left its details in syms
+
+
+def _emit_body(conv, storages, emit_chunks):
+    module = conv.b.module
+    fnty = ir.FunctionType(I32, [PTR] * len(storages) + [PTR, I64, I64, PTR])
+    fn = ir.Function(module, fnty, conv.name + ".chunks")
+    fn.attributes.add("nounwind")
+    for arg in fn.args[:len(storages)]:
+        arg.add_attribute("noalias")
+    syms, lo, hi, scratch = fn.args[len(storages):]
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    child = conv.em.fork(b, dict(zip(storages, fn.args)), syms)
+    emit_chunks(b, child, syms, lo, hi, scratch)
+    b.ret(child.status())
+    return fn
+
+
+def _layout(n_buf):
+    # buffers, syms, chunks, chunks per unit, units, next unit (shared counter), status,
+    # scratch bytes, bytes between two units' partial filters
+    return ir.LiteralStructType([PTR] * n_buf + [PTR, I64, I64, I64, I64, PTR, I64, I64])
+
+
+def _field(b, layout, data, k):
+    indices = [ir.Constant(I32, 0), ir.Constant(I32, k)]
+    if isinstance(data, ir.AllocaInstr):
+        return b.gep(data, indices)  # a typed pointer in llvmlite: no source_etype
+    return b.gep(data, indices, source_etype=layout)
+
+
+def _emit_task(conv, body, layout, storages, folds):
+    module = conv.b.module
+    fn = ir.Function(module, kp.TASK_TYPE, conv.name + ".chunks.task")
+    fn.attributes.add("nounwind")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    data = fn.args[0]
+    n_buf = len(storages)
+    load = lambda k: b.load(_field(b, layout, data, k), typ=layout.elements[k])  # noqa: E731
+    buffers = [load(k) for k in range(n_buf)]
+    syms, n_chunks, unit, n_units = (load(n_buf + k) for k in range(4))
+    counter = _field(b, layout, data, n_buf + 4)
+    status, scratch_bytes, stride = load(n_buf + 5), load(n_buf + 6), load(n_buf + 7)
+    raw = b.call(parallel._libc(module, "malloc"),
+                 [b.add(scratch_bytes, ir.Constant(I64, SCRATCH_ALIGN))])
+    scratch = _aligned(b, raw)
+    c_slot = storages.index(conv.c_key)
+    with _claim_loop(b, counter, n_units) as u:
+        lo = b.mul(u, unit)
+        hi = b.add(lo, unit)
+        hi = b.select(b.icmp_signed("<", hi, n_chunks), hi, n_chunks)
+        mine = list(buffers)
+        if folds:  # unit u sums into its own partial filter
+            mine[c_slot] = b.gep(buffers[c_slot], [b.mul(u, stride)],
+                                 source_etype=ir.IntType(8))
+        rc = b.call(body, mine + [syms, lo, hi, scratch])
+        with b.if_then(b.icmp_signed("!=", rc, ir.Constant(I32, 0))):
+            b.cmpxchg(status, ir.Constant(I32, 0), rc, "monotonic", "monotonic")
+    b.call(parallel._libc(module, "free"), [raw])
+    kp.count_task(b)
+    b.ret_void()
+    return fn
+
+
+class _claim_loop:
+    """`while ((u = counter++) < n) { body }` (an atomic shared counter); yields u."""
+
+    def __init__(self, b, counter, n):
+        self.b, self.counter, self.n = b, counter, n
+
+    def __enter__(self):
+        b = self.b
+        self.claim = b.append_basic_block("claim")
+        work = b.append_basic_block("unit")
+        self.done = b.append_basic_block("claimed")
+        b.branch(self.claim)
+        b.position_at_end(self.claim)
+        u = b.atomic_rmw("add", self.counter, ir.Constant(I64, 1), "monotonic")
+        b.cbranch(b.icmp_signed("<", u, self.n), work, self.done)
+        b.position_at_end(work)
+        return u
+
+    def __exit__(self, *exc):
+        if exc[0] is None:
+            self.b.branch(self.claim)
+            self.b.position_at_end(self.done)
+        return False
+
+
+def _aligned(b, raw):
+    address = b.ptrtoint(raw, I64)
+    up = b.and_(b.add(address, ir.Constant(I64, SCRATCH_ALIGN - 1)),
+                ir.Constant(I64, -SCRATCH_ALIGN))
+    return b.gep(raw, [b.sub(up, address)], source_etype=ir.IntType(8))
+
+
+def _blas_thread_controls(module):
+    from runtime import jit
+    names = jit.blas_thread_symbols()
+    out = []
+    for name, fnty in zip(names, (ir.FunctionType(ir.VoidType(), [I32]),
+                                  ir.FunctionType(I32, []))):
+        fn = module.globals.get(name) or ir.Function(module, fnty, name)
+        out.append(fn)
+    return out
