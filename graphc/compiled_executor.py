@@ -13,7 +13,19 @@ and guard set (graphc/framework/symbolic.py). A run tries the last variant used,
 others; a guard failure (e.g. a batch of 1 where the code assumed no broadcasting of the
 batch) compiles a new variant, so a new batch size such as the last partial batch of an
 epoch normally reuses the code.
+
+GPU: a CompiledExecutable given a runtime.gpu device compiles its native stages for the
+GPU (the CPU's lowering and pass pipeline up to fusion and memory planning, then
+codegen_gpu's spec instead of the CPU codegen) and runs them with runtime.gpu's
+GpuExecutable; host stages still run on the host, their inputs and outputs crossing as
+the stages' fetches and feeds (host arrays), so no device mismatch is ever visible. A
+stage whose kernels the GPU codegen does not lower yet (GpuCodegenNotImplemented) runs
+the CPU's compiled code instead: explicit (one GpuFallbackWarning per kind of kernel)
+and counted in GPU_FALLBACKS; GRAPHC_GPU_STRICT=1 makes it an error instead.
 """
+import collections
+import os
+import re
 import warnings
 
 from graphc import errors
@@ -30,6 +42,16 @@ HOST_OP_TYPES = frozenset("""IteratorGetNext MakeIterator ScalarSummary Histogra
 # before the call) cannot produce.
 
 _STAGE_FREE = frozenset({"VariableV2", "Const"})  # available to every stage
+GPU_ARCH = "sm_80"  # the compute capability GPU stages are compiled for
+
+
+class GpuFallbackWarning(RuntimeWarning):
+    """A run signature on the GPU target ran CPU compiled code instead (a kernel kind
+    the GPU codegen does not lower yet)."""
+
+
+# {kind of kernel: signatures that fell back to CPU code}, for this process
+GPU_FALLBACKS = collections.Counter()
 
 
 def is_host_op(op):
@@ -39,12 +61,14 @@ def is_host_op(op):
 class CompiledExecutable:
     """Native code for one run signature, with host stages where the signature needs them."""
 
-    def __init__(self, feeds, fetches, targets, session):
+    def __init__(self, feeds, fetches, targets, session, device=None):
         self.feeds, self.fetches, self.targets = list(feeds), list(fetches), list(targets)
+        self.device = device  # a runtime.gpu device, or None for the CPU
         fed = set(self.feeds)
         ops = [op for op in prune(self.fetches, self.targets, self.feeds)
                if not op.outputs or not all(t in fed for t in op.outputs)]
-        self.stages = _plan_stages(ops, fed, self.feeds, self.fetches, self.targets, session)
+        self.stages = _plan_stages(ops, fed, self.feeds, self.fetches, self.targets, session,
+                                   device)
         single = self.stages[0] if len(self.stages) == 1 else None
         self._single = single if single is not None and single.fetches == self.fetches else None
 
@@ -58,7 +82,7 @@ class CompiledExecutable:
         return [values[t] for t in self.fetches]
 
 
-def _plan_stages(ops, fed, feeds, fetches, targets, session):
+def _plan_stages(ops, fed, feeds, fetches, targets, session, device):
     """Stages in run order: even numbers native, odd numbers host; an op goes to the first
     stage of its kind not before the stages of its inputs and control inputs."""
     stage_of = {}
@@ -73,7 +97,7 @@ def _plan_stages(ops, fed, feeds, fetches, targets, session):
     numbers = sorted(set(stage_of.values()))
     if len(numbers) <= 1:
         kind = HostStage if numbers == [1] else NativeStage
-        return [kind(feeds, fetches, targets, frozenset(), ops, session)]
+        return [kind(feeds, fetches, targets, frozenset(), ops, session, device)]
     stages, done = [], set()
     for i, number in enumerate(numbers):
         mine = [op for op in ops if stage_of.get(op) == number]
@@ -89,7 +113,7 @@ def _plan_stages(ops, fed, feeds, fetches, targets, session):
                      any(op in later_op.control_inputs for later_op in later)]
         kind = HostStage if number % 2 else NativeStage
         stages.append(kind(s_feeds, list(dict.fromkeys(s_fetches)), s_targets,
-                           frozenset(done), mine, session))
+                           frozenset(done), mine, session, device))
         done |= mine_set
     return stages
 
@@ -97,18 +121,19 @@ def _plan_stages(ops, fed, feeds, fetches, targets, session):
 class HostStage(ReferenceExecutable):
     """Host ops, run with their reference kernels."""
 
-    def __init__(self, feeds, fetches, targets, exclude, ops, session):
+    def __init__(self, feeds, fetches, targets, exclude, ops, session, device=None):
         super().__init__(feeds, fetches, targets, exclude)
 
 
 class NativeStage:
     """The compiled variants of one native stage."""
 
-    def __init__(self, feeds, fetches, targets, exclude, ops, session):
+    def __init__(self, feeds, fetches, targets, exclude, ops, session, device=None):
         from graphc.ops.random_ops import RANDOM_OP_TYPES
         self.feeds, self.fetches, self.targets = list(feeds), list(fetches), list(targets)
         self.exclude = exclude
         self.session = session
+        self.device = device
         self.random_ops = [op for op in ops if op.type in RANDOM_OP_TYPES]
         self._variants = {}
         self._last = None
@@ -130,9 +155,11 @@ class NativeStage:
     def _create_random_states(self, state):
         """Random ops keep their key and run counter in the state (created on first use,
         by whichever backend runs the op first; compiled code reads and counts them)."""
-        from graphc.ops.random_ops import random_state
+        from graphc.ops.random_ops import random_state, random_state_name
         for op in self.random_ops:
-            random_state(state, op.name, op.attrs.get("seed"), op.attrs.get("seed2"))
+            # `in` first: reading a state a GPU run counted would copy it to the host
+            if random_state_name(op.name) not in state.variables:
+                random_state(state, op.name, op.attrs.get("seed"), op.attrs.get("seed2"))
 
     def _run_slow(self, arrays, state):
         if self._unlowered is not None:
@@ -168,12 +195,84 @@ class NativeStage:
     def _compile(self, arrays, state):
         from graphc.compiler.codegen import compile_executable
         self.session.compile_count += 1
-        exe = compile_executable(self.feeds, self.fetches, self.targets,
-                                 [a.shape for a in arrays], arrays,
-                                 {name: a.shape for name, a in state.variables.items()},
-                                 exclude=self.exclude)
+        args = (self.feeds, self.fetches, self.targets, [a.shape for a in arrays], arrays,
+                _variable_shapes(state.variables))
+        if self.device is not None:
+            from graphc.compiler.codegen_gpu import GpuCodegenNotImplemented
+            try:
+                return compile_gpu_executable(*args, exclude=self.exclude, device=self.device)
+            except GpuCodegenNotImplemented as e:
+                _note_gpu_fallback(e)
+        exe = compile_executable(*args, exclude=self.exclude)
         exe.set_num_threads(self.session.num_threads)  # ConfigProto's intra-op threads
         return exe
+
+
+def _variable_shapes(store):
+    """{name: shape} of the stored variables, without copying device values out."""
+    shapes = getattr(store, "shapes", None)
+    return shapes() if shapes is not None else {name: a.shape for name, a in store.items()}
+
+
+# ------------------------------------------------------------------------- GPU
+def compile_gpu_executable(feeds, fetches, targets, feed_shapes, feed_values=None,
+                           variable_shapes=None, exclude=frozenset(), device=None,
+                           arch=GPU_ARCH):
+    """The runtime.gpu.GpuExecutable of one run signature on `device` (compile_executable's
+    GPU twin); GpuCodegenNotImplemented when a kernel has no GPU lowering yet."""
+    from graphc.compiler.lower import lower
+    from runtime.gpu import GpuExecutable
+    module = lower(feeds, fetches, targets, feed_shapes, feed_values=feed_values,
+                   variable_shapes=variable_shapes, exclude=exclude)
+    return GpuExecutable(gpu_spec(module, arch), device)
+
+
+def gpu_spec(module, arch=GPU_ARCH, disable=None):
+    """The GPU executable spec of a lowered module: the CPU pass pipeline (fusion and
+    memory planning included), then codegen_gpu. Cached on disk like CPU specs
+    (graphc/compiler/spec_cache.py), keyed with the GPU target."""
+    import os
+
+    from graphc.compiler import spec_cache
+    from graphc.compiler.codegen_gpu import generate_gpu
+    from graphc.compiler.pipeline import optimize
+    dumping = os.environ.get("GRAPHC_DUMP")
+    key = None if dumping else spec_cache.key(module, disable, {"kind": "gpu", "arch": arch})
+    spec = spec_cache.load(key) if key else None
+    if spec is None:
+        optimize(module, disable=disable)
+        if getattr(module, "kernels", None) is None:
+            from graphc.compiler.passes import fusion
+            fusion.run(module)
+        if getattr(module, "memory_plan", None) is None:
+            from graphc.compiler.passes import memory_planning
+            memory_planning.run(module)
+        spec = generate_gpu(module).spec(arch)
+        spec_cache.store(key, spec)
+    return spec
+
+
+_warned_fallbacks = set()
+
+
+def _fallback_kind(error):
+    """The kind of kernel a GpuCodegenNotImplemented names (its message up to details)."""
+    text = re.sub(r"\s*\(.*", "", str(error).splitlines()[0] if str(error) else "")
+    return text[:120] or type(error).__name__
+
+
+def _note_gpu_fallback(error):
+    """Counts (and warns once per kind of kernel) a signature that runs CPU code instead
+    of GPU code; GRAPHC_GPU_STRICT=1 makes it an UnimplementedError instead."""
+    kind = _fallback_kind(error)
+    if os.environ.get("GRAPHC_GPU_STRICT", "0") not in ("", "0"):
+        raise errors.UnimplementedError(None, None, f"GPU codegen: {error} "
+                                                    "(GRAPHC_GPU_STRICT is set)") from None
+    GPU_FALLBACKS[kind] += 1
+    if kind not in _warned_fallbacks:
+        _warned_fallbacks.add(kind)
+        warnings.warn(f"GPU codegen: {kind}; this run signature runs CPU compiled code "
+                      f"instead ({error}).", GpuFallbackWarning, stacklevel=7)
 
 
 def _graphc_error(e):

@@ -14,6 +14,10 @@ compiled under guards on those dims (size 1 broadcasts differently, so the compi
 a batch is not 1), a second executable with every unknown dim set to 1 is stored too; the
 loaded Model runs the first one whose guards the inputs satisfy.
 
+target="gpu" compiles the same pipeline with the GPU codegen: the file's executables are
+GPU specs (PTX for `arch`, the kernels' CPU emulation, the launches), which runtime.load
+runs on a GPU through pycuda, or on the host with runtime.load(path, device="emulated").
+
 Besides the code, the file carries what graphc-dump shows: the graph before and after the
 passes, each pass's counts and its text dump, the kernel clusters and the memory plan.
 """
@@ -37,28 +41,35 @@ _ELIDE_ELEMENTS = 16  # arrays bigger than this are summarized in the stored gra
 _UPDATE_OPS = ("Assign", "AssignAdd", "AssignSub")
 
 
-def export(sess, path, inputs, outputs, target="cpu"):
+def export(sess, path, inputs, outputs, target="cpu", arch=None):
     """Compiles `outputs` as functions of `inputs` (dicts {name: Tensor}) with the current
-    variable values of `sess` and writes one compiled file to `path`; returns `path`."""
-    if target != "cpu":
-        raise ValueError(f"export: unknown target {target!r}; this build compiles for 'cpu'")
+    variable values of `sess` and writes one compiled file to `path`; returns `path`.
+    target: "cpu" (this machine's CPU) or "gpu" (PTX for `arch`, default sm_80)."""
+    if target == "cpu":
+        if arch is not None:
+            raise ValueError("export: arch is a GPU setting; give target='gpu'")
+        code_target = jit.host_target()
+    elif target == "gpu":
+        from graphc.compiled_executor import GPU_ARCH
+        code_target = {"kind": "gpu", "arch": arch or GPU_ARCH}
+    else:
+        raise ValueError(f"export: unknown target {target!r}; 'cpu' or 'gpu'")
     in_names, feeds = _named_tensors(sess, inputs, "inputs")
     out_names, fetches = _named_tensors(sess, outputs, "outputs")
     if not fetches:
         raise ValueError("export: outputs is empty")
-    host = jit.host_target()
     shapes = [_hint_shape(t, _HINT) for t in feeds]
-    main, state = _compile(sess, feeds, fetches, shapes, host, with_debug=True)
+    main, state = _compile(sess, feeds, fetches, shapes, code_target, with_debug=True)
     specs = [main]
     if main["guards"] and any(None in t.shape.as_list() for t in feeds):
         ones = [_hint_shape(t, 1) for t in feeds]
-        specs.append(_compile(sess, feeds, fetches, ones, host, with_debug=False)[0])
+        specs.append(_compile(sess, feeds, fetches, ones, code_target, with_debug=False)[0])
     signature = {
         "inputs": [{"name": n, "tensor": f["name"], "dtype": f["dtype"], "dims": f["dims"]}
                    for n, f in zip(in_names, main["feeds"])],
         "outputs": [{"name": n, "tensor": f["name"], "dtype": f["dtype"], "dims": f["dims"]}
                     for n, f in zip(out_names, main["fetches"])]}
-    return file_format.write(path, signature, specs, state, host)
+    return file_format.write(path, signature, specs, state, code_target)
 
 
 def _named_tensors(sess, named, what):
@@ -102,12 +113,22 @@ def _compile(sess, feeds, fetches, shapes, target, with_debug):
         counts = optimize(module, dump_dir=dump_dir)
         pass_texts = _pass_texts(os.path.join(dump_dir, module.name)) if with_debug else {}
     try:
-        spec = codegen.generate(module, target)
+        spec = _generate(module, target)
     except codegen.LoweringError as e:
-        raise ValueError(f"export: the subgraph cannot be compiled yet: {e}") from None
+        where = " for the GPU" if target.get("kind") == "gpu" else ""
+        raise ValueError(f"export: the subgraph cannot be compiled{where} yet: {e}") from None
     spec["debug"] = _debug_info(module, before, counts, pass_texts, with_debug)
     state.update(_random_states(sess, spec, state))
     return spec, state
+
+
+def _generate(module, target):
+    """The spec of an optimized module for a CPU target or {"kind": "gpu", "arch"}."""
+    from graphc.compiler import codegen
+    if target.get("kind") == "gpu":
+        from graphc.compiler.codegen_gpu import generate_gpu
+        return generate_gpu(module).spec(target["arch"])
+    return codegen.generate(module, target)
 
 
 def _random_states(sess, spec, state):

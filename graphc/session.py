@@ -2,6 +2,19 @@
 
 The compile-and-run boundary is `_executable(feeds, fetches, targets)`: everything
 before it is checking and binding, everything after it is the backend's business.
+
+Backends (ConfigProto(backend=...) or GRAPHC_BACKEND): "compiled" (native CPU code, the
+default), "reference" (the NumPy oracle), "gpu" (GPU kernels launched through pycuda;
+GpuUnavailable at construction where pycuda or a CUDA driver is missing) and
+"gpu_emulated" (the same GPU specs run by runtime.gpu.EmulatedDevice on the host: how
+machines without a GPU check the GPU path). A "compiled" Session also runs a run
+signature on the GPU when one of its ops is placed there (`with gc.device("/gpu:0")`)
+and a GPU is present; without one, such placements behave as before (soft placement
+with a warning, or TF1's "Cannot assign a device" error). A signature runs on one device
+as a whole (host-side ops excepted), so explicit /cpu:0 placements inside a GPU
+signature are soft. Once a Session uses a GPU, its variables live in a
+runtime.gpu.DeviceVariables store: on the device between runs, copied to the host only
+when host code reads them.
 """
 import os
 import threading
@@ -11,10 +24,27 @@ import numpy as np
 
 from graphc import errors
 from graphc.framework.graph import Operation, Tensor, get_default_graph
-from graphc.framework.device_spec import device_type
+from graphc.framework.device_spec import device_type, parse_device
 from graphc.reference_executor import ReferenceExecutable, SessionState, prune
 
 _GROWTH_RUNS = 5  # runs in a row that each add ops before the Session warns
+_CPU_DEVICE = "/job:localhost/replica:0/task:0/device:CPU:0"
+_GPU_DEVICE = "/job:localhost/replica:0/task:0/device:GPU:0"
+GPU_BACKENDS = {"gpu": "cuda", "gpu_emulated": "emulated"}  # backend -> runtime device
+BACKENDS = ("compiled", "reference") + tuple(GPU_BACKENDS)
+_cuda_probe = []  # [device or None]: whether this process has a GPU, asked once
+
+
+def _find_gpu():
+    """The CUDA device when pycuda and a driver are present, else None (asked once: a
+    "compiled" Session uses it for ops placed on /gpu:0)."""
+    if not _cuda_probe:
+        from runtime.gpu import GpuUnavailable, open_device
+        try:
+            _cuda_probe.append(open_device("cuda"))
+        except GpuUnavailable:
+            _cuda_probe.append(None)
+    return _cuda_probe[0]
 
 
 class ConfigProto:
@@ -91,9 +121,12 @@ class Session:
         self._growth_streak = 0
         self._warned_growth = False
         self._plans = {}
-        # both backends run on the host CPU (the GPU target is not built yet)
-        self._devices = ["/job:localhost/replica:0/task:0/device:CPU:0"]
+        self._devices = [_CPU_DEVICE]
         self._device_types = {"CPU"}
+        self._gpu = None  # the runtime.gpu device this Session runs GPU code on
+        if self.backend in GPU_BACKENDS:
+            from runtime.gpu import open_device
+            self._attach_gpu(open_device(GPU_BACKENDS[self.backend]))  # GpuUnavailable
         self._warned_placement = False
         self._default_ctx = []
         self._graph_ctx = []
@@ -246,18 +279,43 @@ class Session:
         key = (feeds, fetches, targets)
         exe = self._cache.get(key)
         if exe is None:
-            self._check_placement(prune(fetches, targets, feeds))
-            exe = self._build_executable(feeds, fetches, targets)
+            # the device is a function of the signature's ops and of the Session, so it
+            # needs no place in the key
+            device = self._device_for(prune(fetches, targets, feeds))
+            exe = self._build_executable(feeds, fetches, targets, device)
             self._cache[key] = exe
         return exe
 
+    def _attach_gpu(self, device):
+        """From now on the Session has a GPU, and its variables a device store."""
+        from runtime.gpu import DeviceVariables
+        self._gpu = device
+        self._devices = [_CPU_DEVICE, _GPU_DEVICE]
+        self._device_types = {"CPU", "GPU"}
+        if not isinstance(self._state.variables, DeviceVariables):
+            self._state.variables = DeviceVariables(device, self._state.variables)
+
+    def _device_for(self, ops):
+        """The GPU device the signature of `ops` runs on, or None for the CPU."""
+        if self.backend in GPU_BACKENDS:
+            self._check_placement(ops)
+            return self._gpu
+        on_gpu = any(_is_gpu0(op.device) for op in ops)
+        if on_gpu and self._gpu is None and self.backend == "compiled":
+            device = _find_gpu()
+            if device is not None:
+                self._attach_gpu(device)
+        self._check_placement(ops)
+        return self._gpu if on_gpu and self.backend == "compiled" else None
+
     def _check_placement(self, ops):
-        """Placements on devices this Session lacks (a GPU, today): soft placement runs
-        them on the CPU with one warning per Session; allow_soft_placement=False makes them
-        an error, as TF1's placer."""
+        """Placements on devices this Session lacks (a GPU where there is none, a second
+        GPU): soft placement runs them where the signature runs, with one warning per
+        Session; allow_soft_placement=False makes them an error, as TF1's placer."""
         for op in ops:
             kind = device_type(op.device)
-            if kind is None or kind in self._device_types:
+            if kind is None or (kind in self._device_types and
+                                (kind != "GPU" or _is_gpu0(op.device))):
                 continue
             if not self.config.allow_soft_placement:
                 raise errors.InvalidArgumentError(
@@ -268,18 +326,20 @@ class Session:
                               f"[[node {op.describe()}]]")
             if not self._warned_placement:
                 self._warned_placement = True
+                where = "GPU:0" if self.backend in GPU_BACKENDS else "CPU"
                 warnings.warn(f"Operation '{op.name}' is placed on {op.device}, which this "
-                              "Session does not have; it and any other such ops run on the "
-                              "CPU (soft placement). ConfigProto(allow_soft_placement=False) "
-                              "makes this an error.", RuntimeWarning, stacklevel=4)
+                              f"Session does not have; it and any other such ops run on the "
+                              f"{where} (soft placement). ConfigProto(allow_soft_placement="
+                              "False) makes this an error.", RuntimeWarning, stacklevel=5)
 
-    def _build_executable(self, feeds, fetches, targets):
+    def _build_executable(self, feeds, fetches, targets, device=None):
         if self.backend == "reference":
             return ReferenceExecutable(feeds, fetches, targets)
-        if self.backend == "compiled":
+        if self.backend in BACKENDS:
             from graphc.compiled_executor import CompiledExecutable
-            return CompiledExecutable(feeds, fetches, targets, self)
-        raise ValueError(f"Unknown backend {self.backend!r}: 'compiled' or 'reference'.")
+            return CompiledExecutable(feeds, fetches, targets, self, device)
+        raise ValueError(f"Unknown backend {self.backend!r}: one of "
+                         + ", ".join(repr(b) for b in BACKENDS) + ".")
 
     # ---------------------------------------------------------- variable state
     def _variable_value(self, var_op):
@@ -294,6 +354,12 @@ class Session:
 
 
 _SLOW = object()  # a plan's answer when the general path must handle the call
+
+
+def _is_gpu0(device):
+    """Whether a canonical device string names GPU 0 (the one GPU graphc drives)."""
+    fields = parse_device(device)
+    return fields.get("device_type") == "GPU" and fields.get("device_index", "*") in ("0", "*")
 
 
 def _hashable(fetches):

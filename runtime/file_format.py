@@ -11,9 +11,12 @@ Layout (all integers little-endian):
     end-32        SHA-256 of every byte before it
 
 The header holds plain data only:
-    {"format": "graphc.compiled", "target": {"triple", "cpu", "features"},
+    {"format": "graphc.compiled",
+     "target": {"triple", "cpu", "features"} | {"kind": "gpu", "arch": "sm_80"},
      "signature": {"inputs": [{"name", "tensor", "dtype", "dims"}], "outputs": [...]},
-     "executables": [spec, ...],   # runtime.Executable specs, first match wins; each
+     "executables": [spec, ...],   # runtime.Executable specs (GPU files: GPU specs with
+                                   # "ptx", "emulation_ir", "launches", run by
+                                   # runtime.gpu.GpuExecutable), first match wins; each
                                    # constant is {"dtype", "shape", "blob": k}; "debug" is
                                    # what graphc-dump shows (graphs, kernels, memory plan)
      "state": [{"name", "dtype", "shape", "blob": k}],  # values of updatable variables
@@ -23,8 +26,12 @@ Reading never runs anything from the file and never trusts it: the magic and ver
 checked first (a newer version gets its own message), every size and offset is checked
 against the file's length before it is read, the checksum before the JSON is parsed, the
 JSON size is capped, dtypes come from a whitelist, dim expressions are bounded in size and
-may only name the file's own symbols. Every problem is a FileFormatError naming the file
-and the problem. Blobs are read in place from a memory map (np.frombuffer, read-only).
+may only name the file's own symbols; a GPU spec's launches are checked too (storage keys
+in range, arena offsets and grids as dim expressions of the file's symbols, block and
+shared memory sizes bounded, every kernel present in the PTX and in the emulation IR with
+the parameters its launches pass: runtime/gpu/spec.py). Every problem is a
+FileFormatError naming the file and the problem. Blobs are read in place from a memory
+map (np.frombuffer, read-only).
 
 Running a file runs its native code: only load files you trust as you would a library.
 """
@@ -41,6 +48,7 @@ import numpy as np
 from . import jit, shapes
 from .errors import FeedError, GuardFailure, RuntimeFailure, ShapeError
 from .executable import FORMAT_VERSION as SPEC_VERSION, Executable
+from .gpu.spec import check_gpu_fields, is_gpu_target
 
 MAGIC = b"\x89GRAPHC\n"
 FORMAT_VERSION = 1
@@ -250,8 +258,11 @@ class _Validator:
             if len(set(names)) != len(names):
                 self.fail("signature", f"duplicate {where} names {names}")
         target = self.field(h, "target", dict, "header")
-        for key in ("triple", "cpu", "features"):
-            self.field(target, key, str, "target")
+        if is_gpu_target(target):
+            self.field(target, "arch", str, "target")
+        else:
+            for key in ("triple", "cpu", "features"):
+                self.field(target, key, str, "target")
         specs = self.field(h, "executables", list, "header")
         if not specs:
             self.fail("header", "no executables")
@@ -366,8 +377,10 @@ class _Validator:
         if spec.get("format_version") != SPEC_VERSION:
             self.fail(where, f"executable format version {spec.get('format_version')!r} is "
                              f"not the one this runtime runs ({SPEC_VERSION})")
-        self.field(spec, "entry", str, where)
-        self.field(spec, "llvm_ir", str, where)
+        gpu = is_gpu_target(self.header["target"])
+        if not gpu:
+            self.field(spec, "entry", str, where)
+            self.field(spec, "llvm_ir", str, where)
         feeds = self.field(spec, "feeds", list, where)
         symbols = {}
         for i, s in enumerate(self.field(spec, "symbols", list, where)):
@@ -421,6 +434,11 @@ class _Validator:
         target = spec.get("target")
         if target is not None and target != self.header["target"]:
             self.fail(where, "target differs from the file's target")
+        if gpu:
+            if target is None:
+                self.fail(where, "a GPU spec must name its target")
+            check_gpu_fields(spec, lambda w, problem: self.fail(f"{where} {w}", problem),
+                             lambda e, w: self.expr(e, f"{where} {w}", symbols))
         return variables
 
 
@@ -433,22 +451,30 @@ class Model:
     """A loaded compiled graph: `run({input name: array}) -> {output name: array}`.
 
     Variables the graph updates are kept in `state` ({name: array}, starting from the
-    values stored in the file) and carried from run to run."""
+    values stored in the file) and carried from run to run. A GPU file runs on `device`
+    (a runtime.gpu device); its state is a runtime.gpu.DeviceVariables, a mapping whose
+    values stay on the device between runs."""
 
-    def __init__(self, file):
+    def __init__(self, file, device=None):
         self.path = file.path
         self.target = file.header["target"]
         sig = file.header["signature"]
         self.inputs = [_info(e) for e in sig["inputs"]]
         self.outputs = [_info(e) for e in sig["outputs"]]
-        self.state = {e["name"]: np.array(file.array(e)) for e in file.header["state"]}
+        self.device = device
+        state = {e["name"]: np.array(file.array(e)) for e in file.header["state"]}
+        if device is not None:
+            from .gpu import DeviceVariables
+            state = DeviceVariables(device, state)
+        self.state = state
         self._file = file
         self._specs = [file.spec(i) for i in range(len(file.header["executables"]))]
         self._executables = [None] * len(self._specs)
-        try:
-            jit.check_target(self.target)
-        except RuntimeFailure as e:
-            raise type(e)(f"{self.path}: {e}") from None
+        if device is None:
+            try:
+                jit.check_target(self.target)
+            except RuntimeFailure as e:
+                raise type(e)(f"{self.path}: {e}") from None
         self._executable(0)  # compile the main variant now: a bad file fails at load
 
     def __repr__(self):
@@ -460,7 +486,11 @@ class Model:
         exe = self._executables[i]
         if exe is None:
             try:
-                exe = Executable(self._specs[i])
+                if self.device is not None:
+                    from .gpu import GpuExecutable
+                    exe = GpuExecutable(self._specs[i], self.device)
+                else:
+                    exe = Executable(self._specs[i])
             except RuntimeFailure:
                 raise
             except (ValueError, TypeError, RuntimeError, LookupError) as e:
@@ -521,9 +551,24 @@ def _info(entry):
                       shapes.dims_text(dims))
 
 
-def load(path, verify_checksum=True):
-    """Loads a compiled graph file: `runtime.load(path).run({"x": array})`."""
-    return Model(CompiledFile(path, verify_checksum))
+def load(path, verify_checksum=True, device=None):
+    """Loads a compiled graph file: `runtime.load(path).run({"x": array})`.
+
+    device: for a GPU file, "cuda" (the default: GPU 0 through pycuda; GpuUnavailable
+    where pycuda or a driver is missing) or "emulated" (its kernels' CPU emulation, on
+    the host); a CPU file takes None or "cpu"."""
+    file = CompiledFile(path, verify_checksum)
+    gpu_file = is_gpu_target(file.header["target"])
+    if not gpu_file:
+        if device not in (None, "cpu"):
+            raise ValueError(f"{file.path} holds CPU code; it cannot run on device "
+                             f"{device!r}")
+        return Model(file)
+    if device == "cpu":
+        raise ValueError(f"{file.path} holds GPU code ({file.header['target']['arch']}); "
+                         "load it with device='cuda' or device='emulated'")
+    from .gpu import open_device
+    return Model(file, open_device(device or "cuda"))
 
 
 def read(path, verify_checksum=True):

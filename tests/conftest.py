@@ -1,3 +1,5 @@
+import os
+
 import pytest
 
 import graphc as gc
@@ -20,20 +22,48 @@ def private_compile_cache(tmp_path_factory):
         yield
 
 
-# The op and gradient suites of the core issue run on both backends: the default compiled
-# one and the NumPy reference executor (the oracle itself is checked against the NumPy
-# expectations written in these tests).
+# The op and gradient suites of the core issue run on every backend: the default compiled
+# one, the NumPy reference executor (the oracle itself is checked against the NumPy
+# expectations written in these tests) and the GPU target with its kernels run by the
+# emulated device (runtime.gpu.EmulatedDevice: the GPU specs, launches, arena and
+# device-resident variables, on the host).
 BOTH_BACKENDS = {"test_math_ops", "test_array_ops", "test_reduction_ops", "test_matmul_ops",
                  "test_nn_ops", "test_conv_ops", "test_gradients", "test_rnn"}
+# GRAPHC_TEST_BACKENDS=compiled,reference picks a subset (the emulated GPU backend roughly
+# doubles the op suites' time: each of its run signatures is compiled to PTX and to its
+# CPU emulation).
+BACKENDS = [b.strip() for b in os.environ.get(
+    "GRAPHC_TEST_BACKENDS", "compiled,reference,gpu_emulated").split(",") if b.strip()]
+# A run signature the GPU codegen cannot lower yet runs CPU compiled code with a one-time
+# GpuFallbackWarning (graphc/compiled_executor.py counts them; the summary below lists
+# them). GRAPHC_GPU_STRICT=1 in the environment makes each such run an error instead.
 
 
 def pytest_generate_tests(metafunc):
     if metafunc.module.__name__.rsplit(".", 1)[-1] in BOTH_BACKENDS:
         metafunc.fixturenames.append("backend")
-        metafunc.parametrize("backend", ["compiled", "reference"], indirect=True)
+        metafunc.parametrize("backend", BACKENDS)
 
 
-@pytest.fixture
-def backend(request, monkeypatch):
-    monkeypatch.setenv("GRAPHC_BACKEND", request.param)
-    return request.param
+@pytest.fixture(autouse=True)
+def backend_environment(request, monkeypatch):
+    """Sessions of a test parametrized by backend use that backend (GRAPHC_BACKEND).
+
+    Autouse and read from the call's parameters: a fixture named "backend" that
+    pytest_generate_tests adds to the fixture names is never set up (the fixture closure
+    is computed before that hook runs), so the parametrized runs all used the default
+    backend."""
+    callspec = getattr(request.node, "callspec", None)
+    backend = callspec.params.get("backend") if callspec is not None else None
+    if backend is not None:
+        monkeypatch.setenv("GRAPHC_BACKEND", backend)
+    yield backend
+
+
+def pytest_terminal_summary(terminalreporter):
+    """How many run signatures of the GPU target ran CPU code instead, by kernel kind."""
+    from graphc.compiled_executor import GPU_FALLBACKS
+    if GPU_FALLBACKS:
+        terminalreporter.section("GPU codegen fallbacks to CPU code")
+        for kind, count in GPU_FALLBACKS.most_common():
+            terminalreporter.write_line(f"{count:5d}  {kind}")

@@ -77,8 +77,8 @@ def _softmax_module_ir(build):
     captured = {}
     original = codegen.generate
 
-    def spy(module, target=None):
-        spec = original(module, target)
+    def spy(module, target=None, **options):
+        spec = original(module, target, **options)
         captured["ir"] = spec["llvm_ir"]
         return spec
     codegen.generate = spy

@@ -97,7 +97,8 @@ def _compiled(path):
     d.variants = [{"guards": [shapes.guard_text(g) for g in e["guards"]]}
                   for e in h["executables"]]
     debug = main.get("debug") or {}
-    d.llvm_ir = main["llvm_ir"]
+    # a GPU file's kernels are shown as their CPU emulation (the PTX is in the header)
+    d.llvm_ir = main.get("llvm_ir") or main.get("emulation_ir", "")
     d.pass_counts = debug.get("pass_counts") or {}
     d.pass_texts = debug.get("pass_texts") or {}
     d.symbol_hints = debug.get("symbol_hints") or {}

@@ -43,7 +43,8 @@ def _title(d):
 
 def _signature(d):
     t = d.target
-    lines = [f"target: {t['triple']} cpu={t['cpu']}"]
+    lines = [f"target: GPU {t['arch']}" if t.get("kind") == "gpu" else
+             f"target: {t['triple']} cpu={t['cpu']}"]
     for what, key in (("input ", "inputs"), ("output", "outputs")):
         for e in d.signature[key]:
             lines.append(f"  {what} {e['name']}: {e['dtype']} {shapes.dims_text(e['dims'])}"

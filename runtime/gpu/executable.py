@@ -1,0 +1,294 @@
+"""GpuExecutable: a GPU executable spec run on a device (CudaDevice or EmulatedDevice).
+
+Same public run interface as runtime.executable.Executable (whose signature, feed, guard
+and error-site handling it inherits, so feeds, guards, symbol values and errors behave and
+read exactly the same): `run(feed_arrays, variables) -> fetch arrays`.
+
+What one run does on the device:
+- ONE device arena per executable, laid out per tuple of feed shapes as
+      [status i32 + pad | syms i64 x (symbols + error detail slots)] [planned buffers
+      (spec arena_bytes)] [feeds] [kernel fetches]
+  (each part 256-byte aligned), grown when a bigger batch needs more;
+- constants are uploaded once, when the executable is built;
+- variables are bound through a DeviceVariables store (runtime/gpu/variables.py): they
+  stay on the device between runs; a plain dict store is copied in before and the
+  written variables copied back after each run (the slow but simple path);
+- per run: one copy in of the status+syms block, one per feed, the launches in schedule
+  order, one copy out of the status (the only synchronization), then one per fetch. A
+  nonzero status is 1 + the index of the error site a thread hit (its detail slots are
+  copied out to format the message) and raises the same KernelFailure as the CPU code.
+"""
+import threading
+
+import numpy as np
+
+from .. import shapes
+from ..errors import FeedError, ShapeError
+from ..executable import FORMAT_VERSION, Executable
+from .spec import MAX_GRID, check_gpu_fields
+from .variables import DeviceVariables
+
+__all__ = ["GpuExecutable"]
+
+_ALIGN = 256
+_MEMO_LIMIT = 4096
+_STATUS_BYTES = 8  # the i32 status, padded so that syms are 8-byte aligned
+
+
+def _align(n):
+    return (n + _ALIGN - 1) // _ALIGN * _ALIGN
+
+
+def _spec_error(where, problem):
+    raise ValueError(f"GPU spec {where}: {problem}")
+
+
+def _check_expr(expr, where):
+    """Structure only (runtime/file_format.py checks files more strictly)."""
+    if not isinstance(expr, (int, list)) or isinstance(expr, bool):
+        _spec_error(where, f"{expr!r} is not a dim expression")
+
+
+class _Layout:
+    """What one tuple of feed shapes implies on the device."""
+    __slots__ = ("control", "feed_offsets", "fetch_offsets", "total", "launches")
+
+
+class GpuExecutable(Executable):
+    """A GPU spec made runnable on `device`; see the module docstring."""
+
+    def __init__(self, spec, device):
+        version = spec.get("format_version")
+        if version != FORMAT_VERSION:
+            raise ValueError(f"executable format version {version!r} is not supported "
+                             f"(this runtime reads version {FORMAT_VERSION})")
+        check_gpu_fields(spec, _spec_error, _check_expr)
+        self.spec = spec
+        self.device = device
+        self.entry = None
+        self._read_signature(spec)
+        self._load_constants(spec.get("constants", []))
+        self._kernels = device.load(spec)
+        self.compile_seconds = getattr(self._kernels, "compile_seconds", 0.0)
+        self._upload_constants()
+        self._lock = threading.Lock()
+        self._memo = {}
+        self._layouts = {}
+        self._arena, self._arena_bytes = None, 0
+        self._private_store = None
+        self._written = [v["name"] for v in self.variables if v.get("written")]
+        self.num_threads = 1
+        self._threads = self._tasks = None
+
+    def __del__(self):
+        device = getattr(self, "device", None)
+        for address in (getattr(self, "_arena", None), getattr(self, "_const_block", None)):
+            if address is not None and device is not None:
+                try:
+                    device.free(address)
+                except Exception:  # noqa: BLE001 - at exit the device may be gone
+                    pass
+
+    # ------------------------------------------------------------ interface
+    def set_num_threads(self, n=None):
+        """Accepted for the CPU interface; a GPU run's threads come from its launches."""
+        self.num_threads = 1
+
+    @property
+    def parallel_tasks(self):
+        return 0
+
+    def kernel_profile(self):
+        """The CPU executable's per-kernel cycle counts have no GPU counterpart yet."""
+        return []
+
+    @property
+    def ptx(self):
+        return self.spec["ptx"]
+
+    def optimized_ir(self):
+        return self.spec["emulation_ir"]
+
+    def asm(self):
+        return self.spec["ptx"]
+
+    # ---------------------------------------------------------- construction
+    def _upload_constants(self):
+        """All constants in one device block, each 256-byte aligned, uploaded once."""
+        offsets, total = [], 0
+        for arr in self._constants:
+            offsets.append(total)
+            total = _align(total + arr.nbytes)
+        self._const_block = self.device.alloc(total) if self._constants else None
+        self._const_addresses = []
+        for arr, offset in zip(self._constants, offsets):
+            self.device.copy_in(self._const_block + offset, arr)
+            self._const_addresses.append(self._const_block + offset)
+
+    def _layout(self, plan):
+        """The arena layout and the resolved launches of one plan."""
+        layout = _Layout()
+        n_syms = len(self._symbols)
+        layout.control = np.zeros(1 + n_syms + self._detail_slots, np.int64)
+        layout.control[1:1 + n_syms] = [plan.env[name] for name, _, _ in self._symbols]
+        planned = _align(_STATUS_BYTES + 8 * (n_syms + self._detail_slots))
+        position = _align(planned + plan.arena_bytes)
+        layout.feed_offsets = []
+        for feed, dtype in zip(self.feeds, self._feed_dtypes):
+            layout.feed_offsets.append(position)
+            count = int(np.prod(shapes.evaluate_dims(feed["dims"], plan.env), dtype=np.int64))
+            position = _align(position + count * dtype.itemsize)
+        layout.fetch_offsets = []
+        kernel_fetches = [j for j, f in enumerate(self.fetches)
+                          if f.get("source", "kernel") == "kernel"]
+        for j, (shape, dtype) in zip(kernel_fetches, plan.fetch_alloc):
+            layout.fetch_offsets.append((j, position, shape, dtype))
+            position = _align(position + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize)
+        layout.total = position
+        fetch_at = {j: offset for j, offset, _, _ in layout.fetch_offsets}
+        layout.launches = [self._resolve(launch, plan, planned, layout.feed_offsets, fetch_at)
+                           for launch in self.spec["launches"]]
+        layout.launches = [launch for launch in layout.launches if launch[2] > 0]
+        return layout
+
+    def _resolve(self, launch, plan, planned, feed_at, fetch_at):
+        """(kernel, [(where, value)], grid, block, shared): where 0 = arena offset,
+        1 = variable slot, 2 = absolute address (a constant)."""
+        args = []
+        for kind, what in launch["args"]:
+            if kind == "arena":
+                offset = shapes.evaluate(what, plan.env)
+                if not 0 <= offset <= plan.arena_bytes:
+                    raise ShapeError(f"kernel {launch['kernel']}: arena offset {offset} is "
+                                     f"outside the {plan.arena_bytes}-byte arena")
+                args.append((0, planned + offset))
+            elif kind == "feed":
+                args.append((0, feed_at[what]))
+            elif kind == "fetch":
+                args.append((0, fetch_at[what]))
+            elif kind == "var":
+                args.append((1, what))
+            else:
+                args.append((2, self._const_addresses[what]))
+        grid = shapes.evaluate(launch["grid"], plan.env)
+        if not 0 <= grid <= MAX_GRID:
+            raise ShapeError(f"kernel {launch['kernel']}: grid of {grid} blocks is outside "
+                             f"[0, {MAX_GRID}]")
+        return (self._kernels[launch["kernel"]], args, grid, launch["block"],
+                launch.get("shared_bytes", 0))
+
+    # ------------------------------------------------------------------- run
+    def run(self, feed_arrays, variables=None):
+        """Runs once; returns the fetches (a list of new arrays, in spec order)."""
+        dtypes = self._feed_dtypes
+        if len(feed_arrays) != len(dtypes):
+            raise FeedError(f"expected {len(dtypes)} feeds "
+                            f"({', '.join(f['name'] for f in self.feeds)}), "
+                            f"got {len(feed_arrays)}")
+        with self._lock:
+            feeds = [a if type(a) is np.ndarray and a.dtype is dtypes[i]
+                     and a.flags.c_contiguous else self._conform_feed(i, a)
+                     for i, a in enumerate(feed_arrays)]
+            key = tuple(a.shape for a in feeds)
+            if self._value_guards:
+                self._check_values(feeds)
+            plan, layout = self._planned(key)
+            store, copy_back = self._store_for(variables)
+            var_addresses = self._bind_variables_on_device(store, plan)
+            try:
+                status = self._launch_all(feeds, layout, var_addresses)
+            finally:
+                for name in self._written:
+                    store.written_on_device(name)
+                if copy_back is not None:
+                    copy_back()
+            if status:
+                raise self._failure(status, self._with_details(plan, layout))
+            return self._fetch_results(feeds, layout, store)
+
+    def _planned(self, key):
+        entry = self._layouts.get(key)
+        if entry is None:
+            plan = self._memo.get(key) or self._plan(key)
+            if len(self._layouts) >= _MEMO_LIMIT:
+                self._layouts.clear()
+            entry = self._layouts[key] = (plan, self._layout(plan))
+        return entry
+
+    def _arena_for(self, nbytes):
+        if self._arena is None or nbytes > self._arena_bytes:
+            if self._arena is not None:
+                self.device.free(self._arena)
+                self._arena = None
+            self._arena = self.device.alloc(nbytes)
+            self._arena_bytes = nbytes
+        return self._arena
+
+    def _launch_all(self, feeds, layout, var_addresses):
+        """Copies in, launches the schedule, copies the status out; returns it."""
+        device = self.device
+        base = self._arena_for(layout.total)
+        device.copy_in(base, layout.control)
+        for offset, a in zip(layout.feed_offsets, feeds):
+            device.copy_in(base + offset, a)
+        syms, status = base + _STATUS_BYTES, base
+        for kernel, args, grid, block, shared in layout.launches:
+            pointers = [base + v if where == 0 else var_addresses[v] if where == 1 else v
+                        for where, v in args]
+            device.launch(kernel, pointers, syms, status, grid, block, shared)
+        out = np.zeros(1, np.int32)
+        device.copy_out(out, status)
+        return int(out[0])
+
+    def _with_details(self, plan, layout):
+        """The plan with the error detail slots the failing thread wrote."""
+        if self._detail_slots:
+            n_syms = len(self._symbols)
+            details = np.zeros(self._detail_slots, np.int64)
+            self.device.copy_out(details, self._arena + _STATUS_BYTES + 8 * n_syms)
+            for k, v in enumerate(details):
+                plan.syms[n_syms + k] = int(v)
+        return plan
+
+    def _fetch_results(self, feeds, layout, store):
+        result = [None] * len(self.fetches)
+        for j, offset, shape, dtype in layout.fetch_offsets:
+            out = np.empty(shape, dtype)
+            self.device.copy_out(out, self._arena + offset)
+            result[j] = out
+        for i, source, index in self._post:
+            if source == "feed":
+                result[i] = np.array(feeds[index])
+            elif source == "variable":
+                result[i] = store.read_copy(self._var_names[index])
+            else:
+                result[i] = np.array(self._constants[index])
+        return result
+
+    # -------------------------------------------------------------- variables
+    def _store_for(self, variables):
+        """(the DeviceVariables to bind, a function that copies written variables back
+        to a plain store, or None)."""
+        if isinstance(variables, DeviceVariables) and variables.device is self.device:
+            return variables, None
+        if variables is None:
+            variables = {}
+        if self._private_store is None:
+            self._private_store = DeviceVariables(self.device)
+        store = self._private_store
+        for name in self._var_names:
+            if name in variables:
+                store[name] = variables[name]
+            elif name in store:
+                del store[name]
+
+        def copy_back():
+            for name in self._written:
+                if name in store:
+                    variables[name] = store[name]
+        return store, copy_back
+
+    def _bind_variables_on_device(self, store, plan):
+        return [store.device_address(v["name"], dtype, shape, v.get("read", True),
+                                     v.get("shape_guard", False))
+                for v, dtype, shape in zip(self.variables, self._var_dtypes, plan.var_shapes)]

@@ -1,0 +1,158 @@
+"""Checks of the fields a GPU executable spec adds to the CPU spec (notes/gpu_contract.md):
+
+    "target": {"kind": "gpu", "arch": "sm_80"}, "ptx": str, "emulation_ir": str,
+    "launches": [{"kernel", "args": [[kind, x], ...], "grid", "block", "shared_bytes"}]
+
+`check_gpu_fields(spec, fail, check_expr)` reports the first problem through
+`fail(where, problem)` (which must raise): wrong types, argument keys out of range, a
+kernel missing from the PTX or the emulation IR, or declared there with another number of
+parameters than its launch passes, launch sizes out of bounds. `check_expr(expr, where)`
+checks a dim expression (the caller knows which symbols exist). The GPU executable and
+the file reader both use it, so a spec that passes can be launched without reading or
+writing outside the buffers its keys name (given kernels that honour their sizes).
+"""
+import re
+
+__all__ = ["check_gpu_fields", "is_gpu_target", "ARG_KINDS", "MAX_BLOCK", "MAX_GRID",
+           "MAX_SHARED_BYTES"]
+
+ARG_KINDS = ("feed", "fetch", "var", "const", "arena")
+MAX_BLOCK = 1024                # threads per block on every CUDA GPU
+MAX_GRID = 2**31 - 1            # blocks in x
+MAX_SHARED_BYTES = 227 * 1024   # dynamic shared memory per block (sm_90's opt-in limit)
+MAX_LAUNCHES = 1 << 16
+MAX_ARGS = 1 << 12
+_ARCH = re.compile(r"sm_[1-9][0-9]{1,2}a?")
+_PTX_ENTRY = re.compile(r"\.entry\s+([A-Za-z_$%][\w$]*)\s*\(")
+_IR_DEFINE = re.compile(r'^define\b[^@\n]*@("(?:[^"\\]|\\.)*"|[-\w$.]+)\(', re.M)
+
+
+def is_gpu_target(target):
+    return isinstance(target, dict) and target.get("kind") == "gpu"
+
+
+def check_gpu_fields(spec, fail, check_expr):
+    target = spec.get("target")
+    if not is_gpu_target(target) or not isinstance(target.get("arch"), str) \
+            or not _ARCH.fullmatch(target["arch"]):
+        fail("target", f"{target!r} is not a GPU target {{'kind': 'gpu', 'arch': 'sm_NN'}}")
+    for field in ("ptx", "emulation_ir"):
+        if not isinstance(spec.get(field), str):
+            fail(field, "is missing or not a string")
+    entries = ptx_entries(spec["ptx"])
+    emulated = emulation_functions(spec["emulation_ir"])
+    launches = spec.get("launches")
+    if not isinstance(launches, list) or len(launches) > MAX_LAUNCHES:
+        fail("launches", "is missing, not a list, or too long")
+    limits = _key_limits(spec)
+    for i, launch in enumerate(launches):
+        _check_launch(launch, f"launch {i}", entries, emulated, limits, fail, check_expr)
+
+
+def _key_limits(spec):
+    fetches = spec.get("fetches") or []
+    kernel_fetches = {j for j, f in enumerate(fetches)
+                      if isinstance(f, dict) and f.get("source", "kernel") == "kernel"}
+    return {"feed": len(spec.get("feeds") or []), "var": len(spec.get("variables") or []),
+            "const": len(spec.get("constants") or []), "kernel_fetches": kernel_fetches}
+
+
+def _check_launch(launch, where, entries, emulated, limits, fail, check_expr):
+    if not isinstance(launch, dict):
+        fail(where, "is not an object")
+    name = launch.get("kernel")
+    if not isinstance(name, str) or not name:
+        fail(where, "field 'kernel' is missing or not a string")
+    args = launch.get("args")
+    if not isinstance(args, list) or len(args) > MAX_ARGS:
+        fail(where, "field 'args' is missing, not a list, or too long")
+    if name not in entries:
+        fail(where, f"kernel {name!r} has no .entry in the PTX")
+    if entries[name] != len(args) + 2:
+        fail(where, f"kernel {name!r} takes {entries[name]} parameters in the PTX, the "
+                    f"launch passes {len(args) + 2} (buffers, syms, status)")
+    if emulated.get(name) != (len(args) + 2, 2):
+        fail(where, f"the emulation IR has no function {name}.emulate taking "
+                    f"{len(args) + 2} pointers and (grid, block)")
+    for k, arg in enumerate(args):
+        _check_arg(arg, f"{where} arg {k}", limits, fail, check_expr)
+    check_expr(launch.get("grid"), f"{where} grid")
+    block = launch.get("block")
+    if not _is_int(block) or not 1 <= block <= MAX_BLOCK:
+        fail(where, f"block {block!r} is not an integer in [1, {MAX_BLOCK}]")
+    shared = launch.get("shared_bytes", 0)
+    if not _is_int(shared) or not 0 <= shared <= MAX_SHARED_BYTES:
+        fail(where, f"shared_bytes {shared!r} is not an integer in [0, {MAX_SHARED_BYTES}]")
+
+
+def _check_arg(arg, where, limits, fail, check_expr):
+    if not isinstance(arg, list) or len(arg) != 2 or arg[0] not in ARG_KINDS:
+        fail(where, f"{arg!r} is not a storage key [kind, index] with kind in {ARG_KINDS}")
+    kind, index = arg
+    if kind == "arena":
+        check_expr(index, where + " offset")
+        return
+    if kind == "fetch":
+        if not _is_int(index) or index not in limits["kernel_fetches"]:
+            fail(where, f"fetch {index!r} is not a fetch computed by a kernel")
+        return
+    if not _is_int(index) or not 0 <= index < limits[kind]:
+        fail(where, f"{kind} {index!r} does not exist (the spec has {limits[kind]})")
+
+
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+# ---------------------------------------------------------- signatures
+def ptx_entries(ptx):
+    """{entry name: number of .param} of the kernels in PTX text."""
+    out = {}
+    for m in _PTX_ENTRY.finditer(ptx):
+        params = _balanced(ptx, m.end() - 1)
+        out[m.group(1)] = 0 if params is None else params.count(".param")
+    return out
+
+
+def emulation_functions(llvm_ir):
+    """{kernel name: (pointer params, i64 params)} of the `<kernel>.emulate` functions."""
+    out = {}
+    for m in _IR_DEFINE.finditer(llvm_ir):
+        name = m.group(1).strip('"')
+        if not name.endswith(".emulate"):
+            continue
+        params = _balanced(llvm_ir, m.end() - 1)
+        if params is None:
+            continue
+        kinds = [p.split()[0] for p in _split_top(params) if p.strip()]
+        out[name[:-len(".emulate")]] = (kinds.count("ptr"), kinds.count("i64")) \
+            if len(kinds) == kinds.count("ptr") + kinds.count("i64") else (-1, -1)
+    return out
+
+
+def _balanced(text, open_at, limit=1 << 16):
+    """The text inside the parentheses opening at text[open_at], or None."""
+    depth = 0
+    for i in range(open_at, min(len(text), open_at + limit)):
+        c = text[i]
+        if c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if depth == 0:
+                return text[open_at + 1:i]
+    return None
+
+
+def _split_top(params):
+    parts, depth, start = [], 0, 0
+    for i, c in enumerate(params):
+        if c in "([{<":
+            depth += 1
+        elif c in ")]}>":
+            depth -= 1
+        elif c == "," and depth == 0:
+            parts.append(params[start:i])
+            start = i + 1
+    parts.append(params[start:])
+    return parts
