@@ -912,9 +912,25 @@ def _slice_kernel(x, begin, size):
 
 
 def _slice_grad(op, g):
-    """Pad g with zeros back to the input's shape: before = begin, after = the rest."""
+    """Pad g with zeros back to the input's shape: before = begin, after = the rest.
+    With begin and size known when the graph is built, the same as a StridedSliceGrad
+    (size -1: an end mask bit), whose input shape is read for its dims only: compiled
+    code then needs no shape arithmetic on values when the input has unknown dims."""
     m = _math()
     x, begin = op.inputs[0], op.inputs[1]
+    b, size = constant_value(begin), constant_value(op.inputs[2])
+    if b is not None and size is not None and np.ndim(b) == 1:
+        b, size = np.asarray(b, np.int64), np.asarray(size, np.int64)
+        end_mask = builtins.sum(1 << i for i, s in enumerate(size) if s == -1)
+        end = np.where(size == -1, 0, b + size)
+        dt = begin.dtype
+        dx = _create("StridedSliceGrad",
+                     [shape(x, out_type=dt), constant(b, dtype=dt), constant(end, dtype=dt),
+                      constant(np.ones_like(b), dtype=dt), g],
+                     {"begin_mask": 0, "end_mask": end_mask, "ellipsis_mask": 0,
+                      "new_axis_mask": 0, "shrink_axis_mask": 0}, "StridedSliceGrad").outputs[0]
+        dx.set_shape(x.shape)
+        return [dx, None, None]
     input_shape = shape(x, out_type=begin.dtype)
     after = m.subtract(m.subtract(input_shape, begin), shape(op.outputs[0], out_type=begin.dtype))
     dx = pad(g, stack([begin, after], axis=1))
