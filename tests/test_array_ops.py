@@ -462,6 +462,12 @@ def test_gather_out_of_range_is_a_run_time_error_and_session_survives():
         with pytest.raises(gc.errors.InvalidArgumentError, match=r"= 3 is not in \[0, 3\)"):
             sess.run(out1, {params: p, idx: [3]})
         np.testing.assert_array_equal(sess.run(out, {params: p, idx: [1, 0]}), p[[1, 0]])
+        # an empty axis: every index is bad, and nothing is read from the empty buffer
+        wide = gc.placeholder(gc.float32, [None, 100_000])
+        with pytest.raises(gc.errors.InvalidArgumentError, match=r"= 0 is not in \[0, 0\)"):
+            sess.run(gc.gather(wide, idx) * 2.0,
+                     {wide: np.zeros((0, 100_000), np.float32), idx: [0, 0]})
+        assert sess.run(out, {params: p[:0], idx: []}).shape == (0, 3)
 
 
 @pytest.mark.parametrize("build", [

@@ -56,6 +56,16 @@ class KernelViews:
             return rule(self, node, value.index, list(index))
         if node.type == "Const" and np.size(node.attrs["value"]) == 1:
             return self.x.const(np.reshape(node.attrs["value"], -1)[0], value.dtype.name)
+        if any(dim_key(d) == 0 for d in value.dims):
+            # an empty buffer holds nothing to read: only an index that failed its check
+            # (gather from an empty axis) gets here, and it must not touch memory. The
+            # value still uses the index (never negative), so that the check is emitted.
+            total = self.x.const(0)
+            for i in index:
+                total = self.x.add(total, i)
+            dtype = value.dtype.name
+            return self.x.select(self.x.compare("lt", total, self.x.const(0)),
+                                 self.x.const(1, dtype), self.x.const(0, dtype))
         return self.load(self.storage_of(value), index, value.dims, value.dtype.name)
 
     def load(self, storage, index, dims, dtype):
