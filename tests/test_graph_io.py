@@ -92,12 +92,13 @@ def test_meta_graph_and_saver_restore(tmp_path):
         sess.run(init)
         sess.run(train, {x: XV})  # values differ from the initial ones now
         expected = sess.run(out, {x: XV})
-        prefix = saver.save(sess, str(tmp_path / "model"))
+        prefix = saver.save(sess, str(tmp_path / "model"), global_step=3)
         meta = graph_io.export_meta_graph(str(tmp_path / "model.meta"))
     assert meta["collections"]["trainable_variables"]
+    assert prefix.endswith("model-3")  # save() wrote the meta graph beside it, as TF1 does
     g2 = gc.Graph()
     with g2.as_default():
-        restorer = gc.train.import_meta_graph(str(tmp_path / "model.meta"))
+        restorer = gc.train.import_meta_graph(prefix + ".meta")
         variables = gc.trainable_variables()
         assert [v.name for v in variables] == ["w:0", "b:0"]
         assert all(isinstance(v, gc.Variable) for v in variables)

@@ -110,9 +110,11 @@ def latest_checkpoint(checkpoint_dir, latest_filename=None):
 
 
 def remove_checkpoint(checkpoint_prefix, checkpoint_format_version=None, meta_graph_suffix="meta"):
-    path = checkpoint_file.checkpoint_path(checkpoint_prefix)
-    if os.path.exists(path):
-        os.remove(path)
+    """Deletes a checkpoint's file and its meta graph (if any)."""
+    for path in (checkpoint_file.checkpoint_path(checkpoint_prefix),
+                 f"{checkpoint_prefix}.{meta_graph_suffix}"):
+        if os.path.exists(path):
+            os.remove(path)
 
 
 def NewCheckpointReader(filepattern):  # noqa: N802 - TF's name

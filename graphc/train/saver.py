@@ -6,8 +6,9 @@ all of them with one run of the restore op, so a failed restore changes nothing.
 restore op (a placeholder and an Assign per variable, under name scope "save") is
 built by the constructor, like TF's, so the graph may be finalized afterwards.
 
-File format: see checkpoint_file.py. No MetaGraph (".meta") file is written: graphc
-has no graph file format yet, so `write_meta_graph` is accepted and ignored.
+File format: see checkpoint_file.py. save() also writes the graph and its collections
+beside the checkpoint, `<prefix>.meta` (graph_io.export_meta_graph's JSON, no pickle),
+unless write_meta_graph=False; tf.train.import_meta_graph reads it back.
 """
 import numbers
 import os
@@ -117,6 +118,8 @@ class Saver:
         values = sess.run([self._refs[n] for n in names])
         checkpoint_file.write_checkpoint(
             prefix, {n: (v, self._refs[n].dtype) for n, v in zip(names, values)})
+        if write_meta_graph:
+            self.export_meta_graph(f"{prefix}.{meta_graph_suffix}", graph=sess.graph)
         if write_state:
             self._record_last_checkpoint(prefix)
             checkpoint_management.update_checkpoint_state(
@@ -124,6 +127,15 @@ class Saver:
                 self._save_relative_paths)
             self._delete_old_checkpoints()
         return prefix
+
+    def export_meta_graph(self, filename=None, collection_list=None, as_text=False,
+                          export_scope=None, clear_devices=False, graph=None, **kwargs):
+        """Writes the graph and its collections (the default graph unless given)."""
+        from graphc.framework.graph import get_default_graph
+        from graphc.graph_io import export_meta_graph
+        return export_meta_graph(filename, collection_list=collection_list, as_text=as_text,
+                                 graph=graph or get_default_graph(),
+                                 export_scope=export_scope, clear_devices=clear_devices)
 
     def _record_last_checkpoint(self, prefix):
         """Adds prefix as the newest; the ones beyond max_to_keep are queued for deletion
