@@ -56,7 +56,9 @@ def simulate(module, feeds, variables):
     written_by = {v: i for i, k in enumerate(module.kernels) for v in k.outputs}
     for i, kernel in enumerate(module.kernels):
         local = {}
-        for v in kernel.inputs:
+        aliases = getattr(module, "aliases", {})
+        for alias in kernel.inputs:
+            v = aliases.get(alias, alias)  # an alias (a reshape) reads its input's buffer
             node = v.node
             if node.type == PARAMETER:
                 local[v] = np.asarray(feeds[node.attrs["index"]]).astype(v.dtype.np)
@@ -67,6 +69,7 @@ def simulate(module, feeds, variables):
             else:
                 assert v in memory, f"{kernel.name} reads {v.ref} before it is written"
                 local[v] = memory[v]
+            local[alias] = np.reshape(local[v], _dims(alias.dims, symbols))
         for node in kernel.nodes:
             skip = shape_only_inputs(node)
             args = []
@@ -124,8 +127,10 @@ def assert_schedule_is_valid(module):
     computed once; every output value is written by exactly one kernel."""
     written = set()
     computed = {}
+    aliases = getattr(module, "aliases", {})
     for k in module.kernels:
         for v in k.inputs:
+            v = aliases.get(v, v)
             assert v.node.type in (PARAMETER, "Const", "VariableV2") or v in written, \
                 f"{k.name} reads {v.ref} before any kernel writes it"
         for v in k.outputs:

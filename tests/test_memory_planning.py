@@ -48,8 +48,10 @@ def expected_lives(module):
         for v in k.outputs:
             if v not in fetched:
                 lives[v] = [t, t]
+    aliases = getattr(module, "aliases", {})
     for t, k in enumerate(module.kernels):
         for v in k.inputs:
+            v = aliases.get(v, v)  # reading an alias (a reshape) reads its input's buffer
             if v in lives:
                 assert lives[v][0] < t, f"{k.name} reads {v.ref} before it is written"
                 lives[v][1] = max(lives[v][1], t)

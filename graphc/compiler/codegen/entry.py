@@ -49,12 +49,15 @@ class Program:
             self._fetches.setdefault(v, []).append(j)
         plan = getattr(module, "memory_plan", None)
         self.buffers = plan.buffers if plan is not None else {}
+        self.aliases = getattr(module, "aliases", None) or {}
         self.arena_bytes = plan.arena_bytes if plan is not None else 0
         self._arena_offsets = {}
 
     # ------------------------------------------------------------- storages
     def storage_of(self, value):
-        """Where a value computed before a kernel runs is read from."""
+        """Where a value computed before a kernel runs is read from (an alias: where its
+        input is)."""
+        value = self.aliases.get(value, value)
         node = value.node
         if node.type == PARAMETER:
             return ("feed", node.attrs["index"])

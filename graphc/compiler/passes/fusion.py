@@ -17,6 +17,12 @@ Groups, in this order:
    them: if each can compute it itself, it is duplicated into each and never written
    to memory; otherwise it merges into one of them like any other group.
 3. everything else is one node per kernel ("opaque", lone gemm/conv).
+4. aliases: a reshape (Reshape, ExpandDims, Squeeze, Identity, StopGradient) left alone
+   in its kernel (its users are gemm/conv/opaque kernels) moves no data in row-major
+   order, so it gets no kernel: `module.aliases` maps its value to its input's, whose
+   buffer its readers read (memory planning keeps that buffer alive for them). Not for
+   fetched values (a fetch array of their own) nor for variable reads and updates (a
+   later update of the variable would show through).
 
 A valid loop nest over dims D (the kernel's `dims`):
 - every reduction reads an input of dims D. A reduction whose result is used inside the
@@ -63,8 +69,10 @@ _REF_READERS = frozenset({"IsVariableInitialized", "VariableValueOrDefault"})
 
 
 def run(module):
-    kernels = Fusion(module).kernels()
+    fusion = Fusion(module)
+    kernels = fusion.kernels()
     module.kernels = kernels
+    module.aliases = fusion.aliases
     computed = {n for k in kernels for n in k.nodes}
     copies = sum(len(k.nodes) for k in kernels) - len(computed)
     return {"kernels": len(kernels),
@@ -433,6 +441,7 @@ class Fusion:
 
     # ---------------------------------------------------------------- result
     def kernels(self):
+        self.aliases = {}
         if self.fuse:
             self._fuse_epilogues()
             changed = True
@@ -444,6 +453,8 @@ class Fusion:
         out = []
         for gid in self._schedule():
             g = self.groups[gid]
+            if self.fuse and self._alias(g):
+                continue
             nodes = sorted(g.nodes, key=self.pos.__getitem__)
             if g.kind == "loop":
                 dims = self.plan(g.nodes)
@@ -458,6 +469,21 @@ class Fusion:
             out.append(Kernel(g.kind, nodes, inputs, self.outputs_of(g.nodes), dims,
                               f"{g.kind}_{len(out)}", g.main))
         return out
+
+    def _alias(self, g):
+        """Records g's one reshape node as an alias of its input, if it can be (see the
+        module docstring); True when it did."""
+        if g.kind != "loop" or len(g.nodes) != 1:
+            return False
+        (n,) = g.nodes
+        if n.type not in RESHAPES or len(n.outputs) != 1:
+            return False
+        x, out = n.inputs[0], n.outputs[0]
+        if out in self.fetched or not isinstance(x, Value) or \
+                x.node.type in ("VariableV2",) + tuple(UPDATE_OPS):
+            return False
+        self.aliases[out] = self.aliases.get(x, x)
+        return True
 
     def _schedule(self):
         order = self._topological_order()

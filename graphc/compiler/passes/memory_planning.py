@@ -6,7 +6,7 @@ feeds, constants and variables have their own memory. Sizes and offsets are ints
 expressions of the feed symbols, valid for every value of the symbols:
 - size: dims product times the element size (bool is 1 byte), rounded up to 64 bytes.
 - liveness: from the kernel that writes the value to the last kernel that reads it
-  (indices into module.kernels).
+  (indices into module.kernels), or reads an alias of it (fusion's `module.aliases`).
 - in place: an elementwise loop kernel (all its nodes elementwise) writes an output over
   an input buffer of the same dims and dtype when this kernel is that input's last use:
   element i of the input is read only to compute element i of the output, before it is
@@ -71,16 +71,19 @@ def run(module):
     if not module.is_static_shaped():
         module.memory_plan = None
         return {"buffers": 0, "reused": 0}
-    plan = module.memory_plan = plan_memory(module.kernels, module.outputs)
+    plan = module.memory_plan = plan_memory(module.kernels, module.outputs,
+                                            getattr(module, "aliases", None))
     return {"buffers": len(plan.buffers),
             "reused": sum(b.inplace_of is not None for b in plan.buffers.values())}
 
 
-def plan_memory(kernels, fetched):
+def plan_memory(kernels, fetched, aliases=None):
     fetched = set(fetched)
+    aliases = aliases or {}
     first, last = {}, {}
     for t, k in enumerate(kernels):
         for v in k.inputs:
+            v = aliases.get(v, v)  # a reader of an alias reads its input's buffer
             if v in first:
                 last[v] = t
         for v in k.outputs:
