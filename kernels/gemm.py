@@ -3,7 +3,8 @@
 The library is numpy's bundled OpenBLAS (ILP64: every integer argument is 64 bits); its
 exported names (e.g. `scipy_cblas_sgemm64_`) and integer width are chosen by the
 runtime's JIT, which loads the library; codegen passes them in. Matrices are row-major; a transposed
-operand is a flag, never a copy.
+operand is a flag, never a copy. The library runs single-threaded inside our runs (the entry sets
+it so): large products are split across our own thread team (codegen/gemm_team.py).
 """
 from llvmlite import ir
 
@@ -29,14 +30,19 @@ def declare_gemm(module, symbol, dtype, int_bits=64):
     return ir.Function(module, fnty, symbol)
 
 
-def call_gemm(builder, gemm_fn, dtype, trans_a, trans_b, m, n, k, a, b, c, beta=0.0):
-    """C[m,n] = op(A) @ op(B) (+ beta*C), all row-major and densely packed.
+def call_gemm(builder, gemm_fn, dtype, trans_a, trans_b, m, n, k, a, b, c, beta=0.0,
+              lds=None):
+    """C[m,n] = op(A) @ op(B) (+ beta*C), all row-major.
 
-    m, n, k are i64 values; a, b, c pointers; trans_* Python bools."""
+    m, n, k are i64 values; a, b, c pointers; trans_* Python bools. lds: (lda, ldb, ldc)
+    as i64 values for blocks of larger matrices; default densely packed."""
     s = _SCALAR_TYPES[dtype]
     int_type = gemm_fn.function_type.args[3]
     lda = k if not trans_a else m
     ldb = n if not trans_b else k
+    ldc = n
+    if lds is not None:
+        lda, ldb, ldc = lds
 
     def size(x):  # BLAS rejects a leading dimension of 0 even for an empty matrix
         return _narrow(builder, x, int_type)
@@ -50,7 +56,7 @@ def call_gemm(builder, gemm_fn, dtype, trans_a, trans_b, m, n, k, a, b, c, beta=
 
     builder.call(gemm_fn, [ir.Constant(I32, CBLAS_ROW_MAJOR), flag(trans_a), flag(trans_b),
                            size(m), size(n), size(k), ir.Constant(s, 1.0), a, lead(lda),
-                           b, lead(ldb), ir.Constant(s, beta), c, lead(n)])
+                           b, lead(ldb), ir.Constant(s, beta), c, lead(ldc)])
 
 
 def _narrow(builder, x, int_type):

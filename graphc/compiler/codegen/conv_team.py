@@ -13,8 +13,8 @@ gemm, so all of the work is shared out. Measured on the 2-core machine, W6's
         allocates its scratch (cache-line aligned), claims units (runs of chunks) from a
         shared counter and runs body on each; the first failure reaches `status`
     kernel: the team = the module's thread setting, limited to the units, and 1 when the
-        conv is small (MIN_WORK); OpenBLAS is set to one thread while the team runs (and
-        restored), so that its threads and ours never compete for the cores.
+        conv is small (MIN_WORK). OpenBLAS runs single-threaded during our runs (entry.py),
+        so its threads and ours never compete for the cores.
 
 The filter gradient sums over every chunk: its units are runs of chunks fixed by the
 batch alone (parallel.FOLD_CHUNKS of them at most), each summing into its own partial
@@ -73,11 +73,7 @@ def emit(conv, emit_chunks):
     team = b.select(big, team, ir.Constant(I32, 1))
     with b.if_else(b.icmp_signed(">", team, ir.Constant(I32, 1))) as (on_team, alone):
         with on_team:
-            set_threads, get_threads = _blas_thread_controls(b.module)
-            before = b.call(get_threads, [])
-            b.call(set_threads, [ir.Constant(I32, 1)])
             b.call(kp.parallel_fn(b.module), [task, data, team])
-            b.call(set_threads, [before])
         with alone:
             b.call(task, [data])
     if fold is not None:
@@ -131,7 +127,7 @@ def _emit_task(conv, body, layout, storages, folds):
                  [b.add(scratch_bytes, ir.Constant(I64, SCRATCH_ALIGN))])
     scratch = _aligned(b, raw)
     c_slot = storages.index(conv.c_key)
-    with _claim_loop(b, counter, n_units) as u:
+    with claim_loop(b, counter, n_units) as u:
         lo = b.mul(u, unit)
         hi = b.add(lo, unit)
         hi = b.select(b.icmp_signed("<", hi, n_chunks), hi, n_chunks)
@@ -148,7 +144,7 @@ def _emit_task(conv, body, layout, storages, folds):
     return fn
 
 
-class _claim_loop:
+class claim_loop:
     """`while ((u = counter++) < n) { body }` (an atomic shared counter); yields u."""
 
     def __init__(self, b, counter, n):
@@ -178,14 +174,3 @@ def _aligned(b, raw):
     up = b.and_(b.add(address, ir.Constant(I64, SCRATCH_ALIGN - 1)),
                 ir.Constant(I64, -SCRATCH_ALIGN))
     return b.gep(raw, [b.sub(up, address)], source_etype=ir.IntType(8))
-
-
-def _blas_thread_controls(module):
-    from runtime import jit
-    names = jit.blas_thread_symbols()
-    out = []
-    for name, fnty in zip(names, (ir.FunctionType(ir.VoidType(), [I32]),
-                                  ir.FunctionType(I32, []))):
-        fn = module.globals.get(name) or ir.Function(module, fnty, name)
-        out.append(fn)
-    return out

@@ -171,6 +171,7 @@ class Program:
                 pointers[key] = p
             return p
 
+        restore_blas = self._pin_blas_threads(b)
         for k, (callee, keys) in enumerate(calls):
             args = [pointer(key) for key in keys] + [syms]
             if counters is None:
@@ -181,10 +182,28 @@ class Program:
             ok = b.append_basic_block("ok")
             b.cbranch(b.icmp_signed("!=", status, ir.Constant(I32, 0)), fail, ok)
             b.position_at_end(fail)
+            restore_blas()
             b.ret(status)
             b.position_at_end(ok)
+        restore_blas()
         b.ret(ir.Constant(I32, 0))
         return fn
+
+    def _pin_blas_threads(self, b):
+        """When the kernels call BLAS: the library runs single-threaded during the run
+        (its calls are split across our own team: gemm_team.py, conv_team.py); returns
+        what restores its setting before the entry returns."""
+        from runtime import jit
+        blas = jit.blas_names().values() if jit.blas_library() else ()
+        names = jit.blas_thread_symbols() if any(n in self.llvm.globals for n in blas) \
+            else None
+        if names is None:
+            return lambda: None
+        set_fn = ir.Function(self.llvm, ir.FunctionType(ir.VoidType(), [I32]), names[0])
+        get_fn = ir.Function(self.llvm, ir.FunctionType(I32, []), names[1])
+        before = b.call(get_fn, [])
+        b.call(set_fn, [ir.Constant(I32, 1)])
+        return lambda: b.call(set_fn, [before])
 
     def _profile_counters(self, n):
         counters = ir.GlobalVariable(self.llvm, ir.ArrayType(I64, n), PROFILE_GLOBAL)

@@ -1,5 +1,7 @@
 """A "gemm" kernel -> one LLVM function: BLAS ?gemm call(s), then the epilogue loop.
 
+The BLAS calls of a large product are split across the thread team (gemm_team.py).
+
 The product is written into a buffer C: the MatMul's own buffer when it is needed
 outside the kernel, else the buffer of an epilogue output of the same dims and dtype,
 which the epilogue (elementwise: bias add, activation) then overwrites in place, element
@@ -8,12 +10,13 @@ Integer products have no BLAS: such kernels are lowered as loop kernels (a reduc
 """
 from llvmlite import ir
 
+from graphc.compiler.codegen import gemm_team
 from graphc.compiler.codegen.expr import dims_key
 from graphc.compiler.codegen.loop_kernel import (emit_loop_function, kernel_targets,
                                                  plan_nests, storages_used)
 from graphc.compiler.codegen.views import KernelViews, LoweringError
 from kernels import gemm
-from kernels.loops import I64, for_range
+from kernels.loops import I64
 
 GEMM_TYPES = ("MatMul", "BatchMatMulV2")
 BLAS_DTYPES = {"float32": "cblas_sgemm", "float64": "cblas_dgemm"}
@@ -54,8 +57,8 @@ def lower_gemm_kernel(program, kernel, name, scalar_ops, rules):
                                 jit.blas_int_bits())
 
     def prologue(builder, buffers, syms):
-        _emit_product(builder, program, mm, gemm_fn, buffers[a_key], buffers[b_key],
-                      buffers[c_key], syms)
+        gemm_team.emit_product(builder, program, mm, gemm_fn, buffers[a_key], buffers[b_key],
+                               buffers[c_key], syms, name, _batch_positions)
 
     fn = emit_loop_function(program.llvm, name, views, nests, storages, program.emit_dim,
                             scalar_ops, prologue)
@@ -77,37 +80,7 @@ def _product_buffer(program, product, epilogue):
                         f"not a kernel output and no epilogue output has its dims and dtype")
 
 
-def _transposes(node):
-    if node.type == "MatMul":
-        return node.attrs["transpose_a"], node.attrs["transpose_b"]
-    return node.attrs["adj_x"], node.attrs["adj_y"]
-
-
-def _emit_product(builder, program, node, gemm_fn, a_ptr, b_ptr, c_ptr, syms):
-    a, b = node.inputs
-    out = node.outputs[0]
-    ta, tb = _transposes(node)
-    dim = lambda d: program.emit_dim(builder, d, syms)  # noqa: E731
-    m, n = dim(out.dims[-2]), dim(out.dims[-1])
-    k = dim(a.dims[-2] if ta else a.dims[-1])
-    dtype = out.dtype.name
-    batch = out.dims[:-2]
-    if not batch:
-        gemm.call_gemm(builder, gemm_fn, dtype, ta, tb, m, n, k, a_ptr, b_ptr, c_ptr)
-        return
-    elem = gemm_fn.function_type.args[6]
-    a_size = builder.mul(dim(a.dims[-2]), dim(a.dims[-1]))
-    b_size = builder.mul(dim(b.dims[-2]), dim(b.dims[-1]))
-    c_size = builder.mul(m, n)
-    count = ir.Constant(I64, 1)
-    for d in batch:
-        count = builder.mul(count, dim(d))
-    with for_range(builder, count, name="batch") as index:
-        a_at, b_at = _batch_positions(builder, index, batch, a.dims[:-2], b.dims[:-2], dim)
-        gemm.call_gemm(builder, gemm_fn, dtype, ta, tb, m, n, k,
-                       builder.gep(a_ptr, [builder.mul(a_at, a_size)], source_etype=elem),
-                       builder.gep(b_ptr, [builder.mul(b_at, b_size)], source_etype=elem),
-                       builder.gep(c_ptr, [builder.mul(index, c_size)], source_etype=elem))
+_transposes = gemm_team.transposes  # (the GPU codegen imports it from here)
 
 
 def _batch_positions(builder, index, batch, a_batch, b_batch, dim):

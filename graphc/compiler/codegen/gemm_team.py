@@ -1,0 +1,152 @@
+"""The product of a gemm kernel (gemm_kernel.py) split across our thread team.
+
+The BLAS library runs single-threaded inside our runs (the entry sets it so: entry.py),
+so that one pool of threads -- ours -- runs everything: two pools on the same cores fight
+(OpenBLAS's idle threads spin for a while after each call, and took the cores from our
+teams: W6 ran 19 ms instead of 9 ms). A large product is cut into units, each one BLAS
+call on a block, claimed by the team's threads from a shared counter:
+  "cols"   blocks of C's columns (and of op(B)'s), when C is at least as wide as tall
+  "rows"   blocks of C's rows (and of op(A)'s), otherwise
+  "batch"  runs of the batch of a BatchMatMulV2
+The units are a function of the sizes alone (never of the team), and each element of C
+is computed by one BLAS call whatever the team, so results do not depend on the thread
+count. Products below MIN_MACS multiply-adds are one call, with no team.
+"""
+from llvmlite import ir
+
+from graphc.compiler.codegen import parallel
+from graphc.compiler.codegen.conv_team import claim_loop
+from kernels import gemm
+from kernels import parallel as kp
+from kernels.loops import I32, I64, PTR, entry_alloca, for_range
+
+MIN_MACS = 1 << 20   # below: one BLAS call (a team costs more than it gains)
+MIN_BLOCK = 256      # columns or rows per unit, at least (measured: W3 2.3 ms; 128: 2.45, 64: 2.7)
+MAX_UNITS = 16
+
+
+def emit_product(b, program, node, gemm_fn, a_ptr, b_ptr, c_ptr, syms, name, batch_positions):
+    """C = op(A) @ op(B) for MatMul/BatchMatMulV2 `node`, on the team when large."""
+    shape = _Shape(b, program, node, syms)
+    if not parallel.enabled():
+        mode = "batch" if shape.batch else "rows"
+        _emit_units(b, program, node, gemm_fn, shape, mode, a_ptr, b_ptr, c_ptr, syms,
+                    ir.Constant(I64, 0), shape.extent(mode), batch_positions)
+        return
+    mode = "batch" if shape.batch else _split(node)
+    extent = shape.extent(mode)
+    macs = b.mul(b.mul(b.mul(shape.m, shape.n), shape.k), shape.count)
+    units = _units(b, extent, macs, 1 if mode == "batch" else MIN_BLOCK)
+    block = b.udiv(b.add(extent, b.sub(units, ir.Constant(I64, 1))), units)
+    units = b.udiv(b.add(extent, b.sub(block, ir.Constant(I64, 1))), b.select(
+        b.icmp_signed(">", block, ir.Constant(I64, 0)), block, ir.Constant(I64, 1)))
+    layout = ir.LiteralStructType([PTR, PTR, PTR, PTR, I64, I64, I64])
+    task = _emit_task(program, node, gemm_fn, mode, layout, name, batch_positions)
+    data = entry_alloca(b, layout, "gemm.team.data")
+    for k, v in enumerate([a_ptr, b_ptr, c_ptr, syms, units, block, ir.Constant(I64, 0)]):
+        b.store(v, b.gep(data, [ir.Constant(I32, 0), ir.Constant(I32, k)]))
+    team = kp.emit_team_size(b, b.load(kp.threads_global(b.module), typ=I32), units)
+    with b.if_else(b.icmp_signed(">", team, ir.Constant(I32, 1))) as (on_team, alone):
+        with on_team:
+            b.call(kp.parallel_fn(b.module), [task, data, team])
+        with alone:
+            b.call(task, [data])
+
+
+def _split(node):
+    """"cols" or "rows": each unit packs its block of one operand and all of the other,
+    so split the side whose whole operand is the smaller one to repack (at the hints)."""
+    out = node.outputs[0]
+    m, n = _hint(out.dims[-2]), _hint(out.dims[-1])
+    return "cols" if m <= n else "rows"
+
+
+class _Shape:
+    """m, n, k and the batch count of a product, as i64 values of the function."""
+
+    def __init__(self, b, program, node, syms):
+        a, _ = node.inputs
+        out = node.outputs[0]
+        ta, _ = transposes(node)
+        dim = lambda d: program.emit_dim(b, d, syms)  # noqa: E731
+        self.m, self.n = dim(out.dims[-2]), dim(out.dims[-1])
+        self.k = dim(a.dims[-2] if ta else a.dims[-1])
+        self.batch = out.dims[:-2]
+        self.count = ir.Constant(I64, 1)
+        for d in self.batch:
+            self.count = b.mul(self.count, dim(d))
+
+    def extent(self, mode):
+        return {"cols": self.n, "rows": self.m, "batch": self.count}[mode]
+
+
+def _units(b, extent, macs, min_block):
+    """min(ceil(extent / min_block), MAX_UNITS), and 1 for a small product."""
+    units = b.udiv(b.add(extent, ir.Constant(I64, min_block - 1)), ir.Constant(I64, min_block))
+    cap = ir.Constant(I64, MAX_UNITS)
+    units = b.select(b.icmp_signed("<", units, cap), units, cap)
+    one = ir.Constant(I64, 1)
+    units = b.select(b.icmp_signed("<", units, one), one, units)
+    return b.select(b.icmp_signed("<", macs, ir.Constant(I64, MIN_MACS)), one, units)
+
+
+def _emit_task(program, node, gemm_fn, mode, layout, name, batch_positions):
+    module = program.llvm
+    fn = ir.Function(module, kp.TASK_TYPE, f"{name}.gemm.task")
+    fn.attributes.add("nounwind")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    data = fn.args[0]
+    load = lambda k: b.load(b.gep(data, [ir.Constant(I32, 0), ir.Constant(I32, k)],  # noqa
+                                  source_etype=layout), typ=layout.elements[k])
+    a_ptr, b_ptr, c_ptr, syms, units, block = (load(k) for k in range(6))
+    counter = b.gep(data, [ir.Constant(I32, 0), ir.Constant(I32, 6)], source_etype=layout)
+    shape = _Shape(b, program, node, syms)
+    with claim_loop(b, counter, units) as u:
+        lo = b.mul(u, block)
+        hi = b.add(lo, block)
+        extent = shape.extent(mode)
+        hi = b.select(b.icmp_signed("<", hi, extent), hi, extent)
+        _emit_units(b, program, node, gemm_fn, shape, mode, a_ptr, b_ptr, c_ptr, syms, lo, hi,
+                    batch_positions)
+    kp.count_task(b)
+    b.ret_void()
+    return fn
+
+
+def _emit_units(b, program, node, gemm_fn, shape, mode, a_ptr, b_ptr, c_ptr, syms, lo, hi,
+                batch_positions):
+    """The BLAS call(s) for [lo, hi) of the mode's extent (rows of C, columns, or batch)."""
+    a, bv = node.inputs
+    dtype = node.outputs[0].dtype.name
+    ta, tb = transposes(node)
+    m, n, k = shape.m, shape.n, shape.k
+    elem = gemm_fn.function_type.args[6]
+    at = lambda p, offset: b.gep(p, [offset], source_etype=elem)  # noqa: E731
+    lds = (m if ta else k, k if tb else n, n)
+    if mode == "batch":
+        dim = lambda d: program.emit_dim(b, d, syms)  # noqa: E731
+        a_size = b.mul(dim(a.dims[-2]), dim(a.dims[-1]))
+        b_size = b.mul(dim(bv.dims[-2]), dim(bv.dims[-1]))
+        with for_range(b, hi, start=lo, name="batch") as index:
+            a_at, b_at = batch_positions(b, index, shape.batch, a.dims[:-2], bv.dims[:-2], dim)
+            gemm.call_gemm(b, gemm_fn, dtype, ta, tb, m, n, k, at(a_ptr, b.mul(a_at, a_size)),
+                           at(b_ptr, b.mul(b_at, b_size)), at(c_ptr, b.mul(index, b.mul(m, n))))
+        return
+    size = b.sub(hi, lo)
+    if mode == "cols":   # C[:, lo:hi] = op(A) @ op(B)[:, lo:hi]
+        gemm.call_gemm(b, gemm_fn, dtype, ta, tb, m, size, k, a_ptr,
+                       at(b_ptr, b.mul(lo, k) if tb else lo), at(c_ptr, lo), lds=lds)
+    else:                # C[lo:hi, :] = op(A)[lo:hi, :] @ op(B)
+        gemm.call_gemm(b, gemm_fn, dtype, ta, tb, size, n, k,
+                       at(a_ptr, lo if ta else b.mul(lo, k)), b_ptr, at(c_ptr, b.mul(lo, n)),
+                       lds=lds)
+
+
+def transposes(node):
+    if node.type == "MatMul":
+        return node.attrs["transpose_a"], node.attrs["transpose_b"]
+    return node.attrs["adj_x"], node.attrs["adj_y"]
+
+
+def _hint(d):
+    return d.hint if hasattr(d, "hint") else int(d)
