@@ -224,10 +224,11 @@ def compile_gpu_executable(feeds, fetches, targets, feed_shapes, feed_values=Non
     from runtime.gpu import GpuExecutable
     module = lower(feeds, fetches, targets, feed_shapes, feed_values=feed_values,
                    variable_shapes=variable_shapes, exclude=exclude)
-    return GpuExecutable(gpu_spec(module, arch), device)
+    with_ptx = getattr(device, "kind", None) != "emulated"  # the emulation runs no PTX
+    return GpuExecutable(gpu_spec(module, arch, with_ptx=with_ptx), device)
 
 
-def gpu_spec(module, arch=GPU_ARCH, disable=None):
+def gpu_spec(module, arch=GPU_ARCH, disable=None, with_ptx=True):
     """The GPU executable spec of a lowered module: the CPU pass pipeline (fusion and
     memory planning included), then codegen_gpu. Cached on disk like CPU specs
     (graphc/compiler/spec_cache.py), keyed with the GPU target."""
@@ -237,7 +238,9 @@ def gpu_spec(module, arch=GPU_ARCH, disable=None):
     from graphc.compiler.codegen_gpu import generate_gpu
     from graphc.compiler.pipeline import optimize
     dumping = os.environ.get("GRAPHC_DUMP")
-    key = None if dumping else spec_cache.key(module, disable, {"kind": "gpu", "arch": arch})
+    target = {"kind": "gpu", "arch": arch} if with_ptx else \
+        {"kind": "gpu", "arch": arch, "ptx": False}
+    key = None if dumping else spec_cache.key(module, disable, target)
     spec = spec_cache.load(key) if key else None
     if spec is None:
         optimize(module, disable=disable)
@@ -247,7 +250,7 @@ def gpu_spec(module, arch=GPU_ARCH, disable=None):
         if getattr(module, "memory_plan", None) is None:
             from graphc.compiler.passes import memory_planning
             memory_planning.run(module)
-        spec = generate_gpu(module).spec(arch)
+        spec = generate_gpu(module).spec(arch, ptx=with_ptx)
         spec_cache.store(key, spec)
     return spec
 

@@ -362,13 +362,16 @@ class CompiledModule:
     earlier process for the same unoptimized IR and target: no O3 pipeline, no codegen.
     `cache_hit` says which happened."""
 
-    def __init__(self, llvm_ir, target=None):
+    def __init__(self, llvm_ir, target=None, speed_level=3):
+        """speed_level: LLVM's optimization level (3 for what runs fast; the GPU
+        emulation, which only checks kernels, compiles at 1: a third of the time)."""
         initialize()
         start = time.perf_counter()
         llvm_ir = link_parallel_runtime(llvm_ir)
         if target:
             check_target(target)
         self.target = target
+        self.speed_level = speed_level
         self._llvm_ir = llvm_ir
         self._optimized = None
         self.target_machine = target_machine(target)
@@ -378,7 +381,8 @@ class CompiledModule:
             tm_target = {"triple": self.target_machine.triple,
                          "cpu": (target or {}).get("cpu") or host_target()["cpu"],
                          "features": _features_of(target)}
-            key = compile_cache.make_key(llvm_ir, tm_target, toolchain_id())
+            key = compile_cache.make_key(llvm_ir, tm_target, toolchain_id() +
+                                         ("" if speed_level == 3 else f" O{speed_level}"))
             obj = cache.load(key)
         self.cache_hit = obj is not None
         if obj is not None:
@@ -391,7 +395,7 @@ class CompiledModule:
         module.data_layout = str(self.target_machine.target_data)
         if obj is None:
             module.verify()
-            _optimize(module, self.target_machine)
+            _optimize(module, self.target_machine, speed_level)
             self._optimized = module
         with _lock:  # MCJIT code emission touches process-wide LLVM state
             self.engine = llvm.create_mcjit_compiler(module, self.target_machine)
@@ -417,7 +421,7 @@ class CompiledModule:
             module = _parse(self._llvm_ir)
             module.triple = self.target_machine.triple
             module.data_layout = str(self.target_machine.target_data)
-            _optimize(module, target_machine(self.target))
+            _optimize(module, target_machine(self.target), self.speed_level)
             self._optimized = module
         return str(self._optimized)
 
@@ -456,13 +460,13 @@ def _branchy_functions(llvm_ir):
     return names
 
 
-def _optimize(module, tm):
+def _optimize(module, tm, speed_level=3):
     """O3 with the loop and SLP vectorizers (interleaving included: several vector
     accumulators per loop), but no loop unrolling pass: it fully unrolled tiny constant
     loops (a 10-class inner loop) and then vectorized those copies again, which doubled the
     optimized IR of the flagship's training step and cost about a third of its LLVM time
     (255 -> 170 ms), while the W1/W2/W5 benchmarks ran no slower without it."""
-    pto = llvm.create_pipeline_tuning_options(speed_level=3)
+    pto = llvm.create_pipeline_tuning_options(speed_level=speed_level)
     pto.loop_vectorization = True
     pto.slp_vectorization = True
     pto.loop_unrolling = False

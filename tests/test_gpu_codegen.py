@@ -1,4 +1,4 @@
-"""GPU codegen: the GPU executable spec (notes/gpu_contract.md) of small graphs, its
+"""GPU codegen: the GPU executable spec (docs/gpu_contract.md) of small graphs, its
 launches run through the emulation functions (tests/gpu_emulation.py) against the
 reference executor at several launch shapes, and its PTX assembled by ptxas.
 

@@ -666,3 +666,19 @@ def test_runtime_gpu_imports_without_pycuda_or_graphc():
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                          text=True)
     assert out.stdout.strip() == "ok", out.stderr
+
+
+def test_specs_for_the_emulation_alone_need_no_ptx_but_files_do():
+    """The gpu_emulated Session compiles no PTX (spec "ptx": None); a device that runs
+    PTX, and every compiled file, still require it."""
+    from runtime.gpu.spec import check_gpu_fields
+    spec = {"target": {"kind": "gpu", "arch": "sm_80"}, "ptx": None, "emulation_ir": "",
+            "launches": []}
+    problems = []
+    check_gpu_fields(spec, lambda where, problem: problems.append((where, problem)),
+                     lambda e, where: None, need_ptx=False)
+    assert problems == []
+    with pytest.raises(ValueError, match="ptx: is missing or not a string"):
+        def fail(where, problem):
+            raise ValueError(f"{where}: {problem}")
+        check_gpu_fields(spec, fail, lambda e, where: None)

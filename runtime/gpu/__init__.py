@@ -1,4 +1,4 @@
-"""The GPU runtime: GPU executable specs (notes/gpu_contract.md) run on a device.
+"""The GPU runtime: GPU executable specs (docs/gpu_contract.md) run on a device.
 
     exe = GpuExecutable(spec, open_device("cuda"))      # or open_device("emulated")
     outputs = exe.run(feed_arrays, variables)           # as runtime.Executable.run

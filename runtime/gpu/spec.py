@@ -1,4 +1,4 @@
-"""Checks of the fields a GPU executable spec adds to the CPU spec (notes/gpu_contract.md):
+"""Checks of the fields a GPU executable spec adds to the CPU spec (docs/gpu_contract.md):
 
     "target": {"kind": "gpu", "arch": "sm_80"}, "ptx": str, "emulation_ir": str,
     "launches": [{"kernel", "args": [[kind, x], ...], "grid", "block", "shared_bytes"}]
@@ -31,15 +31,18 @@ def is_gpu_target(target):
     return isinstance(target, dict) and target.get("kind") == "gpu"
 
 
-def check_gpu_fields(spec, fail, check_expr):
+def check_gpu_fields(spec, fail, check_expr, need_ptx=True):
+    """need_ptx=False: a spec for the emulation alone may have "ptx": None."""
     target = spec.get("target")
     if not is_gpu_target(target) or not isinstance(target.get("arch"), str) \
             or not _ARCH.fullmatch(target["arch"]):
         fail("target", f"{target!r} is not a GPU target {{'kind': 'gpu', 'arch': 'sm_NN'}}")
     for field in ("ptx", "emulation_ir"):
+        if field == "ptx" and not need_ptx and spec.get(field) is None:
+            continue
         if not isinstance(spec.get(field), str):
             fail(field, "is missing or not a string")
-    entries = ptx_entries(spec["ptx"])
+    entries = ptx_entries(spec["ptx"]) if spec.get("ptx") is not None else None
     emulated = emulation_functions(spec["emulation_ir"])
     launches = spec.get("launches")
     if not isinstance(launches, list) or len(launches) > MAX_LAUNCHES:
@@ -66,9 +69,9 @@ def _check_launch(launch, where, entries, emulated, limits, fail, check_expr):
     args = launch.get("args")
     if not isinstance(args, list) or len(args) > MAX_ARGS:
         fail(where, "field 'args' is missing, not a list, or too long")
-    if name not in entries:
+    if entries is not None and name not in entries:
         fail(where, f"kernel {name!r} has no .entry in the PTX")
-    if entries[name] != len(args) + 2:
+    if entries is not None and entries[name] != len(args) + 2:
         fail(where, f"kernel {name!r} takes {entries[name]} parameters in the PTX, the "
                     f"launch passes {len(args) + 2} (buffers, syms, status)")
     if emulated.get(name) != (len(args) + 2, 2):

@@ -1,4 +1,4 @@
-"""The GPU executable spec (notes/gpu_contract.md): the CPU spec's fields (entry.py's
+"""The GPU executable spec (docs/gpu_contract.md): the CPU spec's fields (entry.py's
 Program.spec) less "entry" and "llvm_ir", plus "target", "ptx", "emulation_ir" and
 "launches" (kernel name, pointer args as JSON storage keys, grid, block, shared bytes),
 in schedule order."""
@@ -6,12 +6,12 @@ from graphc.compiler.codegen import random as random_codegen
 from graphc.compiler.codegen.entry import dim_json
 
 
-def gpu_spec(gpu, arch):
+def gpu_spec(gpu, arch, ptx=True):
     program = gpu.program
     spec = program.spec(None, None)
     del spec["entry"], spec["llvm_ir"]
     spec["target"] = {"kind": "gpu", "arch": arch}
-    spec["ptx"] = gpu.ptx(arch)
+    spec["ptx"] = gpu.ptx(arch) if ptx else None
     spec["emulation_ir"] = gpu.emulation_ir
     spec["launches"] = [launch_json(program, launch) for launch in gpu.launches]
     return random_codegen.mark_states(spec)
