@@ -45,7 +45,16 @@ def initialize():
         llvm.initialize_native_asmprinter()
         llvm.initialize_native_asmparser()
         _load_blas()
+        llvm.add_symbol(BLAS_PIN_GLOBAL, ctypes.addressof(_blas_pin))
         _initialized = True
+
+
+# Runs in progress that hold the BLAS library single-threaded, and its thread count before
+# the first of them (one pair per process: every compiled module's entry refers to it, so
+# that overlapping runs from several Python threads restore the count once, at the end of
+# the last; codegen/entry.py).
+BLAS_PIN_GLOBAL = "graphc_blas_pin"
+_blas_pin = (ctypes.c_int64 * 2)()
 
 
 # ------------------------------------------------------------------ BLAS

@@ -118,3 +118,29 @@ def test_dtypes():
     assert gc.float32.is_floating and gc.int64.is_integer and not gc.bool.is_integer
     with pytest.raises(TypeError):
         gc.as_dtype("complex256")
+
+
+def test_default_graph_stack_is_per_thread():
+    """As in TF1: a thread's `with g.as_default()` is not another thread's default graph;
+    the global default graph is shared."""
+    import threading
+    seen = {}
+    inside, done = threading.Event(), threading.Event()
+
+    def builder():
+        g = gc.Graph()
+        with g.as_default():
+            gc.constant(1.0, name="mine")
+            seen["builder"] = gc.get_default_graph() is g
+            inside.set()
+            done.wait(5)
+
+    t = threading.Thread(target=builder)
+    t.start()
+    inside.wait(5)
+    seen["main"] = gc.get_default_graph()
+    done.set()
+    t.join()
+    assert seen["builder"]
+    assert seen["main"] is gc.get_default_graph()
+    assert not any(op.name == "mine" for op in seen["main"].get_operations())

@@ -366,3 +366,38 @@ def test_conv_chunks_on_the_team_same_bits(split_everything):
         before = exe.parallel_tasks
         exe.run([x])
         assert exe.parallel_tasks - before >= 2  # a team ran the chunks
+
+
+def test_blas_threads_pinned_during_runs_and_restored():
+    """Inside a run BLAS is single-threaded (our team splits the products); after runs,
+    overlapping ones from several Python threads included, its setting is as it was."""
+    import ctypes
+    import threading
+    names = jit.blas_thread_symbols()
+    if names is None:
+        pytest.skip("the BLAS library offers no thread-count control")
+    lib = ctypes.CDLL(jit.blas_library())
+    get_threads = getattr(lib, names[1])
+    before = get_threads()
+    a = rng_array((300, 400), 16)
+
+    def build():
+        x = gc.placeholder(gc.float32, [None, 400])
+        w = gc.constant(rng_array((400, 500), 17, scale=0.1))
+        return gc.nn.relu(gc.matmul(x, w)), (x,)
+
+    outs = {}
+
+    def worker(k):
+        outs[k] = [run_with(2, build, lambda ph: {ph[0]: a})[0] for _ in range(3)]
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert get_threads() == before
+    want = np.maximum(a @ rng_array((400, 500), 17, scale=0.1), 0)
+    for runs in outs.values():
+        for got in runs:
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+            np.testing.assert_array_equal(got, outs[0][0])

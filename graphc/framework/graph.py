@@ -190,11 +190,12 @@ class Graph:
     # ----------------------------------------------------------------- default graph
     @contextlib.contextmanager
     def as_default(self):
-        _default_graph_stack.append(self)
+        stack = _graph_stack()
+        stack.append(self)
         try:
             yield self
         finally:
-            _default_graph_stack.pop()
+            stack.pop()
 
     # ----------------------------------------------------------------------- names
     def unique_name(self, name, mark_as_used=True):
@@ -399,17 +400,27 @@ def _shape_str(shape):
     return "[" + ",".join("?" if d.value is None else str(d.value) for d in shape) + "]"
 
 
-_default_graph_stack = []
+# As in TF1: the stack of `as_default` graphs is per thread (a thread building its own
+# graph does not see another thread's), the global default graph is shared.
+_thread_local = threading.local()
 _global_default_graph = Graph()
 
 
+def _graph_stack():
+    stack = getattr(_thread_local, "graphs", None)
+    if stack is None:
+        stack = _thread_local.graphs = []
+    return stack
+
+
 def get_default_graph():
-    return _default_graph_stack[-1] if _default_graph_stack else _global_default_graph
+    stack = _graph_stack()
+    return stack[-1] if stack else _global_default_graph
 
 
 def reset_default_graph():
     global _global_default_graph
-    if _default_graph_stack:
+    if _graph_stack():
         raise AssertionError("Do not use reset_default_graph() inside a `with graph.as_default()` "
                              "block.")
     _global_default_graph = Graph()

@@ -191,8 +191,10 @@ class Program:
 
     def _pin_blas_threads(self, b):
         """When the kernels call BLAS: the library runs single-threaded during the run
-        (its calls are split across our own team: gemm_team.py, conv_team.py); returns
-        what restores its setting before the entry returns."""
+        (its calls are split across our own team: gemm_team.py, conv_team.py). The first
+        of overlapping runs (a process-wide count, runtime.jit.BLAS_PIN_GLOBAL) saves the
+        library's thread count and sets 1; the last one restores it. Returns what emits
+        the restoring, before each return of the entry."""
         from runtime import jit
         blas = jit.blas_names().values() if jit.blas_library() else ()
         names = jit.blas_thread_symbols() if any(n in self.llvm.globals for n in blas) \
@@ -201,14 +203,24 @@ class Program:
             return lambda: None
         set_fn = ir.Function(self.llvm, ir.FunctionType(ir.VoidType(), [I32]), names[0])
         get_fn = ir.Function(self.llvm, ir.FunctionType(I32, []), names[1])
-        before = b.call(get_fn, [])
-        b.call(set_fn, [ir.Constant(I32, 1)])
-        return lambda: b.call(set_fn, [before])
+        pin = ir.GlobalVariable(self.llvm, ir.ArrayType(I64, 2), jit.BLAS_PIN_GLOBAL)
+        pin.linkage = "external"
+        runs = b.gep(pin, [ir.Constant(I64, 0), ir.Constant(I64, 0)])
+        saved = b.gep(pin, [ir.Constant(I64, 0), ir.Constant(I64, 1)])
+        first = b.atomic_rmw("add", runs, ir.Constant(I64, 1), "seq_cst")
+        with b.if_then(b.icmp_signed("==", first, ir.Constant(I64, 0))):
+            b.store(b.sext(b.call(get_fn, []), I64), saved)
+            b.call(set_fn, [ir.Constant(I32, 1)])
+
+        def restore():
+            last = b.atomic_rmw("sub", runs, ir.Constant(I64, 1), "seq_cst")
+            with b.if_then(b.icmp_signed("==", last, ir.Constant(I64, 1))):
+                b.call(set_fn, [b.trunc(b.load(saved, typ=I64), I32)])
+        return restore
 
     def _profile_counters(self, n):
         counters = ir.GlobalVariable(self.llvm, ir.ArrayType(I64, n), PROFILE_GLOBAL)
         counters.initializer = ir.Constant(ir.ArrayType(I64, n), [0] * n)
-        self.profiled = True
         return counters
 
     def _profiled_call(self, b, counters, k, callee, args):
