@@ -33,7 +33,7 @@ from contextlib import nullcontext
 
 from llvmlite import ir
 
-from graphc.compiler.codegen import conv_team
+from graphc.compiler.codegen import conv_team, parallel
 from graphc.compiler.codegen.expr import Expr, dim_key, dims_key
 from graphc.compiler.codegen.gemm_kernel import BLAS_DTYPES, _product_buffer
 from graphc.compiler.codegen.loop_kernel import (Nest, StoreTarget, _Emitter,
@@ -382,7 +382,7 @@ class _ConvLowering:
         if self.scratch_key is not None:
             buffers[SCRATCH] = buffers[self.scratch_key]
         elif not self.pointwise:
-            allocated = b.call(_libc(self.program.llvm, "malloc"), [self.scratch_bytes_value()])
+            allocated = b.call(parallel.libc(self.program.llvm, "malloc"), [self.scratch_bytes_value()])
             buffers[SCRATCH] = allocated
         elem = kd.memory_type(self.dtype)
         loop = em._loop(self.n_var) if self.n_var is not None else nullcontext()
@@ -391,7 +391,7 @@ class _ConvLowering:
             for nest in self.chunk_epilogue:
                 em.emit_nest(nest)
         if allocated is not None:
-            b.call(_libc(self.program.llvm, "free"), [allocated])
+            b.call(parallel.libc(self.program.llvm, "free"), [allocated])
 
     def _team_chunks(self, b, child, syms, lo, hi, scratch):
         """Chunks lo..hi-1 into a conv_team body: builder b, emitter child."""
@@ -449,15 +449,6 @@ class _ConvLowering:
             dy = self._at(self.program.storage_of(ins[2]), n, self.PCO, elem)
             dw = self.buffers[self.c_key]
             call(True, not nhwc, self.K, self.CO, self.rows, cols, dy, dw, beta=1.0)
-
-
-def _libc(module, name):
-    fn = module.globals.get(name)
-    if fn is None:
-        ty = ir.FunctionType(PTR, [I64]) if name == "malloc" else \
-            ir.FunctionType(ir.VoidType(), [PTR])
-        fn = ir.Function(module, ty, name)
-    return fn
 
 
 def _blas(routine):

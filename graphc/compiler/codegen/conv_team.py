@@ -26,10 +26,7 @@ from llvmlite import ir
 
 from graphc.compiler.codegen import parallel
 from kernels import parallel as kp
-from kernels.loops import I32, I64, PTR, entry_alloca, for_range
-
-SCRATCH_ALIGN = 64
-
+from kernels.loops import I32, I64, PTR, entry_alloca
 
 def available():
     from runtime import jit
@@ -39,17 +36,17 @@ def available():
 def emit(conv, emit_chunks):
     """The chunk loop of `conv` (a _ConvLowering in its _emit) on a team.
 
-    emit_chunks(builder, emitter, syms, lo, hi) emits chunks lo..hi-1 into a body function
-    (the conv's geometry recomputed there, its buffers the body's arguments)."""
+    emit_chunks(builder, emitter, syms, lo, hi, scratch) emits chunks lo..hi-1 into a body
+    function (the conv's geometry recomputed there, its buffers the body's arguments)."""
     b, em = conv.b, conv.em
     storages = conv.storages
     body = _emit_body(conv, storages, emit_chunks)
     n_chunks = em.value(conv.n_var.extent)
     fold = None
     if conv.node.type == "Conv2DBackpropFilter":
-        fold = parallel._FoldPartials(em, parallel._Fold(conv.c_key, "sum", conv.dtype,
+        fold = parallel.FoldPartials(em, parallel.Fold(conv.c_key, "sum", conv.dtype,
                                                          list(conv.product.dims)))
-        n_units = parallel._fold_chunks(b, n_chunks, [fold])
+        n_units = parallel.fold_chunks(b, n_chunks, [fold])
     else:
         n_units = n_chunks
     unit = b.udiv(b.add(n_chunks, b.sub(n_units, ir.Constant(I64, 1))), n_units)
@@ -69,7 +66,7 @@ def emit(conv, emit_chunks):
     for k, v in enumerate(fields):
         b.store(v, _field(b, layout, data, k))
     team = kp.emit_team_size(b, b.load(kp.threads_global(b.module), typ=I32), n_units)
-    big = b.icmp_signed(">=", conv.work_value(), ir.Constant(I64, parallel._min_work()))
+    big = b.icmp_signed(">=", conv.work_value(), ir.Constant(I64, parallel.min_work()))
     team = b.select(big, team, ir.Constant(I32, 1))
     with b.if_else(b.icmp_signed(">", team, ir.Constant(I32, 1))) as (on_team, alone):
         with on_team:
@@ -123,9 +120,7 @@ def _emit_task(conv, body, layout, storages, folds):
     syms, n_chunks, unit, n_units = (load(n_buf + k) for k in range(4))
     counter = _field(b, layout, data, n_buf + 4)
     status, scratch_bytes, stride = load(n_buf + 5), load(n_buf + 6), load(n_buf + 7)
-    raw = b.call(parallel._libc(module, "malloc"),
-                 [b.add(scratch_bytes, ir.Constant(I64, SCRATCH_ALIGN))])
-    scratch = _aligned(b, raw)
+    raw, scratch = parallel.aligned_malloc(b, scratch_bytes)
     c_slot = storages.index(conv.c_key)
     with claim_loop(b, counter, n_units) as u:
         lo = b.mul(u, unit)
@@ -138,7 +133,7 @@ def _emit_task(conv, body, layout, storages, folds):
         rc = b.call(body, mine + [syms, lo, hi, scratch])
         with b.if_then(b.icmp_signed("!=", rc, ir.Constant(I32, 0))):
             b.cmpxchg(status, ir.Constant(I32, 0), rc, "monotonic", "monotonic")
-    b.call(parallel._libc(module, "free"), [raw])
+    b.call(parallel.libc(module, "free"), [raw])
     kp.count_task(b)
     b.ret_void()
     return fn
@@ -167,10 +162,3 @@ class claim_loop:
             self.b.branch(self.claim)
             self.b.position_at_end(self.done)
         return False
-
-
-def _aligned(b, raw):
-    address = b.ptrtoint(raw, I64)
-    up = b.and_(b.add(address, ir.Constant(I64, SCRATCH_ALIGN - 1)),
-                ir.Constant(I64, -SCRATCH_ALIGN))
-    return b.gep(raw, [b.sub(up, address)], source_etype=ir.IntType(8))

@@ -77,7 +77,7 @@ _DEBUG = bool(os.environ.get("GRAPHC_PARALLEL_DEBUG"))
 _COUNTED_KINDS = ("load", "op", "select", "reduce", "argreduce", "check")
 
 
-def _min_work():
+def min_work():
     """MIN_WORK, or GRAPHC_PARALLEL_MIN_WORK (tests set 0: every safe loop splits)."""
     env = os.environ.get("GRAPHC_PARALLEL_MIN_WORK", "")
     return int(env) if env.isdigit() else MIN_WORK
@@ -106,7 +106,7 @@ class ParallelLoops:
             roots = [e for t in inside for e in (t.expr, t.position)]
             terms = _work_terms(em, nest, level, roots)
             at_hints, symbolic = _work_at_hints(em, terms)
-            if at_hints * (GROWTH if symbolic else 1) < _min_work():
+            if at_hints * (GROWTH if symbolic else 1) < min_work():
                 reason = f"too small ({at_hints} units{' at the hints' if symbolic else ''})"
         if _DEBUG:
             print(f"[graphc parallel] {self.kernel_name} nest {nest.key}: "
@@ -231,7 +231,7 @@ class ParallelLoops:
         blocks = b.udiv(b.add(n, ir.Constant(I64, block - 1)), size)
         want = b.load(kp.threads_global(self.module), typ=I32)
         team = kp.emit_team_size(b, want, blocks)
-        big = b.icmp_signed(">=", work, ir.Constant(I64, _min_work()))
+        big = b.icmp_signed(">=", work, ir.Constant(I64, min_work()))
         team = b.select(big, team, ir.Constant(I32, 1))
         # chunk: whole blocks, CHUNKS_PER_THREAD per thread; one chunk when serial
         parts = b.mul(b.zext(team, I64), ir.Constant(I64, CHUNKS_PER_THREAD))
@@ -239,8 +239,8 @@ class ParallelLoops:
                          ir.Constant(I64, 1))
         partials = []
         if folds:  # chunks fixed by the size alone (module doc), each with its partials
-            partials = [_FoldPartials(em, f) for f in folds]
-            parts = _fold_chunks(b, blocks, partials)
+            partials = [FoldPartials(em, f) for f in folds]
+            parts = fold_chunks(b, blocks, partials)
         chunk = b.mul(b.udiv(b.add(blocks, b.sub(parts, ir.Constant(I64, 1))), parts), size)
         chunk = b.select(b.icmp_signed(">", chunk, ir.Constant(I64, 0)), chunk, size)
         n_chunks = b.udiv(b.add(n, b.sub(chunk, ir.Constant(I64, 1))), chunk)
@@ -324,7 +324,7 @@ def _fold_failures(em, status, failures, team):
                 b.store(got, dslot)
 
 
-class _FoldPartials:
+class FoldPartials:
     """The partial results of one fold: a heap buffer of n_chunks slots of the target's
     size (padded to cache lines), filled with the identity, folded in chunk order."""
 
@@ -341,13 +341,7 @@ class _FoldPartials:
 
     def allocate(self, n_chunks):
         b, f = self.em.b, self.fold
-        # aligned to a cache line (vector accesses that straddle two lines cost double)
-        self.raw = b.call(_libc(b.module, "malloc"),
-                          [b.add(b.mul(n_chunks, self.stride), ir.Constant(I64, 64))])
-        address = b.and_(b.add(b.ptrtoint(self.raw, I64), ir.Constant(I64, 63)),
-                         ir.Constant(I64, -64))
-        self.base = b.gep(self.raw, [b.sub(address, b.ptrtoint(self.raw, I64))],
-                          source_etype=ir.IntType(8))
+        self.raw, self.base = aligned_malloc(b, b.mul(n_chunks, self.stride))
         identity = reduction_identity(f.kind, kd.llvm_type(f.dtype), kd.is_float(f.dtype),
                                       not kd.is_unsigned(f.dtype))
         with for_range(b, n_chunks, name="fold.chunk") as c:
@@ -371,10 +365,19 @@ class _FoldPartials:
                 total = combine_reduction(b, f.kind, kd.load_scalar(b, ptr, f.dtype), part,
                                           is_float, not kd.is_unsigned(f.dtype))
                 kd.store_scalar(b, total, ptr, f.dtype)
-        b.call(_libc(b.module, "free"), [self.raw])
+        b.call(libc(b.module, "free"), [self.raw])
 
 
-def _fold_chunks(b, blocks, partials):
+def aligned_malloc(b, nbytes, align=64):
+    """(the malloc'd pointer to free, its first `align`-aligned byte): vector accesses
+    that straddle two cache lines cost double."""
+    raw = b.call(libc(b.module, "malloc"), [b.add(nbytes, ir.Constant(I64, align))])
+    address = b.ptrtoint(raw, I64)
+    up = b.and_(b.add(address, ir.Constant(I64, align - 1)), ir.Constant(I64, -align))
+    return raw, b.gep(raw, [b.sub(up, address)], source_etype=ir.IntType(8))
+
+
+def fold_chunks(b, blocks, partials):
     """How many chunks a nest with folds is cut into: min(blocks, FOLD_CHUNKS, as many as
     FOLD_BYTES of partials allow), at least 1; a function of the sizes alone."""
     per_chunk = ir.Constant(I64, 0)
@@ -388,7 +391,7 @@ def _fold_chunks(b, blocks, partials):
     return b.select(b.icmp_signed("<", parts, one), one, parts)
 
 
-def _libc(module, name):
+def libc(module, name):
     fn = module.globals.get(name)
     if fn is None:
         ty = ir.FunctionType(PTR, [I64]) if name == "malloc" else \
@@ -407,7 +410,7 @@ def _entry_array(builder, type_, count, name):
     return slot
 
 
-class _Fold:
+class Fold:
     """The accumulating targets of one buffer that every chunk folds into (module doc)."""
 
     def __init__(self, storage, kind, dtype, dims):
@@ -419,7 +422,7 @@ def _folds(var, inside):
     out = {}
     for t in inside:
         if t.accumulate and var.id not in t.position.free:
-            out.setdefault(t.storage, _Fold(t.storage, t.accumulate, t.dtype, t.dims))
+            out.setdefault(t.storage, Fold(t.storage, t.accumulate, t.dtype, t.dims))
     return list(out.values())
 
 
