@@ -103,6 +103,171 @@ def test_layer_norm_rows():
     check_graph(build, rtol=1e-4, atol=1e-4)
 
 
+def _row_graph():
+    """Row reductions of every kind over run-time row lengths (so that even 1-element
+    rows go through the row template), in float32, float64 (64-bit shuffles: two
+    halves) and int64 (value and position both 64-bit)."""
+    x = gc.placeholder(gc.float32, [4, None])
+    d = gc.placeholder(gc.float64, [4, None])
+    i = gc.placeholder(gc.int64, [4, None])
+    mean, var = gc.nn.moments(x, axes=[1], keep_dims=True)
+    fetches = [gc.reduce_sum(x, axis=1), gc.reduce_max(x, axis=1), gc.reduce_min(x, axis=1),
+               gc.argmax(x, axis=1), gc.argmin(x, axis=1), gc.nn.softmax(x),
+               (x - mean) * gc.rsqrt(var + 1e-5), gc.reduce_sum(d, axis=1),
+               gc.argmax(d, axis=1), gc.argmin(i, axis=1), gc.reduce_max(i, axis=1)]
+    return [x, d, i], fetches
+
+
+def _row_data(n):
+    """Rows: random; NaNs (max/min/argmax propagate the first one); all equal (ties:
+    the first index wins); random with the extreme near the end."""
+    x = _rand(4, n)
+    x[2] = 5.0
+    if n > 1:
+        x[1, n // 3] = np.nan
+        x[1, n - 1] = np.nan
+    x[3, n - 1] = 9.0
+    ints = np.random.RandomState(n).randint(-3, 3, size=(4, n)).astype(np.int64)
+    return [x, x.astype(np.float64) * 1.5, ints]
+
+
+# (threads per block the kernels are compiled for, blocks the emulation launches them
+# with: warp multiples and partial warps, down to one thread)
+ROW_BLOCKS = {32: [32, 1, 5, 17], 96: [96, 64, 33, 45], 256: [256, 100, 255, 7]}
+
+
+@pytest.mark.parametrize("compiled", sorted(ROW_BLOCKS))
+def test_row_reductions_at_any_block_size(compiled):
+    """The row template's warp shuffles (and shared-memory step between warps) against
+    the reference at row lengths 1, 7, 33, 1023, blocks of full and partial warps."""
+    g = gc.Graph()
+    with g.as_default():
+        feeds, fetches = _row_graph()
+    module = _planned(feeds, fetches, [], _row_data(7))
+    gpu = generate_gpu(module, block=compiled)
+    assert all(launch.template.__name__ == "emit_row_launch" and launch.block == compiled
+               for launch in gpu.launches)
+    emulated = EmulatedGpu(gpu.spec("sm_80", ptx=False))
+    for n in (1, 7, 33, 1023):
+        arrays = _row_data(n)
+        want = _reference(g, feeds, fetches, arrays)
+        for block in ROW_BLOCKS[compiled]:
+            for grid in (None, 3):  # one block per row; blocks striding over rows
+                got = emulated.run(arrays, grid=grid, block=block)
+                for k, (x, w) in enumerate(zip(got, want)):
+                    msg = f"n={n} block={block} grid={grid} fetch {k}"
+                    assert x.shape == np.shape(w), msg
+                    if np.asarray(w).dtype.kind in "iu":
+                        np.testing.assert_array_equal(x, w, err_msg=msg)
+                    else:
+                        np.testing.assert_allclose(x, w, rtol=1e-4, atol=1e-4, err_msg=msg)
+
+
+@pytest.mark.skipif(PTXAS is None, reason="ptxas not found (on PATH or /usr/local/cuda/bin)")
+@pytest.mark.parametrize("compiled", [32, 96, 256])
+def test_row_reduction_ptx_shuffles_and_assembles(compiled, tmp_path):
+    """Every row kernel combines within warps by shfl.sync.down (f64 and i64 as two
+    32-bit shuffles), takes two barriers per reduction (one when the block is a single
+    warp) and one per row, and assembles for sm_80 and sm_90."""
+    import re
+    g = gc.Graph()
+    with g.as_default():
+        feeds, fetches = _row_graph()
+    gpu = generate_gpu(_planned(feeds, fetches, [], _row_data(7)), block=compiled)
+    ptx = gpu.ptx("sm_80")
+    for launch in gpu.launches:
+        body = ptx[ptx.index(f".entry {launch.name}("):]
+        body = body[:body.index("\n}\n")]
+        steps = len([k for k in (16, 8, 4, 2, 1) if k < min(compiled, 32)]) + \
+            len([k for k in (16, 8, 4, 2, 1) if k < (compiled + 31) // 32])
+        # shuffles a step: one per 32 bits of the value, and two for a position
+        per_step = 0
+        for e in launch.details["reductions"]:
+            wide = (e.args[0].dtype if e.kind == "argreduce" else e.dtype) in ("float64",
+                                                                              "int64")
+            per_step += (2 if wide else 1) + (2 if e.kind == "argreduce" else 0)
+        assert len(re.findall(r"shfl\.sync\.down\.b32", body)) == steps * per_step, \
+            launch.name
+        barriers = len(re.findall(r"\bbar\.sync\b", body))
+        per_reduction = 1 if compiled <= 32 else 2
+        assert barriers == per_reduction * len(launch.details["reductions"]) + 1, launch.name
+    for arch in ("sm_80", "sm_90"):
+        _ptxas_report(gpu.ptx(arch), arch, tmp_path)
+
+
+def test_shuffle_down_emulation_is_shfl_down():
+    """The thread layer's shuffle in the emulation: thread t receives the value of lane
+    t % 32 + k of its warp, or keeps its own where that lane does not exist (past 32 or
+    past a partial last warp), for 32-bit and 64-bit slots; also two shuffles in a row
+    (the second reads what the first received)."""
+    import ctypes
+    from llvmlite import ir
+    from graphc.compiler.codegen_gpu.threads import thread_program
+    from kernels.loops import I64
+    from runtime.jit import CompiledModule
+    f64, f32 = ir.DoubleType(), ir.FloatType()
+    module = ir.Module(name="shuffle")
+    t = thread_program(module, "shuffle", 2, nvptx=False)
+    b = t.b
+    mine = [t.private(f64, "f64"), t.private(f32, "f32")]
+    got = [t.private(f64, "f64.got"), t.private(f32, "f32.got")]
+    again = [t.private(f64, "f64.again"), t.private(f32, "f32.again")]
+
+    def store(slots, k):
+        with t.threads() as tid:
+            at = b.add(b.mul(ir.Constant(I64, k), t.ntid), tid)
+            for slot, out in zip(slots, t.args):
+                b.store(b.load(slot.at(tid), typ=slot.ty), b.gep(out, [at], source_etype=slot.ty))
+        t.barrier()
+
+    with t.threads() as tid:
+        b.store(b.uitofp(tid, f64), mine[0].at(tid))
+        b.store(b.fadd(b.uitofp(tid, f32), ir.Constant(f32, 0.5)), mine[1].at(tid))
+    offsets = (16, 5, 1)
+    for k, offset in enumerate(offsets):
+        t.shuffle_down(mine, offset, got)
+        store(got, k)
+    t.shuffle_down(mine, 3, got)
+    t.shuffle_down(got, 2, again)
+    store(again, len(offsets))
+    t.finish()
+    code = CompiledModule(str(module))
+    fn = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * 4, ctypes.c_int64, ctypes.c_int64)(
+        code.address("shuffle.emulate"))
+    for block in (1, 5, 31, 32, 45, 64, 100):
+        out64 = np.zeros((len(offsets) + 1, block))
+        out32 = np.zeros((len(offsets) + 1, block), np.float32)
+        status = np.zeros(1, np.int32)
+        fn(out64.ctypes.data, out32.ctypes.data, 0, status.ctypes.data, 1, block)
+        tids = np.arange(block)
+        warp_end = np.minimum((tids // 32 + 1) * 32, block)
+
+        def source(offset):
+            return np.where(tids + offset < warp_end, tids + offset, tids)
+        want = [source(offset) for offset in offsets] + [source(3)[source(2)]]
+        for k, lanes in enumerate(want):
+            np.testing.assert_array_equal(out64[k], lanes, err_msg=f"{block} {k}")
+            np.testing.assert_array_equal(out32[k], lanes + 0.5, err_msg=f"{block} {k}")
+
+
+def test_shuffle_must_be_followed_in_its_own_uniform_block():
+    """The emulation copies a shuffle's slots in the next region's thread loop; a
+    shuffle whose next region lies past the end of a uniform loop is refused (the copy
+    would run once after the loop instead of once per iteration)."""
+    from llvmlite import ir
+    from graphc.compiler.codegen_gpu.threads import thread_program
+    from kernels.loops import I64, for_range
+    t = thread_program(ir.Module(name="bad"), "bad", 1, nvptx=False)
+    mine, got = t.private(I64, "mine"), t.private(I64, "got")
+    with for_range(t.b, ir.Constant(I64, 3), name="step"):
+        with t.threads() as tid:
+            t.b.store(tid, mine.at(tid))
+        t.shuffle_down([mine], 1, [got])
+    with pytest.raises(AssertionError, match="not followed"):
+        with t.threads():
+            pass
+
+
 # ---------------------------------------------------------------- products
 @pytest.mark.parametrize("m,k,n", [(1, 7, 1023), (65, 33, 17), (7, 1, 1), (1023, 5, 3)])
 def test_matmul_shapes(m, k, n):

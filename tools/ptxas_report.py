@@ -2,8 +2,8 @@
 
     python tools/ptxas_report.py [--arch sm_80 sm_90] [--ptxas PATH]
 
-Compiles an MLP training step, a CNN training step, a softmax and a layer norm for the
-GPU target (graphc.compiler.codegen_gpu), assembles their PTX with `ptxas -v` for each
+Compiles an MLP training step, a CNN training step, a softmax, a layer norm and row
+argmax/sums in float64 and int64 (64-bit warp shuffles) for the GPU target (graphc.compiler.codegen_gpu), assembles their PTX with `ptxas -v` for each
 arch, and prints one line per kernel: registers, spill stores/loads (bytes), shared
 memory (bytes), flagging kernels that spill. Exit status 1 when ptxas fails or a kernel
 spills."""
@@ -60,8 +60,15 @@ def layer_norm():
     return [x], [(x - mean) * gc.rsqrt(var + 1e-5)], [], [(128, 1024)]
 
 
+def wide_rows():
+    d = gc.placeholder(gc.float64, [None, 1000])
+    i = gc.placeholder(gc.int64, [None, 1000])
+    return [d, i], [gc.argmax(d, axis=1), gc.reduce_sum(d, axis=1), gc.argmin(i, axis=1)], \
+        [], [(128, 1000), (128, 1000)]
+
+
 GRAPHS = {"mlp_step": mlp_step, "cnn_step": cnn_step, "softmax": softmax,
-          "layer_norm": layer_norm}
+          "layer_norm": layer_norm, "wide_rows": wide_rows}
 
 
 def gpu_module(build):

@@ -8,11 +8,12 @@ emulated on the CPU, from the CPU codegen's own per-op definitions.
 No op's math is written here. Each kernel is planned by the CPU codegen's machinery
 (KernelViews over op_lowering.LOOP_RULES, expressions emitted through kernels.scalar_ops,
 the CPU loop emitter) and cut into *launches* (plan.py); each launch is emitted by a
-template (loop.py: grid-stride loops; reduce.py: one block per row, shared-memory tree
-reductions; gemm.py: tiled shared-memory products) written once against the
-thread-program layer (threads.py), which emits it twice: as a PTX kernel and as its CPU
-emulation `<launch>.emulate(args..., syms, status, i64 grid, i64 block)` (MCUDA/PoCL:
-uniform code per block, a loop over the threads per region between barriers).
+template (loop.py: grid-stride loops; reduce.py: one block per row, reductions by warp
+shuffles and one shared-memory step between warps; gemm.py: tiled shared-memory
+products) written once against the thread-program layer (threads.py), which emits it
+twice: as a PTX kernel and as its CPU emulation `<launch>.emulate(args..., syms, status,
+i64 grid, i64 block)` (MCUDA/PoCL: uniform code per block, a loop over the threads per
+region between barriers and shuffles).
 
 Kernel kinds: "loop" and templateless "opaque" kernels (pooling and the other window
 rules) go through loop.py, or reduce.py when a nest reduces rows (softmax, layer norm,

@@ -7,14 +7,24 @@ per row:
 
     for each row reduction R (innermost first: a softmax's sum needs its max):
         threads: partial = fold of R's body at j = tid, tid + ntid, ...   (coalesced)
-                 shared[tid] = partial
-        barrier; tree: for s = 512, 256, ..., 1 (below the block size):
-                 threads: tid < s and tid + s < ntid: shared[tid] (+)= shared[tid + s]
-                 barrier
-        threads: thread 0 copies shared[0] to the row's results[R]; barrier
+        warp: for k = 16, 8, 4, 2, 1: shuffle down by k (shfl.sync.down; t.shuffle_down)
+                 threads: lane + k < lanes of the warp: partial (+)= shuffled partial
+        threads: lane 0 of warp w: shared[w] = partial; barrier      (blocks > 32 only)
+        threads: partial = shared[tid] for tid < the block's warps
+        warp: the same shuffles over the block's warps (k below their number): every
+              warp runs them (shuffles are uniform code), the first one's lane 0 has R
+        threads: thread 0 copies its partial to the row's results[R]; barrier
     threads: the row's elements j = tid, tid + ntid, ... are stored, every thread
              reading the row's results (or, for a row result alone, thread 0 stores it)
     barrier (the next row reuses the shared arrays)
+
+So a row reduction costs two barriers whatever the block size (the shared-memory tree
+took one per halving). Blocks that are not a multiple of 32 threads (and blocks below
+32: the emulation runs any launch) need no fallback: the shuffle's mask and clamp are
+those of the warp's threads (threads.py), a lane whose source lane does not exist keeps
+its own value and does not combine it (the `lane + k < lanes` test), so lane 0 folds
+exactly the lanes that exist. An argmax/argmin carries (value, position) through the
+shuffles (i64 and f64 as two 32-bit halves).
 
 Values are computed by the CPU loop emitter (the same views and scalar ops); a region
 starts a fresh emitter whose cache holds the results known so far, loaded from shared
@@ -27,8 +37,9 @@ from llvmlite import ir
 from graphc.compiler.codegen.loop_kernel import targets_by_level
 from graphc.compiler.codegen_gpu.loop import grid_stride_loop, make_emitter, report_errors
 from graphc.compiler.codegen_gpu.plan import flat_depth, loaded_elsewhere, nest_roots
+from graphc.compiler.codegen_gpu.threads import WARP
 from kernels import dtypes as kd
-from kernels.loops import (I64, arg_better, combine_reduction, entry_alloca,
+from kernels.loops import (I32, I64, arg_better, combine_reduction, entry_alloca,
                            reduction_identity)
 
 MIN_ROW = 64   # shorter reductions stay in one thread (the grid-stride loop template)
@@ -107,13 +118,16 @@ def emit_row_launch(t, program, plan, scalar_ops):
     depth = flat_depth(nest)
     row_vars = [v for v in nest.vars[:depth + 1] if v is not None]
     results = [t.shared(kd.llvm_type(e.dtype), 1, "result") for e in reductions]
-    values = {}
+    warps = (block + WARP - 1) // WARP
+    values, slots = {}, {}
     for e in reductions:
         ty = kd.llvm_type(e.dtype if e.kind == "reduce" else e.args[0].dtype)
         if ty not in values:
-            values[ty] = t.shared(ty, block, "partials")
-    where = t.shared(I64, block, "where") if any(e.kind == "argreduce"
-                                                  for e in reductions) else None
+            values[ty] = t.shared(ty, warps, "partials")
+            slots[ty] = _Slots(t, ty, "partial")
+    argreduce = any(e.kind == "argreduce" for e in reductions)
+    where = t.shared(I64, warps, "where") if argreduce else None
+    slots["position"] = _Slots(t, I64, "position") if argreduce else None
 
     def emitter(row_values, known):
         em = make_emitter(t, program, plan.views, buffers, scalar_ops)
@@ -133,7 +147,7 @@ def emit_row_launch(t, program, plan, scalar_ops):
         row_values = _delinearize(b, row, row_vars, extents)
         for k, e in enumerate(reductions):
             ty = kd.llvm_type(e.dtype if e.kind == "reduce" else e.args[0].dtype)
-            _emit_row_reduction(t, e, values[ty], where, results[k], block,
+            _emit_row_reduction(t, e, slots, values[ty], where, results[k], block,
                                 lambda: emitter(row_values, k))
         with t.threads() as tid:
             em = emitter(row_values, len(reductions))
@@ -164,39 +178,120 @@ def _delinearize(b, index, loop_vars, extents):
     return out
 
 
-def _emit_row_reduction(t, e, partials, where, result, block, new_emitter):
+def _emit_row_reduction(t, e, slots, partials, where, result, block, new_emitter):
+    """One row reduction: thread partials, warp shuffles, per-warp partials in shared
+    memory, one barrier, warp shuffles over those in every warp (the first one's count),
+    thread 0 stores the result (see the module doc)."""
     b = t.b
     kind = e.data[0]
     body = e.args[0]
-    ty = kd.llvm_type(body.dtype if e.kind == "argreduce" else e.dtype)
+    arg = e.kind == "argreduce"
+    ty = kd.llvm_type(body.dtype if arg else e.dtype)
     is_float, signed = kd.is_float(body.dtype), not kd.is_unsigned(body.dtype)
+    value, position = slots[ty], slots["position"] if arg else None
+
+    def store_result(tid):  # thread 0 (lane 0 of the first warp) holds R
+        with b.if_then(b.icmp_signed("==", tid, _c(0))):
+            final = position if arg else value
+            b.store(b.load(final.mine.at(tid), typ=final.mine.ty), _at(b, result, 0, _ty(e)))
+
     with t.threads() as tid:
         em = new_emitter()
-        value, index = _thread_partial(t, em, e, tid, ty, is_float, signed)
-        b.store(value, _at(b, partials, tid, ty))
-        if index is not None:
-            b.store(index, _at(b, where, tid, I64))
+        v, i = _thread_partial(t, em, e, tid, ty, is_float, signed)
+        b.store(v, value.mine.at(tid))
+        if arg:
+            b.store(i, position.mine.at(tid))
         report_errors(t, em)
-    t.barrier()
-    s = 1
-    while s * 2 < block:
-        s *= 2
-    while s >= 1:
-        with t.threads() as tid:
-            other = b.add(tid, ir.Constant(I64, s))
-            active = b.and_(b.icmp_signed("<", tid, ir.Constant(I64, s)),
-                            b.icmp_signed("<", other, t.ntid))
-            with b.if_then(active):
-                _fold_pair(b, e, kind, partials, where, tid, other, ty, is_float, signed)
+        if block == 1:
+            store_result(tid)
+    if block == 1:
         t.barrier()
-        s //= 2
-    with t.threads() as tid:
-        with b.if_then(b.icmp_signed("==", tid, ir.Constant(I64, 0))):
-            source = where if e.kind == "argreduce" else partials
-            source_ty = I64 if e.kind == "argreduce" else ty
-            final = b.load(_at(b, source, 0, source_ty), typ=source_ty)
-            b.store(final, _at(b, result, 0, _ty(e)))
+        return
+    fold = _WarpFold(t, e, kind, ty, is_float, signed, value, position)
+    if block <= WARP:
+        fold.run(block, lambda tid: t.warp_lanes(tid)[1], store_result)
+        t.barrier()
+        return
+    warps = (block + WARP - 1) // WARP
+
+    def store_warp_partial(tid):
+        with b.if_then(b.icmp_signed("==", t.warp_lanes(tid)[0], _c(0))):
+            warp = b.lshr(tid, _c(5))
+            b.store(b.load(value.mine.at(tid), typ=ty), _at(b, partials, warp, ty))
+            if arg:
+                b.store(b.load(position.mine.at(tid), typ=I64), _at(b, where, warp, I64))
+
+    fold.run(WARP, lambda tid: t.warp_lanes(tid)[1], store_warp_partial)
     t.barrier()
+    with t.threads() as tid:
+        b.store(ir.Constant(ty, None) if arg else
+                reduction_identity(kind, ty, is_float, signed), value.mine.at(tid))
+        if arg:
+            b.store(_c(-1), position.mine.at(tid))
+        with b.if_then(b.icmp_signed("<", tid, _block_warps(t))):
+            b.store(b.load(_at(b, partials, tid, ty), typ=ty), value.mine.at(tid))
+            if arg:
+                b.store(b.load(_at(b, where, tid, I64), typ=I64), position.mine.at(tid))
+    fold.run(warps, lambda tid: _block_warps(t), store_result)
+    t.barrier()
+
+
+def _c(v):
+    return ir.Constant(I64, v)
+
+
+def _block_warps(t):
+    """The number of warps of the block (the last one maybe partial)."""
+    return t.b.lshr(t.b.add(t.ntid, _c(WARP - 1)), _c(5))
+
+
+class _Slots:
+    """A private slot of a reduction's partial and the one a shuffle fills."""
+
+    def __init__(self, t, ty, name):
+        self.mine = t.private(ty, name)
+        self.got = t.private(ty, name + ".shuffled")
+
+
+class _WarpFold:
+    """Folds each warp's first `count` lanes into its lane 0 with shuffles: at offsets
+    16, 8, ..., 1, lane l combines lane l + offset when l + offset < count (the lanes
+    beyond hold nothing: past a partial warp, or past the block's warps)."""
+
+    def __init__(self, t, e, kind, ty, is_float, signed, value, position):
+        self.t, self.e, self.kind, self.ty = t, e, kind, ty
+        self.is_float, self.signed = is_float, signed
+        self.value, self.position = value, position
+
+    def run(self, lanes, count, then):
+        """lanes: most lanes that can hold a partial (> 1); count(tid): how many do
+        (i64); then(tid): emitted at the end of the last region (a thread reading its own
+        slots only: no barrier needed before it)."""
+        t, b, ty = self.t, self.t.b, self.ty
+        pairs = [self.value] + ([self.position] if self.position else [])
+        offsets = [k for k in (16, 8, 4, 2, 1) if k < lanes]
+        assert offsets, lanes
+        for offset in offsets:
+            t.shuffle_down([p.mine for p in pairs], offset, [p.got for p in pairs])
+            with t.threads() as tid:
+                lane = b.trunc(t.warp_lanes(tid)[0], I32)  # (i32: fewer registers)
+                present = b.icmp_unsigned("<", b.add(lane, ir.Constant(I32, offset)),
+                                          b.trunc(count(tid), I32))
+                with b.if_then(present):
+                    va = b.load(self.value.mine.at(tid), typ=ty)
+                    vb = b.load(self.value.got.at(tid), typ=ty)
+                    if self.position is None:
+                        b.store(combine_reduction(b, self.kind, va, vb, self.is_float,
+                                                  self.signed), self.value.mine.at(tid))
+                    else:
+                        ia = b.load(self.position.mine.at(tid), typ=I64)
+                        ib = b.load(self.position.got.at(tid), typ=I64)
+                        v, i = _arg_combine(b, self.kind, va, ia, vb, ib, self.is_float,
+                                            self.signed)
+                        b.store(v, self.value.mine.at(tid))
+                        b.store(i, self.position.mine.at(tid))
+                if offset == offsets[-1]:
+                    then(tid)
 
 
 def _thread_partial(t, em, e, tid, ty, is_float, signed):
@@ -237,22 +332,17 @@ def _thread_partial(t, em, e, tid, ty, is_float, signed):
     return b.load(acc, typ=ty), (b.load(pos, typ=I64) if arg else None)
 
 
-def _fold_pair(b, e, kind, partials, where, mine, other, ty, is_float, signed):
-    pa, pb = _at(b, partials, mine, ty), _at(b, partials, other, ty)
-    va, vb = b.load(pa, typ=ty), b.load(pb, typ=ty)
-    if e.kind == "reduce":
-        b.store(combine_reduction(b, kind, va, vb, is_float, signed), pa)
-        return
-    wa, wb = _at(b, where, mine, I64), _at(b, where, other, I64)
-    ia, ib = b.load(wa, typ=I64), b.load(wb, typ=I64)
-    zero = ir.Constant(I64, 0)
+def _arg_combine(b, kind, va, ia, vb, ib, is_float, signed):
+    """(value, position) of two argmax/argmin partials; a position < 0 is no element.
+    b wins when it is better, or equal (neither better: also both NaN) at a smaller
+    position: the first index wins ties, the first NaN wins, whichever order."""
+    zero = _c(0)
     b_better = arg_better(b, kind, vb, va, is_float, signed)
     tie = b.and_(b.not_(arg_better(b, kind, va, vb, is_float, signed)),
                  b.icmp_signed("<", ib, ia))
     take = b.and_(b.icmp_signed(">=", ib, zero),
                   b.or_(b.icmp_signed("<", ia, zero), b.or_(b_better, tie)))
-    b.store(b.select(take, vb, va), pa)
-    b.store(b.select(take, ib, ia), wa)
+    return b.select(take, vb, va), b.select(take, ib, ia)
 
 
 def _emit_row_elements(t, em, nest, depth, tid):

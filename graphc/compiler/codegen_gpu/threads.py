@@ -9,6 +9,10 @@ A template builds its kernel through a ThreadProgram `t` (made by `thread_progra
     t.barrier()                 every thread of the block gets here before any goes on
     t.shared(ty, n)             a per-block array of n elements (a pointer)
     t.private(ty).at(tid)       a per-thread slot that keeps its value across barriers
+    t.shuffle_down(src, k, dst) every thread's private slots dst := the slots src of the
+                                thread k lanes down its warp (its own where that lane
+                                is past its warp's last thread): shfl.sync.down
+    t.warp_lanes(tid)           inside threads(): (lane, threads in this thread's warp)
     t.finish()                  closes the kernel (after reporting errors, see status)
 
 PTX (`nvptx=True`): `void name(ptr args..., ptr syms, ptr status)`, marked a kernel;
@@ -22,10 +26,22 @@ PoCL's work-item loops: the barrier between two regions is where one loop ends a
 next begins), shared arrays are allocas (blocks run one after another), private slots
 are allocas of `block` elements indexed by tid.
 
+Warp shuffles: in PTX, one llvm.nvvm.shfl.sync.down per 32 bits of each slot (f64 and
+i64 as two halves), with the mask of the warp's threads and the clamp at its last lane,
+so a block of any size works (its last warp partial): a lane whose source is past the
+clamp keeps its own value, as shfl.down does. In the emulation a shuffle is what it
+means: every thread has written its slot (the private slot is a per-block array), the
+region ends (a split, as at a barrier), and each thread copies the slot of lane + k of
+its warp, or its own where that lane does not exist: first thing in the next region's
+thread loop (or in a loop of its own when a barrier or another shuffle comes first).
+
 Rules a template keeps (checked where cheap): barriers and shared-memory allocation only
 in uniform code; a value made inside a threads() region is used only inside it (carry
 it in a private slot or a shared array); consecutive regions are separated by a barrier
-(else the emulation would synchronize where the GPU does not).
+(else the emulation would synchronize where the GPU does not). A shuffle also separates
+two regions, but on the GPU it synchronizes a warp only: the regions around it exchange
+nothing but the shuffled slots (anything else, through shared memory, needs a barrier).
+Shuffles are uniform code, so every thread of the block reaches them (shfl.sync's rule).
 """
 from contextlib import ExitStack, contextmanager
 
@@ -35,6 +51,7 @@ from kernels.loops import I32, I64, PTR, for_range
 
 _SREG = "llvm.nvvm.read.ptx.sreg.{}.x"
 SHARED_ADDRSPACE = 3
+WARP = 32
 
 
 class ThreadProgram:
@@ -104,6 +121,29 @@ class ThreadProgram:
         self._check_uniform("a private slot")
         return _Private(self, ty, name)
 
+    def warp_lanes(self, tid):
+        """Inside threads() (or a shuffle): (this thread's lane, the number of threads of
+        its warp: 32, or fewer in the last warp of a block that is not a multiple of 32),
+        both i64."""
+        b = self.b
+        lane = b.and_(tid, ir.Constant(I64, WARP - 1), name="lane")
+        left = b.sub(self.ntid, b.sub(tid, lane))
+        warp = ir.Constant(I64, WARP)
+        return lane, b.select(b.icmp_unsigned("<", left, warp), left, warp, name="warp")
+
+    def shuffle_down(self, sources, offset, received):
+        """Uniform code: for each pair of private slots, every thread's received slot :=
+        the source slot of the thread `offset` lanes down its warp, or its own source
+        where that lane is past the warp's last thread (see the module doc)."""
+        self._check_uniform("a shuffle")
+        if not 0 < offset < WARP or len(sources) != len(received):
+            raise AssertionError(f"bad shuffle in {self.name}: offset {offset}")
+        for src, dst in zip(sources, received):
+            if src.ty != dst.ty:
+                raise AssertionError(f"shuffle of {src.ty} into {dst.ty} in {self.name}")
+        self._after_region = False
+        self._emit_shuffle(list(sources), offset, list(received))
+
 
 class _Private:
     """A per-thread slot; `at(tid)` is this thread's pointer (inside threads())."""
@@ -157,6 +197,45 @@ class PtxThreads(ThreadProgram):
             self.module, ir.FunctionType(ir.VoidType(), []), name)
         self.b.call(callee, [])
 
+    def _emit_shuffle(self, sources, offset, received):
+        b = self.b
+        lane, warp = self.warp_lanes(self._sreg("tid"))
+        warp = b.trunc(warp, I32)
+        # the warp's threads, and the clamp at its last lane (segment mask 0)
+        mask = b.lshr(ir.Constant(I32, 0xFFFFFFFF), b.sub(ir.Constant(I32, WARP), warp))
+        clamp = b.sub(warp, ir.Constant(I32, 1))
+        for src, dst in zip(sources, received):
+            value = b.load(src.slot, typ=src.ty)
+            b.store(self._shuffle_value(value, mask, ir.Constant(I32, offset), clamp),
+                    dst.slot)
+
+    def _shfl(self, value, mask, offset, clamp):
+        kind = "f32" if isinstance(value.type, ir.FloatType) else "i32"
+        name = f"llvm.nvvm.shfl.sync.down.{kind}"
+        callee = self.module.globals.get(name) or ir.Function(
+            self.module, ir.FunctionType(value.type, [I32, value.type, I32, I32]), name)
+        return self.b.call(callee, [mask, value, offset, clamp])
+
+    def _shuffle_value(self, value, mask, offset, clamp):
+        """shfl.sync.down of any register type: 32 bits at a time."""
+        b, ty = self.b, value.type
+        if isinstance(ty, ir.FloatType) or ty == I32:
+            return self._shfl(value, mask, offset, clamp)
+        if isinstance(ty, ir.DoubleType) or ty == I64:
+            bits = b.bitcast(value, I64) if isinstance(ty, ir.DoubleType) else value
+            low = self._shfl(b.trunc(bits, I32), mask, offset, clamp)
+            high = self._shfl(b.trunc(b.lshr(bits, ir.Constant(I64, 32)), I32), mask,
+                              offset, clamp)
+            bits = b.or_(b.shl(b.zext(high, I64), ir.Constant(I64, 32)), b.zext(low, I64))
+            return b.bitcast(bits, ty) if isinstance(ty, ir.DoubleType) else bits
+        if isinstance(ty, ir.HalfType):
+            narrow = ir.IntType(16)
+            got = self._shfl(b.zext(b.bitcast(value, narrow), I32), mask, offset, clamp)
+            return b.bitcast(b.trunc(got, narrow), ty)
+        if isinstance(ty, ir.IntType) and ty.width < 32:
+            return b.trunc(self._shfl(b.zext(value, I32), mask, offset, clamp), ty)
+        raise AssertionError(f"no shuffle of {ty} in {self.name}")
+
     def _shared_array(self, ty, name):
         gv = ir.GlobalVariable(self.module, ty, f"{self.name}.{name}",
                                addrspace=SHARED_ADDRSPACE)
@@ -178,16 +257,57 @@ class EmulatedThreads(ThreadProgram):
     def __init__(self, llvm_module, name, n_args):
         super().__init__(llvm_module, name, n_args)
         self.nctaid, self.ntid = self.fn.args[-2:]
+        self._pending = None  # a shuffle whose copy the next region's loop does
         self._blocks = ExitStack()
         self.ctaid = self._blocks.enter_context(for_range(self.b, self.nctaid, name="ctaid"))
 
     @contextmanager
     def _thread_index(self):
+        pending = self._take_pending()
         with for_range(self.b, self.ntid, name="tid") as tid:
+            if pending:
+                self._copy_shuffled(tid, *pending)
             yield tid
 
     def _emit_barrier(self):
-        pass  # the thread loops of the regions before and after are the barrier
+        self._flush()  # else the thread loops of the regions around it are the barrier
+
+    def _emit_shuffle(self, sources, offset, received):
+        # the sources were written by the region before (each slot is a per-block array);
+        # the copy is done by the next region's thread loop, first thing (see _flush)
+        self._flush()
+        self._pending = (sources, offset, received, self.b.block)
+
+    def _take_pending(self):
+        if self._pending is None:
+            return None
+        *pending, where = self._pending
+        self._pending = None
+        if self.b.block is not where:
+            raise AssertionError(f"a shuffle in {self.name} is not followed, in the same "
+                                 f"uniform block, by a region, barrier, shuffle or finish()")
+        return pending
+
+    def _flush(self):
+        """A pending shuffle with no region after it: a thread loop of its own."""
+        pending = self._take_pending()
+        if pending:
+            with for_range(self.b, self.ntid, name="shfl") as tid:
+                self._copy_shuffled(tid, *pending)
+
+    def _copy_shuffled(self, tid, sources, offset, received):
+        """Thread tid's part of a shuffle: received := the source slot of lane + offset
+        of its warp, or its own. Done first in the loop of the region after the shuffle,
+        this reads what the region before left: thread tid + offset (its source) has not
+        run yet, threads run in ascending order, a thread writes only its own slots, and
+        the shuffle reads down only."""
+        b = self.b
+        lane, warp = self.warp_lanes(tid)
+        k = ir.Constant(I64, offset)
+        exists = b.icmp_unsigned("<", b.add(lane, k), warp)
+        source = b.select(exists, b.add(tid, k), tid)
+        for src, dst in zip(sources, received):
+            b.store(b.load(src.at(source), typ=src.ty), dst.at(tid))
 
     def _shared_array(self, ty, name):
         b = self.b
@@ -198,6 +318,7 @@ class EmulatedThreads(ThreadProgram):
         return array
 
     def _close(self):
+        self._flush()
         self._blocks.close()
 
 
