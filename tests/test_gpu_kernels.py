@@ -338,6 +338,164 @@ def test_cumsum_forward_and_reverse():
     check_graph(build, launches=[None, (2, 32)], rtol=1e-4, atol=1e-4)
 
 
+SCAN_DTYPES = {"float32": gc.float32, "float64": gc.float64, "int32": gc.int32}
+# (exclusive, reverse) per dtype: every combination in float32, two in the others
+SCAN_MODES = {"float32": [(False, False), (True, False), (False, True), (True, True)],
+              "float64": [(True, True), (False, False)], "int32": [(True, False), (False, True)]}
+
+
+def _scan_graph():
+    """Cumsums over axis 0, 1 and -1 of rank-3 feeds of run-time dims (one compile for
+    every line length), in each dtype's (exclusive, reverse) modes."""
+    feeds, fetches = [], []
+    for name, dtype in SCAN_DTYPES.items():
+        for axis in (0, 1, -1):
+            x = gc.placeholder(dtype, [None, None, None])
+            feeds.append(x)
+            fetches += [gc.cumsum(x, axis=axis, exclusive=e, reverse=r)
+                        for e, r in SCAN_MODES[name]]
+    return feeds, fetches
+
+
+def _scan_data(n):
+    arrays = []
+    for k, name in enumerate(SCAN_DTYPES):
+        for shape in ((n, 3, 2), (2, n, 3), (3, 2, n)):
+            rng = np.random.RandomState(n + k)
+            if name == "int32":  # (wrapping past 2**31: integer scans are exact)
+                arrays.append(rng.randint(-2**30, 2**30, size=shape).astype(np.int32))
+            else:
+                arrays.append(rng.randn(*shape).astype(name))
+    return arrays
+
+
+# threads per block the scan kernels are compiled for, blocks the emulation runs them with
+SCAN_BLOCKS = {1: [1], 32: [32, 5], 96: [96, 33], 256: [256, 100]}
+
+
+@pytest.mark.parametrize("compiled", sorted(SCAN_BLOCKS))
+def test_cumsum_block_scan_at_any_block_size(compiled):
+    """The scan template (one block per line, chunks of warp shuffles up and warp totals,
+    a carry from chunk to chunk) against the reference: lines of 1, 7 and 1023 elements
+    along axis 0, 1 and -1, exclusive and reverse, int32 exactly, floats within rounding
+    (another summation order), full and partial warps, one block per line or fewer."""
+    g = gc.Graph()
+    with g.as_default():
+        feeds, fetches = _scan_graph()
+    module = _planned(feeds, fetches, [], _scan_data(7))
+    gpu = generate_gpu(module, block=compiled)
+    assert [launch.template.__name__ for launch in gpu.launches] == \
+        ["emit_scan_launch"] * len(fetches)
+    emulated = EmulatedGpu(gpu.spec("sm_80", ptx=False))
+    for n in (1, 7, 1023):
+        arrays = _scan_data(n)
+        want = _reference(g, feeds, fetches, arrays)
+        for block in SCAN_BLOCKS[compiled]:
+            for grid in (None, 2):
+                got = emulated.run(arrays, grid=grid, block=block)
+                for k, (x, w) in enumerate(zip(got, want)):
+                    msg = f"n={n} block={block} grid={grid} fetch {k}"
+                    assert x.dtype == np.asarray(w).dtype and x.shape == np.shape(w), msg
+                    if x.dtype.kind in "iu":
+                        np.testing.assert_array_equal(x, w, err_msg=msg)
+                    else:
+                        tol = 1e-4 if x.dtype == np.float32 else 1e-10
+                        np.testing.assert_allclose(x, w, rtol=tol, atol=tol, err_msg=msg)
+
+
+def test_cumsum_is_block_parallel():
+    """A scan is no longer run by global thread 0: one launch per Cumsum, one block per
+    line (up to the grid cap), a block of the line's length in warps, at most the
+    codegen's block; float16 keeps the CPU template's per-element prefix sums."""
+    from graphc.compiler.codegen_gpu.plan import loaded_elsewhere
+    g = gc.Graph()
+    with g.as_default():
+        x = gc.placeholder(gc.float32, [5, 300])
+        h = gc.placeholder(gc.float16, [4, 9])
+        fetches = [gc.cumsum(x, axis=1), gc.cumsum(x, axis=0, reverse=True),
+                   gc.cumsum(h, axis=1)]
+    module = _planned([x, h], fetches, [], [_rand(5, 300), _rand(4, 9).astype(np.float16)])
+    gpu = generate_gpu(module, block=256)
+    shapes = [(launch.template.__name__, launch.grid, launch.block) for launch in gpu.launches]
+    assert shapes[:2] == [("emit_scan_launch", 5, 256), ("emit_scan_launch", 300, 32)]
+    assert all(not loaded_elsewhere(nest) for launch in gpu.launches for nest in launch.nests)
+
+
+@pytest.mark.skipif(PTXAS is None, reason="ptxas not found (on PATH or /usr/local/cuda/bin)")
+@pytest.mark.parametrize("compiled", [1, 32, 256])
+def test_scan_ptx_shuffles_up_and_assembles(compiled, tmp_path):
+    """Every scan kernel adds within warps by shfl.sync.up (f64 as two 32-bit halves; one
+    step more for an exclusive scan), takes one barrier per chunk, and assembles for
+    sm_80 and sm_90 without spilling."""
+    import re
+    g = gc.Graph()
+    with g.as_default():
+        feeds, fetches = _scan_graph()
+    gpu = generate_gpu(_planned(feeds, fetches, [], _scan_data(7)), block=compiled)
+    ptx = gpu.ptx("sm_80")
+    modes = [m for name in SCAN_DTYPES for _ in range(3) for m in SCAN_MODES[name]]
+    wide = [name == "float64" for name in SCAN_DTYPES for _ in range(3)
+            for _ in SCAN_MODES[name]]
+    for launch, (exclusive, _), is_wide in zip(gpu.launches, modes, wide):
+        body = ptx[ptx.index(f".entry {launch.name}("):]
+        body = body[:body.index("\n}\n")]
+        steps = len([k for k in (1, 2, 4, 8, 16) if k < min(compiled, 32)]) + exclusive
+        assert len(re.findall(r"shfl\.sync\.up\.b32", body)) == steps * (2 if is_wide else 1), \
+            launch.name
+        assert len(re.findall(r"\bbar\.sync\b", body)) == 1, launch.name
+    for arch in ("sm_80", "sm_90"):
+        report = _ptxas_report(gpu.ptx(arch), arch, tmp_path)
+        assert "0 bytes spill stores, 0 bytes spill loads" in report
+        assert not re.search(r"[1-9]\d* bytes spill", report), report
+
+
+def test_shuffle_up_emulation_is_shfl_up():
+    """The thread layer's shuffle up in the emulation: thread t receives the value of
+    lane t % 32 - k of its warp, or keeps its own in lanes below k, in 64-bit and 32-bit
+    slots, also in place (source and received one slot) and twice in a row."""
+    import ctypes
+    from llvmlite import ir
+    from graphc.compiler.codegen_gpu.threads import thread_program
+    from kernels.loops import I64
+    from runtime.jit import CompiledModule
+    module = ir.Module(name="shuffle_up")
+    t = thread_program(module, "up", 1, nvptx=False)
+    b = t.b
+    mine, got, inplace = (t.private(I64, name) for name in ("mine", "got", "inplace"))
+    offsets = (1, 5, 16)
+
+    def store(slot, k):
+        with t.threads() as tid:
+            at = b.add(b.mul(ir.Constant(I64, k), t.ntid), tid)
+            b.store(b.load(slot.at(tid), typ=I64), b.gep(t.args[0], [at], source_etype=I64))
+        t.barrier()
+
+    with t.threads() as tid:
+        b.store(tid, mine.at(tid))
+        b.store(tid, inplace.at(tid))
+    for k, offset in enumerate(offsets):
+        t.shuffle_up([mine], offset, [got])
+        store(got, k)
+    t.shuffle_up([inplace], 3, [inplace])
+    t.shuffle_up([inplace], 2, [inplace])
+    store(inplace, len(offsets))
+    t.finish()
+    code = CompiledModule(str(module))
+    fn = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * 3, ctypes.c_int64, ctypes.c_int64)(
+        code.address("up.emulate"))
+    for block in (1, 5, 31, 32, 45, 64, 100):
+        out = np.zeros((len(offsets) + 1, block), np.int64)
+        status = np.zeros(1, np.int32)
+        fn(out.ctypes.data, 0, status.ctypes.data, 1, block)
+        tids = np.arange(block)
+
+        def source(offset):
+            return np.where(tids % 32 >= offset, tids - offset, tids)
+        want = [source(offset) for offset in offsets] + [source(3)[source(2)]]
+        for k, lanes in enumerate(want):
+            np.testing.assert_array_equal(out[k], lanes, err_msg=f"{block} {k}")
+
+
 def test_gather_gradient_adds_repeated_indices():
     def build():
         params = gc.placeholder(gc.float32, [10, 6])

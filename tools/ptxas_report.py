@@ -3,7 +3,8 @@
     python tools/ptxas_report.py [--arch sm_80 sm_90] [--ptxas PATH]
 
 Compiles an MLP training step, a CNN training step, a softmax, a layer norm and row
-argmax/sums in float64 and int64 (64-bit warp shuffles) for the GPU target (graphc.compiler.codegen_gpu), assembles their PTX with `ptxas -v` for each
+argmax/sums in float64 and int64 (64-bit warp shuffles) and Cumsums (the scan template)
+for the GPU target (graphc.compiler.codegen_gpu), assembles their PTX with `ptxas -v` for each
 arch, and prints one line per kernel: registers, spill stores/loads (bytes), shared
 memory (bytes), flagging kernels that spill. Exit status 1 when ptxas fails or a kernel
 spills."""
@@ -67,8 +68,17 @@ def wide_rows():
         [], [(128, 1000), (128, 1000)]
 
 
+def scans():
+    x = gc.placeholder(gc.float32, [None, 1000])
+    d = gc.placeholder(gc.float64, [None, 1000])
+    i = gc.placeholder(gc.int32, [None, 1000])
+    return [x, d, i], [gc.cumsum(x, axis=1), gc.cumsum(d, axis=0, exclusive=True, reverse=True),
+                       gc.cumsum(i, axis=1, exclusive=True)], [], \
+        [(128, 1000), (128, 1000), (128, 1000)]
+
+
 GRAPHS = {"mlp_step": mlp_step, "cnn_step": cnn_step, "softmax": softmax,
-          "layer_norm": layer_norm, "wide_rows": wide_rows}
+          "layer_norm": layer_norm, "wide_rows": wide_rows, "scans": scans}
 
 
 def gpu_module(build):

@@ -9,20 +9,22 @@ No op's math is written here. Each kernel is planned by the CPU codegen's machin
 (KernelViews over op_lowering.LOOP_RULES, expressions emitted through kernels.scalar_ops,
 the CPU loop emitter) and cut into *launches* (plan.py); each launch is emitted by a
 template (loop.py: grid-stride loops; reduce.py: one block per row, reductions by warp
-shuffles and one shared-memory step between warps; gemm.py: tiled shared-memory
-products) written once against the thread-program layer (threads.py), which emits it
-twice: as a PTX kernel and as its CPU emulation `<launch>.emulate(args..., syms, status,
-i64 grid, i64 block)` (MCUDA/PoCL: uniform code per block, a loop over the threads per
-region between barriers and shuffles).
+shuffles and one shared-memory step between warps; scan.py: Cumsum, one block per line;
+gemm.py: tiled shared-memory products) written once against the thread-program layer
+(threads.py), which emits it twice: as a PTX kernel and as its CPU emulation
+`<launch>.emulate(args..., syms, status, i64 grid, i64 block)` (MCUDA/PoCL: uniform code
+per block, a loop over the threads per region between barriers and shuffles).
 
 Kernel kinds: "loop" and templateless "opaque" kernels (pooling and the other window
 rules) go through loop.py, or reduce.py when a nest reduces rows (softmax, layer norm,
 row sums and argmax); "gemm" kernels of float32/float64 through gemm.py, other types
 through the matmul loop rule; "conv" kernels through the direct loop rules of
 window_rules.py (one thread per output element summing over its window: no scratch
-memory); Cumsum and GatherGrad through their CPU planning (scan: one thread per scanned
-line; scatter: atomic adds); random ops through the Philox loop rule (kernels/philox.py),
-with a one-thread launch after the kernel counting the run.
+memory); Cumsum through scan.py (one block per scanned line: warp shuffles up, warp
+totals in shared memory, a carry from chunk to chunk; float16 and a bad axis keep the CPU
+planning), GatherGrad through its CPU planning (scatter: atomic adds); random ops
+through the Philox loop rule (kernels/philox.py), with a one-thread launch after the
+kernel counting the run.
 """
 from llvmlite import ir
 

@@ -8,6 +8,7 @@ from graphc.compiler.codegen_gpu.gemm import THREADS, TILE, emit_gemm_launch
 from graphc.compiler.codegen_gpu.loop import emit_loop_launch
 from graphc.compiler.codegen_gpu.reduce import (emit_row_launch, row_block, row_count,
                                                 row_reductions)
+from graphc.compiler.codegen_gpu.scan import plan_scan
 from graphc.compiler.codegen_gpu.plan import (GpuCodegenNotImplemented, LaunchPlan,
                                               blocks_for, dim_max, gpu_nests, launch_groups,
                                               parallel_elements)
@@ -63,6 +64,10 @@ def plan_gemm(program, kernel, name, block):
 
 def plan_opaque(program, kernel, name, block):
     main = getattr(kernel, "main", None) or kernel.nodes[0]
+    if main.type == "Cumsum":  # block-parallel scan (scan.py), where it applies
+        launches = plan_scan(program, kernel, name, block)
+        if launches is not None:
+            return launches
     lower = OPAQUE_LOWERINGS.get(main.type)
     if lower is None:
         return plan_loop(program, kernel, name, block)

@@ -10,8 +10,9 @@ rest of the nest (a row's reductions, then the row's elements) runs in that thre
 on the CPU, emitted by the CPU loop emitter itself (loop_kernel._Emitter: the same
 views, expressions and scalar ops). Reductions that need no loop variable (a total used
 by every element) are computed by each thread before its loop. A nest whose iterations
-depend on each other (plan.loaded_elsewhere: a scan) or that stores nothing below the
-top (a scalar total) runs in global thread 0 alone.
+depend on each other (plan.loaded_elsewhere: a scan the scan template does not take,
+see scan.py) or that stores nothing below the top (a scalar total) runs in global thread
+0 alone.
 
 Accumulating targets (a scatter-add) fold with atomics in PTX (atomicrmw add/fadd); the
 emulation runs threads one at a time and folds with a plain load, add and store.

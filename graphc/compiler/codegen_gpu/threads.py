@@ -12,6 +12,8 @@ A template builds its kernel through a ThreadProgram `t` (made by `thread_progra
     t.shuffle_down(src, k, dst) every thread's private slots dst := the slots src of the
                                 thread k lanes down its warp (its own where that lane
                                 is past its warp's last thread): shfl.sync.down
+    t.shuffle_up(src, k, dst)   the same from the thread k lanes up (lane - k; its own
+                                below lane k): shfl.sync.up
     t.warp_lanes(tid)           inside threads(): (lane, threads in this thread's warp)
     t.finish()                  closes the kernel (after reporting errors, see status)
 
@@ -26,7 +28,7 @@ PoCL's work-item loops: the barrier between two regions is where one loop ends a
 next begins), shared arrays are allocas (blocks run one after another), private slots
 are allocas of `block` elements indexed by tid.
 
-Warp shuffles: in PTX, one llvm.nvvm.shfl.sync.down per 32 bits of each slot (f64 and
+Warp shuffles: in PTX, one llvm.nvvm.shfl.sync.down (or .up) per 32 bits of each slot (f64 and
 i64 as two halves), with the mask of the warp's threads and the clamp at its last lane,
 so a block of any size works (its last warp partial): a lane whose source is past the
 clamp keeps its own value, as shfl.down does. In the emulation a shuffle is what it
@@ -34,6 +36,9 @@ means: every thread has written its slot (the private slot is a per-block array)
 region ends (a split, as at a barrier), and each thread copies the slot of lane + k of
 its warp, or its own where that lane does not exist: first thing in the next region's
 thread loop (or in a loop of its own when a barrier or another shuffle comes first).
+A shuffle up reads lane - k, a thread that the next region's loop has already run: its
+copy is a loop of its own, right away, over the threads in descending order (each reads
+a lower thread, whose slots are not yet overwritten when source and received are one).
 
 Rules a template keeps (checked where cheap): barriers and shared-memory allocation only
 in uniform code; a value made inside a threads() region is used only inside it (carry
@@ -144,6 +149,18 @@ class ThreadProgram:
         self._after_region = False
         self._emit_shuffle(list(sources), offset, list(received))
 
+    def shuffle_up(self, sources, offset, received):
+        """Uniform code: as shuffle_down, from the thread `offset` lanes up its warp
+        (lane - offset), or its own source in lanes below `offset`."""
+        self._check_uniform("a shuffle")
+        if not 0 < offset < WARP or len(sources) != len(received):
+            raise AssertionError(f"bad shuffle in {self.name}: offset {offset}")
+        for src, dst in zip(sources, received):
+            if src.ty != dst.ty:
+                raise AssertionError(f"shuffle of {src.ty} into {dst.ty} in {self.name}")
+        self._after_region = False
+        self._emit_shuffle_up(list(sources), offset, list(received))
+
 
 class _Private:
     """A per-thread slot; `at(tid)` is this thread's pointer (inside threads())."""
@@ -197,43 +214,47 @@ class PtxThreads(ThreadProgram):
             self.module, ir.FunctionType(ir.VoidType(), []), name)
         self.b.call(callee, [])
 
-    def _emit_shuffle(self, sources, offset, received):
+    def _emit_shuffle(self, sources, offset, received, mode="down"):
         b = self.b
         lane, warp = self.warp_lanes(self._sreg("tid"))
         warp = b.trunc(warp, I32)
-        # the warp's threads, and the clamp at its last lane (segment mask 0)
+        # the warp's threads, and the clamp (segment mask 0): its last lane shuffling
+        # down, lane 0 shuffling up
         mask = b.lshr(ir.Constant(I32, 0xFFFFFFFF), b.sub(ir.Constant(I32, WARP), warp))
-        clamp = b.sub(warp, ir.Constant(I32, 1))
+        clamp = b.sub(warp, ir.Constant(I32, 1)) if mode == "down" else ir.Constant(I32, 0)
         for src, dst in zip(sources, received):
             value = b.load(src.slot, typ=src.ty)
-            b.store(self._shuffle_value(value, mask, ir.Constant(I32, offset), clamp),
+            b.store(self._shuffle_value(value, mask, ir.Constant(I32, offset), clamp, mode),
                     dst.slot)
 
-    def _shfl(self, value, mask, offset, clamp):
+    def _emit_shuffle_up(self, sources, offset, received):
+        self._emit_shuffle(sources, offset, received, "up")
+
+    def _shfl(self, value, mask, offset, clamp, mode):
         kind = "f32" if isinstance(value.type, ir.FloatType) else "i32"
-        name = f"llvm.nvvm.shfl.sync.down.{kind}"
+        name = f"llvm.nvvm.shfl.sync.{mode}.{kind}"
         callee = self.module.globals.get(name) or ir.Function(
             self.module, ir.FunctionType(value.type, [I32, value.type, I32, I32]), name)
         return self.b.call(callee, [mask, value, offset, clamp])
 
-    def _shuffle_value(self, value, mask, offset, clamp):
-        """shfl.sync.down of any register type: 32 bits at a time."""
+    def _shuffle_value(self, value, mask, offset, clamp, mode):
+        """shfl.sync.down (or .up) of any register type: 32 bits at a time."""
         b, ty = self.b, value.type
         if isinstance(ty, ir.FloatType) or ty == I32:
-            return self._shfl(value, mask, offset, clamp)
+            return self._shfl(value, mask, offset, clamp, mode)
         if isinstance(ty, ir.DoubleType) or ty == I64:
             bits = b.bitcast(value, I64) if isinstance(ty, ir.DoubleType) else value
-            low = self._shfl(b.trunc(bits, I32), mask, offset, clamp)
+            low = self._shfl(b.trunc(bits, I32), mask, offset, clamp, mode)
             high = self._shfl(b.trunc(b.lshr(bits, ir.Constant(I64, 32)), I32), mask,
-                              offset, clamp)
+                              offset, clamp, mode)
             bits = b.or_(b.shl(b.zext(high, I64), ir.Constant(I64, 32)), b.zext(low, I64))
             return b.bitcast(bits, ty) if isinstance(ty, ir.DoubleType) else bits
         if isinstance(ty, ir.HalfType):
             narrow = ir.IntType(16)
-            got = self._shfl(b.zext(b.bitcast(value, narrow), I32), mask, offset, clamp)
+            got = self._shfl(b.zext(b.bitcast(value, narrow), I32), mask, offset, clamp, mode)
             return b.bitcast(b.trunc(got, narrow), ty)
         if isinstance(ty, ir.IntType) and ty.width < 32:
-            return b.trunc(self._shfl(b.zext(value, I32), mask, offset, clamp), ty)
+            return b.trunc(self._shfl(b.zext(value, I32), mask, offset, clamp, mode), ty)
         raise AssertionError(f"no shuffle of {ty} in {self.name}")
 
     def _shared_array(self, ty, name):
@@ -277,6 +298,17 @@ class EmulatedThreads(ThreadProgram):
         # the copy is done by the next region's thread loop, first thing (see _flush)
         self._flush()
         self._pending = (sources, offset, received, self.b.block)
+
+    def _emit_shuffle_up(self, sources, offset, received):
+        self._flush()
+        b = self.b
+        k = ir.Constant(I64, offset)
+        with for_range(b, self.ntid, name="shfl.up") as i:
+            tid = b.sub(b.sub(self.ntid, ir.Constant(I64, 1)), i)
+            lane, _ = self.warp_lanes(tid)
+            source = b.select(b.icmp_unsigned(">=", lane, k), b.sub(tid, k), tid)
+            for src, dst in zip(sources, received):
+                b.store(b.load(src.at(source), typ=src.ty), dst.at(tid))
 
     def _take_pending(self):
         if self._pending is None:
