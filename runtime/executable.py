@@ -278,10 +278,7 @@ class Executable:
     def run(self, feed_arrays, variables=None):
         """Runs once; returns the fetches (a list of new arrays, in spec order)."""
         dtypes = self._feed_dtypes
-        if len(feed_arrays) != len(dtypes):
-            raise FeedError(f"expected {len(dtypes)} feeds "
-                            f"({', '.join(f['name'] for f in self.feeds)}), "
-                            f"got {len(feed_arrays)}")
+        self._check_feed_count(feed_arrays)
         with self._lock:
             objs = self._objs
             feeds = feed_arrays
@@ -328,6 +325,12 @@ class Executable:
             if self._post:
                 return self._with_copied_fetches(outs, feeds)
             return outs
+
+    def _check_feed_count(self, feed_arrays):
+        if len(feed_arrays) != len(self._feed_dtypes):
+            raise FeedError(f"expected {len(self._feed_dtypes)} feeds "
+                            f"({', '.join(f['name'] for f in self.feeds)}), "
+                            f"got {len(feed_arrays)}")
 
     def _check_values(self, feeds):
         for feed, shape, values, name in self._value_guards:

@@ -23,7 +23,7 @@ import threading
 import numpy as np
 
 from .. import shapes
-from ..errors import FeedError, ShapeError
+from ..errors import ShapeError
 from ..executable import FORMAT_VERSION, Executable
 from .spec import MAX_GRID, check_gpu_fields
 from .variables import DeviceVariables
@@ -183,10 +183,7 @@ class GpuExecutable(Executable):
     def run(self, feed_arrays, variables=None):
         """Runs once; returns the fetches (a list of new arrays, in spec order)."""
         dtypes = self._feed_dtypes
-        if len(feed_arrays) != len(dtypes):
-            raise FeedError(f"expected {len(dtypes)} feeds "
-                            f"({', '.join(f['name'] for f in self.feeds)}), "
-                            f"got {len(feed_arrays)}")
+        self._check_feed_count(feed_arrays)
         with self._lock:
             feeds = [a if type(a) is np.ndarray and a.dtype is dtypes[i]
                      and a.flags.c_contiguous else self._conform_feed(i, a)

@@ -55,7 +55,7 @@ def emit(conv, emit_chunks):
         fold.allocate(n_units)
     layout = _layout(len(storages))
     task = _emit_task(conv, body, layout, storages, fold is not None)
-    data = entry_alloca(b, layout, "conv.team.data")
+    data = entry_alloca(b, layout.type, "conv.team.data")
     status = entry_alloca(b, I32, "conv.team.status")
     b.store(ir.Constant(I32, 0), status)
     buffers = [fold.base if fold is not None and s == conv.c_key else em.buffers[s]
@@ -64,7 +64,7 @@ def emit(conv, emit_chunks):
                         conv.scratch_bytes_value(),
                         fold.stride if fold is not None else ir.Constant(I64, 0)]
     for k, v in enumerate(fields):
-        b.store(v, _field(b, layout, data, k))
+        b.store(v, layout.address(b, data, k))
     team = kp.emit_team_size(b, b.load(kp.threads_global(b.module), typ=I32), n_units)
     big = b.icmp_signed(">=", conv.work_value(), ir.Constant(I64, parallel.min_work()))
     team = b.select(big, team, ir.Constant(I32, 1))
@@ -98,14 +98,8 @@ def _emit_body(conv, storages, emit_chunks):
 def _layout(n_buf):
     # buffers, syms, chunks, chunks per unit, units, next unit (shared counter), status,
     # scratch bytes, bytes between two units' partial filters
-    return ir.LiteralStructType([PTR] * n_buf + [PTR, I64, I64, I64, I64, PTR, I64, I64])
-
-
-def _field(b, layout, data, k):
-    indices = [ir.Constant(I32, 0), ir.Constant(I32, k)]
-    if isinstance(data, ir.AllocaInstr):
-        return b.gep(data, indices)  # a typed pointer in llvmlite: no source_etype
-    return b.gep(data, indices, source_etype=layout)
+    return parallel.Layout(
+        ir.LiteralStructType([PTR] * n_buf + [PTR, I64, I64, I64, I64, PTR, I64, I64]), n_buf)
 
 
 def _emit_task(conv, body, layout, storages, folds):
@@ -115,10 +109,10 @@ def _emit_task(conv, body, layout, storages, folds):
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     data = fn.args[0]
     n_buf = len(storages)
-    load = lambda k: b.load(_field(b, layout, data, k), typ=layout.elements[k])  # noqa: E731
+    load = lambda k: layout.load(b, data, k)  # noqa: E731
     buffers = [load(k) for k in range(n_buf)]
     syms, n_chunks, unit, n_units = (load(n_buf + k) for k in range(4))
-    counter = _field(b, layout, data, n_buf + 4)
+    counter = layout.address(b, data, n_buf + 4)
     status, scratch_bytes, stride = load(n_buf + 5), load(n_buf + 6), load(n_buf + 7)
     raw, scratch = parallel.aligned_malloc(b, scratch_bytes)
     c_slot = storages.index(conv.c_key)

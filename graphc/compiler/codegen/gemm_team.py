@@ -40,11 +40,12 @@ def emit_product(b, program, node, gemm_fn, a_ptr, b_ptr, c_ptr, syms, name, bat
     block = b.udiv(b.add(extent, b.sub(units, ir.Constant(I64, 1))), units)
     units = b.udiv(b.add(extent, b.sub(block, ir.Constant(I64, 1))), b.select(
         b.icmp_signed(">", block, ir.Constant(I64, 0)), block, ir.Constant(I64, 1)))
-    layout = ir.LiteralStructType([PTR, PTR, PTR, PTR, I64, I64, I64])
+    # a, b, c, syms, units, block, next unit (shared counter)
+    layout = parallel.Layout(ir.LiteralStructType([PTR, PTR, PTR, PTR, I64, I64, I64]))
     task = _emit_task(program, node, gemm_fn, mode, layout, name, batch_positions)
-    data = entry_alloca(b, layout, "gemm.team.data")
+    data = entry_alloca(b, layout.type, "gemm.team.data")
     for k, v in enumerate([a_ptr, b_ptr, c_ptr, syms, units, block, ir.Constant(I64, 0)]):
-        b.store(v, b.gep(data, [ir.Constant(I32, 0), ir.Constant(I32, k)]))
+        b.store(v, layout.address(b, data, k))
     team = kp.emit_team_size(b, b.load(kp.threads_global(b.module), typ=I32), units)
     with b.if_else(b.icmp_signed(">", team, ir.Constant(I32, 1))) as (on_team, alone):
         with on_team:
@@ -96,10 +97,9 @@ def _emit_task(program, node, gemm_fn, mode, layout, name, batch_positions):
     fn.attributes.add("nounwind")
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     data = fn.args[0]
-    load = lambda k: b.load(b.gep(data, [ir.Constant(I32, 0), ir.Constant(I32, k)],  # noqa
-                                  source_etype=layout), typ=layout.elements[k])
+    load = lambda k: layout.load(b, data, k)  # noqa: E731
     a_ptr, b_ptr, c_ptr, syms, units, block = (load(k) for k in range(6))
-    counter = b.gep(data, [ir.Constant(I32, 0), ir.Constant(I32, 6)], source_etype=layout)
+    counter = layout.address(b, data, 6)
     shape = _Shape(b, program, node, syms)
     with claim_loop(b, counter, units) as u:
         lo = b.mul(u, block)

@@ -125,7 +125,7 @@ class ParallelLoops:
         # between two chunks' partials of each fold
         fields = [PTR] * len(storages) + [PTR, I64, I64, I64, PTR, PTR] + \
             [v.type for _, v in passed] + [I64] * len(folds)
-        layout = _Layout(ir.LiteralStructType(fields), len(storages), len(passed))
+        layout = Layout(ir.LiteralStructType(fields), len(storages), len(passed))
         fold_slots = [storages.index(f.storage) for f in folds]
         task = self._emit_task(body, has_errors, layout, base, fold_slots)
         self._emit_call(em, nest, level, var, terms, storages, passed, layout, task,
@@ -281,10 +281,11 @@ _DETAILS = 4  # = entry.MAX_ERROR_DETAILS (a test checks)
 _FAILURE_SLOTS = 1 + _DETAILS  # per thread: first failing chunk's start, its details
 
 
-class _Layout:
-    """The data struct a task reads: field k's address and value."""
+class Layout:
+    """The data struct a task reads: field k's address and value (split loops here, and
+    the conv and gemm teams)."""
 
-    def __init__(self, type_, n_buf, n_passed):
+    def __init__(self, type_, n_buf=0, n_passed=0):
         self.type = type_
         self.n_buf = n_buf
         self.n_passed = n_passed

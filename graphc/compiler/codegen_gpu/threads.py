@@ -140,18 +140,14 @@ class ThreadProgram:
         """Uniform code: for each pair of private slots, every thread's received slot :=
         the source slot of the thread `offset` lanes down its warp, or its own source
         where that lane is past the warp's last thread (see the module doc)."""
-        self._check_uniform("a shuffle")
-        if not 0 < offset < WARP or len(sources) != len(received):
-            raise AssertionError(f"bad shuffle in {self.name}: offset {offset}")
-        for src, dst in zip(sources, received):
-            if src.ty != dst.ty:
-                raise AssertionError(f"shuffle of {src.ty} into {dst.ty} in {self.name}")
-        self._after_region = False
-        self._emit_shuffle(list(sources), offset, list(received))
+        self._shuffle(sources, offset, received, self._emit_shuffle)
 
     def shuffle_up(self, sources, offset, received):
         """Uniform code: as shuffle_down, from the thread `offset` lanes up its warp
         (lane - offset), or its own source in lanes below `offset`."""
+        self._shuffle(sources, offset, received, self._emit_shuffle_up)
+
+    def _shuffle(self, sources, offset, received, emit):
         self._check_uniform("a shuffle")
         if not 0 < offset < WARP or len(sources) != len(received):
             raise AssertionError(f"bad shuffle in {self.name}: offset {offset}")
@@ -159,7 +155,7 @@ class ThreadProgram:
             if src.ty != dst.ty:
                 raise AssertionError(f"shuffle of {src.ty} into {dst.ty} in {self.name}")
         self._after_region = False
-        self._emit_shuffle_up(list(sources), offset, list(received))
+        emit(list(sources), offset, list(received))
 
 
 class _Private:
