@@ -2,7 +2,8 @@
 """Benchmarks W1-W6 of the compiler issue: graphc against NumPy (and its own reference
 executor), measured side by side in this process.
 
-The workloads, their data and the timing loop come from ../shared/bench/peers_bench.py,
+The workloads, their data and the timing loop come from tools/peers_bench.py (an identical
+copy of the peers' ../shared/bench/peers_bench.py, so a clone can run them),
 and graphc runs that file's TF1 code unchanged: `tensorflow.compat.v1` is graphc here
 (a TF1 user changes only the import). Prints median ms per iteration and ratios (lower
 is better for graphc), writes a JSON file. Peer numbers (TF1, XLA, JAX, PyTorch) come
@@ -79,8 +80,7 @@ def copy_bandwidth_gbps():
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--peers", default=os.path.join(REPO, "..", "shared", "bench",
-                                                    "peers_bench.py"))
+    ap.add_argument("--peers", default=os.path.join(REPO, "tools", "peers_bench.py"))
     ap.add_argument("--workloads", default=",".join(NAMES))
     ap.add_argument("--backends", default="compiled,reference")
     ap.add_argument("--min-time", type=float, default=1.0)

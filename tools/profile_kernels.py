@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Where the time of a benchmark workload goes, kernel by kernel.
 
-Runs one workload of ../shared/bench/peers_bench.py (its TF1 code, on graphc, as
+Runs one workload of tools/peers_bench.py (its TF1 code, on graphc, as
 tools/bench.py does) with GRAPHC_PROFILE=1: the generated entry reads the CPU's time-stamp
 counter around every kernel call and sums the cycles per kernel. Prints each kernel's
 median cycles per run as a share of the time in kernels and in ms (the counter's rate
@@ -52,7 +52,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("workload", choices=sorted(bench.NAMES))
     ap.add_argument("--runs", type=int, default=50)
-    ap.add_argument("--peers", default=os.path.join(bench.REPO, "..", "shared", "bench",
+    ap.add_argument("--peers", default=os.path.join(bench.REPO, "tools",
                                                     "peers_bench.py"))
     args = ap.parse_args(argv)
     pb = bench.load_peers_bench(args.peers)

@@ -2,7 +2,7 @@
 
 graphc's tests check it against NumPy references written from TF1's documented semantics;
 this tool checks the semantics themselves against TensorFlow, where one is installed (it is
-not a dependency: install it in a throwaway venv, as ../shared/bench/peers_bench.py says):
+not a dependency: install it in a throwaway venv, as tools/peers_bench.py says):
 
     python3 -m venv /tmp/tfvenv && /tmp/tfvenv/bin/pip install numpy tensorflow-cpu tf-keras
     python tools/tf_parity.py --tf-python /tmp/tfvenv/bin/python [--case NAME ...]
