@@ -11,12 +11,13 @@ What each field does in graphc (the Session reads them; see Session.__init__ and
                /gpu:0 placement without a GPU, graphc warns and runs it on the CPU),
                intra_op_parallelism_threads (threads of the compiled loops),
                device_count["GPU"] = 0 (ops placed on a GPU run on the CPU),
+               log_device_placement (prints each op's device the first time a run
+               needs it, as TF1's placer does),
                backend (graphc's own: "compiled", "reference", "gpu", "gpu_emulated").
   no effect,   gpu_options.allow_growth / per_process_gpu_memory_fraction / allocator_type
   same results (graphc allocates one arena per run signature), inter_op_parallelism_threads
                and use_per_session_threads (one executor runs a signature),
-               log_device_placement (placements are in graphc-dump and the soft-placement
-               warning), graph_options.optimizer_options (opt_level, global_jit_level:
+               graph_options.optimizer_options (opt_level, global_jit_level:
                graphc always compiles and runs its own passes; GRAPHC_DISABLE_PASSES
                switches them), graph_options.* otherwise, placement_period,
                isolate_session_state, RunOptions.report_tensor_allocations_upon_oom,

@@ -132,6 +132,11 @@ class Session:
             from runtime.gpu import open_device
             self._attach_gpu(open_device(GPU_BACKENDS[self.backend]))  # GpuUnavailable
         self._warned_placement = False
+        self._logged_placement = set()
+        if self.config.log_device_placement:
+            print("Device mapping: " + ("\n" + "\n".join(
+                f"{d} -> device: 0" for d in self._devices[1:]) if self._gpu is not None
+                else "no known devices."), flush=True)
         self._warned_options = set()
         self._warn_unsupported(getattr(self.config, "unsupported", list)())
         self._default_ctx = []
@@ -307,9 +312,24 @@ class Session:
             # the device is a function of the signature's ops and of the Session, so it
             # needs no place in the key
             device = self._device_for(prune(fetches, targets, feeds))
+            if self.config.log_device_placement:
+                self._log_placement()
             exe = self._build_executable(feeds, fetches, targets, device)
             self._cache[key] = exe
         return exe
+
+    def _log_placement(self):
+        """log_device_placement: every op's device, in TF1's format. TF1's placer places
+        the whole graph when a run first needs it (and ops added later at the next run),
+        printing `name: (Type): device` for each: so does this, once per op."""
+        from graphc.compiled_executor import is_host_op
+        for op in self.graph.get_operations():
+            if op.name not in self._logged_placement:
+                self._logged_placement.add(op.name)
+                on_gpu = self._gpu is not None and not is_host_op(op) and (
+                    self.backend in GPU_BACKENDS or _is_gpu0(op.device))
+                print(f"{op.name}: ({op.type}): {_GPU_DEVICE if on_gpu else _CPU_DEVICE}",
+                      flush=True)
 
     def _attach_gpu(self, device):
         """From now on the Session has a GPU, and its variables a device store."""

@@ -217,9 +217,15 @@ class Variable:
         if trainable and GraphKeys.TRAINABLE_VARIABLES not in collections:
             collections.append(GraphKeys.TRAINABLE_VARIABLES)
         with g.name_scope(name or "Variable") as scope:
-            with g.name_scope("Initializer"), g.control_dependencies(None):
-                init = initial_value() if callable(initial_value) else initial_value
-                init = convert_to_tensor(init, dtype=dtype)
+            # TF's names: a value becomes <var>/initial_value; a callable's ops go under
+            # <var>/Initializer (tf.zeros there makes <var>/Initializer/zeros)
+            with g.control_dependencies(None):
+                if callable(initial_value):
+                    with g.name_scope("Initializer"):
+                        init = convert_to_tensor(initial_value(), dtype=dtype,
+                                                 name="initial_value")
+                else:
+                    init = convert_to_tensor(initial_value, dtype=dtype, name="initial_value")
             var_shape = as_shape(shape) if shape is not None else (
                 init.shape if validate_shape else TensorShape(None))
             with g.name_scope(None), g.control_dependencies(None):

@@ -106,3 +106,36 @@ def test_soft_placement_config_tutorial_style():
     with pytest.warns(RuntimeWarning):
         with tf.Session(config=config) as sess:
             assert sess.run(b) == 3.0
+
+
+def test_log_device_placement_prints_each_op_once_as_tf1(capsys):
+    """TF1's placer places the whole graph when a run first needs it and prints
+    `name: (Type): device` for each op; ops added later are printed at the next run."""
+    cpu = "/job:localhost/replica:0/task:0/device:CPU:0"
+    for backend in ("compiled", "reference"):
+        with tf.Graph().as_default():
+            x = tf.placeholder(tf.float32, [None, 2], name="x")
+            w = tf.Variable([[1.0], [2.0]], name="w")
+            y = tf.matmul(x, w, name="y")
+        config = tf.ConfigProto(log_device_placement=True, backend=backend)
+        with tf.Session(graph=y.graph, config=config) as sess:
+            assert capsys.readouterr().out == "Device mapping: no known devices.\n"
+            sess.run(w.initializer)
+            assert capsys.readouterr().out.splitlines() == [
+                f"x: (Placeholder): {cpu}", f"w/initial_value: (Const): {cpu}",
+                f"w: (VariableV2): {cpu}", f"w/Assign: (Assign): {cpu}",
+                f"w/read: (Identity): {cpu}", f"y: (MatMul): {cpu}"]
+            assert sess.run(y, {x: [[1.0, 1.0]]}).tolist() == [[3.0]]
+            assert capsys.readouterr().out == ""
+            with sess.graph.as_default():
+                z = tf.reduce_sum(y, name="z")
+            assert sess.run(z, {x: [[1.0, 1.0]]}) == 3.0
+            assert capsys.readouterr().out.splitlines() == [
+                f"Const: (Const): {cpu}", f"z: (Sum): {cpu}"]
+
+
+def test_no_placement_log_by_default(capsys):
+    a = tf.constant([1.0, 2.0])
+    with tf.Session() as sess:
+        sess.run(tf.reduce_sum(a))
+    assert capsys.readouterr().out == ""

@@ -243,3 +243,20 @@ def test_operator_operands_are_named_inside_the_operator_scope():
     np.testing.assert_array_equal(out[1], 2 * xv)
     np.testing.assert_array_equal(out[2], 1 - xv)
     np.testing.assert_array_equal(out[3], xv.sum(1, keepdims=True))
+
+
+def test_variable_initial_value_names_as_tf():
+    """TF 2.21 compat.v1 (checked): a value becomes <var>/initial_value, a callable's ops go
+    under <var>/Initializer, get_variable's initializer under <var>/Initializer too."""
+    g = gc.Graph()
+    with g.as_default():
+        gc.Variable([[1.0], [2.0]], name="w")
+        gc.Variable(3.0)
+        gc.Variable(lambda: gc.constant([1.0, 2.0]), name="u")
+        gc.get_variable("g", [2], initializer=gc.zeros_initializer())
+    names = [op.name for op in g.get_operations()]
+    assert names[:4] == ["w/initial_value", "w", "w/Assign", "w/read"]
+    assert names[4:8] == ["Variable/initial_value", "Variable", "Variable/Assign",
+                          "Variable/read"]
+    assert "u/Initializer/Const" in names and "u" in names
+    assert any(n.startswith("g/Initializer/") for n in names)
