@@ -132,6 +132,7 @@ class ConfigProto(_Message):
         return notes
 
     def gpus_allowed(self):
+        """graphc's: False when device_count={"GPU": 0} hides the GPU."""
         return self.device_count.get("GPU", 1) != 0
 
 

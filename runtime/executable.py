@@ -89,6 +89,9 @@ class _Plan:
 
 
 class Executable:
+    """One compiled CPU spec made runnable: its LLVM IR JIT-compiled, its arena and
+    constants bound; `run(feed_arrays, variables)` calls the native entry once."""
+
     def __init__(self, spec, use_wrapper=True, num_threads=None):
         version = spec.get("format_version")
         if version != FORMAT_VERSION:
