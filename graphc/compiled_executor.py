@@ -10,9 +10,9 @@ pruning), and the values crossing a boundary are the next stage's feeds.
 
 A NativeStage holds every variant compiled for its signature: one per feed-rank tuple
 and guard set (graphc/framework/symbolic.py). A run tries the last variant used, then the
-others; a guard failure (e.g. a batch of 1 where the code assumed no broadcasting of the
-batch) compiles a new variant, so a new batch size such as the last partial batch of an
-epoch normally reuses the code.
+others (runtime/variants.py, which loaded files use too); when none fits (e.g. a batch of
+1 where the code assumed no broadcasting of the batch) it compiles a new variant, so a new
+batch size such as the last partial batch of an epoch normally reuses the code.
 
 Every native stage compiles through graphc/compiler/driver.py, for the host CPU or, given
 a runtime.gpu device, for the GPU (the same lowering, passes and schedule, then
@@ -33,6 +33,7 @@ from graphc.framework.graph import warn_at_user
 from graphc.reference_executor import ReferenceExecutable, prune, value_inputs
 from runtime import errors as rt
 from runtime.executable import Executable
+from runtime.variants import Variants
 
 HOST_OP_TYPES = frozenset("""IteratorGetNext MakeIterator ScalarSummary HistogramSummary
     ImageSummary MergeSummary UninitializedNames IsVariableInitialized VariableValueOrDefault
@@ -142,7 +143,7 @@ class HostStage(ReferenceExecutable):
 
 
 class NativeStage:
-    """The compiled variants of one native stage."""
+    """The compiled variants of one native stage (runtime.variants.Variants chooses)."""
 
     def __init__(self, feeds, fetches, targets, exclude, ops, session, device=None):
         from graphc.ops.random_ops import RANDOM_OP_TYPES
@@ -151,22 +152,21 @@ class NativeStage:
         self.session = session
         self.device = device
         self.random_ops = [op for op in ops if op.type in RANDOM_OP_TYPES]
-        self._variants = {}
-        self._last = None
+        self.variants = Variants()
         self._unlowered = None
 
     def run(self, arrays, state):
         if self.random_ops:
             self._create_random_states(state)
-        exe = self._last
-        if exe is not None:
-            try:
-                return exe.run(arrays, state.variables)
-            except rt.GuardFailure:
-                pass
-            except rt.RuntimeFailure as e:
-                raise _graphc_error(e, self.session.graph) from None
-        return self._run_slow(arrays, state)
+        if self._unlowered is not None:
+            return self._unlowered.run(arrays, state)
+        try:
+            return self.variants.run(arrays, state.variables)
+        except rt.NoVariantFits:
+            pass
+        except rt.RuntimeFailure as e:
+            raise _graphc_error(e, self.session.graph) from None
+        return self._compile_and_run(arrays, state)
 
     def _create_random_states(self, state):
         """Random ops keep their key and run counter in the state (created on first use,
@@ -177,19 +177,8 @@ class NativeStage:
             if random_state_name(op.name) not in state.variables:
                 random_state(state, op.name, op.attrs.get("seed"), op.attrs.get("seed2"))
 
-    def _run_slow(self, arrays, state):
-        if self._unlowered is not None:
-            return self._unlowered.run(arrays, state)
-        ranks = tuple(a.ndim for a in arrays)
-        for exe in self._variants.get(ranks, ()):
-            try:
-                out = exe.run(arrays, state.variables)
-            except rt.GuardFailure:
-                continue
-            except rt.RuntimeFailure as e:
-                raise _graphc_error(e, self.session.graph) from None
-            self._last = exe
-            return out
+    def _compile_and_run(self, arrays, state):
+        """No variant accepts the feeds: compiles one more (for these feeds) and runs."""
         from graphc.compiler.codegen import LoweringError
         try:
             exe = self._compile(arrays, state)
@@ -201,10 +190,9 @@ class NativeStage:
             self._unlowered = ReferenceExecutable(self.feeds, self.fetches, self.targets,
                                                   self.exclude)
             return self._unlowered.run(arrays, state)
-        self._variants.setdefault(ranks, []).append(exe)
-        self._last = exe
+        self.variants.add(exe)
         try:
-            return exe.run(arrays, state.variables)
+            return self.variants.run(arrays, state.variables)
         except rt.RuntimeFailure as e:
             raise _graphc_error(e, self.session.graph) from None
 
