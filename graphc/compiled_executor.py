@@ -10,13 +10,13 @@ pruning), and the values crossing a boundary are the next stage's feeds.
 
 A NativeStage holds every variant compiled for its signature: one per feed-rank tuple
 and guard set (graphc/framework/symbolic.py). A run tries the last variant used, then the
-others; a guard failure (e.g. a batch of 1 where the code assumed no broadcasting of the
-batch) compiles a new variant, so a new batch size such as the last partial batch of an
-epoch normally reuses the code.
+others (runtime/variants.py, which loaded files use too); when none fits (e.g. a batch of
+1 where the code assumed no broadcasting of the batch) it compiles a new variant, so a new
+batch size such as the last partial batch of an epoch normally reuses the code.
 
-GPU: a CompiledExecutable given a runtime.gpu device compiles its native stages for the
-GPU (the CPU's lowering and pass pipeline up to fusion and memory planning, then
-codegen_gpu's spec instead of the CPU codegen) and runs them with runtime.gpu's
+Every native stage compiles through graphc/compiler/driver.py, for the host CPU or, given
+a runtime.gpu device, for the GPU (the same lowering, passes and schedule, then
+codegen_gpu's spec instead of the CPU codegen's), and the GPU stages run with runtime.gpu's
 GpuExecutable; host stages still run on the host, their inputs and outputs crossing as
 the stages' fetches and feeds (host arrays), so no device mismatch is ever visible. A
 stage whose kernels the GPU codegen does not lower yet (GpuCodegenNotImplemented) runs
@@ -28,9 +28,12 @@ import os
 import re
 
 from graphc import errors
+from graphc.compiler.driver import GPU_ARCH, compile_signature, gpu_target
 from graphc.framework.graph import warn_at_user
 from graphc.reference_executor import ReferenceExecutable, prune, value_inputs
 from runtime import errors as rt
+from runtime.executable import Executable
+from runtime.variants import Variants
 
 HOST_OP_TYPES = frozenset("""IteratorGetNext MakeIterator ScalarSummary HistogramSummary
     ImageSummary MergeSummary UninitializedNames IsVariableInitialized VariableValueOrDefault
@@ -42,7 +45,6 @@ HOST_OP_TYPES = frozenset("""IteratorGetNext MakeIterator ScalarSummary Histogra
 # before the call) cannot produce.
 
 _STAGE_FREE = frozenset({"VariableV2", "Const"})  # available to every stage
-GPU_ARCH = "sm_80"  # the compute capability GPU stages are compiled for
 
 
 class GpuFallbackWarning(RuntimeWarning):
@@ -141,7 +143,7 @@ class HostStage(ReferenceExecutable):
 
 
 class NativeStage:
-    """The compiled variants of one native stage."""
+    """The compiled variants of one native stage (runtime.variants.Variants chooses)."""
 
     def __init__(self, feeds, fetches, targets, exclude, ops, session, device=None):
         from graphc.ops.random_ops import RANDOM_OP_TYPES
@@ -150,22 +152,21 @@ class NativeStage:
         self.session = session
         self.device = device
         self.random_ops = [op for op in ops if op.type in RANDOM_OP_TYPES]
-        self._variants = {}
-        self._last = None
+        self.variants = Variants()
         self._unlowered = None
 
     def run(self, arrays, state):
         if self.random_ops:
             self._create_random_states(state)
-        exe = self._last
-        if exe is not None:
-            try:
-                return exe.run(arrays, state.variables)
-            except rt.GuardFailure:
-                pass
-            except rt.RuntimeFailure as e:
-                raise _graphc_error(e, self.session.graph) from None
-        return self._run_slow(arrays, state)
+        if self._unlowered is not None:
+            return self._unlowered.run(arrays, state)
+        try:
+            return self.variants.run(arrays, state.variables)
+        except rt.NoVariantFits:
+            pass
+        except rt.RuntimeFailure as e:
+            raise _graphc_error(e, self.session.graph) from None
+        return self._compile_and_run(arrays, state)
 
     def _create_random_states(self, state):
         """Random ops keep their key and run counter in the state (created on first use,
@@ -176,19 +177,8 @@ class NativeStage:
             if random_state_name(op.name) not in state.variables:
                 random_state(state, op.name, op.attrs.get("seed"), op.attrs.get("seed2"))
 
-    def _run_slow(self, arrays, state):
-        if self._unlowered is not None:
-            return self._unlowered.run(arrays, state)
-        ranks = tuple(a.ndim for a in arrays)
-        for exe in self._variants.get(ranks, ()):
-            try:
-                out = exe.run(arrays, state.variables)
-            except rt.GuardFailure:
-                continue
-            except rt.RuntimeFailure as e:
-                raise _graphc_error(e, self.session.graph) from None
-            self._last = exe
-            return out
+    def _compile_and_run(self, arrays, state):
+        """No variant accepts the feeds: compiles one more (for these feeds) and runs."""
         from graphc.compiler.codegen import LoweringError
         try:
             exe = self._compile(arrays, state)
@@ -200,15 +190,13 @@ class NativeStage:
             self._unlowered = ReferenceExecutable(self.feeds, self.fetches, self.targets,
                                                   self.exclude)
             return self._unlowered.run(arrays, state)
-        self._variants.setdefault(ranks, []).append(exe)
-        self._last = exe
+        self.variants.add(exe)
         try:
-            return exe.run(arrays, state.variables)
+            return self.variants.run(arrays, state.variables)
         except rt.RuntimeFailure as e:
             raise _graphc_error(e, self.session.graph) from None
 
     def _compile(self, arrays, state):
-        from graphc.compiler.codegen import compile_executable
         self.session.compile_count += 1
         args = (self.feeds, self.fetches, self.targets, [a.shape for a in arrays], arrays,
                 _variable_shapes(state.variables))
@@ -218,7 +206,7 @@ class NativeStage:
                 return compile_gpu_executable(*args, exclude=self.exclude, device=self.device)
             except GpuCodegenNotImplemented as e:
                 _note_gpu_fallback(e)
-        exe = compile_executable(*args, exclude=self.exclude)
+        exe = Executable(compile_signature(*args, exclude=self.exclude).spec)
         exe.set_num_threads(self.session.num_threads)  # ConfigProto's intra-op threads
         return exe
 
@@ -233,41 +221,14 @@ def _variable_shapes(store):
 def compile_gpu_executable(feeds, fetches, targets, feed_shapes, feed_values=None,
                            variable_shapes=None, exclude=frozenset(), device=None,
                            arch=GPU_ARCH):
-    """The runtime.gpu.GpuExecutable of one run signature on `device` (compile_executable's
-    GPU twin); GpuCodegenNotImplemented when a kernel has no GPU lowering yet."""
-    from graphc.compiler.lower import lower
+    """The runtime.gpu.GpuExecutable of one run signature on `device` (the GPU twin of
+    NativeStage's CPU compile); GpuCodegenNotImplemented when a kernel has no GPU lowering
+    yet."""
     from runtime.gpu import GpuExecutable
-    module = lower(feeds, fetches, targets, feed_shapes, feed_values=feed_values,
-                   variable_shapes=variable_shapes, exclude=exclude)
     with_ptx = getattr(device, "kind", None) != "emulated"  # the emulation runs no PTX
-    return GpuExecutable(gpu_spec(module, arch, with_ptx=with_ptx), device)
-
-
-def gpu_spec(module, arch=GPU_ARCH, disable=None, with_ptx=True):
-    """The GPU executable spec of a lowered module: the CPU pass pipeline (fusion and
-    memory planning included), then codegen_gpu. Cached on disk like CPU specs
-    (graphc/compiler/spec_cache.py), keyed with the GPU target."""
-    import os
-
-    from graphc.compiler import spec_cache
-    from graphc.compiler.codegen_gpu import generate_gpu
-    from graphc.compiler.pipeline import optimize
-    dumping = os.environ.get("GRAPHC_DUMP")
-    target = {"kind": "gpu", "arch": arch} if with_ptx else \
-        {"kind": "gpu", "arch": arch, "ptx": False}
-    key = None if dumping else spec_cache.key(module, disable, target)
-    spec = spec_cache.load(key) if key else None
-    if spec is None:
-        optimize(module, disable=disable)
-        if getattr(module, "kernels", None) is None:
-            from graphc.compiler.passes import fusion
-            fusion.run(module)
-        if getattr(module, "memory_plan", None) is None:
-            from graphc.compiler.passes import memory_planning
-            memory_planning.run(module)
-        spec = generate_gpu(module).spec(arch, ptx=with_ptx)
-        spec_cache.store(key, spec)
-    return spec
+    result = compile_signature(feeds, fetches, targets, feed_shapes, feed_values,
+                               variable_shapes, exclude, target=gpu_target(arch, with_ptx))
+    return GpuExecutable(result.spec, device)
 
 
 _warned_fallbacks = set()

@@ -3,10 +3,10 @@
     gc.export(sess, "model.gcx", inputs={"x": x}, outputs={"probs": probs})
     m = runtime.load("model.gcx"); m.run({"x": batch})["probs"]
 
-The subgraph is lowered and compiled exactly as a Session run compiles it (lowering, the
-pass pipeline, codegen), after one rewrite: each variable the subgraph only reads becomes a
-constant holding its current value in `sess`, so the passes fold through the weights and the
-file needs no variable store. Variables the subgraph assigns to stay variables; their current
+The subgraph is lowered and compiled exactly as a Session run compiles it (through
+graphc/compiler/driver.py: the passes, the schedule, codegen), after one rewrite: each
+variable the subgraph only reads becomes a constant holding its current value in `sess`, so
+the passes fold through the weights and the file needs no variable store. Variables the subgraph assigns to stay variables; their current
 values are stored in the file as the starting state the loaded Model carries between runs.
 
 Unknown (None) input dims are compiled symbolically with a hint of _HINT. When the code was
@@ -21,16 +21,14 @@ runs on a GPU through pycuda, or on the host with runtime.load(path, device="emu
 Besides the code, the file carries what graphc-dump shows: the graph before and after the
 passes, each pass's counts and its text dump, the kernel clusters and the memory plan.
 """
-import os
-import tempfile
-
 import numpy as np
 
 from graphc import errors
+from graphc.compiler.driver import GPU_ARCH, compile_module, compile_options, gpu_target
 from graphc.compiler.ir import VariableRef
 from graphc.compiler.lower import lower
 from graphc.compiler.op_kinds import UPDATE_OPS
-from graphc.compiler.pipeline import PASS_NAMES, optimize
+from graphc.compiler.pipeline import STAGE_NAMES
 from graphc.framework.graph import Tensor
 from graphc.framework.symbolic import SymDim
 from runtime import file_format, jit
@@ -51,8 +49,7 @@ def export(sess, path, inputs, outputs, target="cpu", arch=None):
             raise ValueError("export: arch is a GPU setting; give target='gpu'")
         code_target = jit.host_target()
     elif target == "gpu":
-        from graphc.compiled_executor import GPU_ARCH
-        code_target = {"kind": "gpu", "arch": arch or GPU_ARCH}
+        code_target = gpu_target(arch or GPU_ARCH)
     else:
         raise ValueError(f"export: unknown target {target!r}; 'cpu' or 'gpu'")
     in_names, feeds = _named_tensors(sess, inputs, "inputs")
@@ -106,30 +103,22 @@ def _hint_shape(t, hint):
 
 def _compile(sess, feeds, fetches, shapes, target, with_debug):
     """(spec, state to store) of one executable for feed shapes `shapes`."""
-    from graphc.compiler import codegen  # llvmlite and kernels load when first needed
+    from graphc.compiler.codegen import LoweringError  # llvmlite loads when first needed
     module = lower(feeds, fetches, [], shapes)
     state = _freeze_read_only_variables(module, sess._state.variables)
     before = module.to_dict() if with_debug else None
-    with tempfile.TemporaryDirectory(prefix="graphc-export-") as dump_dir:
-        counts = optimize(module, dump_dir=dump_dir)
-        pass_texts = _pass_texts(os.path.join(dump_dir, module.name)) if with_debug else {}
+    # never from the spec cache: the debug info describes the stages this compile ran
+    options = compile_options(keep_dumps=with_debug, profile=False, cache=False)
     try:
-        spec = _generate(module, target)
-    except codegen.LoweringError as e:
+        result = compile_module(module, target, options)
+    except LoweringError as e:
         where = " for the GPU" if target.get("kind") == "gpu" else ""
         raise ValueError(f"export: the subgraph cannot be compiled{where} yet: {e}") from None
-    spec["debug"] = _debug_info(module, before, counts, pass_texts, with_debug)
+    spec = result.spec
+    spec["debug"] = _debug_info(module, before, result.pass_stats, result.dumps or {},
+                                with_debug)
     state.update(_random_states(sess, spec, state))
     return spec, state
-
-
-def _generate(module, target):
-    """The spec of an optimized module for a CPU target or {"kind": "gpu", "arch"}."""
-    from graphc.compiler import codegen
-    if target.get("kind") == "gpu":
-        from graphc.compiler.codegen_gpu import generate_gpu
-        return generate_gpu(module).spec(target["arch"])
-    return codegen.generate(module, target)
 
 
 def _random_states(sess, spec, state):
@@ -179,22 +168,9 @@ def _current_value(values, name, node):
     return values[name]
 
 
-def _pass_texts(folder):
-    """{"lowered": text, pass name: text after it} from the pipeline's dump folder."""
-    texts = {}
-    if not os.path.isdir(folder):
-        return texts
-    for filename in sorted(os.listdir(folder)):
-        stem, ext = os.path.splitext(filename)
-        if ext == ".txt" and "-" in stem:
-            with open(os.path.join(folder, filename)) as f:
-                texts[stem.split("-", 1)[1]] = f.read()
-    return texts
-
-
 # ------------------------------------------------------------------ debug info
 def _debug_info(module, before, counts, pass_texts, full):
-    info = {"pass_counts": counts, "pass_order": PASS_NAMES,
+    info = {"pass_counts": counts, "pass_order": STAGE_NAMES,
             "kernels": [_kernel_info(i, k) for i, k in enumerate(getattr(module, "kernels", []))],
             "memory_plan": _plan_info(getattr(module, "memory_plan", None)),
             "symbol_hints": _symbol_hints(module)}

@@ -15,6 +15,15 @@ class GuardFailure(RuntimeFailure):
         self.guard = guard  # the failed guard in the spec's form, or None for a shape mismatch
 
 
+class NoVariantFits(GuardFailure):
+    """No compiled variant of a signature accepts the feeds (runtime/variants.py); the
+    Session compiles one more, a loaded file has none to compile."""
+
+    def __init__(self, failures):
+        super().__init__("; ".join(failures) if failures else "no compiled variant")
+        self.failures = failures  # each variant's GuardFailure message, in the order tried
+
+
 class FeedError(RuntimeFailure, TypeError):
     """A feed cannot be used at all (wrong count or dtype)."""
 

@@ -45,9 +45,10 @@ import tempfile
 import numpy as np
 
 from . import jit, shapes
-from .errors import FeedError, GuardFailure, RuntimeFailure, ShapeError
+from .errors import FeedError, NoVariantFits, RuntimeFailure, ShapeError
 from .executable import FORMAT_VERSION as SPEC_VERSION, Executable
 from .gpu.spec import check_gpu_fields, is_gpu_target
+from .variants import Variants
 
 MAGIC = b"\x89GRAPHC\n"
 FORMAT_VERSION = 1
@@ -497,6 +498,9 @@ class Model:
         self._file = file
         self._specs = [file.spec(i) for i in range(len(file.header["executables"]))]
         self._executables = [None] * len(self._specs)
+        self._variants = Variants()
+        for i in range(len(self._specs)):
+            self._variants.add(_StoredVariant(self, i))
         if device is None:
             try:
                 jit.check_target(self.target)
@@ -583,14 +587,11 @@ class Model:
             raise FeedError("; ".join(parts) + "; the model takes " + ", ".join(
                 f"{i.name} ({i.dtype} {i.dims})" for i in self.inputs))
         arrays = [self._conform(info, inputs[info.name]) for info in self.inputs]
-        failures = []
-        for i in range(len(self._specs)):
-            try:
-                return self._executable(i).run(arrays, self.state)
-            except GuardFailure as e:
-                failures.append(str(e))
-        raise ShapeError("the inputs' shapes are outside what the file was compiled for: "
-                         + "; ".join(failures))
+        try:
+            return self._variants.run(arrays, self.state)
+        except NoVariantFits as e:
+            raise ShapeError("the inputs' shapes are outside what the file was compiled "
+                             "for: " + "; ".join(e.failures)) from None
 
     @staticmethod
     def _conform(info, value):
@@ -600,6 +601,19 @@ class Model:
             raise ShapeError(f"input {info.name!r} has shape {list(arr.shape)}, the model "
                              f"takes {info.dims}")
         return arr
+
+
+class _StoredVariant:
+    """Executable i of a file as a variant: JIT-compiled when first run (the main one is
+    compiled when the file is loaded)."""
+
+    def __init__(self, model, i):
+        self.model = model
+        self.index = i
+        self.feeds = model._specs[i]["feeds"]
+
+    def run(self, feed_arrays, variables):
+        return self.model._executable(self.index).run(feed_arrays, variables)
 
 
 def _feed_array(info, value):

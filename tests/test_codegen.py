@@ -14,72 +14,20 @@ import pytest
 
 import graphc as gc
 from graphc.compiler.codegen import generate
+from graphc.compiler.driver import compile_options, schedule_module
 from graphc.compiler.ir import PARAMETER
-from graphc.compiler.kernel import Kernel
 from graphc.compiler.lower import lower
 from graphc.compiler.pipeline import optimize
+from graphc.compiler.schedule.kernel import Kernel
 from runtime.executable import Executable
 
 RTOL = {np.float32: 2e-5, np.float64: 1e-12}
 SOURCES = (PARAMETER, "Const", "VariableV2")
 
 
-# --------------------------------------------------------------- stand-ins
-def _one_kernel_per_node(module):
-    """One kernel per node (gemm for products, loop otherwise)."""
-    kernels = []
-    for node in module.nodes:
-        if node.type in SOURCES:
-            continue
-        kind = "gemm" if node.type in ("MatMul", "BatchMatMulV2") else "loop"
-        kernels.append(Kernel(kind, [node], node.value_inputs, node.outputs,
-                              node.outputs[0].dims if node.outputs else None,
-                              f"{node.type}_{node.id}", main=node if kind == "gemm" else None))
-    return kernels
-
-
-def _no_reuse_plan(module):
-    """Every kernel output that is not fetched gets its own arena slot (no reuse)."""
-    outputs = set(module.outputs)
-    buffers, offset = {}, 0
-    for kernel in module.kernels:
-        for v in kernel.outputs:
-            if v in outputs or v in buffers or v.node.type in ("Assign", "AssignAdd",
-                                                               "AssignSub"):
-                continue
-            size = v.dtype.size
-            for d in v.dims:
-                size = size * d
-            size = (size + 63) // 64 * 64
-            buffers[v] = types.SimpleNamespace(offset=offset, size=size, inplace_of=None)
-            offset = offset + size
-    return types.SimpleNamespace(buffers=buffers, arena_bytes=offset)
-
-
-def schedule(module, fused=True):
-    """module.kernels and module.memory_plan: from the pipeline's passes when it has
-    them, else from the fusion/memory planning modules, else from stand-ins."""
-    if fused and getattr(module, "kernels", None) is None:
-        try:
-            from graphc.compiler.passes import fusion
-            fusion.run(module)
-        except ImportError:
-            pass
-    if getattr(module, "kernels", None) is None or not fused:
-        module.kernels = _one_kernel_per_node(module)
-        module.memory_plan = None
-    if getattr(module, "memory_plan", None) is None:
-        try:
-            from graphc.compiler.passes import memory_planning
-            memory_planning.run(module)
-        except ImportError:
-            module.memory_plan = _no_reuse_plan(module)
-
-
 def build(feeds, fetches, targets, feed_arrays, fused=True):
     module = lower(feeds, fetches, targets, [np.shape(a) for a in feed_arrays])
-    optimize(module)
-    schedule(module, fused)
+    schedule_module(module, options=compile_options(disable=None if fused else ["fusion"]))
     return Executable(generate(module))
 
 
@@ -374,8 +322,7 @@ def test_spec_is_plain_data():
         x = gc.placeholder(gc.float32, [None, 3])
         y = gc.reduce_sum(x * 2.0, axis=1)
     module = lower([x], [y], [], [(4, 3)])
-    optimize(module)
-    schedule(module)
+    schedule_module(module)
     spec = generate(module)
     import json
     json.dumps({k: v for k, v in spec.items() if k != "constants"})
@@ -428,8 +375,8 @@ def test_fetches_of_every_source_and_assign():
     np.testing.assert_array_equal(variables["v"], [2, 3, 4])
 
 
-def test_compile_and_run_helper():
-    from graphc.compiler.codegen import compile_and_run
+def test_compile_signature_runs_and_updates_the_variables():
+    from graphc.compiler.driver import compile_signature
     g = gc.Graph()
     with g.as_default():
         x = gc.placeholder(gc.float32, [None, 4])
@@ -438,7 +385,9 @@ def test_compile_and_run_helper():
         step = gc.assign_sub(w, 0.5 * gc.ones_like(w))
     variables = {"w": np.ones((4, 3), np.float32)}
     data = rand(5, 4)
-    out, = compile_and_run([x], [y], [step.op], [data], variables)
+    spec = compile_signature([x], [y], [step.op], [data.shape], [data],
+                             {"w": (4, 3)}).spec
+    out, = Executable(spec).run([data], variables)
     np.testing.assert_allclose(out, np.full((5, 3), 1 / 3), rtol=1e-6)
     np.testing.assert_array_equal(variables["w"], np.full((4, 3), 0.5, np.float32))
 

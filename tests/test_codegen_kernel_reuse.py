@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 import graphc as gc
-from graphc.compiler import codegen, lower, optimize
+from graphc.compiler import codegen, lower
+from graphc.compiler.driver import schedule_module
 from graphc.compiler.codegen import kernel_reuse
 
 
@@ -24,7 +25,7 @@ def reuses(monkeypatch):
 
 def _kernels(feeds, shapes, fetches):
     module = lower(feeds, fetches, [], shapes)
-    optimize(module)
+    schedule_module(module)
     codegen.generate(module)
     return module.kernels
 

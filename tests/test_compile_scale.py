@@ -93,15 +93,16 @@ class _CountedWalks(list):
 
 def _generated(depth):
     """The module and spec of the MLP step at `depth`; module.nodes counts its walks."""
-    from graphc.compiler import lower, optimize
+    from graphc.compiler import lower
     from graphc.compiler.codegen import generate
+    from graphc.compiler.driver import schedule_module
     rng = np.random.default_rng(1)
     ws, bs = _weights(rng)
     ws, bs = ws[:depth] + ws[-1:], bs[:depth] + bs[-1:]
     with gc.Graph().as_default():
         x, y, loss, train, _ = _graph(ws, bs, gc.float32)
         module = lower([x, y], [loss], [train], [(BATCH, WIDTH), (BATCH,)])
-        optimize(module)
+        schedule_module(module)
         module.nodes = _CountedWalks(module.nodes)
         spec = generate(module)
     return module, spec

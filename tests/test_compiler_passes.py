@@ -12,9 +12,10 @@ import pytest
 import graphc as gc
 from graphc import errors
 from graphc.compiler import interpret, lower, optimize
+from graphc.compiler.driver import compile_options, schedule_module
 from graphc.compiler.ir import Module
 from graphc.compiler.passes import algebraic_simplify, constant_folding, cse, prune
-from graphc.compiler.pipeline import PASS_NAMES
+from graphc.compiler.pipeline import PASS_NAMES, STAGE_NAMES
 
 RNG = np.random.default_rng(0)
 
@@ -421,21 +422,26 @@ def test_cse_never_merges_random_or_stateful_ops():
 
 # -------------------------------------------------------------------------- pipeline
 def test_pipeline_runs_the_passes_in_order_and_can_switch_them_off(monkeypatch):
-    assert PASS_NAMES == ["prune", "constant_folding", "algebraic_simplify", "cse", "fusion",
-                          "memory_planning"]
+    assert PASS_NAMES == ["prune", "constant_folding", "algebraic_simplify", "cse"]
+    assert STAGE_NAMES == PASS_NAMES + ["fusion", "memory_planning"]
     x = gc.placeholder(gc.float32, [2], name="x")
     y = x * (gc.constant(2.0) - 1.0)
     m = _lower(y, [x])
-    assert list(optimize(m, disable=["cse"])) == ["prune", "constant_folding",
-                                                    "algebraic_simplify", "fusion",
-                                                    "memory_planning"]
+    stats = schedule_module(m, options=compile_options(disable=["cse"]))
+    assert list(stats) == ["prune", "constant_folding", "algebraic_simplify", "fusion",
+                           "memory_planning"]
     assert m.outputs[0] is m.params[0].outputs[0]  # folded to x*1, then simplified to x
     monkeypatch.setenv("GRAPHC_DISABLE_PASSES", "constant_folding, algebraic_simplify")
     m = _lower(y, [x])
-    assert list(optimize(m)) == ["prune", "cse", "fusion", "memory_planning"]
+    assert list(schedule_module(m)) == ["prune", "cse", "fusion", "memory_planning"]
     assert _count(m, "Mul") == 1
+    m = _lower(y, [x])
+    assert list(optimize(m)) == ["prune", "cse"]  # the passes only: nothing scheduled
+    assert getattr(m, "kernels", None) is None
     with pytest.raises(ValueError, match="Unknown compiler pass"):
         optimize(m, disable="fusion_typo")
+    with pytest.raises(ValueError, match="Unknown compiler pass"):
+        compile_options(disable="fusion_typo")
 
 
 def test_dump_env_var_writes_the_ir_after_every_pass(tmp_path, monkeypatch):
@@ -443,7 +449,7 @@ def test_dump_env_var_writes_the_ir_after_every_pass(tmp_path, monkeypatch):
     monkeypatch.setenv("GRAPHC_DISABLE_PASSES", "cse")
     x = gc.placeholder(gc.float32, [None, 2], name="x")
     m = _lower(gc.exp(x) * 1.0, [x])
-    optimize(m)
+    schedule_module(m)
     folder = tmp_path / m.name
     assert sorted(os.listdir(folder)) == ["00-lowered.txt", "01-prune.txt",
                                           "02-constant_folding.txt", "03-algebraic_simplify.txt",

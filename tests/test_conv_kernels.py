@@ -48,14 +48,14 @@ def test_conv_train_step_matches_reference_in_chunks(monkeypatch, chunk, stride,
 
 def lowered(build, shapes):
     """The optimized (fused, planned) module of build(*float32 placeholders)."""
+    from graphc.compiler.driver import schedule_module
     from graphc.compiler.lower import lower
-    from graphc.compiler.pipeline import optimize
     g = gc.Graph()
     with g.as_default():
         phs = [gc.placeholder(gc.float32, s) for s in shapes]
         outs = build(*phs)
     module = lower(phs, outs, [], shapes)
-    optimize(module)
+    schedule_module(module)
     return module
 
 

@@ -115,7 +115,7 @@ def test_broadcast_of_a_dim_expression_that_is_one(backend, dtype):
 def test_scratch_size_of_a_dim_with_a_negative_term_covers_it():
     # ceil(h / 2) is the dim -floordiv(-h, 2): rounding each coefficient up to 64 bytes
     # took -8 to 0, a buffer of 0 bytes at the arena's start, over the feeds
-    from graphc.compiler.passes.memory_planning import buffer_bytes
+    from graphc.compiler.schedule.memory_planning import buffer_bytes
     from graphc.framework.symbolic import SymDim
 
     class Value:

@@ -12,9 +12,10 @@ import pytest
 
 import graphc as gc
 from graphc.compiler import lower, optimize
+from graphc.compiler.driver import compile_options, schedule_module
 from graphc.compiler.ir import PARAMETER, Value
-from graphc.compiler.kernel import kernels_to_text
 from graphc.compiler.op_kinds import KINDS, OP_KINDS, shape_only_inputs
+from graphc.compiler.schedule.kernel import kernels_to_text
 from graphc.framework.op_def import OP_DEFS
 from graphc.framework.symbolic import SymDim, evaluate_json
 from graphc.reference_executor import SessionState, run_kernel
@@ -22,10 +23,19 @@ from graphc.reference_executor import SessionState, run_kernel
 RNG = np.random.default_rng(0)
 
 
-def compile_module(fetches, feed_dict, targets=(), disable=None):
+def scheduled_module(fetches, feed_dict, targets=(), disable=None):
+    """The module through the passes and the schedule (the driver's stages before codegen)."""
     module = lower(list(feed_dict), list(fetches), list(targets),
                    [np.shape(a) for a in feed_dict.values()])
-    optimize(module, disable=disable)
+    schedule_module(module, options=compile_options(disable=disable))
+    return module
+
+
+def optimized_module(fetches, feed_dict, targets=()):
+    """The module through the passes only: not yet scheduled."""
+    module = lower(list(feed_dict), list(fetches), list(targets),
+                   [np.shape(a) for a in feed_dict.values()])
+    optimize(module)
     return module
 
 
@@ -109,7 +119,7 @@ def check_against_session(fetches, feed_dict=None, targets=(), steps=1, disable=
     if gc.global_variables():
         sess.run(gc.global_variables_initializer())
     variables = {k: v.copy() for k, v in sess._state.variables.items()}
-    module = compile_module(fetches, feed_dict, targets, disable)
+    module = scheduled_module(fetches, feed_dict, targets, disable)
     assert_schedule_is_valid(module)
     for _ in range(steps):
         got = simulate(module, list(feed_dict.values()), variables)
@@ -382,9 +392,9 @@ def _unrolled_rnn_step(steps):
 
 def test_kernel_graph_is_built_once_then_updated_at_each_merge(monkeypatch):
     # rebuilding the whole kernel graph after each merge made fusion quadratic in the graph
-    from graphc.compiler.passes import fusion
+    from graphc.compiler.schedule import fusion
     loss, train, feeds = _unrolled_rnn_step(6)
-    module = compile_module([loss], feeds, [train], disable=["fusion", "memory_planning"])
+    module = optimized_module([loss], feeds, [train])
     rebuilds, updates = [0], [0]
     rebuild, update = fusion.Fusion._rebuild_edges, fusion.Fusion._update_edges
 
@@ -444,14 +454,13 @@ def _downstream(succ, src, skip):
 def test_cycle_checks_search_between_the_pair_only(monkeypatch):
     # searching everything downstream of both groups for each candidate merge was
     # quadratic in a deep graph; the topological numbering bounds the search
-    from graphc.compiler.passes import fusion
+    from graphc.compiler.schedule import fusion
     x = gc.placeholder(gc.float32, [None, 4], name="x")
     h = x
     for i in range(24):
         h = gc.layers.dense(h, 4, activation=gc.nn.tanh, name=f"h{i}")
     train = gc.train.GradientDescentOptimizer(0.1).minimize(gc.reduce_mean(gc.square(h)))
-    module = compile_module([h], {x: np.zeros((2, 4), np.float32)}, [train],
-                            disable=["fusion", "memory_planning"])
+    module = optimized_module([h], {x: np.zeros((2, 4), np.float32)}, [train])
     check = fusion.Fusion._creates_cycle
     visits = {"bounded": 0, "downstream": 0}
 

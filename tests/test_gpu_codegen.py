@@ -14,8 +14,8 @@ import pytest
 
 import graphc as gc
 from graphc.compiler.codegen_gpu import generate_gpu
+from graphc.compiler.driver import gpu_target, schedule_module
 from graphc.compiler.lower import lower
-from graphc.compiler.pipeline import optimize
 from tests.gpu_emulation import EmulatedGpu
 
 
@@ -76,13 +76,7 @@ def _module(make, n):
     with g.as_default():
         feeds, fetches, arrays = make(n)
     module = lower(feeds, fetches, [], [a.shape for a in arrays])
-    optimize(module)
-    if getattr(module, "kernels", None) is None:
-        from graphc.compiler.passes import fusion
-        fusion.run(module)
-    if getattr(module, "memory_plan", None) is None:
-        from graphc.compiler.passes import memory_planning
-        memory_planning.run(module)
+    schedule_module(module, gpu_target())
     return g, feeds, fetches, arrays, module
 
 

@@ -8,8 +8,8 @@ import pytest
 
 import graphc as gc
 from graphc.compiler.codegen_gpu import generate_gpu
+from graphc.compiler.driver import gpu_target, schedule_module
 from graphc.compiler.lower import lower
-from graphc.compiler.pipeline import optimize
 from tests.gpu_emulation import EmulatedGpu
 from tests.test_gpu_codegen import PTXAS, _ptxas_report
 
@@ -20,16 +20,11 @@ def _rand(*shape, seed=0, dtype=np.float32):
     return np.random.RandomState(seed + 7 * sum(shape)).randn(*shape).astype(dtype)
 
 
-def _planned(feeds, fetches, targets, arrays, variable_shapes=None):
+def _planned(feeds, fetches, targets, arrays, variable_shapes=None, gpu=True):
+    """The module through the driver's stages before codegen, for the GPU or the CPU."""
     module = lower(feeds, fetches, targets, [np.shape(a) for a in arrays],
                    variable_shapes=variable_shapes)
-    optimize(module)
-    if getattr(module, "kernels", None) is None:
-        from graphc.compiler.passes import fusion
-        fusion.run(module)
-    if getattr(module, "memory_plan", None) is None:
-        from graphc.compiler.passes import memory_planning
-        memory_planning.run(module)
+    schedule_module(module, gpu_target() if gpu else None)
     return module
 
 
@@ -604,7 +599,8 @@ def test_gpu_and_cpu_lower_through_the_same_op_definitions(monkeypatch):
     arrays = [_rand(7, 300)]
     monkeypatch.setitem(scalar_ops.SCALAR_OPS, "Sigmoid", scalar_ops.SCALAR_OPS["Neg"])
     want = [-arrays[0] + 1.0, (-arrays[0]).sum(axis=1)]
-    cpu = Executable(codegen.generate(_planned([x], fetches, [], arrays))).run(arrays, {})
+    cpu_module = _planned([x], fetches, [], arrays, gpu=False)
+    cpu = Executable(codegen.generate(cpu_module)).run(arrays, {})
     module = _planned([x], fetches, [], arrays)
     gpu = generate_gpu(module)
     assert all(launch.views is None or launch.views.rules is codegen.LOOP_RULES

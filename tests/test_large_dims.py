@@ -13,8 +13,7 @@ from graphc import errors
 from graphc.compiler import lower
 from graphc.compiler.codegen import generate
 from graphc.compiler.codegen_gpu import generate_gpu
-from graphc.compiler.passes import fusion, memory_planning
-from graphc.compiler.pipeline import optimize
+from graphc.compiler.driver import gpu_target, schedule_module
 from tests.conftest import BACKENDS
 
 BIG = 2 ** 32 + 5           # low 32 bits: 5
@@ -134,9 +133,7 @@ def _big_reduction():
 def test_generated_index_arithmetic_is_64_bit(target):
     a, total = _big_reduction()
     module = lower([a], [total], [], [(2,)])
-    optimize(module)
-    fusion.run(module)
-    memory_planning.run(module)
+    schedule_module(module, gpu_target() if target == "gpu" else None)
     ir = generate(module)["llvm_ir"] if target == "cpu" else generate_gpu(module).llvm_ir
     assert re.search(r"icmp \w+ i64 %\S+, 4294967302", ir), "loop bound is not i64"
     # a 32-bit phi is a loop variable, except the entry's status code in its failure exit

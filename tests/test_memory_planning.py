@@ -13,6 +13,8 @@ import pytest
 
 import graphc as gc
 from graphc.compiler import lower, optimize
+from graphc.compiler.codegen import CpuBackend
+from graphc.compiler.driver import compile_options, schedule_module
 from graphc.compiler.op_kinds import OP_KINDS
 from graphc.framework.symbolic import SymDim, evaluate_json
 
@@ -103,10 +105,11 @@ def check_plan(module):
     return plan
 
 
-def compile_module(fetches, feed_dict, targets=(), disable=None):
+def scheduled_module(fetches, feed_dict, targets=(), disable=None):
+    """The module through the passes and the schedule (the driver's stages before codegen)."""
     module = lower(list(feed_dict), list(fetches), list(targets),
                    [np.shape(a) for a in feed_dict.values()])
-    optimize(module, disable=disable)
+    schedule_module(module, options=compile_options(disable=disable))
     return module
 
 
@@ -170,7 +173,7 @@ GRAPHS = [mlp_train_step, cnn_train_step, softmax_xent_with_gradient, layer_norm
 @pytest.mark.parametrize("fused", [True, False], ids=["fused", "unfused"])
 def test_plans_of_example_graphs_pass_the_independent_checker(build, fused):
     fetches, feeds, targets = build()
-    module = compile_module(fetches, feeds, targets, disable=None if fused else ["fusion"])
+    module = scheduled_module(fetches, feeds, targets, disable=None if fused else ["fusion"])
     plan = check_plan(module)
     assert plan.buffers or build is static_mlp_forward
     if build is static_mlp_forward:
@@ -179,7 +182,7 @@ def test_plans_of_example_graphs_pass_the_independent_checker(build, fused):
 
 def test_arena_reuses_memory_of_dead_buffers():
     fetches, feeds, targets = mlp_train_step()
-    module = compile_module(fetches, feeds, targets)
+    module = scheduled_module(fetches, feeds, targets)
     plan = check_plan(module)
     env = {s: 64 for s in module.symbols}
     stats = {k: _eval(x, env) for k, x in plan.stats.items()}
@@ -193,7 +196,7 @@ def test_elementwise_kernel_writes_in_place_over_its_last_use_input():
     h = gc.matmul(x, w1)
     u = gc.sin(h) * 2.0                      # a loop kernel reading h for the last time
     y = gc.matmul(u, w2)
-    module = compile_module([y], {x: np.zeros((3, 8), np.float32)})
+    module = scheduled_module([y], {x: np.zeros((3, 8), np.float32)})
     plan = check_plan(module)
     inplace = [(v, b) for v, b in plan.buffers.items() if b.inplace_of is not None]
     assert len(inplace) == 1
@@ -207,7 +210,7 @@ def test_sizes_are_rounded_up_to_64_bytes():
     x = gc.placeholder(gc.float32, [None, 3], name="x")
     w = gc.constant(np.ones((3, 3), np.float32))
     y = gc.matmul(gc.exp(gc.matmul(x, w)), w)
-    module = compile_module([y], {x: np.zeros((5, 3), np.float32)})
+    module = scheduled_module([y], {x: np.zeros((5, 3), np.float32)})
     plan = check_plan(module)
     for b in plan.buffers.values():
         for n in (1, 5, 7, 1001):
@@ -229,10 +232,12 @@ def deep_mlp_train_step(depth, batch=None):
 
 def _planned(depth, batch, monkeypatch, count):
     """The module of a deep MLP step planned with the planner's `count` function counted."""
-    from graphc.compiler.passes import memory_planning
+    from graphc.compiler.schedule import fusion, memory_planning
     with gc.Graph().as_default():
         fetches, feeds, targets = deep_mlp_train_step(depth, batch)
-        module = compile_module(fetches, feeds, targets, disable=["memory_planning"])
+        module = lower(list(feeds), fetches, targets, [np.shape(a) for a in feeds.values()])
+    optimize(module)
+    fusion.run(module)
     calls = [0]
     original = getattr(memory_planning, count)
 
@@ -240,7 +245,7 @@ def _planned(depth, batch, monkeypatch, count):
         calls[0] += 1
         return original(*args)
     monkeypatch.setattr(memory_planning, count, counted)
-    memory_planning.run(module)
+    memory_planning.run(module, CpuBackend.scratch_bytes)
     monkeypatch.setattr(memory_planning, count, original)
     return module, calls[0]
 

@@ -21,8 +21,9 @@ FLAT = 300_001      # a 1-d loop: chunks are whole blocks of 64 elements
 
 
 def executables(sess):
-    return [st._last for exe in sess._cache.values() for st in getattr(exe, "stages", ())
-            if getattr(st, "_last", None) is not None]
+    stages = [st for exe in sess._cache.values() for st in getattr(exe, "stages", ())]
+    return [st.variants.last for st in stages
+            if getattr(st, "variants", None) is not None and st.variants.last is not None]
 
 
 def run_with(threads, build, feeds_of):

@@ -21,8 +21,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import graphc as gc  # noqa: E402
 from graphc.compiler.codegen_gpu import generate_gpu  # noqa: E402
+from graphc.compiler.driver import gpu_target, schedule_module  # noqa: E402
 from graphc.compiler.lower import lower  # noqa: E402
-from graphc.compiler.pipeline import optimize  # noqa: E402
 
 
 def mlp_step():
@@ -88,14 +88,8 @@ def gpu_module(build):
         variable_shapes = {v.op.name: tuple(v.shape.as_list())
                            for v in gc.global_variables()}
         module = lower(feeds, fetches, targets, shapes, variable_shapes=variable_shapes)
-    optimize(module)
-    if getattr(module, "kernels", None) is None:
-        from graphc.compiler.passes import fusion
-        fusion.run(module)
-    if getattr(module, "memory_plan", None) is None:
-        from graphc.compiler.passes import memory_planning
-        memory_planning.run(module)
-    return generate_gpu(module)
+    schedule_module(module, gpu_target())
+    return generate_gpu(module)  # the GpuModule, not its spec: the report reads each kernel
 
 
 _ENTRY = re.compile(r"Compiling entry function '(\S+)' for '(\w+)'")

@@ -1,13 +1,14 @@
-"""The compiler: lowering a run signature to IR, the pass pipeline, code generation.
+"""The compiler: one run signature of a graph -> an executable spec, in stages.
 
-    module = lower(feeds, fetches, targets, feed_shapes)  # graph -> ir.Module, symbolic dims
-    optimize(module)                          # passes/, in pipeline.PASSES order (through
-                                              # fusion and memory planning)
-    spec = codegen.generate(module)           # LLVM IR + the plain-data executable spec
-    runtime.executable.Executable(spec)       # JIT, then .run(feed_arrays, variables)
-    interpret(module, feed_arrays, state)     # NumPy reference run of the module (tests)
+    result = driver.compile_signature(feeds, fetches, targets, feed_shapes, target=...)
+    runtime.executable.Executable(result.spec)   # or runtime.gpu.GpuExecutable on a device
 
-graphc/compiled_executor.py drives this for the Session; graphc/export.py for files.
+driver.py runs the stages (the only compile path: Session, gc.export, tools and tests):
+    lower(feeds, fetches, targets, feed_shapes)  # graph -> ir.Module, symbolic dims
+    optimize(module)                             # passes/, in pipeline.PASSES order
+    schedule/                                    # fusion -> kernels, memory planning
+    codegen/ or codegen_gpu/                     # the backend: LLVM IR (CPU) or PTX
+    interpret(module, feed_arrays, state)        # NumPy reference run of the module (tests)
 """
 from graphc.compiler.interpret import interpret  # noqa: F401
 from graphc.compiler.ir import Module, Node, Value, VariableRef  # noqa: F401

@@ -38,8 +38,8 @@ import numpy as np
 
 from graphc import dtypes, errors
 from graphc.compiler.ir import PARAMETER, Module, normalize_dims
-from graphc.compiler.kernel import dims_equal
 from graphc.compiler.op_kinds import READING_UPDATE_OPS
+from graphc.compiler.schedule.kernel import dims_equal
 from graphc.framework.graph import Tensor, format_location
 from graphc.framework.symbolic import GuardSet, SymDim, concrete
 from graphc.framework.tensor_shape import TensorShape

@@ -154,7 +154,7 @@ def reduction_axes(node):
         out = node.outputs[0].dims
         if out is None or not dims_known(out) or not dims_known(x.dims):
             return None
-        from graphc.compiler.kernel import dim_is
+        from graphc.compiler.schedule.kernel import dim_is
         lead = rank - len(out)
         axes = tuple(range(lead)) + tuple(lead + i for i, d in enumerate(out)
                                           if dim_is(d, 1) and not dim_is(x.dims[lead + i], 1))

@@ -49,10 +49,10 @@ from graphc.compiler.codegen.loop_kernel import lower_loop_kernel
 from graphc.compiler.codegen.op_lowering import LOOP_RULES
 from graphc.compiler.codegen.scan_kernel import lower_cumsum_kernel
 from graphc.compiler.codegen.scatter_kernel import lower_gather_grad_kernel, lower_scatter_kernel
+from graphc.compiler.codegen.scratch import scratch_bytes
 from graphc.compiler.codegen.views import LoweringError
 
-__all__ = ["generate", "compile_module", "compile_executable", "compile_and_run",
-           "LoweringError", "LOOP_RULES", "KERNEL_LOWERINGS"]
+__all__ = ["generate", "CpuBackend", "LoweringError", "LOOP_RULES", "KERNEL_LOWERINGS"]
 
 
 def _lower_gemm_or_loop(program, kernel, name, scalar_ops, rules):
@@ -124,54 +124,12 @@ def _label(kernel):
     return "".join(c if c.isalnum() else "_" for c in str(name))[:40]
 
 
-def compile_module(module, disable=None, dump_dir=None):
-    """Runs the pass pipeline over a lowered module and returns the runtime Executable
-    of its spec. Fusion and memory planning run here when the pipeline did not run them
-    (module.kernels / module.memory_plan unset)."""
-    import os
+class CpuBackend:
+    """The CPU target as the compile driver (graphc/compiler/driver.py) sees it: the
+    scratch memory each kernel needs (a convolution's im2col columns), then the spec."""
 
-    from graphc.compiler import spec_cache
-    from graphc.compiler.pipeline import optimize
-    from runtime import jit
-    from runtime.executable import Executable
-    dumping = dump_dir is not None or os.environ.get("GRAPHC_DUMP")
-    profile = os.environ.get("GRAPHC_PROFILE", "") not in ("", "0")
-    key = None if dumping or profile else spec_cache.key(module, disable, jit.host_target())
-    spec = spec_cache.load(key) if key else None
-    if spec is None:
-        optimize(module, disable=disable, dump_dir=dump_dir)
-        if getattr(module, "kernels", None) is None:
-            from graphc.compiler.passes import fusion
-            fusion.run(module)
-        if getattr(module, "memory_plan", None) is None:
-            from graphc.compiler.passes import memory_planning
-            memory_planning.run(module)
-        spec = generate(module, profile=profile)
-        spec_cache.store(key, spec)
-    return Executable(spec)
+    scratch_bytes = staticmethod(scratch_bytes)
 
-
-def compile_executable(feeds, fetches, targets, feed_shapes, feed_values=None,
-                       variable_shapes=None, exclude=frozenset()):
-    """The Executable of one run signature (lower -> passes -> generate -> runtime);
-    reusable for every run whose feeds satisfy its guards (runtime.GuardFailure if not).
-    feed_values: the fed arrays, when known: small integer feeds whose values decide
-    shapes are specialized on (guarded, see lower.py); variable_shapes: {name: shape} of
-    the variables now (variables of unknown graph shape are specialized on theirs);
-    exclude: ops an earlier stage of the run has already run."""
-    from graphc.compiler.lower import lower
-    return compile_module(lower(feeds, fetches, targets, feed_shapes,
-                                feed_values=feed_values, variable_shapes=variable_shapes,
-                                exclude=exclude))
-
-
-def compile_and_run(feeds, fetches, targets, feed_arrays, variables):
-    """Compiles one run signature and runs it once (what Session.run does on a cache
-    miss). feeds/fetches/targets: graphc Tensors/Operations; feed_arrays: numpy arrays in
-    feed order; variables: the Session's {name: array} store, updated in place.
-    Returns the fetched arrays in order."""
-    import numpy as np
-    feed_arrays = [np.asarray(a, dtype=t.dtype.np) for a, t in zip(feed_arrays, feeds)]
-    executable = compile_executable(feeds, fetches, targets, [a.shape for a in feed_arrays],
-                                    feed_arrays, {k: np.shape(v) for k, v in variables.items()})
-    return executable.run(feed_arrays, variables)
+    @staticmethod
+    def generate(module, target, options):
+        return generate(module, target, profile=options.profile)

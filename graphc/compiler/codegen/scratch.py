@@ -2,8 +2,10 @@
 im2col columns of a convolution), placed by the memory planner in the arena like any
 intermediate, live during their kernel only.
 
-    scratch_bytes(kernel) -> int | SymDim    asked by passes/memory_planning for each
-                                             kernel of the schedule (0: no scratch)
+    scratch_bytes(kernel) -> int | SymDim    the CPU backend's answer to the memory
+                                             planner (schedule/memory_planning.py, handed
+                                             in by the driver) for each kernel of the
+                                             schedule (0: no scratch)
     scratch_storage(program, kernel)         the storage key ("arena", offset) codegen
                                              passes to the kernel, or None when the plan
                                              has no scratch for it (then the kernel

@@ -37,8 +37,8 @@ from graphc.compiler.codegen_gpu.ptx import DEFAULT_ARCH, GPU_TRIPLE, emit_ptx
 from graphc.compiler.codegen_gpu.spec import gpu_spec
 from graphc.compiler.codegen_gpu.threads import thread_program
 
-__all__ = ["generate_gpu", "emit_ptx", "GPU_TRIPLE", "DEFAULT_ARCH", "GpuModule",
-           "GpuKernel", "GpuCodegenNotImplemented"]
+__all__ = ["generate_gpu", "GpuBackend", "emit_ptx", "GPU_TRIPLE", "DEFAULT_ARCH",
+           "GpuModule", "GpuKernel", "GpuCodegenNotImplemented"]
 
 DEFAULT_BLOCK = 256
 
@@ -116,3 +116,17 @@ def generate_gpu(module, block=DEFAULT_BLOCK):
 def _label(kernel):
     name = getattr(kernel, "name", None) or (kernel.nodes[0].type if kernel.nodes else "k")
     return "".join(c if c.isalnum() else "_" for c in str(name))[:40]
+
+
+class GpuBackend:
+    """The GPU target as the compile driver (graphc/compiler/driver.py) sees it: no kernel
+    needs scratch memory (convolutions are direct loops, one thread per output element),
+    then the spec for target["arch"], without PTX when target["ptx"] is False."""
+
+    @staticmethod
+    def scratch_bytes(kernel):
+        return 0
+
+    @staticmethod
+    def generate(module, target, options):
+        return generate_gpu(module).spec(target["arch"], ptx=target.get("ptx", True))

@@ -1,7 +1,10 @@
 """fusion: group the module's nodes into kernels and order them (`module.kernels`).
 
+A step of the schedule stage (schedule/__init__.py), always run: codegen needs the kernels.
+With fuse=False every computed node is its own kernel (the same rules for what is computed).
+
 The module's nodes are not changed; the pass sets `module.kernels`, the schedule: a list
-of graphc.compiler.kernel.Kernel in execution order. What is not computed by any kernel:
+of graphc.compiler.schedule.kernel.Kernel in execution order. What is not computed by any kernel:
 Parameters, Consts and variable reads (kernels read the variable's buffer when they run),
 NoOps, and pure nodes whose values are only read for their dims (Shape(x) does not need
 x computed when x's dims are known).
@@ -55,9 +58,9 @@ module's order.
 import heapq
 
 from graphc.compiler.ir import Value, VariableRef
-from graphc.compiler.kernel import Kernel, dim_is, dims_equal
 from graphc.compiler.op_kinds import (ROW_NORMALIZERS, UPDATE_OPS, kind_of, reduction_axes,
                                       shape_only_inputs)
+from graphc.compiler.schedule.kernel import Kernel, dim_is, dims_equal
 
 ACTIVATIONS = frozenset({"Relu", "Relu6", "LeakyRelu", "Elu", "Selu", "Sigmoid", "Tanh",
                          "Softplus", "Softsign"})
@@ -68,8 +71,10 @@ RESHAPES = frozenset({"Reshape", "ExpandDims", "Squeeze", "Identity", "StopGradi
 _REF_READERS = frozenset({"IsVariableInitialized", "VariableValueOrDefault"})
 
 
-def run(module):
-    fusion = Fusion(module)
+def run(module, fuse=True):
+    """Sets module.kernels and module.aliases; fuse=False (the "fusion" switch off): one
+    kernel per node, in module order, and no aliases."""
+    fusion = Fusion(module, fuse)
     kernels = fusion.kernels()
     module.kernels = kernels
     module.aliases = fusion.aliases
@@ -78,11 +83,6 @@ def run(module):
     return {"kernels": len(kernels),
             "nodes_fused": sum(len(k.nodes) for k in kernels if len(k.nodes) > 1) - copies,
             "duplicated": copies}
-
-
-def unfused_kernels(module):
-    """One kernel per node, in module order (what codegen gets with fusion disabled)."""
-    return Fusion(module, fuse=False).kernels()
 
 
 def data_inputs(node):

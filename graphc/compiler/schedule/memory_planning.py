@@ -17,19 +17,23 @@ expressions of the feed symbols, valid for every value of the symbols:
   in O(log T + k); one sweep in offset order finds the gap), checked exactly (no two
   buffers live at the same time overlap for any symbol values), else on top of them.
   Static sizes are compared as ints; symbolic ones coefficient by coefficient.
-- scratch: a kernel that needs temporary memory while it runs (a convolution's im2col
-  columns: codegen/scratch.py says how much) gets a buffer live during that kernel only,
-  placed like the others; `memory_plan.scratch` = {kernel index: Buffer}.
+- scratch: a kernel that needs temporary memory while it runs (on the CPU, a convolution's
+  im2col columns) gets a buffer live during that kernel only, placed like the others;
+  `memory_plan.scratch` = {kernel index: Buffer}. How much each kernel needs is the
+  backend's to say: the `scratch_bytes(kernel) -> int | SymDim` it hands in (0: none).
+- reuse=False (the "memory_planning" switch off, to rule the planner out when hunting a
+  wrong number): every storage is placed as if live for the whole schedule, so no two
+  share memory, and nothing is written in place.
 The arena size is the max of offset + size. stats: "arena", "sum_of_buffers" (no reuse at
 all), "lower_bound" (the peak of the bytes live at one time: no placement beats it).
 Modules with data-dependent dims (not static-shaped) get no plan (memory_plan = None).
-If fusion did not run, each node becomes its own kernel (fusion.unfused_kernels).
+A step of the schedule stage, after fusion (it plans over `module.kernels`).
 """
 import numpy as np
 
 from graphc import errors
-from graphc.compiler.kernel import dims_equal
 from graphc.compiler.op_kinds import kind_of
+from graphc.compiler.schedule.kernel import dims_equal
 from graphc.framework.symbolic import SymDim, as_expr, evaluate_json
 from runtime import memory
 
@@ -71,15 +75,15 @@ class MemoryPlan:
     __str__ = to_text
 
 
-def run(module):
-    if getattr(module, "kernels", None) is None:
-        from graphc.compiler.passes.fusion import unfused_kernels
-        module.kernels = unfused_kernels(module)
+def run(module, scratch_bytes, reuse=True):
+    """Sets module.memory_plan for the schedule in module.kernels; scratch_bytes: the
+    backend's scratch memory per kernel."""
     if not module.is_static_shaped():
         module.memory_plan = None
         return {"buffers": 0, "reused": 0}
     plan = module.memory_plan = plan_memory(module.kernels, module.outputs,
-                                            getattr(module, "aliases", None))
+                                            getattr(module, "aliases", None), scratch_bytes,
+                                            reuse)
     _refuse_oversized(list(plan.buffers) + list(module.outputs))
     return {"buffers": len(plan.buffers),
             "reused": sum(b.inplace_of is not None for b in plan.buffers.values())}
@@ -102,7 +106,7 @@ def _refuse_oversized(values):
 _OWN_MEMORY = ("Parameter", "Const", "VariableV2")  # feeds, constants, variables
 
 
-def plan_memory(kernels, fetched, aliases=None):
+def plan_memory(kernels, fetched, aliases, scratch_bytes, reuse=True):
     fetched = set(fetched)
     aliases = aliases or {}
     first, last = {}, {}
@@ -116,7 +120,7 @@ def plan_memory(kernels, fetched, aliases=None):
                 first[v] = last[v] = t
     hints = symbol_hints(first)
     size = {v: buffer_bytes(v, hints) for v in first}
-    inplace = _inplace_pairs(kernels, first, last)
+    inplace = _inplace_pairs(kernels, first, last) if reuse else {}
     # storages: a value and the values written in place over it
     root = {}
     for v in first:
@@ -126,10 +130,11 @@ def plan_memory(kernels, fetched, aliases=None):
         r = root[v]
         lo, hi = span.get(r, (first[v], last[v]))
         span[r] = (min(lo, first[v]), max(hi, last[v]))
-    scratch = _scratch_requests(kernels, hints)
+    scratch = _scratch_requests(kernels, scratch_bytes, hints)
     for key, nbytes in scratch.items():
         span[key], size[key] = (key[1], key[1]), nbytes
-    offset = _place(span, size, hints)
+    everything = (0, max(len(kernels) - 1, 0))
+    offset = _place(span if reuse else {r: everything for r in span}, size, hints)
     arena = exact_max([offset[r] + size[r] for r in span])
     buffers = {v: Buffer(offset[root[v]], size[v], (first[v], last[v]), inplace.get(v))
                for v in sorted(first, key=first.get)}
@@ -140,10 +145,9 @@ def plan_memory(kernels, fetched, aliases=None):
     return plan
 
 
-def _scratch_requests(kernels, hints):
+def _scratch_requests(kernels, scratch_bytes, hints):
     """{("scratch", kernel index): bytes} of the kernels that need scratch memory while
-    they run (codegen/scratch.py: a convolution's im2col columns)."""
-    from graphc.compiler.codegen.scratch import scratch_bytes
+    they run (the backend's scratch_bytes says how much)."""
     out = {}
     for t, k in enumerate(kernels):
         n = _plain(scratch_bytes(k))

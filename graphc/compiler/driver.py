@@ -1,0 +1,133 @@
+"""THE compile path: a run signature (or a lowered module) -> an executable spec.
+
+    result = compile_signature(feeds, fetches, targets, feed_shapes, target=..., options=...)
+    result = compile_module(module, target, options)   # CompileResult(spec, pass_stats, dumps)
+    stats = schedule_module(module, target, options)   # the stages before code generation
+
+The stages, in order:
+    lower.py     graph -> ir.Module for one run signature (symbolic dims, guards)
+    pipeline.py  optimize: the switchable passes of passes/ (prune, folding, CSE, ...)
+    schedule/    always: fusion (the kernels), memory planning (scratch sizes asked of the
+                 backend)
+    backend      generate: codegen/ (CPU: LLVM IR, x86 code) or codegen_gpu/ (PTX and its
+                 CPU emulation), chosen by the target
+The Session (CPU and GPU), gc.export, tools/ and the tests compile through here, so a switch
+(GRAPHC_DISABLE_PASSES) or a dump (GRAPHC_DUMP) does the same wherever the compile comes
+from. A target is a CPU target ({"triple", "cpu", "features"}, default the host) or a GPU
+one (gpu_target()). Finished specs are kept in the on-disk spec cache (spec_cache.py)
+unless the compile is dumped, profiled or asked not to be cached.
+"""
+import os
+from typing import NamedTuple, Optional
+
+from graphc.compiler import spec_cache
+from graphc.compiler.lower import lower
+from graphc.compiler.pipeline import ModuleDumps, disabled_passes, optimize
+from graphc.compiler.schedule import schedule
+
+__all__ = ["CompileOptions", "CompileResult", "compile_options", "compile_signature",
+           "compile_module", "schedule_module", "gpu_target", "GPU_ARCH"]
+
+GPU_ARCH = "sm_80"  # the compute capability GPU code is compiled for unless told
+
+
+class CompileOptions(NamedTuple):
+    disable: frozenset = frozenset()  # switched-off pass and schedule names (pipeline.py)
+    dump_dir: Optional[str] = None    # write the module after each stage under this folder
+    keep_dumps: bool = False          # return those texts in CompileResult.dumps
+    profile: bool = False             # CPU: the entry counts each kernel's cycles
+    cache: bool = True                # read and write the on-disk spec cache
+
+
+class CompileResult(NamedTuple):
+    spec: dict                   # the executable spec (docs/compiler.md section 6)
+    pass_stats: Optional[dict]   # {pass or schedule step: its counts}; None: from the cache
+    dumps: Optional[dict]        # {"lowered" | stage name: module text} when kept
+
+
+def compile_options(disable=None, dump_dir=None, keep_dumps=False, profile=None,
+                    cache=True):
+    """CompileOptions as the environment sets them (GRAPHC_DISABLE_PASSES, GRAPHC_DUMP,
+    GRAPHC_PROFILE) with the arguments added; an unknown pass name is a ValueError."""
+    if profile is None:
+        profile = os.environ.get("GRAPHC_PROFILE", "") not in ("", "0")
+    return CompileOptions(disable=frozenset(disabled_passes(disable)),
+                          dump_dir=dump_dir if dump_dir is not None
+                          else os.environ.get("GRAPHC_DUMP") or None,
+                          keep_dumps=keep_dumps, profile=profile, cache=cache)
+
+
+def gpu_target(arch=GPU_ARCH, ptx=True):
+    """The target of GPU code for compute capability `arch`; ptx=False: the spec carries no
+    PTX (for the CPU emulation alone, a fifth of the compile time)."""
+    target = {"kind": "gpu", "arch": arch}
+    if not ptx:
+        target["ptx"] = False
+    return target
+
+
+def compile_signature(feeds, fetches, targets, feed_shapes, feed_values=None,
+                      variable_shapes=None, exclude=frozenset(), target=None, options=None):
+    """Lowers one run signature and compiles it (compile_module). feed_values: the fed
+    arrays, when known (small integer feeds whose values decide shapes are specialized on,
+    guarded, see lower.py); variable_shapes: {name: shape} of the variables now; exclude:
+    ops an earlier stage of the run has already run."""
+    module = lower(feeds, fetches, targets, feed_shapes, feed_values=feed_values,
+                   variable_shapes=variable_shapes, exclude=exclude)
+    return compile_module(module, target, options)
+
+
+def compile_module(module, target=None, options=None):
+    """The CompileResult of a lowered module for `target` (default: the host CPU): the
+    passes, the schedule and the backend's code generation, run over `module` in place.
+    Raises the backend's LoweringError (or GpuCodegenNotImplemented) for what it cannot
+    generate."""
+    options = options if options is not None else compile_options()
+    target = target if target is not None else _host_target()
+    backend = _backend(target)
+    key = spec_cache.key(module, options.disable, target) if _cacheable(options) else None
+    spec = spec_cache.load(key) if key else None
+    if spec is not None:
+        return CompileResult(spec, None, None)
+    dumps = ModuleDumps(module.name, options.dump_dir, options.keep_dumps)
+    stats = _optimize_and_schedule(module, backend, options, dumps)
+    spec = backend.generate(module, target, options)
+    spec_cache.store(key, spec)
+    return CompileResult(spec, stats, dumps.texts)
+
+
+def schedule_module(module, target=None, options=None):
+    """Runs the passes and the schedule over a lowered module (in place: module.kernels
+    and module.memory_plan set) and stops before code generation, for what inspects the
+    stages (tests, tools/ptxas_report.py). Returns {pass or step name: its counts}."""
+    options = options if options is not None else compile_options()
+    backend = _backend(target if target is not None else _host_target())
+    dumps = ModuleDumps(module.name, options.dump_dir, options.keep_dumps)
+    return _optimize_and_schedule(module, backend, options, dumps)
+
+
+def _optimize_and_schedule(module, backend, options, dumps):
+    stats = optimize(module, options.disable, dumps=dumps)
+    stats.update(schedule(module, backend.scratch_bytes,
+                          fuse="fusion" not in options.disable,
+                          reuse="memory_planning" not in options.disable, dumps=dumps))
+    return stats
+
+
+def _cacheable(options):
+    # a cached spec skips the stages, so it has no dumps, counts nor profile to give
+    return options.cache and not (options.dump_dir or options.keep_dumps or options.profile)
+
+
+def _backend(target):
+    """The code generator of a target; imported when first needed (it loads llvmlite)."""
+    if target.get("kind") == "gpu":
+        from graphc.compiler.codegen_gpu import GpuBackend
+        return GpuBackend
+    from graphc.compiler.codegen import CpuBackend
+    return CpuBackend
+
+
+def _host_target():
+    from runtime import jit
+    return jit.host_target()
