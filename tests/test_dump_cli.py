@@ -121,7 +121,7 @@ def compiled_file(tmp_path, monkeypatch):
 
 
 COMPILED_TEXT = """\
-compiled graph add.gcx (format 1)
+compiled graph add.gcx (format 2)
 target: x86_64-unknown-linux-gnu cpu=generic
   input  x: float32 [x.0]  (x:0)
   input  y: float32 [x.0]  (y:0)
