@@ -111,7 +111,10 @@ def _decode_c_string(text):
     out = bytearray()
     i = 0
     while i < len(text):
-        if text[i] == "\\":
+        if text.startswith("\\\\", i):  # LLVM prints a backslash as two
+            out.append(92)
+            i += 2
+        elif text[i] == "\\":
             out.append(int(text[i + 1:i + 3], 16))
             i += 3
         else:
