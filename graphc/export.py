@@ -40,10 +40,12 @@ _ELIDE_ELEMENTS = 16  # arrays bigger than this are summarized in the stored gra
 _UPDATE_OPS = UPDATE_OPS
 
 
-def export(sess, path, inputs, outputs, target="cpu", arch=None):
+def export(sess, path, inputs, outputs, target="cpu", arch=None, sign_with=None):
     """Compiles `outputs` as functions of `inputs` (dicts {name: Tensor}) with the current
     variable values of `sess` and writes one compiled file to `path`; returns `path`.
-    target: "cpu" (this machine's CPU) or "gpu" (PTX for `arch`, default sm_80)."""
+    target: "cpu" (this machine's CPU) or "gpu" (PTX for `arch`, default sm_80).
+    sign_with: an Ed25519 private key (cryptography's Ed25519PrivateKey or its 32 raw
+    bytes) to sign the file with, for runtime.load(path, trusted_keys=[public key])."""
     if target == "cpu":
         if arch is not None:
             raise ValueError("export: arch is a GPU setting; give target='gpu'")
@@ -67,7 +69,7 @@ def export(sess, path, inputs, outputs, target="cpu", arch=None):
                    for n, f in zip(in_names, main["feeds"])],
         "outputs": [{"name": n, "tensor": f["name"], "dtype": f["dtype"], "dims": f["dims"]}
                     for n, f in zip(out_names, main["fetches"])]}
-    return file_format.write(path, signature, specs, state, code_target)
+    return file_format.write(path, signature, specs, state, code_target, sign_with=sign_with)
 
 
 def _named_tensors(sess, named, what):

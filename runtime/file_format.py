@@ -4,10 +4,11 @@ Layout (all integers little-endian):
 
     0   8 bytes   magic b"\\x89GRAPHC\\n"
     8   u32       format version (FORMAT_VERSION)
-    12  u32       reserved, 0
+    12  u32       flags: FLAG_SIGNED (1) when the file is signed, else 0
     16  u64       header size H in bytes
     24  H bytes   header: UTF-8 JSON (below)
     ...           blobs: raw little-endian array bytes, each at a 64-byte aligned offset
+    end-96        (signed files) Ed25519 signature of every byte before it (runtime/signing.py)
     end-32        SHA-256 of every byte before it
 
 The header holds plain data only:
@@ -23,14 +24,16 @@ The header holds plain data only:
      "blobs": [{"offset", "nbytes"}]}
 
 Reading never runs anything from the file and never trusts it: the magic and version are
-checked first (a newer version gets its own message), every size and offset is checked
+checked first, the signature when the caller names trusted keys (a newer version gets its own message), every size and offset is checked
 against the file's length before it is read, the checksum before the JSON is parsed, the
 JSON size is capped, dtypes come from a whitelist, dim expressions are bounded in size and
 may only name the file's own symbols; a GPU spec's launches are checked too (storage keys
 in range, arena offsets and grids as dim expressions of the file's symbols, block and
 shared memory sizes bounded, every kernel present in the PTX and in the emulation IR with
 the parameters its launches pass: runtime/gpu/spec.py). Every problem is a
-FileFormatError naming the file and the problem. Blobs are read in place from a memory
+FileFormatError naming the file and the problem. runtime/verify.py checks the header
+completely (duplicate keys, every cross reference, sizes by bounds over the symbolic dims,
+the code's calls and the interface the code was compiled for) before anything runs. Blobs are read in place from a memory
 map (np.frombuffer, read-only).
 
 Running a file runs its native code: only load files you trust as you would a library.
@@ -44,28 +47,19 @@ import tempfile
 
 import numpy as np
 
-from . import jit, shapes
+from . import jit, shapes, signing, verify
 from .errors import FeedError, NoVariantFits, RuntimeFailure, ShapeError
-from .executable import FORMAT_VERSION as SPEC_VERSION, Executable
-from .gpu.spec import check_gpu_fields, is_gpu_target
+from .executable import Executable
+from .gpu.spec import is_gpu_target
 from .variants import Variants
 
 MAGIC = b"\x89GRAPHC\n"
-FORMAT_VERSION = 1
+# 2: each spec's code declares the interface it was compiled for (runtime/verify.py)
+FORMAT_VERSION = 2
 PREFIX = struct.Struct("<8sIIQ")
 CHECKSUM_BYTES = 32
 ALIGN = 64
 MAX_HEADER_BYTES = 256 << 20
-MAX_RANK = 32
-MAX_DIM = 1 << 48
-MAX_EXPR_TERMS = 256
-MAX_EXPR_DEPTH = 16
-MAX_POWER = 8
-MAX_INT = 1 << 62
-DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-          "float16", "float32", "float64", "complex64", "complex128")
-_COMPARE_OPS = ("==", "!=", "<", "<=", ">", ">=")
-_SOURCES = ("kernel", "feed", "variable", "constant")
 
 
 class FileFormatError(RuntimeFailure, ValueError):
@@ -105,12 +99,13 @@ class TensorInfo:
                 f"shape={list(self.shape)})")
 
 
-def write(path, signature, executables, state=None, target=None):
+def write(path, signature, executables, state=None, target=None, sign_with=None):
     """Writes a compiled file atomically.
 
     signature: {"inputs": [{"name", "tensor", "dtype", "dims"}], "outputs": [...]}, in
     the executables' feed and fetch order. executables: runtime specs whose constants carry
-    their bytes in "data". state: {variable name: array} stored as blobs. Returns path."""
+    their bytes in "data". state: {variable name: array} stored as blobs. sign_with: an
+    Ed25519 private key (runtime/signing.py) to sign the file with. Returns path."""
     blobs = []
 
     def add_blob(array):
@@ -128,6 +123,8 @@ def write(path, signature, executables, state=None, target=None):
             consts.append({"dtype": c["dtype"], "shape": list(c["shape"]),
                            "blob": add_blob(arr)})
         spec["constants"] = consts
+        code = "emulation_ir" if is_gpu_target(spec.get("target")) else "llvm_ir"
+        spec[code] = verify.bind_interface(spec[code], spec)
         specs.append(spec)
     state_entries = []
     for name, value in (state or {}).items():
@@ -156,10 +153,15 @@ def write(path, signature, executables, state=None, target=None):
         with os.fdopen(fd, "wb") as f:
             digest = hashlib.sha256()
 
+            flags = 0 if sign_with is None else signing.FLAG_SIGNED
+            signed = []  # what the signature covers: the bytes the checksum covers
+
             def put(data):
                 digest.update(data)
                 f.write(data)
-            put(PREFIX.pack(MAGIC, FORMAT_VERSION, 0, len(header_bytes)))
+                if sign_with is not None:
+                    signed.append(data)
+            put(PREFIX.pack(MAGIC, FORMAT_VERSION, flags, len(header_bytes)))
             put(header_bytes)
             position = PREFIX.size + len(header_bytes)
             for entry, arr in zip(header["blobs"], blobs):
@@ -167,6 +169,8 @@ def write(path, signature, executables, state=None, target=None):
                 put(arr.tobytes())
                 position = entry["offset"] + entry["nbytes"]
             put(b"\0" * (_align(position) - position))
+            if sign_with is not None:
+                put(signing.sign(b"".join(signed), sign_with))
             f.write(digest.digest())
         os.replace(tmp, path)
     except BaseException:
@@ -196,9 +200,13 @@ def plain_data(value):
 # ------------------------------------------------------------------- reading
 class CompiledFile:
     """A checked compiled file: its header (validated plain data) and its blobs, read in
-    place from a memory map. Nothing is compiled; `load` does that."""
+    place from a memory map. Nothing is compiled; `load` does that.
 
-    def __init__(self, path, verify_checksum=True):
+    trusted_keys: Ed25519 public keys (runtime/signing.py); when given, the file must be
+    signed by one of them. check_code=False skips verifying the code (tools that only
+    show a file)."""
+
+    def __init__(self, path, verify_checksum=True, trusted_keys=None, check_code=True):
         self.path = str(path)
         try:
             with open(path, "rb") as f:
@@ -209,15 +217,16 @@ class CompiledFile:
         except OSError as e:
             raise FileFormatError(f"cannot read {self.path}: {e.strerror or e}") from None
         self.size = size
-        self.header = self._read_header(verify_checksum)
+        self.header = self._read_header(verify_checksum, trusted_keys)
         self.version = FORMAT_VERSION
-        _Validator(self).check()
+        verify.HeaderVerifier(self.header, self._fail, self._data_start, self._data_end,
+                              check_code).check()
 
     def _fail(self, problem):
         raise FileFormatError(f"{self.path}: {problem}")
 
-    def _read_header(self, verify_checksum):
-        magic, version, _, header_size = PREFIX.unpack_from(self._map, 0)
+    def _read_header(self, verify_checksum, trusted_keys):
+        magic, version, flags, header_size = PREFIX.unpack_from(self._map, 0)
         if magic != MAGIC:
             self._fail("not a graphc compiled file (bad magic bytes)")
         if version > FORMAT_VERSION:
@@ -235,14 +244,34 @@ class CompiledFile:
             digest = hashlib.sha256(memoryview(self._map)[:body_end]).digest()
             if digest != self._map[body_end:]:
                 self._fail("checksum mismatch: the file is truncated or corrupted")
+        if flags & ~signing.FLAG_SIGNED:
+            self._fail(f"unknown flags {flags:#x} in the prefix")
+        self._data_start = PREFIX.size + header_size
+        self._data_end = body_end
+        if flags & signing.FLAG_SIGNED:
+            self._data_end = body_end - signing.SIGNATURE_BYTES
+            if self._data_end < self._data_start:
+                self._fail("truncated: no room for the signature")
+        if trusted_keys is not None:
+            self._check_signature(flags, trusted_keys)
         raw = self._map[PREFIX.size:PREFIX.size + header_size]
         try:
-            header = json.loads(raw.decode("utf-8"))
+            header = verify.load_json(raw.decode("utf-8"))
         except (UnicodeDecodeError, ValueError, RecursionError) as e:
             self._fail(f"header is not valid JSON ({type(e).__name__}: {str(e)[:100]})")
         if not isinstance(header, dict) or header.get("format") != "graphc.compiled":
             self._fail("header does not describe a graphc compiled graph")
         return header
+
+    def _check_signature(self, flags, trusted_keys):
+        if isinstance(trusted_keys, (bytes, str)) or not hasattr(trusted_keys, "__iter__"):
+            raise TypeError("trusted_keys must be a list of Ed25519 public keys")
+        if not flags & signing.FLAG_SIGNED:
+            self._fail("the file is not signed, and trusted_keys asks for a signed file")
+        end = self._data_end
+        signature = self._map[end:end + signing.SIGNATURE_BYTES]
+        if not signing.signed_by(memoryview(self._map)[:end], signature, list(trusted_keys)):
+            self._fail("its signature does not match any of the trusted keys")
 
     def blob(self, k):
         """The bytes of blob k (a read-only memoryview into the map)."""
@@ -260,216 +289,6 @@ class CompiledFile:
         spec["constants"] = [{"dtype": c["dtype"], "shape": c["shape"],
                               "data": self.blob(c["blob"])} for c in spec["constants"]]
         return spec
-
-
-class _Validator:
-    """Checks a header's structure, types, bounds and cross references."""
-
-    def __init__(self, file):
-        self.file = file
-        self.header = file.header
-
-    def fail(self, where, problem):
-        self.file._fail(f"{where}: {problem}")
-
-    def check(self):
-        h = self.header
-        self.blob_sizes = self.check_blobs(self.field(h, "blobs", list, "header"))
-        sig = self.field(h, "signature", dict, "header")
-        inputs = self.field(sig, "inputs", list, "signature")
-        outputs = self.field(sig, "outputs", list, "signature")
-        for where, entries in (("input", inputs), ("output", outputs)):
-            names = [self.tensor(e, f"signature {where} {i}", symbols=None)["name"]
-                     for i, e in enumerate(entries)]
-            if len(set(names)) != len(names):
-                self.fail("signature", f"duplicate {where} names {names}")
-        target = self.field(h, "target", dict, "header")
-        if is_gpu_target(target):
-            self.field(target, "arch", str, "target")
-        else:
-            for key in ("triple", "cpu", "features"):
-                self.field(target, key, str, "target")
-        specs = self.field(h, "executables", list, "header")
-        if not specs:
-            self.fail("header", "no executables")
-        state = self.field(h, "state", list, "header")
-        stored = {}
-        for i, entry in enumerate(state):
-            self.array_entry(entry, f"state {i}")
-            stored[self.field(entry, "name", str, f"state {i}")] = entry["dtype"]
-        for i, spec in enumerate(specs):
-            for v in self.spec(spec, f"executable {i}", len(inputs), len(outputs)):
-                if v.get("read", True) and stored.get(v["name"], v["dtype"]) != v["dtype"]:
-                    self.fail(f"executable {i}", f"variable {v['name']} is {v['dtype']}, "
-                                                 f"its stored value {stored[v['name']]}")
-                if v.get("read", True) and v["name"] not in stored:
-                    self.fail(f"executable {i}", f"variable {v['name']} is read but the "
-                                                 "file stores no value for it")
-
-    # ----------------------------------------------------------- primitives
-    def field(self, d, key, kind, where):
-        if not isinstance(d, dict):
-            self.fail(where, "is not an object")
-        value = d.get(key)
-        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-            self.fail(where, f"field {key!r} is missing or not a {_kind_name(kind)}")
-        return value
-
-    def integer(self, value, where, low=0, high=MAX_INT):
-        if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
-            self.fail(where, f"{value!r} is not an integer in [{low}, {high}]")
-        return value
-
-    def check_blobs(self, blobs):
-        sizes = []
-        body_end = self.file.size - CHECKSUM_BYTES
-        end_of_previous = PREFIX.size
-        for k, b in enumerate(blobs):
-            where = f"blob {k}"
-            offset = self.integer(self.field(b, "offset", int, where), where)
-            nbytes = self.integer(self.field(b, "nbytes", int, where), where)
-            if offset % ALIGN:
-                self.fail(where, f"offset {offset} is not {ALIGN}-byte aligned")
-            if offset < end_of_previous or offset + nbytes > body_end:
-                self.fail(where, f"bytes {offset}..{offset + nbytes} lie outside the data "
-                                 f"area of this {self.file.size}-byte file (truncated?)")
-            end_of_previous = offset + nbytes
-            sizes.append(nbytes)
-        return sizes
-
-    def dtype(self, value, where):
-        if value not in DTYPES:
-            self.fail(where, f"unsupported dtype {value!r}")
-        return value
-
-    def array_entry(self, entry, where):
-        self.dtype(self.field(entry, "dtype", str, where), where)
-        shape = self.field(entry, "shape", list, where)
-        if len(shape) > MAX_RANK:
-            self.fail(where, f"rank {len(shape)} exceeds {MAX_RANK}")
-        count = 1
-        for d in shape:
-            count *= self.integer(d, where + " shape", 0, MAX_DIM)
-        k = self.integer(self.field(entry, "blob", int, where), where, 0,
-                         len(self.blob_sizes) - 1 if self.blob_sizes else -1)
-        need = count * np.dtype(entry["dtype"]).itemsize
-        if need != self.blob_sizes[k]:
-            self.fail(where, f"a {entry['dtype']} array of shape {shape} needs {need} bytes, "
-                             f"blob {k} has {self.blob_sizes[k]}")
-
-    def expr(self, e, where, symbols, depth=0):
-        """An int or [[coeff, [[atom, power], ...]], ...] naming only `symbols`."""
-        if isinstance(e, int) and not isinstance(e, bool):
-            self.integer(e, where, -MAX_INT, MAX_INT)
-            return
-        if depth > MAX_EXPR_DEPTH or not isinstance(e, list) or len(e) > MAX_EXPR_TERMS:
-            self.fail(where, "malformed or oversized dim expression")
-        for term in e:
-            if not isinstance(term, list) or len(term) != 2 or not isinstance(term[1], list) \
-                    or len(term[1]) > MAX_EXPR_TERMS:
-                self.fail(where, "malformed dim expression term")
-            self.integer(term[0], where, -MAX_INT, MAX_INT)
-            for factor in term[1]:
-                if not isinstance(factor, list) or len(factor) != 2:
-                    self.fail(where, "malformed dim expression factor")
-                atom, power = factor
-                self.integer(power, where, 1, MAX_POWER)
-                if isinstance(atom, str):
-                    if symbols is not None and atom not in symbols:
-                        self.fail(where, f"dim expression names unknown symbol {atom!r}")
-                elif isinstance(atom, list) and len(atom) == 3 and \
-                        atom[0] in ("floordiv", "mod", "max"):
-                    self.expr(atom[1], where, symbols, depth + 1)
-                    self.expr(atom[2], where, symbols, depth + 1)
-                else:
-                    self.fail(where, "malformed dim expression atom")
-
-    def dims(self, dims, where, symbols):
-        if not isinstance(dims, list) or len(dims) > MAX_RANK:
-            self.fail(where, "dims are missing or have an impossible rank")
-        for d in dims:
-            self.expr(d, where, symbols)
-
-    def tensor(self, entry, where, symbols):
-        self.field(entry, "name", str, where)
-        self.dtype(self.field(entry, "dtype", str, where), where)
-        self.dims(entry.get("dims"), where, symbols)
-        return entry
-
-    # ----------------------------------------------------------------- spec
-    def spec(self, spec, where, n_inputs, n_outputs):
-        if not isinstance(spec, dict):
-            self.fail(where, "is not an object")
-        if spec.get("format_version") != SPEC_VERSION:
-            self.fail(where, f"executable format version {spec.get('format_version')!r} is "
-                             f"not the one this runtime runs ({SPEC_VERSION})")
-        gpu = is_gpu_target(self.header["target"])
-        if not gpu:
-            self.field(spec, "entry", str, where)
-            self.field(spec, "llvm_ir", str, where)
-        feeds = self.field(spec, "feeds", list, where)
-        symbols = {}
-        for i, s in enumerate(self.field(spec, "symbols", list, where)):
-            w = f"{where} symbol {i}"
-            feed = self.integer(self.field(s, "feed", int, w), w, 0, len(feeds) - 1)
-            dims = feeds[feed].get("dims") if isinstance(feeds[feed], dict) else None
-            self.integer(self.field(s, "axis", int, w), w, 0,
-                         len(dims) - 1 if isinstance(dims, list) else -1)
-            symbols[self.field(s, "name", str, w)] = i
-        for i, f in enumerate(feeds):
-            self.tensor(f, f"{where} feed {i}", symbols)
-        if len(feeds) != n_inputs:
-            self.fail(where, f"{len(feeds)} feeds for a signature of {n_inputs} inputs")
-        fetches = self.field(spec, "fetches", list, where)
-        if len(fetches) != n_outputs:
-            self.fail(where, f"{len(fetches)} fetches for a signature of {n_outputs} outputs")
-        variables = self.field(spec, "variables", list, where)
-        constants = self.field(spec, "constants", list, where)
-        for i, c in enumerate(constants):
-            self.array_entry(c, f"{where} constant {i}")
-        for i, v in enumerate(variables):
-            w = f"{where} variable {i}"
-            self.tensor(v, w, symbols)
-            for flag in ("written", "read"):
-                if not isinstance(v.get(flag, True), bool):
-                    self.fail(w, f"field {flag!r} is not a boolean")
-        limits = {"feed": len(feeds), "variable": len(variables), "constant": len(constants)}
-        for i, f in enumerate(fetches):
-            w = f"{where} fetch {i}"
-            self.tensor(f, w, symbols)
-            source = f.get("source", "kernel")
-            if source not in _SOURCES:
-                self.fail(w, f"unknown source {source!r}")
-            index = self.integer(self.field(f, "index", int, w), w)
-            if source != "kernel" and index >= limits[source]:
-                self.fail(w, f"no {source} {index}")
-        for i, g in enumerate(self.field(spec, "guards", list, where)):
-            w = f"{where} guard {i}"
-            if not isinstance(g, list) or len(g) != 4 or g[1] not in _COMPARE_OPS or \
-                    not isinstance(g[3], bool):
-                self.fail(w, "malformed guard")
-            self.expr(g[0], w, symbols)
-            self.expr(g[2], w, symbols)
-        self.expr(spec.get("arena_bytes", 0), f"{where} arena_bytes", symbols)
-        for i, site in enumerate(self.field(spec, "error_sites", list, where)):
-            w = f"{where} error site {i}"
-            self.field(site, "class", str, w)
-            self.field(site, "message", str, w)
-            if not isinstance(site.get("op", ""), str):
-                self.fail(w, "field 'op' is not a string")
-        target = spec.get("target")
-        if target is not None and target != self.header["target"]:
-            self.fail(where, "target differs from the file's target")
-        if gpu:
-            if target is None:
-                self.fail(where, "a GPU spec must name its target")
-            check_gpu_fields(spec, lambda w, problem: self.fail(f"{where} {w}", problem),
-                             lambda e, w: self.expr(e, f"{where} {w}", symbols))
-        return variables
-
-
-def _kind_name(kind):
-    return {list: "list", dict: "object", str: "string", int: "integer"}.get(kind, str(kind))
 
 
 # ------------------------------------------------------------------- the model
@@ -648,13 +467,16 @@ def _info(entry):
                       shapes.dims_text(dims))
 
 
-def load(path, verify_checksum=True, device=None):
+def load(path, verify_checksum=True, device=None, trusted_keys=None):
     """Loads a compiled graph file: `runtime.load(path).run({"x": array})`.
+
+    trusted_keys: Ed25519 public keys (or their 32 raw bytes); when given, only a file
+    signed by one of them (gc.export(..., sign_with=private key)) is loaded.
 
     device: for a GPU file, "cuda" (the default: GPU 0 through pycuda; GpuUnavailable
     where pycuda or a driver is missing) or "emulated" (its kernels' CPU emulation, on
     the host); a CPU file takes None or "cpu"."""
-    file = CompiledFile(path, verify_checksum)
+    file = CompiledFile(path, verify_checksum, trusted_keys)
     gpu_file = is_gpu_target(file.header["target"])
     if not gpu_file:
         if device not in (None, "cpu"):
@@ -668,6 +490,6 @@ def load(path, verify_checksum=True, device=None):
     return Model(file, open_device(device or "cuda"))
 
 
-def read(path, verify_checksum=True):
+def read(path, verify_checksum=True, check_code=False):
     """The checked file without compiling its code (for tools such as graphc-dump)."""
-    return CompiledFile(path, verify_checksum)
+    return CompiledFile(path, verify_checksum, check_code=check_code)

@@ -135,18 +135,34 @@ def blas_symbol(routine):
     return name
 
 
+_BLAS_THREAD_SPELLINGS = (("scipy_openblas_", "64_"), ("scipy_openblas_", ""),
+                          ("openblas_", ""))
+
+
 def blas_thread_symbols():
     """(set, get): the exported names of the BLAS library's thread-count controls (C int
     arguments and results), or None when it exports none. Generated code that runs BLAS
     calls on its own thread team sets OpenBLAS to one thread around the team."""
     import llvmlite.binding as llvm
     initialize()
-    for prefix, suffix in (("scipy_openblas_", "64_"), ("scipy_openblas_", ""),
-                           ("openblas_", "")):
+    for prefix, suffix in _BLAS_THREAD_SPELLINGS:
         names = (f"{prefix}set_num_threads{suffix}", f"{prefix}get_num_threads{suffix}")
         if all(llvm.address_of_symbol(n) for n in names):
             return names
     return None
+
+
+def blas_exported_candidates():
+    """Every exported name a CBLAS routine or thread-count control may have in a library
+    this runtime loads (what blas_names and blas_thread_symbols look up)."""
+    names = set()
+    for routine in _BLAS_ROUTINES:
+        base = routine[len("cblas_"):]
+        names |= {f"scipy_cblas_{base}64_", f"cblas_{base}64_", f"scipy_cblas_{base}",
+                  routine}
+    for prefix, suffix in _BLAS_THREAD_SPELLINGS:
+        names |= {f"{prefix}set_num_threads{suffix}", f"{prefix}get_num_threads{suffix}"}
+    return names
 
 
 def blas_int_bits():
@@ -284,6 +300,31 @@ def link_parallel_runtime(llvm_ir):
         return llvm_ir
     shim = _OMP_FORWARD if openmp_library() else _OMP_SERIAL
     return _OMP_DECLARE.sub("", llvm_ir) + shim
+
+
+# ------------------------------------------------------- what code may call
+# The external symbols a compiled file's code may declare: exactly what this module binds
+# (BLAS through _load_blas, the thread team through link_parallel_runtime, the BLAS pin
+# through initialize) plus libm and LLVM's intrinsics. runtime/verify.py rejects code that
+# declares anything else (system(), dlopen(), ...), so this is the one list to extend when
+# codegen starts calling something new.
+LIBM_FUNCTIONS = frozenset(
+    f + suffix for f in ("exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt",
+                         "cbrt", "pow", "sin", "cos", "tan", "asin", "acos", "atan", "atan2",
+                         "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "erf", "erfc",
+                         "tgamma", "lgamma", "fmod", "remainder", "floor", "ceil", "round",
+                         "trunc", "rint", "nearbyint", "fabs", "copysign", "fmin", "fmax",
+                         "hypot", "ldexp", "frexp", "modf")
+    for suffix in ("", "f"))
+
+
+def allowed_external_functions():
+    """Names of the functions compiled code may declare (LLVM intrinsics, "llvm.*", aside)."""
+    return (LIBM_FUNCTIONS | blas_exported_candidates() |
+            {PARALLEL_FN, THREAD_NUM_FN, NUM_THREADS_FN})
+
+
+ALLOWED_EXTERNAL_GLOBALS = frozenset({BLAS_PIN_GLOBAL})
 
 
 def default_num_threads():

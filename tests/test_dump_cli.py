@@ -121,7 +121,7 @@ def compiled_file(tmp_path, monkeypatch):
 
 
 COMPILED_TEXT = """\
-compiled graph add.gcx (format 1)
+compiled graph add.gcx (format 2)
 target: x86_64-unknown-linux-gnu cpu=generic
   input  x: float32 [x.0]  (x:0)
   input  y: float32 [x.0]  (y:0)
@@ -309,3 +309,53 @@ def test_html_in_headless_chromium(capsys, exported, tmp_path):
     assert not console_errors, console_errors
     items = re.findall(r'<li data-kernel="(\d+)">', dom)
     assert items and items[0] == "0"
+
+
+def _debug_leaves(obj, path=()):
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            yield from _debug_leaves(v, path + (k,))
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj[:3]):
+            yield from _debug_leaves(v, path + (i,))
+    yield path
+
+
+def test_damaged_files_end_in_one_line(capsys, exported, tmp_path):
+    """A re-checksummed file whose display data (the debug section, the signature) is
+    damaged: every view answers with one line on stderr, never a traceback."""
+    import random
+    from tests.test_verify import edited
+    with open(exported, "rb") as f:
+        original = f.read()
+    header = json.loads(original[file_format.PREFIX.size:file_format.PREFIX.size +
+                                 file_format.PREFIX.unpack_from(original, 0)[3]])
+    paths = [p for p in _debug_leaves(header["executables"][0]["debug"]) if p]
+    rng = random.Random(7)
+    damaged = str(tmp_path / "damaged.gcx")
+    edits = [lambda h: h["signature"]["inputs"][0].pop("tensor"),
+             lambda h: h["executables"][0]["debug"].update(kernels=[5]),
+             lambda h: h["executables"][0]["debug"].update(memory_plan={"buffers": 3})]
+    for _ in range(120):
+        path = rng.choice(paths)
+        value = rng.choice([None, 5, "x", [], {}, [[1]], {"nodes": 1}])
+
+        def edit(h, path=path, value=value):
+            parent = h["executables"][0]["debug"]
+            for key in path[:-1]:
+                parent = parent[key]
+            parent[path[-1]] = value
+        edits.append(edit)
+    views = [[], ["--format", "json"], ["--memory"], ["--code", "all"], ["--code", "0"],
+             ["--format", "dot"], ["--stage", "before"], ["--after-pass", "constant_folding"]]
+    failures = 0
+    for i, edit in enumerate(edits):
+        with open(damaged, "wb") as f:
+            f.write(edited(original, edit))
+        argv = [damaged] + views[i % len(views)]
+        rc, out, err = dump(capsys, *argv)
+        if rc != 0:
+            failures += 1
+            assert rc == 1 and err.startswith("graphc-dump: ") and err.count("\n") == 1, err
+            assert "Traceback" not in err
+    assert failures >= 3  # the three fixed edits at least

@@ -166,7 +166,7 @@ def _mutated_header(data, edit):
     (lambda h: h["executables"][0].update(format_version=2), "executable format version 2"),
     (lambda h: h["signature"]["inputs"].append(dict(h["signature"]["inputs"][0])),
      "duplicate input names"),
-    (lambda h: h["executables"][0].update(llvm_ir="this is not LLVM"), "cannot be built"),
+    (lambda h: h["executables"][0].update(llvm_ir="this is not LLVM"), "not valid LLVM IR"),
 ])
 def test_inconsistent_headers(var_file, edit, pattern):
     with open(var_file, "rb") as f:

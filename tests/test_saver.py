@@ -2,6 +2,7 @@
 the file format, and the errors for missing or damaged checkpoints."""
 import json
 import os
+import re
 import struct
 
 import numpy as np
@@ -333,3 +334,87 @@ def test_keep_checkpoint_every_n_hours_spares_old_checkpoints(tmp_path):
         paths = [saver.save(sess, os.path.join(d, "m"), global_step=s) for s in range(3)]
     assert saver.last_checkpoints == paths[-1:]
     assert all(gc.train.checkpoint_exists(p) for p in paths)
+
+
+def _with_header(path, edit=None, text=None):
+    """Rewrites the checkpoint's header (edit(header dict), or raw `text`); the data stays
+    where it was when the header keeps its length or shrinks."""
+    raw = open(path, "rb").read()
+    header_len = struct.unpack("<Q", raw[8:16])[0]
+    if text is None:
+        header = json.loads(raw[16:16 + header_len])
+        edit(header)
+        text = json.dumps(header)
+    new = text.encode()
+    new += b" " * max(0, header_len - len(new))
+    with open(path, "wb") as f:
+        f.write(raw[:8] + struct.pack("<Q", len(new)) + new + raw[16 + header_len:])
+
+
+def _entry(h):
+    return h["tensors"][0]
+
+
+@pytest.mark.parametrize("damage", [
+    lambda h: _entry(h).update(offset=-64),                      # OSError from seek before
+    lambda h: _entry(h).update(shape=[-7, -1]),                  # ValueError from reshape
+    lambda h: _entry(h).update(shape=[2 ** 62, 2 ** 62, 4]),     # the product wraps in int64
+    lambda h: _entry(h).update(offset=16),                       # data inside the header
+    lambda h: _entry(h).update(dtype="string"),
+    "deep", "duplicate",
+])
+def test_lying_checkpoint_headers_raise_data_loss(tmp_path, damage):
+    prefix, path = _saved_file(tmp_path)
+    header_len = struct.unpack("<Q", open(path, "rb").read()[8:16])[0]
+    if damage == "deep":  # RecursionError inside json before
+        _with_header(path, text="[" * 100000 + "]" * 100000)
+    elif damage == "duplicate":  # json keeps the last of two keys: refuse the ambiguity
+        _with_header(path, text=open(path, "rb").read()[16:16 + header_len].decode().replace(
+            '"offset":', '"offset": 0, "offset":', 1))
+    else:
+        _with_header(path, damage)
+    with pytest.raises(gc.errors.DataLossError, match="Unable to read checkpoint"):
+        checkpoint_file.CheckpointReader(prefix)
+    with gc.Session() as sess:
+        with pytest.raises(gc.errors.DataLossError, match="Unable to read checkpoint"):
+            gc.train.Saver().restore(sess, prefix)
+
+
+_KILLED_SAVE = """
+import os, signal, sys
+sys.path.insert(0, {root!r})
+import numpy as np
+import graphc as gc
+gc.Variable(np.arange(5.0), name="v")
+with gc.Session() as sess:
+    sess.run(gc.global_variables_initializer())
+    saver = gc.train.Saver()
+    saver.save(sess, {prefix!r})
+    os.replace = lambda *a: os.kill(os.getpid(), signal.SIGKILL)  # killed before the rename
+    saver.save(sess, {prefix!r}, global_step=1)
+"""
+
+
+def test_next_save_removes_temp_files_of_a_killed_save(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    prefix = str(tmp_path / "model.ckpt")
+    proc = subprocess.run([sys.executable, "-c", _KILLED_SAVE.format(root=root, prefix=prefix)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    left = [f for f in os.listdir(tmp_path) if ".tmp" in f]
+    assert left, "the killed save left no temporary file to clean up"
+    # a live writer's temp file (this process) and a user's file are not touched
+    live = tmp_path / f"other.gcckpt.tmp{os.getpid()}.abc"
+    live.write_bytes(b"in progress")
+    dead_pid = re.search(r"\.tmp([0-9]+)", left[0]).group(1)  # the killed writer's
+    user = tmp_path / f"notes.tmp{dead_pid}"
+    user.write_bytes(b"mine")
+    v = gc.Variable(np.arange(3.0), name="w")
+    with gc.Session() as sess:
+        sess.run(gc.global_variables_initializer())
+        gc.train.Saver([v]).save(sess, prefix, global_step=2)
+    remaining = sorted(f for f in os.listdir(tmp_path) if ".tmp" in f)
+    assert remaining == sorted([live.name, user.name])

@@ -59,10 +59,22 @@ def render(args):
     return dot if args.format == "dot" else graphviz.to_svg(dot)
 
 
+def _render_one_line_errors(args):
+    """render(args), where the file's contents are what failed: a compiled file's debug
+    section (graphs, kernels, memory plan) is display data the runtime never checks, so a
+    damaged one must end in graphc-dump's one-line error, not a traceback."""
+    try:
+        return render(args)
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError,
+            RecursionError) as e:
+        raise DumpError(f"{args.file}: damaged or inconsistent contents "
+                        f"({type(e).__name__}: {str(e)[:200]})") from None
+
+
 def main(argv=None):
     try:
         args = _parser().parse_args(argv)
-        out = render(args)
+        out = _render_one_line_errors(args)
         if args.output:
             try:
                 with open(args.output, "w") as f:

@@ -12,10 +12,13 @@ A checkpoint with prefix P is the single file P + ".gcckpt":
                  (64-byte aligned), with the zlib CRC-32 of those bytes in `crc32`.
 
 Files are written to a temporary name in the same directory and renamed into place,
-so a reader sees either the old checkpoint or the complete new one.
+so a reader sees either the old checkpoint or the complete new one. The temporary name
+carries the writer's process id (`<file>.tmp<pid>.<random>`, the form every file the Saver
+writes uses), so the next save can remove what a killed writer left (remove_abandoned).
 """
 import json
 import os
+import re
 import struct
 import tempfile
 import zlib
@@ -70,7 +73,7 @@ def write_checkpoint(prefix, named_arrays):
         header_len = len(header)
     path = checkpoint_path(prefix)
     directory = os.path.dirname(path) or "."
-    fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".", suffix=".tmp", dir=directory)
+    fd, tmp = tempfile.mkstemp(prefix=temp_prefix(path), dir=directory)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(MAGIC + struct.pack("<Q", len(header)) + header)
@@ -85,6 +88,51 @@ def write_checkpoint(prefix, named_arrays):
             os.remove(tmp)
         raise
     return path
+
+
+def temp_prefix(path):
+    """The start of the temporary name of a file written into place at `path`."""
+    return f"{os.path.basename(path)}.tmp{os.getpid()}."
+
+
+_TEMP = re.compile(r"(?P<target>.+)\.tmp(?P<pid>[0-9]+)(?:\.[A-Za-z0-9_]+)?")
+
+
+def remove_abandoned(directory, is_ours):
+    """Removes the temporary files in `directory` that a writer killed mid-save left: names
+    `<target>.tmp<pid>[.<random>]` whose target `is_ours(target)` and whose process is
+    gone (a live writer's file, in this process or another, is left alone)."""
+    try:
+        names = os.listdir(directory or ".")
+    except OSError:
+        return
+    for name in names:
+        m = _TEMP.fullmatch(name)
+        if m is None or not is_ours(m.group("target")) or _alive(int(m.group("pid"))):
+            continue
+        try:
+            os.remove(os.path.join(directory or ".", name))
+        except OSError:
+            pass  # another saver removed it first, or it is not ours to remove
+
+
+def _alive(pid):
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, OSError):
+        return True  # someone else's process, or not a pid we can ask about: keep it
+    return True
+
+
+def _unique_keys(pairs):
+    keys = [k for k, _ in pairs]
+    if len(set(keys)) != len(keys):
+        raise ValueError(f"duplicate keys in {keys}")
+    return dict(pairs)
 
 
 class CheckpointReader:
@@ -115,7 +163,7 @@ class CheckpointReader:
 
     def _parse_header(self, raw):
         try:
-            header = json.loads(raw.decode("utf-8"))
+            header = json.loads(raw.decode("utf-8"), object_pairs_hook=_unique_keys)
             version = int(header["version"])
             for e in header["tensors"]:
                 e["dtype"] = dtypes.as_dtype(e["dtype"])
@@ -123,15 +171,28 @@ class CheckpointReader:
                 e["offset"], e["nbytes"] = int(e["offset"]), int(e["nbytes"])
                 int(e["crc32"])
                 str(e["name"])
-        except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
-            self._corrupt(f"the header is damaged ({type(exc).__name__}: {exc})")
+        except (ValueError, KeyError, TypeError, UnicodeDecodeError, RecursionError) as exc:
+            # RecursionError: json recurses once per nesting level of a damaged header
+            self._corrupt(f"the header is damaged ({type(exc).__name__}: {str(exc)[:200]})")
         if header.get("format") != "graphc-checkpoint" or version > FORMAT_VERSION:
             self._corrupt(f"unsupported format {header.get('format')!r} version {version}")
+        data_start = _PREFIX_LEN + len(raw)
         for e in header["tensors"]:
-            expected = int(np.prod(e["shape"])) * e["dtype"].size
-            if e["nbytes"] != expected or e["offset"] + e["nbytes"] > self._size:
-                self._corrupt(f"the entry for {e['name']!r} does not fit the file")
+            self._check_entry(e, data_start)
         return header
+
+    def _check_entry(self, e, data_start):
+        """The entry's bytes lie in the data area and hold exactly its dtype and shape."""
+        size = e["dtype"].size if e["dtype"] != dtypes.string else None
+        if not size or any(d < 0 for d in e["shape"]):
+            self._corrupt(f"the entry for {e['name']!r} has dtype {e['dtype'].name} and shape "
+                          f"{e['shape']}, which no saved tensor has")
+        expected = size
+        for d in e["shape"]:
+            expected *= d  # Python ints: a product of huge dims cannot wrap around
+        if e["nbytes"] != expected or e["offset"] < data_start or \
+                e["offset"] + e["nbytes"] > self._size:
+            self._corrupt(f"the entry for {e['name']!r} does not fit the file")
 
     @property
     def path(self):

@@ -56,7 +56,8 @@ def update_checkpoint_state(save_dir, model_checkpoint_path, all_model_checkpoin
     lines += [f"all_model_checkpoint_paths: "
               f"{json.dumps(_relative_to(p, save_dir, save_relative_paths))}" for p in paths]
     path = _state_path(save_dir, latest_filename)
-    fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".", suffix=".tmp",
+    # <name>.tmp<pid>.<random>: the form checkpoint_file.remove_abandoned cleans up
+    fd, tmp = tempfile.mkstemp(prefix=f"{os.path.basename(path)}.tmp{os.getpid()}.",
                                dir=save_dir or ".")
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         f.write("\n".join(lines) + "\n")

@@ -114,6 +114,7 @@ class Saver:
         save_dir = os.path.dirname(save_path)
         if save_dir and not os.path.isdir(save_dir):
             raise ValueError(f"Parent directory of {save_path} doesn't exist, can't save.")
+        self._remove_abandoned_files(save_dir, meta_graph_suffix, latest_filename)
         names = list(self._refs)
         values = sess.run([self._refs[n] for n in names])
         checkpoint_file.write_checkpoint(
@@ -127,6 +128,15 @@ class Saver:
                 self._save_relative_paths)
             self._delete_old_checkpoints()
         return prefix
+
+    @staticmethod
+    def _remove_abandoned_files(save_dir, meta_graph_suffix, latest_filename):
+        """Temporary files of saves killed before their rename (as TF's Saver cleans its
+        temp files up): the checkpoint, meta graph and state files' temporary names."""
+        state_name = latest_filename or "checkpoint"
+        suffixes = (checkpoint_file.SUFFIX, "." + meta_graph_suffix)
+        checkpoint_file.remove_abandoned(
+            save_dir, lambda target: target.endswith(suffixes) or target == state_name)
 
     def export_meta_graph(self, filename=None, collection_list=None, as_text=False,
                           export_scope=None, clear_devices=False, graph=None, **kwargs):
