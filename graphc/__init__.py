@@ -54,9 +54,8 @@ def disable_eager_execution():
 def executing_eagerly():
     return False
 
-
-class compat:  # noqa: N801 - `gc.compat.v1.placeholder` works as in TF2's compat module
-    import sys as _sys
-    v1 = _sys.modules[__name__]
+# TF1's utility modules (tf.app, tf.flags, tf.logging, tf.gfile, tf.io.gfile, tf.test,
+# tf.compat, tf.nest)
+from graphc import app, compat, flags, gfile, io, logging, nest, test  # noqa: F401,E402
 random = __import__("graphc.ops.random_ops", fromlist=["x"])
 __version__ = "0.1.0"
