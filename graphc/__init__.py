@@ -37,7 +37,7 @@ from graphc.session import (ConfigProto, InteractiveSession, Session,  # noqa: F
 from graphc.config import (ConfigProto, GPUOptions, GraphOptions,  # noqa: F401,E402
                            OptimizerOptions, RunMetadata, RunOptions)
 from graphc import debugging, nn, layers, losses, train  # noqa: F401,E402
-from graphc import data, metrics  # noqa: F401,E402
+from graphc import data, examples, metrics  # noqa: F401,E402
 from graphc import summary  # noqa: F401,E402  (imports tensorboard only when used)
 from graphc import contrib  # noqa: F401,E402
 from graphc.graph_io import GraphDef, import_graph_def  # noqa: F401,E402
