@@ -19,6 +19,12 @@ from graphc.ops.reduction_ops import *  # noqa: F401,F403
 from graphc.ops.matmul_ops import *  # noqa: F401,F403
 from graphc.ops.array_ops import *  # noqa: F401,F403
 from graphc.ops.clip_ops import *  # noqa: F401,F403
+from graphc.ops.nd_index_ops import *  # noqa: F401,F403
+from graphc.ops.mask_ops import *  # noqa: F401,F403
+from graphc.ops.einsum_ops import einsum  # noqa: F401
+from graphc.ops.topk_ops import in_top_k  # noqa: F401
+from graphc.ops.script_ops import numpy_function, py_func  # noqa: F401
+from graphc.ops.logging_ops import Print, print  # noqa: F401,A004
 from graphc.framework.indexed_slices import IndexedSlices, IndexedSlicesValue  # noqa: F401
 from graphc.init_ops import *  # noqa: F401,F403
 from graphc.variables import (Variable, assign, assign_add, assign_sub,  # noqa: F401
@@ -44,6 +50,7 @@ from graphc.graph_io import GraphDef, import_graph_def  # noqa: F401,E402
 from graphc.export import export  # noqa: F401,E402
 
 initializers = init_ops
+linalg = __import__("graphc.ops.linalg", fromlist=["x"])
 newaxis = None
 
 
