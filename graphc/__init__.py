@@ -19,6 +19,12 @@ from graphc.ops.reduction_ops import *  # noqa: F401,F403
 from graphc.ops.matmul_ops import *  # noqa: F401,F403
 from graphc.ops.array_ops import *  # noqa: F401,F403
 from graphc.ops.clip_ops import *  # noqa: F401,F403
+from graphc.ops.nd_index_ops import *  # noqa: F401,F403
+from graphc.ops.mask_ops import *  # noqa: F401,F403
+from graphc.ops.einsum_ops import einsum  # noqa: F401
+from graphc.ops.topk_ops import in_top_k  # noqa: F401
+from graphc.ops.script_ops import numpy_function, py_func  # noqa: F401
+from graphc.ops.logging_ops import Print, print  # noqa: F401,A004
 from graphc.framework.indexed_slices import IndexedSlices, IndexedSlicesValue  # noqa: F401
 from graphc.init_ops import *  # noqa: F401,F403
 from graphc.variables import (Variable, assign, assign_add, assign_sub,  # noqa: F401
@@ -37,13 +43,14 @@ from graphc.session import (ConfigProto, InteractiveSession, Session,  # noqa: F
 from graphc.config import (ConfigProto, GPUOptions, GraphOptions,  # noqa: F401,E402
                            OptimizerOptions, RunMetadata, RunOptions)
 from graphc import debugging, nn, layers, losses, train  # noqa: F401,E402
-from graphc import data, metrics  # noqa: F401,E402
+from graphc import data, examples, metrics  # noqa: F401,E402
 from graphc import summary  # noqa: F401,E402  (imports tensorboard only when used)
 from graphc import contrib  # noqa: F401,E402
 from graphc.graph_io import GraphDef, import_graph_def  # noqa: F401,E402
 from graphc.export import export  # noqa: F401,E402
 
 initializers = init_ops
+linalg = __import__("graphc.ops.linalg", fromlist=["x"])
 newaxis = None
 
 
@@ -54,9 +61,8 @@ def disable_eager_execution():
 def executing_eagerly():
     return False
 
-
-class compat:  # noqa: N801 - `gc.compat.v1.placeholder` works as in TF2's compat module
-    import sys as _sys
-    v1 = _sys.modules[__name__]
+# TF1's utility modules (tf.app, tf.flags, tf.logging, tf.gfile, tf.io.gfile, tf.test,
+# tf.compat, tf.nest)
+from graphc import app, compat, flags, gfile, io, logging, nest, test  # noqa: F401,E402
 random = __import__("graphc.ops.random_ops", fromlist=["x"])
 __version__ = "0.1.0"

@@ -37,12 +37,14 @@ from runtime.variants import Variants
 
 HOST_OP_TYPES = frozenset("""IteratorGetNext MakeIterator ScalarSummary HistogramSummary
     ImageSummary MergeSummary UninitializedNames IsVariableInitialized VariableValueOrDefault
-    LogUniformCandidateSampler UniformCandidateSampler Unique Where""".split())
+    LogUniformCandidateSampler UniformCandidateSampler Unique Where TopKV2 PyFunc Print
+    PrintV2""".split())
 # Why each is host-side: iterators and summaries are Python objects and strings; the
 # variable-status queries read the Session's store itself; the candidate samplers draw
 # sets without replacement (sequential, data-dependent); Where (the indices form) and
 # Unique have a data-dependent output size, which compiled code (fetch arrays allocated from the dims
-# before the call) cannot produce.
+# before the call) cannot produce; TopKV2 is a sort, which no loop template lowers; PyFunc
+# calls the user's Python function, Print and PrintV2 write to the host's streams.
 
 _STAGE_FREE = frozenset({"VariableV2", "Const"})  # available to every stage
 

@@ -43,6 +43,18 @@ class ResourceExhaustedError(OpError):
     pass
 
 
+class AlreadyExistsError(OpError):
+    pass
+
+
+class PermissionDeniedError(OpError):
+    pass
+
+
+class UnknownError(OpError):
+    pass
+
+
 class DataLossError(OpError):
     """Unrecoverable data loss or corruption (e.g. a damaged checkpoint file)."""
 

@@ -73,6 +73,7 @@ class SessionState:
         self.variables = {}
         self.rngs = {}
         self.iterators = {}  # tf.data iterator positions by name (graphc/data/iterator_ops.py)
+        self.print_counts = {}  # runs so far of each Print op, by name (its first_n)
 
     def rng_for(self, op):
         """The op's generator: seeded by (seed, seed2) when set, else from OS entropy."""

@@ -19,6 +19,7 @@ when host code reads them.
 import os
 import threading
 from collections.abc import Mapping
+from typing import NamedTuple
 
 import numpy as np
 
@@ -47,6 +48,22 @@ def _find_gpu():
         except GpuUnavailable:
             _cuda_probe.append(None)
     return _cuda_probe[0]
+
+
+class DeviceAttributes(NamedTuple):
+    """One entry of Session.list_devices(); memory_limit_bytes is 0 where the device
+    does not say."""
+    name: str
+    device_type: str
+    memory_limit_bytes: int
+    incarnation: int
+
+
+def _host_memory_bytes():
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return 0
 
 
 class _FetchStructure:
@@ -172,6 +189,17 @@ class Session:
     @property
     def graph_def(self):
         return self.graph.as_graph_def()
+
+    def list_devices(self):
+        """The devices this Session can run on, as TF1's (name, device_type,
+        memory_limit_bytes, incarnation): the CPU, and GPU 0 when the Session has one or
+        the process can open one."""
+        devices = [DeviceAttributes(_CPU_DEVICE, "CPU", _host_memory_bytes(), 0)]
+        gpu = self._gpu if self._gpu is not None else _find_gpu()
+        if gpu is not None:
+            devices.append(DeviceAttributes(_GPU_DEVICE, "GPU",
+                                            getattr(gpu, "total_memory", 0), 1))
+        return devices
 
     # -------------------------------------------------------------------- run
     def run(self, fetches, feed_dict=None, options=None, run_metadata=None):

@@ -1,0 +1,1 @@
+from graphc.examples.tutorials import mnist  # noqa: F401

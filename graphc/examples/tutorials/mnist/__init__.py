@@ -1,0 +1,1 @@
+from graphc.examples.tutorials.mnist import input_data  # noqa: F401
