@@ -40,6 +40,7 @@ from graphc import debugging, nn, layers, losses, train  # noqa: F401,E402
 from graphc import data, metrics  # noqa: F401,E402
 from graphc import summary  # noqa: F401,E402  (imports tensorboard only when used)
 from graphc import contrib  # noqa: F401,E402
+from graphc import python_io  # noqa: F401,E402
 from graphc.graph_io import import_graph_def  # noqa: F401,E402
 from graphc.export import export  # noqa: F401,E402
 
