@@ -119,8 +119,9 @@ def _example_file():
 
 
 def _bundle_file():
-    """tensorflow/core/protobuf/tensor_bundle.proto (BundleEntryProto's `slices`, field 7,
-    is for partitioned variables, which graphc does not write; a reader keeps it unknown)."""
+    """tensorflow/core/protobuf/tensor_bundle.proto. BundleEntryProto's `slices` (field 7,
+    TensorSliceProto messages of partitioned variables, which graphc refuses) is declared
+    as bytes: the same wire type, enough to see that a tensor has slices."""
     from google.protobuf import descriptor_pb2
     tensor_shape_pb2(), types_pb2(), _tb("versions_pb2")  # their descriptors must be loaded
     endianness = descriptor_pb2.EnumDescriptorProto(name="Endianness", value=[
@@ -135,7 +136,8 @@ def _bundle_file():
         _field("dtype", 1, "enum", ".tensorboard.DataType"),
         _field("shape", 2, "message", ".tensorboard.TensorShapeProto"),
         _field("shard_id", 3, "int32"), _field("offset", 4, "int64"),
-        _field("size", 5, "int64"), _field("crc32c", 6, "fixed32")])
+        _field("size", 5, "int64"), _field("crc32c", 6, "fixed32"),
+        _field("slices", 7, "bytes", repeated=True)])
     return descriptor_pb2.FileDescriptorProto(
         name="graphc_tf/tensor_bundle.proto", package="graphc_tf", syntax="proto3",
         dependency=["tensorboard/compat/proto/tensor_shape.proto",

@@ -73,7 +73,7 @@ def tensor_proto(array, dtype=None):
         proto.string_val.extend(s if isinstance(s, bytes) else str(s).encode()
                                 for s in array.reshape(-1))
     else:
-        little = np.ascontiguousarray(array, dtype=dtype.np)
+        little = np.asarray(array, dtype=dtype.np, order="C")  # keeps 0-d arrays 0-d
         proto.tensor_content = little.astype(little.dtype.newbyteorder("<")).tobytes()
     return proto
 
