@@ -37,7 +37,7 @@ from graphc.framework.tensor_shape import TensorShape
 from graphc.tf_formats import graph_def as tf_graph_def, protos
 from graphc.variables import Variable
 
-__all__ = ["JsonGraphDef", "as_graph_def", "json_graph_def", "write_graph", "read_graph_def", "import_graph_def",
+__all__ = ["JsonGraphDef", "as_graph_def", "json_graph_def", "export_json_meta_graph", "write_graph", "read_graph_def", "import_graph_def",
            "export_meta_graph", "import_meta_graph"]
 
 GRAPH_FORMAT = "graphc.GraphDef"
@@ -168,24 +168,113 @@ def export_meta_graph(filename=None, meta_info_def=None, graph_def=None, saver_d
                       collection_list=None, as_text=False, graph=None, export_scope=None,
                       clear_devices=False, clear_extraneous_savers=False,
                       strip_default_attrs=False, save_debug_info=False, **kwargs):
-    """Saves the graph and its collections (to `filename` when given); returns the meta
-    graph as a dict."""
+    """tf.train.export_meta_graph: TensorFlow's MetaGraphDef proto of the graph and its
+    collections (variables as VariableDefs, tensors and ops by name, strings and numbers
+    as values), written to `filename` when given (binary, or protobuf text with as_text).
+    Collections of other Python objects are left out, as TF leaves them out."""
     graph = graph or get_default_graph()
-    gd = _to_json_graph_def(graph_def) if graph_def is not None else json_graph_def(graph)
+    pb = protos.meta_graph_pb2()
+    meta = pb.MetaGraphDef()
+    nodes = _nodes(graph)
+    if clear_devices:
+        nodes = [dict(n, device="") for n in nodes]
+    meta.graph_def.CopyFrom(tf_graph_def.graph_def_proto(nodes) if graph_def is None
+                            else _to_proto_graph_def(graph_def))
+    meta.meta_info_def.stripped_default_attrs = False
+    if saver_def is not None:
+        meta.saver_def.CopyFrom(saver_def)
+    for key, items in _collections(graph, collection_list).items():
+        _add_collection_def(meta.collection_def, key, items)
+    if filename:
+        _write_proto(filename, meta, as_text)
+    return meta
+
+
+def export_json_meta_graph(filename=None, graph=None, collection_list=None, as_text=False,
+                           clear_devices=False):
+    """graphc's own JSON meta graph (what Saver.save writes beside graphc's checkpoint
+    file); returns it as a dict."""
+    graph = graph or get_default_graph()
+    gd = json_graph_def(graph)
     if clear_devices:
         for node in gd.node:
             node["device"] = ""
+    meta = {"format": META_FORMAT, "version": VERSION, "graph_def": gd.to_dict(),
+            "collections": _collections(graph, collection_list)}
+    if filename:
+        _write_json(filename, meta, as_text)
+    return meta
+
+
+def _collections(graph, collection_list):
+    """{key: [encoded item]} of the collections that have items a file can hold."""
     keys = collection_list if collection_list is not None else graph.get_all_collection_keys()
     collections = {}
     for key in keys:
         items = [item for item in map(_encode_item, graph.get_collection(key)) if item]
         if items:
             collections[key] = items
-    meta = {"format": META_FORMAT, "version": VERSION, "graph_def": gd.to_dict(),
-            "collections": collections}
-    if filename:
-        _write_json(filename, meta, as_text)
-    return meta
+    return collections
+
+
+def _add_collection_def(collection_def, key, items):
+    """One CollectionDef of encoded items, when they are all of one of its kinds (a
+    collection mixing kinds has no CollectionDef and is left out)."""
+    kinds = {next(iter(item)) for item in items}
+    values = [next(iter(item.values())) for item in items]
+    if kinds == {"variable"}:
+        var_pb2 = protos.variable_pb2()
+        collection_def[key].bytes_list.value.extend(var_pb2.VariableDef(
+            variable_name=v["tensor"], initializer_name=v["initializer"],
+            snapshot_name=v["snapshot"], initial_value_name=v["initial_value"],
+            trainable=v["trainable"]).SerializeToString() for v in values)
+    elif kinds <= {"tensor", "op"}:
+        collection_def[key].node_list.value.extend(values)
+    elif kinds == {"value"} and all(isinstance(v, str) for v in values):
+        collection_def[key].bytes_list.value.extend(v.encode() for v in values)
+    elif kinds == {"value"} and all(isinstance(v, (bool, int)) for v in values):
+        collection_def[key].int64_list.value.extend(int(v) for v in values)
+    elif kinds == {"value"} and all(isinstance(v, (int, float)) for v in values):
+        collection_def[key].float_list.value.extend(float(v) for v in values)
+
+
+# TF's collections whose bytes_list items are VariableDef protos
+_VARIABLE_COLLECTIONS = frozenset({"variables", "trainable_variables", "local_variables",
+                                   "model_variables", "moving_average_variables",
+                                   "metric_variables"})
+
+
+def _collection_items(key, collection_def, where):
+    """graphc's encoded items of one TF CollectionDef."""
+    kind = collection_def.WhichOneof("kind")
+    if kind is None:
+        return []
+    values = list(getattr(collection_def, kind).value)
+    if kind == "node_list":
+        return [{"tensor": v} if ":" in v else {"op": v} for v in values]
+    if kind == "bytes_list" and key in _VARIABLE_COLLECTIONS:
+        var_pb2 = protos.variable_pb2()
+        items = []
+        for raw in values:
+            v = parse_tf_message(raw, var_pb2.VariableDef, f"{where}, collection {key!r}",
+                                 text_allowed=False)
+            items.append({"variable": {
+                "tensor": v.variable_name, "initializer": v.initializer_name,
+                "snapshot": v.snapshot_name, "initial_value": v.initial_value_name,
+                "trainable": v.trainable}})
+        return items
+    if kind == "bytes_list":
+        return [{"value": _str_if_text(v)} for v in values]
+    if kind in ("int64_list", "float_list"):
+        return [{"value": v} for v in values]
+    return []  # any_list: protos graphc has no meaning for
+
+
+def _str_if_text(raw):
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return bytes(raw)
 
 
 def _encode_item(item):
@@ -238,33 +327,38 @@ def _looks_like_json(raw):
     return raw.lstrip()[:1] == b"{"
 
 
-def parse_tf_message(raw, message_class, what):
-    """A TF proto message from binary protobuf or protobuf text (sniffed: text is
-    printable UTF-8 starting with a field name)."""
+def parse_tf_message(raw, message_class, what, text_allowed=True):
+    """A TF proto message from binary protobuf or (a file's) protobuf text: bytes that
+    are all printable UTF-8 are read as text, falling back to binary."""
     from google.protobuf import message as pb_message, text_format
     message = message_class()
     name = message_class.DESCRIPTOR.name
-    text = _as_text(raw)
-    try:
-        if text is not None:
+    text = _as_text(raw) if text_allowed else None
+    if text is not None:
+        try:
             text_format.Parse(text, message)
-        else:
-            message.ParseFromString(raw)
-    except (pb_message.DecodeError, text_format.ParseError, RecursionError) as e:
-        form = "protobuf text" if text is not None else "binary protobuf"
+            return message
+        except (text_format.ParseError, RecursionError) as e:
+            text_error = e
+    try:
+        message.ParseFromString(raw)
+    except (pb_message.DecodeError, RecursionError) as e:
+        form, error = ("protobuf text", text_error) if text is not None else \
+            ("binary protobuf", e)
         raise ValueError(f"{what} is not a TensorFlow {name} ({form} that does not parse: "
-                         f"{str(e)[:160]})") from None
+                         f"{str(error)[:160]})") from None
     return message
 
 
 def _as_text(raw):
-    head = raw.lstrip()[:64]
-    if not head or not (head[:1].isalpha() or head[:1] == b"#"):
-        return None
+    """The text of bytes that are printable UTF-8 (protobuf text, JSON), else None."""
     try:
-        return raw.decode("utf-8")
+        text = raw.decode("utf-8")
     except UnicodeDecodeError:
         return None
+    if any(ord(c) < 32 and c not in "\t\n\r" for c in text[:4096]):
+        return None
+    return text
 
 
 def _read_json(path):
@@ -490,21 +584,17 @@ def _checked_attrs(attrs):
 
 # ------------------------------------------------------------------ meta graphs
 def import_meta_graph(meta_graph_or_file, clear_devices=False, import_scope=None, **kwargs):
-    """Imports a meta graph (file path or dict) into the default graph, restores its
-    collections (variables as Variable objects) and returns a Saver for its global
-    variables (None when it has none), keyed by their names in the saved graph."""
-    meta = meta_graph_or_file
-    if isinstance(meta, (str, os.PathLike)):
-        meta = _read_json(meta)
-    if not isinstance(meta, dict) or meta.get("format") != META_FORMAT:
-        raise ValueError("import_meta_graph: not a graphc meta graph")
-    nodes = _to_graph_def(meta["graph_def"]).nodes()
+    """Imports a meta graph (a file, TF's MetaGraphDef proto or graphc's JSON dict) into
+    the default graph, restores its collections (variables as Variable objects) and
+    returns a Saver for its global variables (None when it has none), keyed by their
+    names in the saved graph. A TF meta graph's own saver ops (the scope its saver_def
+    names) are not imported: the returned Saver restores TF's checkpoints itself."""
+    nodes, collections = _meta_parts(meta_graph_or_file)
     if clear_devices:
         nodes = [dict(n, device="") for n in nodes]
     graph = get_default_graph()
     importer = _Importer(graph, nodes, None, import_scope or "")
     variables = {}
-    collections = meta.get("collections") or {}
     for key, items in collections.items():
         for item in items if isinstance(items, list) else []:
             value = _decode_item(importer, item, variables)
@@ -517,6 +607,26 @@ def import_meta_graph(meta_graph_or_file, clear_devices=False, import_scope=None
         return None
     from graphc.train.saver import Saver
     return Saver({_strip(importer.prefix, v.op.name): v for v in global_vars})
+
+
+def _meta_parts(meta, what="meta graph"):
+    """(importer node dicts, {key: [encoded item]}) of any meta graph form."""
+    if isinstance(meta, (str, os.PathLike)):
+        what = os.fspath(meta)
+        raw = _read_bytes(meta)
+        meta = _parse_json(raw, what) if _looks_like_json(raw) else \
+            parse_tf_message(raw, protos.meta_graph_pb2().MetaGraphDef, what)
+    if _is_proto(meta, "MetaGraphDef"):
+        nodes = tf_graph_def.node_dicts(meta.graph_def)
+        saver_scope = meta.saver_def.restore_op_name.rpartition("/")[0]
+        if saver_scope:
+            nodes = [n for n in nodes if not n["name"].startswith(saver_scope + "/")]
+        return nodes, {key: _collection_items(key, c, what)
+                       for key, c in meta.collection_def.items()}
+    if not isinstance(meta, dict) or meta.get("format") != META_FORMAT:
+        raise ValueError(f"import_meta_graph: {what} is neither a TensorFlow MetaGraphDef nor "
+                         "a graphc meta graph")
+    return _to_graph_def(meta["graph_def"]).nodes(), meta.get("collections") or {}
 
 
 def _strip(prefix, name):

@@ -91,7 +91,7 @@ def test_meta_graph_and_saver_restore(tmp_path):
         expected = sess.run(out, {x: XV})
         prefix = saver.save(sess, str(tmp_path / "model"), global_step=3)
         meta = graph_io.export_meta_graph(str(tmp_path / "model.meta"))
-    assert meta["collections"]["trainable_variables"]
+    assert len(meta.collection_def["trainable_variables"].bytes_list.value) == 2
     assert prefix.endswith("model-3")  # save() wrote the meta graph beside it, as TF1 does
     g2 = gc.Graph()
     with g2.as_default():

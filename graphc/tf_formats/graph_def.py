@@ -110,6 +110,14 @@ def _spec_table():
         "PlaceholderWithDefault": OpSpec({"dtype": 0}),
         "Const": OpSpec(keep=["dtype"]),
         "VariableV2": OpSpec(keep=["dtype"], drop=["container", "shared_name"]),
+        # TF2's resource variables (tf.compat.v1 graphs made by TF 2.x) as TF1's ref ones
+        "VarHandleOp": OpSpec(keep=["dtype"], graphc_type="VariableV2", drop=[
+            "container", "shared_name", "allowed_devices", "debug_name"]),
+        "ReadVariableOp": OpSpec(graphc_type="Identity", drop=["dtype"]),
+        "AssignVariableOp": OpSpec(graphc_type="Assign", drop=["dtype", "validate_shape"],
+                                   defaults={"validate_shape": True}),
+        "VarIsInitializedOp": OpSpec(graphc_type="IsVariableInitialized"),
+        "IsVariableInitialized": OpSpec({"dtype": 0}),
         "Assign": OpSpec(t0, drop=["use_locking"], defaults={"validate_shape": True}),
         "AssignAdd": OpSpec(t0, drop=["use_locking"]),
         "AssignSub": OpSpec(t0, drop=["use_locking"]),

@@ -9,7 +9,7 @@ built by the constructor, like TF's, so the graph may be finalized afterwards.
 File format: graphc's own (checkpoint_file.py) unless Saver(write_version=
 tf.train.SaverDef.V2) asks for TensorFlow's V2 checkpoint (tf_formats/bundle.py);
 restore() reads either. save() also writes the graph and its collections
-beside the checkpoint, `<prefix>.meta` (graph_io.export_meta_graph's JSON, no pickle),
+beside the checkpoint, `<prefix>.meta` (graphc's JSON, or TF's MetaGraphDef with V2),
 unless write_meta_graph=False; tf.train.import_meta_graph reads it back.
 """
 import numbers
@@ -146,12 +146,14 @@ class Saver:
 
     def export_meta_graph(self, filename=None, collection_list=None, as_text=False,
                           export_scope=None, clear_devices=False, graph=None, **kwargs):
-        """Writes the graph and its collections (the default graph unless given)."""
+        """Writes the graph and its collections (the default graph unless given): TF's
+        MetaGraphDef for a Saver writing TF's checkpoints, graphc's JSON otherwise."""
+        from graphc import graph_io
         from graphc.framework.graph import get_default_graph
-        from graphc.graph_io import export_meta_graph
-        return export_meta_graph(filename, collection_list=collection_list, as_text=as_text,
-                                 graph=graph or get_default_graph(),
-                                 export_scope=export_scope, clear_devices=clear_devices)
+        export = graph_io.export_meta_graph if self._write_tf_format else \
+            graph_io.export_json_meta_graph
+        return export(filename, collection_list=collection_list, as_text=as_text,
+                      graph=graph or get_default_graph(), clear_devices=clear_devices)
 
     def _record_last_checkpoint(self, prefix):
         """Adds prefix as the newest; the ones beyond max_to_keep are queued for deletion
