@@ -46,12 +46,24 @@ from graphc import debugging, nn, layers, losses, train  # noqa: F401,E402
 from graphc import data, examples, metrics  # noqa: F401,E402
 from graphc import summary  # noqa: F401,E402  (imports tensorboard only when used)
 from graphc import contrib  # noqa: F401,E402
-from graphc.graph_io import GraphDef, import_graph_def  # noqa: F401,E402
+from graphc import python_io  # noqa: F401,E402
+from graphc.graph_io import import_graph_def  # noqa: F401,E402
 from graphc.export import export  # noqa: F401,E402
 
 initializers = init_ops
 linalg = __import__("graphc.ops.linalg", fromlist=["x"])
 newaxis = None
+
+
+_TF_PROTO_CLASSES = {"GraphDef": "graph_pb2", "NodeDef": "node_def_pb2",
+                     "AttrValue": "attr_value_pb2", "MetaGraphDef": "meta_graph_pb2"}
+
+
+def __getattr__(name):  # PEP 562: TF's proto classes need tensorboard, loaded when asked for
+    if name in _TF_PROTO_CLASSES:
+        from graphc.tf_formats import protos
+        return getattr(getattr(protos, _TF_PROTO_CLASSES[name])(), name)
+    raise AttributeError(f"module 'graphc' has no attribute {name!r}")
 
 
 def disable_eager_execution():

@@ -1,6 +1,11 @@
-"""The uncompiled graph to and from files: GraphDef and MetaGraph in TF1's spirit.
+"""The uncompiled graph to and from files: TensorFlow's GraphDef, and graphc's own JSON.
 
-A graph def is plain JSON (no pickle, nothing evaluated):
+Graph.as_graph_def() returns TensorFlow's GraphDef proto (tf_formats/graph_def.py maps
+graphc's ops onto TF's op types and attrs); write_graph writes it as binary protobuf (.pb)
+or protobuf text (.pbtxt, as_text), and graphc's JSON where the name ends in .json.
+import_graph_def takes a GraphDef proto (one TF wrote: frozen models) or graphc's JSON.
+
+graphc's JSON graph def (plain JSON, no pickle, nothing evaluated):
     {"format": "graphc.GraphDef", "version": 1,
      "nodes": [{"name", "op", "inputs": ["x:0", ...], "control_inputs": ["init", ...],
                 "attrs": {...}, "device", "output_dtypes": ["float32", ...],
@@ -14,7 +19,7 @@ as {"tuple"}. A meta graph adds the collections:
                            {"value": str/number/bool}, ...]}}
 Collection items of other kinds (Python objects with no graph meaning) are not saved.
 
-    gc.train.write_graph(sess.graph, logdir, "model.json")
+    gc.train.write_graph(sess.graph, logdir, "model.pbtxt")     # TF's text GraphDef
     gc.import_graph_def(graph_def, input_map={"x:0": my_x}, return_elements=["probs:0"])
     gc.train.export_meta_graph("model.meta")
     saver = gc.train.import_meta_graph("model.meta"); saver.restore(sess, ckpt)
@@ -27,10 +32,12 @@ import numpy as np
 from graphc import dtypes
 from graphc.compiler.ir import decode_attrs, encode_attrs
 from graphc.framework.graph import Graph, Operation, Tensor, get_default_graph
+from graphc.framework.op_def import OP_DEFS
 from graphc.framework.tensor_shape import TensorShape
+from graphc.tf_formats import graph_def as tf_graph_def, protos
 from graphc.variables import Variable
 
-__all__ = ["GraphDef", "as_graph_def", "write_graph", "read_graph_def", "import_graph_def",
+__all__ = ["JsonGraphDef", "as_graph_def", "json_graph_def", "export_json_meta_graph", "write_graph", "read_graph_def", "import_graph_def",
            "export_meta_graph", "import_meta_graph"]
 
 GRAPH_FORMAT = "graphc.GraphDef"
@@ -39,85 +46,235 @@ VERSION = 1
 _ARRAY_KINDS = "biufc"  # numpy kinds an attr array may have (no objects, no void)
 
 
-class GraphDef:
-    """tf.GraphDef: `node` is the list of node dicts. ParseFromString/SerializeToString
-    read and write the JSON form, so the TF1 idiom of reading a file into a GraphDef works."""
+class JsonGraphDef:
+    """A graph def in graphc's own JSON form: `node` is the list of JSON node dicts
+    (attrs tagged as encode_attrs writes them)."""
 
     def __init__(self, node=None):
         self.node = list(node or [])
 
-    def ParseFromString(self, data):  # noqa: N802 - TF's name
-        self.node = _graph_def_dict(_parse_json(data, "graph def"))["nodes"]
-        return len(data)
-
-    def SerializeToString(self):  # noqa: N802 - TF's name
-        return json.dumps(self.to_dict(), separators=(",", ":")).encode()
-
     def to_dict(self):
         return {"format": GRAPH_FORMAT, "version": VERSION, "nodes": self.node}
+
+    def nodes(self):
+        """The node dicts with decoded attrs, as the importer takes them."""
+        out = []
+        for node in self.node:
+            try:
+                attrs = decode_attrs(_checked_attrs(node.get("attrs", {})))
+            except (KeyError, TypeError, ValueError) as e:
+                raise ValueError(f"node '{node['name']}': bad attr encoding ({e})") from None
+            out.append(dict(node, attrs=attrs, inputs=list(node.get("inputs", [])),
+                            control_inputs=list(node.get("control_inputs", []))))
+        return out
 
     def __len__(self):
         return len(self.node)
 
     def __repr__(self):
-        return f"<gc.GraphDef {len(self.node)} nodes>"
+        return f"<gc JsonGraphDef {len(self.node)} nodes>"
+
+
+def _is_proto(obj, message_name):
+    descriptor = getattr(obj, "DESCRIPTOR", None)
+    return getattr(descriptor, "name", None) == message_name
 
 
 # ------------------------------------------------------------------ writing
-def as_graph_def(graph=None, add_shapes=True, from_version=None):
-    """The GraphDef of `graph` (default: the default graph); with `from_version`, only the
-    ops added since graph.version had that value (one op per version step)."""
-    graph = graph or get_default_graph()
+def _nodes(graph):
+    """Node dicts (decoded attrs, every output's dtype and static shape) of the ops of
+    `graph`, in the order they were added (one op per graph.version step)."""
     nodes = []
-    for op in graph.get_operations()[from_version or 0:]:
+    for op in graph.get_operations():
+        nodes.append({
+            "name": op.name, "op": op.type, "inputs": [t.name for t in op.inputs],
+            "control_inputs": [c.name for c in op.control_inputs], "attrs": dict(op.attrs),
+            "device": op.device or "",
+            "location": None if op.location is None else list(op.location),
+            "gradient_of": None if op.forward_op is None else op.forward_op.name,
+            "output_dtypes": [t.dtype.name for t in op.outputs],
+            "output_shapes": [t.shape.as_list() if t.shape.ndims is not None else None
+                              for t in op.outputs]})
+    return nodes
+
+
+def _json_nodes(nodes, add_shapes):
+    out = []
+    for node in nodes:
         try:
-            attrs = encode_attrs(op.attrs)
+            attrs = encode_attrs(node["attrs"])
         except TypeError as e:
-            raise TypeError(f"cannot save op '{op.name}' (op: '{op.type}'): {e}") from None
-        node = {"name": op.name, "op": op.type, "inputs": [t.name for t in op.inputs],
-                "control_inputs": [c.name for c in op.control_inputs], "attrs": attrs,
-                "device": op.device or "",
-                "location": None if op.location is None else list(op.location),
-                "gradient_of": None if op.forward_op is None else op.forward_op.name}
-        node["output_dtypes"] = [t.dtype.name for t in op.outputs]
-        if add_shapes:
-            node["output_shapes"] = [t.shape.as_list() if t.shape.ndims is not None else None
-                                     for t in op.outputs]
-        nodes.append(node)
-    return GraphDef(nodes)
+            raise TypeError(f"cannot save op '{node['name']}' (op: '{node['op']}'): "
+                            f"{e}") from None
+        entry = {k: v for k, v in node.items() if k != "output_shapes" or add_shapes}
+        entry["attrs"] = attrs
+        out.append(entry)
+    return out
+
+
+def as_graph_def(graph=None, add_shapes=False, from_version=None):
+    """tf.Graph.as_graph_def: TensorFlow's GraphDef proto of `graph` (default: the default
+    graph); add_shapes records each output's static shape in TF's `_output_shapes` attr;
+    with `from_version`, only the ops added since graph.version had that value."""
+    nodes = _nodes(graph or get_default_graph())
+    return tf_graph_def.graph_def_proto(nodes[from_version or 0:], add_shapes, nodes)
+
+
+def json_graph_def(graph=None, add_shapes=True):
+    """graphc's own JSON graph def of `graph` (what write_graph writes to a .json name)."""
+    return JsonGraphDef(_json_nodes(_nodes(graph or get_default_graph()), add_shapes))
 
 
 def write_graph(graph_or_graph_def, logdir, name, as_text=True):
-    """Writes a graph (a Graph or GraphDef) to logdir/name as JSON; returns the path."""
-    graph_def = _to_graph_def(graph_or_graph_def)
+    """Writes a graph (a Graph, a GraphDef proto or a JsonGraphDef) to logdir/name; returns
+    the path. A name ending in .json gets graphc's own JSON; any other name gets TF's
+    GraphDef, as protobuf text (as_text, TF's .pbtxt) or binary (TF's .pb)."""
     os.makedirs(logdir or ".", exist_ok=True)
     path = os.path.join(logdir, name)
-    _write_json(path, graph_def.to_dict(), as_text)
+    if str(name).endswith(".json"):
+        _write_json(path, _to_json_graph_def(graph_or_graph_def).to_dict(), as_text)
+    else:
+        _write_proto(path, _to_proto_graph_def(graph_or_graph_def), as_text)
     return path
+
+
+def _to_json_graph_def(obj):
+    if isinstance(obj, Graph):
+        return json_graph_def(obj)
+    if _is_proto(obj, "GraphDef"):
+        return JsonGraphDef(_json_nodes(tf_graph_def.node_dicts(obj), add_shapes=True))
+    return _to_graph_def(obj)
+
+
+def _to_proto_graph_def(obj):
+    if isinstance(obj, Graph):
+        return as_graph_def(obj, add_shapes=False)
+    if _is_proto(obj, "GraphDef"):
+        return obj
+    nodes = _to_graph_def(obj).nodes()
+    return tf_graph_def.graph_def_proto(nodes, any(n.get("output_shapes") for n in nodes))
+
+
+def _write_proto(path, message, as_text):
+    data = (protos.text_format().MessageToString(message).encode() if as_text
+            else message.SerializeToString())
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
 
 
 def export_meta_graph(filename=None, meta_info_def=None, graph_def=None, saver_def=None,
                       collection_list=None, as_text=False, graph=None, export_scope=None,
                       clear_devices=False, clear_extraneous_savers=False,
                       strip_default_attrs=False, save_debug_info=False, **kwargs):
-    """Saves the graph and its collections (to `filename` when given); returns the meta
-    graph as a dict."""
+    """tf.train.export_meta_graph: TensorFlow's MetaGraphDef proto of the graph and its
+    collections (variables as VariableDefs, tensors and ops by name, strings and numbers
+    as values), written to `filename` when given (binary, or protobuf text with as_text).
+    Collections of other Python objects are left out, as TF leaves them out."""
     graph = graph or get_default_graph()
-    gd = _to_graph_def(graph_def) if graph_def is not None else as_graph_def(graph)
+    pb = protos.meta_graph_pb2()
+    meta = pb.MetaGraphDef()
+    nodes = _nodes(graph)
+    if clear_devices:
+        nodes = [dict(n, device="") for n in nodes]
+    meta.graph_def.CopyFrom(tf_graph_def.graph_def_proto(nodes) if graph_def is None
+                            else _to_proto_graph_def(graph_def))
+    meta.meta_info_def.stripped_default_attrs = False
+    if saver_def is not None:
+        meta.saver_def.CopyFrom(saver_def)
+    for key, items in _collections(graph, collection_list).items():
+        _add_collection_def(meta.collection_def, key, items)
+    if filename:
+        _write_proto(filename, meta, as_text)
+    return meta
+
+
+def export_json_meta_graph(filename=None, graph=None, collection_list=None, as_text=False,
+                           clear_devices=False):
+    """graphc's own JSON meta graph (what Saver.save writes beside graphc's checkpoint
+    file); returns it as a dict."""
+    graph = graph or get_default_graph()
+    gd = json_graph_def(graph)
     if clear_devices:
         for node in gd.node:
             node["device"] = ""
+    meta = {"format": META_FORMAT, "version": VERSION, "graph_def": gd.to_dict(),
+            "collections": _collections(graph, collection_list)}
+    if filename:
+        _write_json(filename, meta, as_text)
+    return meta
+
+
+def _collections(graph, collection_list):
+    """{key: [encoded item]} of the collections that have items a file can hold."""
     keys = collection_list if collection_list is not None else graph.get_all_collection_keys()
     collections = {}
     for key in keys:
         items = [item for item in map(_encode_item, graph.get_collection(key)) if item]
         if items:
             collections[key] = items
-    meta = {"format": META_FORMAT, "version": VERSION, "graph_def": gd.to_dict(),
-            "collections": collections}
-    if filename:
-        _write_json(filename, meta, as_text)
-    return meta
+    return collections
+
+
+def _add_collection_def(collection_def, key, items):
+    """One CollectionDef of encoded items, when they are all of one of its kinds (a
+    collection mixing kinds has no CollectionDef and is left out)."""
+    kinds = {next(iter(item)) for item in items}
+    values = [next(iter(item.values())) for item in items]
+    if kinds == {"variable"}:
+        var_pb2 = protos.variable_pb2()
+        collection_def[key].bytes_list.value.extend(var_pb2.VariableDef(
+            variable_name=v["tensor"], initializer_name=v["initializer"],
+            snapshot_name=v["snapshot"], initial_value_name=v["initial_value"],
+            trainable=v["trainable"]).SerializeToString() for v in values)
+    elif kinds <= {"tensor", "op"}:
+        collection_def[key].node_list.value.extend(values)
+    elif kinds == {"value"} and all(isinstance(v, str) for v in values):
+        collection_def[key].bytes_list.value.extend(v.encode() for v in values)
+    elif kinds == {"value"} and all(isinstance(v, (bool, int)) for v in values):
+        collection_def[key].int64_list.value.extend(int(v) for v in values)
+    elif kinds == {"value"} and all(isinstance(v, (int, float)) for v in values):
+        collection_def[key].float_list.value.extend(float(v) for v in values)
+
+
+# TF's collections whose bytes_list items are VariableDef protos
+_VARIABLE_COLLECTIONS = frozenset({"variables", "trainable_variables", "local_variables",
+                                   "model_variables", "moving_average_variables",
+                                   "metric_variables"})
+
+
+def _collection_items(key, collection_def, where):
+    """graphc's encoded items of one TF CollectionDef."""
+    kind = collection_def.WhichOneof("kind")
+    if kind is None:
+        return []
+    values = list(getattr(collection_def, kind).value)
+    if kind == "node_list":
+        return [{"tensor": v} if ":" in v else {"op": v} for v in values]
+    if kind == "bytes_list" and key in _VARIABLE_COLLECTIONS:
+        var_pb2 = protos.variable_pb2()
+        items = []
+        for raw in values:
+            v = parse_tf_message(raw, var_pb2.VariableDef, f"{where}, collection {key!r}",
+                                 text_allowed=False)
+            items.append({"variable": {
+                "tensor": v.variable_name, "initializer": v.initializer_name,
+                "snapshot": v.snapshot_name, "initial_value": v.initial_value_name,
+                "trainable": v.trainable}})
+        return items
+    if kind == "bytes_list":
+        return [{"value": _str_if_text(v)} for v in values]
+    if kind in ("int64_list", "float_list"):
+        return [{"value": v} for v in values]
+    return []  # any_list: protos graphc has no meaning for
+
+
+def _str_if_text(raw):
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return bytes(raw)
 
 
 def _encode_item(item):
@@ -147,23 +304,73 @@ def _write_json(path, data, as_text):
 
 # ------------------------------------------------------------------ reading
 def read_graph_def(path):
-    """The GraphDef stored in a file written by write_graph (or a meta graph's graph)."""
-    data = _read_json(path)
-    if data.get("format") == META_FORMAT:
-        data = data.get("graph_def")
-    return GraphDef(_graph_def_dict(data)["nodes"])
+    """The graph def stored in a file: graphc's JSON (a JsonGraphDef; a meta graph's
+    graph) or TensorFlow's GraphDef, binary (.pb) or text (.pbtxt) (a GraphDef proto)."""
+    raw = _read_bytes(path)
+    if _looks_like_json(raw):
+        data = _parse_json(raw, path)
+        if data.get("format") == META_FORMAT:
+            data = data.get("graph_def")
+        return JsonGraphDef(_graph_def_dict(data)["nodes"])
+    return parse_tf_message(raw, protos.graph_pb2().GraphDef, path)
+
+
+def _read_bytes(path):
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as e:
+        raise OSError(f"cannot read graph file {path}: {e.strerror or e}") from None
+
+
+def _looks_like_json(raw):
+    return raw.lstrip()[:1] == b"{"
+
+
+def parse_tf_message(raw, message_class, what, text_allowed=True):
+    """A TF proto message from binary protobuf or (a file's) protobuf text: bytes that
+    are all printable UTF-8 are read as text, falling back to binary."""
+    from google.protobuf import message as pb_message, text_format
+    message = message_class()
+    name = message_class.DESCRIPTOR.name
+    text = _as_text(raw) if text_allowed else None
+    if text is not None:
+        try:
+            text_format.Parse(text, message)
+            return message
+        except (text_format.ParseError, RecursionError) as e:
+            text_error = e
+    try:
+        message.ParseFromString(raw)
+    except (pb_message.DecodeError, RecursionError) as e:
+        form, error = ("protobuf text", text_error) if text is not None else \
+            ("binary protobuf", e)
+        raise ValueError(f"{what} is not a TensorFlow {name} ({form} that does not parse: "
+                         f"{str(error)[:160]})") from None
+    return message
+
+
+def _as_text(raw):
+    """The text of bytes that are printable UTF-8 (protobuf text, JSON), else None."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    if any(ord(c) < 32 and c not in "\t\n\r" for c in text[:4096]):
+        return None
+    return text
 
 
 def _read_json(path):
-    try:
-        with open(path, "rb") as f:
-            raw = f.read()
-    except OSError as e:
-        raise OSError(f"cannot read graph file {path}: {e.strerror or e}") from None
-    return _parse_json(raw, path)
+    return _parse_json(_read_bytes(path), path)
 
 
 def _parse_json(raw, what):
+    if not _looks_like_json(raw) and raw.strip():
+        raise ValueError(f"{what} is not a graphc graph file: it looks like a TensorFlow "
+                         f"protobuf file ({_as_text(raw) is not None and 'text' or 'binary'}"
+                         "); read it with gc.train.import_meta_graph (a .meta) or "
+                         "gc.import_graph_def(gc.graph_io.read_graph_def(path)) (a GraphDef)")
     try:
         data = json.loads(raw)
     except (UnicodeDecodeError, ValueError, RecursionError) as e:
@@ -190,15 +397,25 @@ def _graph_def_dict(data):
 
 
 def _to_graph_def(obj):
-    if isinstance(obj, Graph):
-        return as_graph_def(obj)
-    if isinstance(obj, GraphDef):
+    """A JsonGraphDef of graphc's JSON forms (the object, or its dict)."""
+    if isinstance(obj, JsonGraphDef):
         return obj
     if isinstance(obj, dict):
         if obj.get("format") == META_FORMAT:
             obj = obj["graph_def"]
-        return GraphDef(_graph_def_dict(obj)["nodes"])
-    raise TypeError(f"expected a gc.Graph or GraphDef, got {type(obj).__name__}")
+        return JsonGraphDef(_graph_def_dict(obj)["nodes"])
+    raise TypeError(f"expected a gc.Graph, a GraphDef proto or a graphc JSON graph def, got "
+                    f"{type(obj).__name__}")
+
+
+def _import_nodes(graph_def):
+    """The importer's node dicts (decoded attrs) of any graph def form."""
+    if _is_proto(graph_def, "GraphDef"):
+        return tf_graph_def.node_dicts(graph_def)
+    if isinstance(graph_def, Graph):
+        raise TypeError("import_graph_def takes a GraphDef, not a Graph: pass "
+                        "graph.as_graph_def()")
+    return _to_graph_def(graph_def).nodes()
 
 
 def import_graph_def(graph_def, input_map=None, return_elements=None, name=None,
@@ -206,12 +423,14 @@ def import_graph_def(graph_def, input_map=None, return_elements=None, name=None,
     """Adds the ops of `graph_def` to the default graph under the name scope `name`
     ("import" by default, "" for none). input_map {"x:0": Tensor} replaces inputs of the
     imported ops by existing tensors; returns the ops/tensors named in return_elements."""
-    return _Importer(get_default_graph(), _to_graph_def(graph_def), input_map,
+    return _Importer(get_default_graph(), _import_nodes(graph_def), input_map,
                      "import" if name is None else name).returns(return_elements)
 
 
 class _Importer:
-    def __init__(self, graph, graph_def, input_map, scope):
+    """Creates the ops of a list of node dicts (decoded attrs) in `graph`."""
+
+    def __init__(self, graph, nodes, input_map, scope):
         self.graph = graph
         if scope:
             scope = graph.unique_name(scope.rstrip("/"))
@@ -219,11 +438,12 @@ class _Importer:
         self.input_map = {_tensor_name(k): self._mapped(k, v)
                           for k, v in (input_map or {}).items()}
         self.used = set()
-        self.ops = {}
-        nodes = {n["name"]: n for n in graph_def.node}
-        if len(nodes) != len(graph_def.node):
+        self.ops = {}       # node name -> the op made for it (a composite's last op)
+        self.outputs = {}   # node name -> its output tensors
+        by_name = {n["name"]: n for n in nodes}
+        if len(by_name) != len(nodes):
             raise ValueError("graph def has duplicate node names")
-        for node in _topological(graph_def.node, nodes):
+        for node in _topological(nodes, by_name):
             self._create(node)
         unused = sorted(set(self.input_map) - self.used)
         if unused:
@@ -241,31 +461,44 @@ class _Importer:
     def name(self, name):
         return self.prefix + name
 
+    def _output(self, name):
+        """The tensor `op:index` of the imported ops, or None."""
+        op_name, index = name.rsplit(":", 1)
+        outputs = self.outputs.get(op_name)
+        if outputs is None or not index.isdigit() or int(index) >= len(outputs):
+            return None
+        return outputs[int(index)]
+
     def _input(self, node, name):
         name = _tensor_name(name)
         if name in self.input_map:
             self.used.add(name)
             return self.input_map[name]
-        op_name, index = name.rsplit(":", 1)
-        op = self.ops.get(op_name)
-        if op is None or not index.isdigit() or int(index) >= len(op.outputs):
+        tensor = self._output(name)
+        if tensor is None:
             raise ValueError(f"node '{node['name']}': input '{name}' is not an output of an "
                              "op in the graph def")
-        return op.outputs[int(index)]
+        return tensor
 
     def _create(self, node):
         g = self.graph
         inputs = [self._input(node, i) for i in node.get("inputs", [])]
-        try:
-            attrs = decode_attrs(_checked_attrs(node.get("attrs", {})))
-        except (KeyError, TypeError, ValueError) as e:
-            raise ValueError(f"node '{node['name']}': bad attr encoding ({e})") from None
+        composite = tf_graph_def.COMPOSITES.get(node["op"])
+        if composite is None and node["op"] not in OP_DEFS:
+            raise ValueError(f"graph def node '{node['name']}' has op type '{node['op']}', "
+                             "which graphc does not support")
         with g.control_dependencies(None), g.name_scope(None):
-            op = g.create_op(node["op"], inputs, attrs, name=self.name(node["name"]) + "/")
+            if composite is not None:
+                outputs = composite(inputs, node, self.name(node["name"]))
+                op = outputs[0].op
+            else:
+                op = g.create_op(node["op"], inputs, node["attrs"],
+                                 name=self.name(node["name"]) + "/")
+                outputs = op.outputs
         for c in node.get("control_inputs", []):
             if c in self.ops:
                 op._add_control_input(self.ops[c])
-        for t, shape in zip(op.outputs, node.get("output_shapes") or []):
+        for t, shape in zip(outputs, node.get("output_shapes") or []):
             if shape is not None:
                 try:
                     t.set_shape(TensorShape(shape))
@@ -280,22 +513,17 @@ class _Importer:
         if fwd in self.ops:
             op.forward_op = self.ops[fwd]
         self.ops[node["name"]] = op
+        self.outputs[node["name"]] = list(outputs)
 
     def returns(self, names):
         if names is None:
             return None
         out = []
         for n in names:
-            if ":" in n:
-                op_name, index = n.rsplit(":", 1)
-                op = self.ops.get(op_name)
-                if op is None or not index.isdigit() or int(index) >= len(op.outputs):
-                    raise ValueError(f"Requested return_element {n!r} not found in graph_def.")
-                out.append(op.outputs[int(index)])
-            else:
-                if n not in self.ops:
-                    raise ValueError(f"Requested return_element {n!r} not found in graph_def.")
-                out.append(self.ops[n])
+            found = self._output(n) if ":" in n else self.ops.get(n)
+            if found is None:
+                raise ValueError(f"Requested return_element {n!r} not found in graph_def.")
+            out.append(found)
         return out
 
 
@@ -356,21 +584,17 @@ def _checked_attrs(attrs):
 
 # ------------------------------------------------------------------ meta graphs
 def import_meta_graph(meta_graph_or_file, clear_devices=False, import_scope=None, **kwargs):
-    """Imports a meta graph (file path or dict) into the default graph, restores its
-    collections (variables as Variable objects) and returns a Saver for its global
-    variables (None when it has none), keyed by their names in the saved graph."""
-    meta = meta_graph_or_file
-    if isinstance(meta, (str, os.PathLike)):
-        meta = _read_json(meta)
-    if not isinstance(meta, dict) or meta.get("format") != META_FORMAT:
-        raise ValueError("import_meta_graph: not a graphc meta graph")
-    gd = _to_graph_def(meta["graph_def"])
+    """Imports a meta graph (a file, TF's MetaGraphDef proto or graphc's JSON dict) into
+    the default graph, restores its collections (variables as Variable objects) and
+    returns a Saver for its global variables (None when it has none), keyed by their
+    names in the saved graph. A TF meta graph's own saver ops (the scope its saver_def
+    names) are not imported: the returned Saver restores TF's checkpoints itself."""
+    nodes, collections = _meta_parts(meta_graph_or_file)
     if clear_devices:
-        gd = GraphDef([dict(n, device="") for n in gd.node])
+        nodes = [dict(n, device="") for n in nodes]
     graph = get_default_graph()
-    importer = _Importer(graph, gd, None, import_scope or "")
+    importer = _Importer(graph, nodes, None, import_scope or "")
     variables = {}
-    collections = meta.get("collections") or {}
     for key, items in collections.items():
         for item in items if isinstance(items, list) else []:
             value = _decode_item(importer, item, variables)
@@ -383,6 +607,26 @@ def import_meta_graph(meta_graph_or_file, clear_devices=False, import_scope=None
         return None
     from graphc.train.saver import Saver
     return Saver({_strip(importer.prefix, v.op.name): v for v in global_vars})
+
+
+def _meta_parts(meta, what="meta graph"):
+    """(importer node dicts, {key: [encoded item]}) of any meta graph form."""
+    if isinstance(meta, (str, os.PathLike)):
+        what = os.fspath(meta)
+        raw = _read_bytes(meta)
+        meta = _parse_json(raw, what) if _looks_like_json(raw) else \
+            parse_tf_message(raw, protos.meta_graph_pb2().MetaGraphDef, what)
+    if _is_proto(meta, "MetaGraphDef"):
+        nodes = tf_graph_def.node_dicts(meta.graph_def)
+        saver_scope = meta.saver_def.restore_op_name.rpartition("/")[0]
+        if saver_scope:
+            nodes = [n for n in nodes if not n["name"].startswith(saver_scope + "/")]
+        return nodes, {key: _collection_items(key, c, what)
+                       for key, c in meta.collection_def.items()}
+    if not isinstance(meta, dict) or meta.get("format") != META_FORMAT:
+        raise ValueError(f"import_meta_graph: {what} is neither a TensorFlow MetaGraphDef nor "
+                         "a graphc meta graph")
+    return _to_graph_def(meta["graph_def"]).nodes(), meta.get("collections") or {}
 
 
 def _strip(prefix, name):

@@ -22,7 +22,7 @@ def _ed25519():
         from cryptography.hazmat.primitives.asymmetric import ed25519
     except ImportError:
         raise SigningUnavailable("signed files need the 'cryptography' package "
-                                 "(pip install 'graphc[signing]' or pip install cryptography)") from None
+                                 "(pip install 'graphc[signing]')") from None
     return ed25519
 
 

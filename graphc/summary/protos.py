@@ -35,8 +35,3 @@ def graph_protos():
 
 def types_pb2():
     return _import("tensorboard.compat.proto.types_pb2")
-
-
-def record_writer():
-    """TensorBoard's TFRecord framing (length, masked CRC32C, data, masked CRC32C)."""
-    return _import("tensorboard.summary.writer.record_writer")

@@ -14,6 +14,7 @@ import numpy as np
 from graphc.framework.graph import Graph
 from graphc.summary import protos
 from graphc.summary.graph_def import graph_def as graph_def_of
+from graphc.tf_formats import records
 
 
 def _event_file_name(logdir, suffix):
@@ -49,7 +50,7 @@ class FileWriter:
     def __init__(self, logdir, graph=None, max_queue=10, flush_secs=120, graph_def=None,
                  filename_suffix=None, session=None):
         self._event_pb2 = protos.event_pb2()
-        self._record_writer_module = protos.record_writer()
+        records.crc32c(b"")  # fails now, naming the extra, if google-crc32c is missing
         self._logdir = str(logdir)
         self._max_queue, self._flush_secs = max_queue, flush_secs
         self._suffix = filename_suffix or ""
@@ -60,7 +61,7 @@ class FileWriter:
     def _open(self):
         os.makedirs(self._logdir, exist_ok=True)
         self._path = _event_file_name(self._logdir, self._suffix)
-        self._records = self._record_writer_module.RecordWriter(open(self._path, "wb"))
+        self._records = records.RecordWriter(self._path)
         self._closed, self._pending, self._last_flush = False, 0, time.time()
         self.add_event(self._event_pb2.Event(file_version="brain.Event:2"))
         self.flush()

@@ -10,3 +10,16 @@ from graphc.train.learning_rate_decay import *  # noqa: F401,F403
 from graphc.train.checkpoint_management import *  # noqa: F401,F403
 from graphc.train.saver import *  # noqa: F401,F403
 from graphc.graph_io import export_meta_graph, import_meta_graph, write_graph  # noqa: F401,E402
+
+# TF's tf.train.Example protos (example.proto) and SaverDef need tensorboard's protobuf
+# runtime: loaded on first access, so `import graphc` works without it
+_EXAMPLE_CLASSES = ("Example", "Features", "Feature", "Int64List", "FloatList", "BytesList")
+
+
+def __getattr__(name):  # PEP 562
+    from graphc.tf_formats import protos
+    if name in _EXAMPLE_CLASSES:
+        return getattr(protos.example_pb2(), name)
+    if name == "SaverDef":
+        return protos.saver_pb2().SaverDef
+    raise AttributeError(f"module 'graphc.train' has no attribute {name!r}")

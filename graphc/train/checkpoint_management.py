@@ -13,11 +13,12 @@ import os
 import tempfile
 
 from graphc import errors
+from graphc.tf_formats import bundle
 from graphc.train import checkpoint_file
 
 __all__ = ["CheckpointState", "get_checkpoint_state", "update_checkpoint_state",
            "latest_checkpoint", "checkpoint_exists", "remove_checkpoint", "list_variables",
-           "load_variable", "NewCheckpointReader"]
+           "load_variable", "load_checkpoint", "NewCheckpointReader"]
 
 _DEFAULT_STATE_FILE = "checkpoint"
 
@@ -97,8 +98,38 @@ def get_checkpoint_state(checkpoint_dir, latest_filename=None):
     return state
 
 
+def checkpoint_files(checkpoint_prefix):
+    """The files of the checkpoint `checkpoint_prefix` that exist: graphc's one file, or a
+    TF checkpoint's .index and .data-* (the index first)."""
+    own = checkpoint_file.checkpoint_path(checkpoint_prefix)
+    if os.path.isfile(own):
+        return [own]
+    if not bundle.is_bundle(checkpoint_prefix):
+        return []
+    directory, base = os.path.split(checkpoint_prefix)
+    data = sorted(f for f in os.listdir(directory or ".") if f.startswith(base + ".data-"))
+    return [bundle.index_path(checkpoint_prefix)] + [os.path.join(directory, f) for f in data]
+
+
 def checkpoint_exists(checkpoint_prefix):
-    return os.path.isfile(checkpoint_file.checkpoint_path(checkpoint_prefix))
+    return bool(checkpoint_files(checkpoint_prefix))
+
+
+def open_checkpoint(checkpoint_prefix):
+    """A reader of the checkpoint `checkpoint_prefix`, in whichever format it was written:
+    graphc's (<prefix>.gcckpt) or TensorFlow's V2 (<prefix>.index + <prefix>.data-*)."""
+    if os.path.isfile(checkpoint_file.checkpoint_path(checkpoint_prefix)):
+        return checkpoint_file.CheckpointReader(checkpoint_prefix)
+    if bundle.is_bundle(checkpoint_prefix):
+        return bundle.BundleReader(checkpoint_prefix)
+    if checkpoint_prefix.endswith(bundle.INDEX_SUFFIX) or ".data-" in checkpoint_prefix:
+        raise errors.NotFoundError(
+            None, None, f"{checkpoint_prefix} is a file of a TF checkpoint; pass its prefix "
+                        f"(the path without .index / .data-*)")
+    raise errors.NotFoundError(
+        None, None, f"Unsuccessful TensorSliceReader constructor: Failed to find any matching "
+                    f"files for {checkpoint_prefix} (neither {checkpoint_prefix}"
+                    f"{checkpoint_file.SUFFIX} nor {bundle.index_path(checkpoint_prefix)})")
 
 
 def latest_checkpoint(checkpoint_dir, latest_filename=None):
@@ -111,15 +142,14 @@ def latest_checkpoint(checkpoint_dir, latest_filename=None):
 
 
 def remove_checkpoint(checkpoint_prefix, checkpoint_format_version=None, meta_graph_suffix="meta"):
-    """Deletes a checkpoint's file and its meta graph (if any)."""
-    for path in (checkpoint_file.checkpoint_path(checkpoint_prefix),
-                 f"{checkpoint_prefix}.{meta_graph_suffix}"):
+    """Deletes a checkpoint's files and its meta graph (if any)."""
+    for path in checkpoint_files(checkpoint_prefix) + [f"{checkpoint_prefix}.{meta_graph_suffix}"]:
         if os.path.exists(path):
             os.remove(path)
 
 
 def NewCheckpointReader(filepattern):  # noqa: N802 - TF's name
-    return checkpoint_file.CheckpointReader(filepattern)
+    return open_checkpoint(filepattern)
 
 
 def _reader_for(ckpt_dir_or_file):
@@ -129,7 +159,13 @@ def _reader_for(ckpt_dir_or_file):
             raise ValueError(f"Couldn't find 'checkpoint' file or checkpoints in given "
                              f"directory {ckpt_dir_or_file}")
         ckpt_dir_or_file = prefix
-    return checkpoint_file.CheckpointReader(ckpt_dir_or_file)
+    return open_checkpoint(ckpt_dir_or_file)
+
+
+def load_checkpoint(ckpt_dir_or_file):
+    """A reader of a checkpoint (or of a directory's latest one): get_tensor,
+    get_variable_to_shape_map, get_variable_to_dtype_map, has_tensor."""
+    return _reader_for(ckpt_dir_or_file)
 
 
 def list_variables(ckpt_dir_or_file):

@@ -6,8 +6,10 @@ all of them with one run of the restore op, so a failed restore changes nothing.
 restore op (a placeholder and an Assign per variable, under name scope "save") is
 built by the constructor, like TF's, so the graph may be finalized afterwards.
 
-File format: see checkpoint_file.py. save() also writes the graph and its collections
-beside the checkpoint, `<prefix>.meta` (graph_io.export_meta_graph's JSON, no pickle),
+File format: graphc's own (checkpoint_file.py) unless Saver(write_version=
+tf.train.SaverDef.V2) asks for TensorFlow's V2 checkpoint (tf_formats/bundle.py);
+restore() reads either. save() also writes the graph and its collections
+beside the checkpoint, `<prefix>.meta` (graphc's JSON, or TF's MetaGraphDef with V2),
 unless write_meta_graph=False; tf.train.import_meta_graph reads it back.
 """
 import numbers
@@ -18,6 +20,7 @@ from graphc import errors
 from graphc.framework.graph import Tensor
 from graphc.ops.constant_ops import placeholder
 from graphc.ops.control_flow_ops import group
+from graphc.tf_formats import bundle
 from graphc.train import checkpoint_file, checkpoint_management, training_util
 from graphc.variables import Variable, assign, global_variables
 
@@ -50,6 +53,18 @@ def _named_refs(var_list):
     return named
 
 
+def _writes_tf_format(write_version):
+    """Saver(write_version=...): None (the default) writes graphc's checkpoint file;
+    tf.train.SaverDef.V2 (2) writes TensorFlow's V2 checkpoint (.index + .data), which real
+    TF restores. TF's V1 format is not written."""
+    if write_version is None:
+        return False
+    if write_version == 2:
+        return True
+    raise ValueError(f"write_version {write_version!r}: graphc writes TensorFlow's V2 "
+                     "checkpoints (tf.train.SaverDef.V2) or its own (None), not V1")
+
+
 def _shape_str(dims):
     return "[" + ",".join("?" if d is None else str(d) for d in dims) + "]"
 
@@ -58,11 +73,12 @@ class Saver:
     def __init__(self, var_list=None, reshape=False, sharded=False, max_to_keep=5,
                  keep_checkpoint_every_n_hours=10000.0, name=None, restore_sequentially=False,
                  saver_def=None, builder=None, defer_build=False, allow_empty=False,
-                 write_version=2, pad_step_number=False, save_relative_paths=False,
+                 write_version=None, pad_step_number=False, save_relative_paths=False,
                  filename=None):
         if var_list is None:
             var_list = global_variables()
         self._refs = _named_refs(var_list)
+        self._write_tf_format = _writes_tf_format(write_version)
         if not self._refs and not allow_empty:
             raise ValueError("No variables to save")
         self._max_to_keep = max_to_keep
@@ -117,8 +133,8 @@ class Saver:
         self._remove_abandoned_files(save_dir, meta_graph_suffix, latest_filename)
         names = list(self._refs)
         values = sess.run([self._refs[n] for n in names])
-        checkpoint_file.write_checkpoint(
-            prefix, {n: (v, self._refs[n].dtype) for n, v in zip(names, values)})
+        write = bundle.write_bundle if self._write_tf_format else checkpoint_file.write_checkpoint
+        write(prefix, {n: (v, self._refs[n].dtype) for n, v in zip(names, values)})
         if write_meta_graph:
             self.export_meta_graph(f"{prefix}.{meta_graph_suffix}", graph=sess.graph)
         if write_state:
@@ -140,12 +156,14 @@ class Saver:
 
     def export_meta_graph(self, filename=None, collection_list=None, as_text=False,
                           export_scope=None, clear_devices=False, graph=None, **kwargs):
-        """Writes the graph and its collections (the default graph unless given)."""
+        """Writes the graph and its collections (the default graph unless given): TF's
+        MetaGraphDef for a Saver writing TF's checkpoints, graphc's JSON otherwise."""
+        from graphc import graph_io
         from graphc.framework.graph import get_default_graph
-        from graphc.graph_io import export_meta_graph
-        return export_meta_graph(filename, collection_list=collection_list, as_text=as_text,
-                                 graph=graph or get_default_graph(),
-                                 export_scope=export_scope, clear_devices=clear_devices)
+        export = graph_io.export_meta_graph if self._write_tf_format else \
+            graph_io.export_json_meta_graph
+        return export(filename, collection_list=collection_list, as_text=as_text,
+                      graph=graph or get_default_graph(), clear_devices=clear_devices)
 
     def _record_last_checkpoint(self, prefix):
         """Adds prefix as the newest; the ones beyond max_to_keep are queued for deletion
@@ -175,8 +193,9 @@ class Saver:
         if not checkpoint_management.checkpoint_exists(save_path):
             raise CheckpointNotFoundError(
                 None, None, f"The passed save_path is not a valid checkpoint: {save_path} "
-                            f"(no file {checkpoint_file.checkpoint_path(save_path)})")
-        reader = checkpoint_file.CheckpointReader(save_path)
+                            f"(no file {checkpoint_file.checkpoint_path(save_path)} or "
+                            f"{bundle.index_path(save_path)})")
+        reader = checkpoint_management.open_checkpoint(save_path)
         dtypes_in_file = reader.get_variable_to_dtype_map()
         shapes_in_file = reader.get_variable_to_shape_map()
         for name, ref in self._refs.items():
@@ -217,6 +236,6 @@ class Saver:
 
     def recover_last_checkpoints(self, checkpoint_paths):
         """Adopts the existing ones of checkpoint_paths (e.g. after a restart)."""
-        existing = [(p, os.path.getmtime(checkpoint_file.checkpoint_path(p)))
+        existing = [(p, os.path.getmtime(checkpoint_management.checkpoint_files(p)[0]))
                     for p in checkpoint_paths if checkpoint_management.checkpoint_exists(p)]
         self._last_checkpoints = existing

@@ -1,0 +1,190 @@
+"""TF checkpoints (format V2, "tensor bundles"), tensorflow/core/util/tensor_bundle:
+
+    <prefix>.index                  a table (table.py): key "" -> BundleHeaderProto
+                                    (num_shards, endianness, version), then one key per
+                                    tensor name -> BundleEntryProto (dtype, shape, shard_id,
+                                    offset, size, masked CRC32C of the tensor's bytes)
+    <prefix>.data-00000-of-00001    the tensors' bytes, C order, little-endian, one after
+                                    another at their entries' offsets
+
+graphc writes one shard; it reads any number. String tensors and partitioned (sliced)
+variables are refused with an error naming the tensor."""
+import os
+import tempfile
+
+import numpy as np
+
+from graphc import dtypes, errors
+from graphc.tf_formats import protos
+from graphc.tf_formats.records import masked_crc32c
+from graphc.tf_formats.table import TableError, build_table, read_table
+from graphc.tf_formats.tensors import FormatError, data_type, graphc_dtype, graphc_shape, \
+    shape_proto
+
+INDEX_SUFFIX = ".index"
+
+
+def index_path(prefix):
+    return prefix + INDEX_SUFFIX
+
+
+def data_path(prefix, shard=0, num_shards=1):
+    return f"{prefix}.data-{shard:05d}-of-{num_shards:05d}"
+
+
+def is_bundle(prefix):
+    return os.path.isfile(index_path(prefix))
+
+
+def _atomic_write(path, data):
+    fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".", suffix=".tmp",
+                               dir=os.path.dirname(path) or ".")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+
+
+def write_bundle(prefix, named_arrays):
+    """Writes {name: (array, DType)} as a TF V2 checkpoint; returns the index path.
+    The data file is written before the index, so an index always has its data."""
+    pb = protos.tensor_bundle_pb2()
+    blobs, entries, offset = [], [], 0
+    for name in sorted(named_arrays, key=lambda n: n.encode()):
+        value, dtype = named_arrays[name]
+        dtype = dtypes.as_dtype(dtype)
+        if dtype == dtypes.string:
+            raise TypeError(f"Cannot save {name}: string tensors are not checkpointable")
+        array = np.asarray(value, dtype=dtype.np, order="C")  # keeps 0-d arrays 0-d
+        blob = array.astype(array.dtype.newbyteorder("<")).tobytes()
+        entry = pb.BundleEntryProto(dtype=data_type(dtype), shape=shape_proto(array.shape),
+                                    shard_id=0, offset=offset, size=len(blob),
+                                    crc32c=masked_crc32c(blob))
+        entries.append((name.encode(), entry.SerializeToString()))
+        blobs.append(blob)
+        offset += len(blob)
+    header = pb.BundleHeaderProto(num_shards=1, endianness=0)
+    header.version.producer = 1  # TF's kTensorBundleVersion
+    _atomic_write(data_path(prefix), b"".join(blobs))
+    _atomic_write(index_path(prefix), build_table([(b"", header.SerializeToString())]
+                                                  + entries))
+    return index_path(prefix)
+
+
+class BundleReader:
+    """Reads a TF V2 checkpoint; the same methods as checkpoint_file.CheckpointReader.
+
+    Raises NotFoundError for a missing file or tensor, DataLossError for a damaged one
+    (naming the file and the field)."""
+
+    def __init__(self, prefix):
+        self._prefix = prefix
+        self._path = index_path(prefix)
+        try:
+            with open(self._path, "rb") as f:
+                raw = f.read()
+        except FileNotFoundError:
+            raise errors.NotFoundError(
+                None, None, f"Unsuccessful TensorSliceReader constructor: Failed to find any "
+                            f"matching files for {prefix}") from None
+        try:
+            items = read_table(raw, self._path)
+        except TableError as e:
+            raise errors.DataLossError(None, None, f"Unable to read checkpoint: {e}") from None
+        self._entries = {}
+        self._num_shards = self._read_header(items)
+        for key, value in items[1:]:
+            self._add_entry(key, value)
+
+    def _corrupt(self, why):
+        raise errors.DataLossError(None, None, f"Unable to read checkpoint {self._path}: {why}")
+
+    def _read_header(self, items):
+        pb = protos.tensor_bundle_pb2()
+        if not items or items[0][0] != b"":
+            self._corrupt("no BundleHeaderProto (the table has no entry with the empty key)")
+        header = pb.BundleHeaderProto()
+        try:
+            header.ParseFromString(items[0][1])
+        except Exception as e:  # protobuf's DecodeError
+            self._corrupt(f"BundleHeaderProto does not parse ({e})")
+        if header.endianness != 0:
+            self._corrupt("BundleHeaderProto.endianness is BIG: big-endian checkpoints are "
+                          "not supported")
+        if header.num_shards < 1:
+            self._corrupt(f"BundleHeaderProto.num_shards is {header.num_shards}")
+        return header.num_shards
+
+    def _add_entry(self, key, value):
+        pb = protos.tensor_bundle_pb2()
+        name = key.decode("utf-8", "replace")
+        entry = pb.BundleEntryProto()
+        try:
+            entry.ParseFromString(value)
+        except Exception as e:  # protobuf's DecodeError
+            self._corrupt(f"BundleEntryProto of {name!r} does not parse ({e})")
+        where = f"{self._path}: BundleEntryProto of {name!r}"
+        try:
+            dtype = graphc_dtype(entry.dtype, where + ", field dtype")
+        except FormatError as e:
+            raise errors.DataLossError(None, None, f"Unable to read checkpoint: {e}") from None
+        if len(entry.slices):
+            self._corrupt(f"{name!r} is a partitioned (sliced) variable: not supported")
+        shape = graphc_shape(entry.shape).as_list()
+        if None in shape:
+            self._corrupt(f"BundleEntryProto of {name!r}: field shape {shape} is not fully "
+                          "defined")
+        if dtype == dtypes.string:
+            self._corrupt(f"{name!r} is a string tensor: not supported")
+        count = int(np.prod(shape, dtype=np.int64))
+        if entry.size != count * dtype.size:
+            self._corrupt(f"BundleEntryProto of {name!r}: field size is {entry.size}, shape "
+                          f"{shape} of {dtype.name} needs {count * dtype.size}")
+        if not 0 <= entry.shard_id < self._num_shards:
+            self._corrupt(f"BundleEntryProto of {name!r}: field shard_id {entry.shard_id} "
+                          f"is not below num_shards {self._num_shards}")
+        self._entries[name] = (dtype, shape, entry)
+
+    @property
+    def path(self):
+        return self._prefix
+
+    def has_tensor(self, name):
+        return name in self._entries
+
+    def get_variable_to_shape_map(self):
+        return {n: list(shape) for n, (_, shape, _) in self._entries.items()}
+
+    def get_variable_to_dtype_map(self):
+        return {n: dtype for n, (dtype, _, _) in self._entries.items()}
+
+    def debug_string(self):
+        return "".join(f"{n} ({d.name}) {s}\n" for n, (d, s, _) in sorted(self._entries.items()))
+
+    def get_tensor(self, name):
+        if name not in self._entries:
+            raise errors.NotFoundError(None, None, f"Key {name} not found in checkpoint")
+        dtype, shape, entry = self._entries[name]
+        path = data_path(self._prefix, entry.shard_id, self._num_shards)
+        try:
+            with open(path, "rb") as f:
+                f.seek(entry.offset)
+                blob = f.read(entry.size)
+        except FileNotFoundError:
+            raise errors.NotFoundError(None, None, f"{path}: the data file of checkpoint "
+                                                   f"{self._prefix} is missing") from None
+        if len(blob) != entry.size:
+            raise errors.DataLossError(None, None, f"{path}: truncated: {name!r} needs bytes "
+                                                   f"{entry.offset}..{entry.offset + entry.size}")
+        if masked_crc32c(blob) != entry.crc32c:
+            raise errors.DataLossError(None, None, f"{path}: checksum mismatch for {name!r} "
+                                                   "(BundleEntryProto.crc32c): the data is "
+                                                   "damaged")
+        little = dtype.np.newbyteorder("<")
+        return np.frombuffer(blob, little).astype(dtype.np).reshape(shape)

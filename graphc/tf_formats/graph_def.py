@@ -1,0 +1,382 @@
+"""TensorFlow GraphDef protos <-> graphc node dicts.
+
+A node dict is graph_io's in-memory node: {"name", "op", "inputs": ["x:0"],
+"control_inputs": [...], "attrs": {decoded graphc attrs}, "device", "output_shapes",
+"location", "gradient_of"}. graphc's op types carry TF's names and attrs, except that
+graphc infers the dtypes TF spells out as type attrs (T, Tidx, SrcT, ...). OPS says, per
+TF op type, which graphc op runs it, which type attrs TF wants on export (taken from an
+input's or output's dtype), which type attrs graphc keeps, and which TF-only attrs import
+drops. TF op types that graphc builds from several ops (FusedBatchNorm) are in COMPOSITES.
+
+graphc's own facts travel in attrs with a leading underscore, which TF ignores:
+`_graphc_location` (file, line, function of the user's line that made the op) and
+`_graphc_gradient_of`; `_output_shapes` is TF's own (Graph.as_graph_def(add_shapes=True))."""
+import numbers
+
+import numpy as np
+
+from graphc import dtypes
+from graphc.framework.tensor_shape import TensorShape
+from graphc.tf_formats import protos
+from graphc.tf_formats.tensors import (FormatError, array_of, data_type, graphc_dtype,
+                                       graphc_shape, shape_proto, tensor_proto)
+
+LOCATION_ATTR = "_graphc_location"
+GRADIENT_OF_ATTR = "_graphc_gradient_of"
+SHAPES_ATTR = "_output_shapes"
+
+
+class OpSpec:
+    """How one TF op type maps onto graphc. `types` {TF type attr: input index, or "out"
+    for output 0's dtype, or "N" for the number of inputs} is added on export; `keep`
+    are type attrs graphc reads itself; `drop` are TF attrs graphc has no use for;
+    `defaults` fill attrs a TF file may leave out (TF strips attrs at their default)."""
+
+    def __init__(self, types=None, keep=(), drop=(), defaults=None, graphc_type=None):
+        self.types = types or {}
+        self.keep = frozenset(keep)
+        self.drop = frozenset(drop)
+        self.defaults = defaults or {}
+        self.graphc_type = graphc_type
+
+
+def _spec_table():
+    t0 = {"T": 0}
+    unary = ("Abs Neg Exp Log Log1p Expm1 Sqrt Rsqrt Square Tanh Sigmoid Sin Cos Floor Ceil "
+             "Round Sign Reciprocal Erf Erfc Relu Relu6 Elu Selu Softplus Softsign Identity "
+             "StopGradient ZerosLike OnesLike L2Loss InvertPermutation").split()
+    binary = ("Add Sub Mul RealDiv Maximum Minimum Pow FloorDiv FloorMod SquaredDifference "
+              "Greater GreaterEqual Less LessEqual").split()
+    reductions = "Sum Mean Max Min Prod".split()
+    conv = {"dilations": [1, 1, 1, 1], "data_format": "NHWC", "explicit_paddings": [],
+            "use_cudnn_on_gpu": True}
+    pool = {"data_format": "NHWC"}
+    table = {name: OpSpec(t0) for name in unary + binary}
+    table.update({
+        "AddV2": OpSpec(t0, graphc_type="Add"),
+        "Equal": OpSpec(t0, drop=["incompatible_shape_error"]),
+        "NotEqual": OpSpec(t0, drop=["incompatible_shape_error"]),
+        "LogicalAnd": OpSpec(), "LogicalOr": OpSpec(), "LogicalNot": OpSpec(), "NoOp": OpSpec(),
+        "All": OpSpec({"Tidx": 1}, defaults={"keep_dims": False}),
+        "Any": OpSpec({"Tidx": 1}, defaults={"keep_dims": False}),
+        "ArgMax": OpSpec({"T": 0, "Tidx": 1}, keep=["output_type"],
+                         defaults={"output_type": dtypes.int64}),
+        "ArgMin": OpSpec({"T": 0, "Tidx": 1}, keep=["output_type"],
+                         defaults={"output_type": dtypes.int64}),
+        "MatMul": OpSpec(t0, defaults={"transpose_a": False, "transpose_b": False}),
+        "BatchMatMulV2": OpSpec(t0, defaults={"adj_x": False, "adj_y": False}),
+        "BiasAdd": OpSpec(t0, defaults={"data_format": "NHWC"}),
+        "Conv2D": OpSpec(t0, defaults=conv),
+        "Conv2DBackpropInput": OpSpec({"T": 1}, defaults=conv),
+        "Conv2DBackpropFilter": OpSpec(t0, defaults=conv),
+        "MaxPool": OpSpec(t0, drop=["explicit_paddings"], defaults=pool),
+        "AvgPool": OpSpec(t0, defaults=pool),
+        "Softmax": OpSpec(t0, defaults={"axis": -1}),
+        "LogSoftmax": OpSpec(t0, defaults={"axis": -1}),
+        "LeakyRelu": OpSpec(t0, defaults={"alpha": 0.2}),
+        "Reshape": OpSpec({"T": 0, "Tshape": 1}),
+        "Squeeze": OpSpec(t0, defaults={"squeeze_dims": []}),
+        "ExpandDims": OpSpec({"T": 0, "Tdim": 1}),
+        "ConcatV2": OpSpec({"T": 0, "Tidx": -1, "N": "N-1"}),
+        "Pack": OpSpec({"T": 0, "N": "N"}, defaults={"axis": 0}),
+        "Unpack": OpSpec(t0, defaults={"axis": 0}),
+        "Shape": OpSpec(t0, keep=["out_type"], defaults={"out_type": dtypes.int32}),
+        "ShapeN": OpSpec({"T": 0, "N": "N"}, keep=["out_type"],
+                         defaults={"out_type": dtypes.int32}),
+        "Size": OpSpec(t0, keep=["out_type"], defaults={"out_type": dtypes.int32}),
+        "Rank": OpSpec(t0),
+        "Cast": OpSpec({"SrcT": 0}, keep=["DstT"], drop=["Truncate"]),
+        "Transpose": OpSpec({"T": 0, "Tperm": 1}),
+        "Pad": OpSpec({"T": 0, "Tpaddings": 1}),
+        "PadV2": OpSpec({"T": 0, "Tpaddings": 1}),
+        "MirrorPad": OpSpec({"T": 0, "Tpaddings": 1}),
+        "Fill": OpSpec({"T": 1, "index_type": 0}),
+        "Range": OpSpec({"Tidx": "out"}),
+        "GatherV2": OpSpec({"Tparams": 0, "Tindices": 1, "Taxis": 2},
+                           defaults={"batch_dims": 0}),
+        "StridedSlice": OpSpec({"T": 0, "Index": 1}, defaults={
+            "begin_mask": 0, "end_mask": 0, "ellipsis_mask": 0, "new_axis_mask": 0,
+            "shrink_axis_mask": 0}),
+        "Slice": OpSpec({"T": 0, "Index": 1}),
+        "Tile": OpSpec({"T": 0, "Tmultiples": 1}),
+        "Split": OpSpec({"T": 1}),
+        "SplitV": OpSpec({"T": 0, "Tlen": 1}),
+        "OneHot": OpSpec({"T": 2, "TI": 0}, defaults={"axis": -1}),
+        "Select": OpSpec({"T": 1}),
+        "Cumsum": OpSpec({"T": 0, "Tidx": 1}, defaults={"exclusive": False, "reverse": False}),
+        "AddN": OpSpec({"T": 0, "N": "N"}),
+        "BroadcastTo": OpSpec({"T": 0, "Tidx": 1}),
+        "Placeholder": OpSpec(keep=["dtype"], defaults={"shape": TensorShape(None)}),
+        "PlaceholderWithDefault": OpSpec({"dtype": 0}),
+        "Const": OpSpec(keep=["dtype"]),
+        "VariableV2": OpSpec(keep=["dtype"], drop=["container", "shared_name"]),
+        # TF2's resource variables (tf.compat.v1 graphs made by TF 2.x) as TF1's ref ones
+        "VarHandleOp": OpSpec(keep=["dtype"], graphc_type="VariableV2", drop=[
+            "container", "shared_name", "allowed_devices", "debug_name"]),
+        "ReadVariableOp": OpSpec(graphc_type="Identity", drop=["dtype"]),
+        "AssignVariableOp": OpSpec(graphc_type="Assign", drop=["dtype", "validate_shape"],
+                                   defaults={"validate_shape": True}),
+        "VarIsInitializedOp": OpSpec(graphc_type="IsVariableInitialized"),
+        "IsVariableInitialized": OpSpec({"dtype": 0}),
+        "Assign": OpSpec(t0, drop=["use_locking"], defaults={"validate_shape": True}),
+        "AssignAdd": OpSpec(t0, drop=["use_locking"]),
+        "AssignSub": OpSpec(t0, drop=["use_locking"]),
+        "Where": OpSpec(t0),
+        "Unique": OpSpec(t0, keep=["out_idx"], defaults={"out_idx": dtypes.int32}),
+        "CheckNumerics": OpSpec(t0),
+        "SparseSoftmaxCrossEntropyWithLogits": OpSpec({"T": 0, "Tlabels": 1}),
+        "RandomUniform": OpSpec({"T": 0}, keep=["dtype"]),
+        "RandomStandardNormal": OpSpec({"T": 0}, keep=["dtype"]),
+        "TruncatedNormal": OpSpec({"T": 0}, keep=["dtype"]),
+        "RandomUniformInt": OpSpec({"T": 0, "Tout": 1}),
+    })
+    for name in reductions:
+        table[name] = OpSpec({"T": 0, "Tidx": 1}, defaults={"keep_dims": False})
+    return table
+
+
+OPS = _spec_table()
+_RANDOM_OPS = ("RandomUniform", "RandomStandardNormal", "TruncatedNormal", "RandomUniformInt")
+
+
+# ------------------------------------------------------------------ attrs
+def _attr_from_proto(value, where):
+    kind = value.WhichOneof("value")
+    if kind == "list":
+        return [_scalar_from_list(value.list, field, item, where)
+                for field in ("s", "i", "f", "b", "type", "shape", "tensor")
+                for item in getattr(value.list, field)]
+    if kind in (None, "s", "i", "f", "b", "type", "shape", "tensor"):
+        return None if kind is None else _scalar_from_list(value, kind, getattr(value, kind),
+                                                           where)
+    raise FormatError(f"{where}: attr kind {kind!r} (functions, placeholders) is not "
+                      "supported by graphc")
+
+
+def _scalar_from_list(_, field, item, where):
+    if field == "s":
+        try:
+            return item.decode("utf-8")
+        except UnicodeDecodeError:
+            return bytes(item)
+    if field == "type":
+        return graphc_dtype(item, where)
+    if field == "shape":
+        return graphc_shape(item)
+    if field == "tensor":
+        return array_of(item, where)
+    return {"i": int, "f": float, "b": bool}[field](item)
+
+
+def _list_field(items):
+    """The ListValue field of a list attr's items, or None when no field holds them all."""
+    tests = [("b", lambda v: isinstance(v, (bool, np.bool_))),
+             ("i", lambda v: isinstance(v, numbers.Integral)),
+             ("f", lambda v: isinstance(v, numbers.Real)),
+             ("s", lambda v: isinstance(v, (str, bytes))),
+             ("type", lambda v: isinstance(v, dtypes.DType)),
+             ("shape", lambda v: isinstance(v, TensorShape)),
+             ("tensor", lambda v: isinstance(v, np.ndarray))]
+    for field, test in tests:
+        if all(test(v) for v in items):
+            return field
+    return None
+
+
+def _proto_item(field, v):
+    if field == "s":
+        return v.encode() if isinstance(v, str) else bytes(v)
+    if field == "type":
+        return data_type(v)
+    if field == "shape":
+        return shape_proto(v)
+    if field == "tensor":
+        return tensor_proto(v)
+    return {"b": bool, "i": int, "f": float}[field](v)
+
+
+def attr_proto(value, where):
+    """The AttrValue of a graphc attr value."""
+    pb = protos.attr_value_pb2()
+    if isinstance(value, (list, tuple)):
+        field = _list_field(value)
+        if field is None:
+            raise FormatError(f"{where}: a list of mixed kinds {value!r} has no AttrValue "
+                              "form")
+        items = [_proto_item(field, v) for v in value]
+        return pb.AttrValue(list=pb.AttrValue.ListValue(**{field: items}))
+    field = _list_field([value])
+    if field is None:
+        raise FormatError(f"{where}: value {value!r} of type {type(value).__name__} has no "
+                          "AttrValue form")
+    item = _proto_item(field, value)
+    if field in ("shape", "tensor"):
+        return pb.AttrValue(**{field: item})
+    return pb.AttrValue(**{field: item})
+
+
+# ------------------------------------------------------------------ import
+def _split_input(name):
+    """(kind, tensor name) of a NodeDef input: "x" -> x:0, "x:1", "^x" a control input."""
+    if name.startswith("^"):
+        return "control", name[1:]
+    return "data", name if ":" in name else name + ":0"
+
+
+def node_dict(node):
+    """The graph_io node dict of a NodeDef, with TF's attrs translated for graphc."""
+    where = f"node '{node.name}' (op: '{node.op}')"
+    spec = OPS.get(node.op)
+    attrs, extra = {}, {}
+    for key, value in node.attr.items():
+        decoded = _attr_from_proto(value, f"{where}, attr '{key}'")
+        if key.startswith("_"):
+            extra[key] = decoded
+        elif spec is None or (key not in spec.drop and
+                              (key not in spec.types or key in spec.keep)):
+            attrs[key] = decoded
+    if spec is not None:
+        for key, default in spec.defaults.items():
+            attrs.setdefault(key, default)
+    if node.op in _RANDOM_OPS and not attrs.get("seed") and not attrs.get("seed2"):
+        attrs["seed"] = attrs["seed2"] = None  # TF's 0, 0: no seed given
+    inputs = [_split_input(i) for i in node.input]
+    location = extra.get(LOCATION_ATTR)
+    return {"name": node.name,
+            "op": spec.graphc_type if spec and spec.graphc_type else node.op,
+            "inputs": [n for kind, n in inputs if kind == "data"],
+            "control_inputs": [n for kind, n in inputs if kind == "control"],
+            "attrs": attrs, "device": node.device,
+            "output_shapes": [None if s.ndims is None else s.as_list()
+                              for s in extra.get(SHAPES_ATTR) or []] or None,
+            "location": [location[0], int(location[1]), location[2]]
+            if isinstance(location, list) and len(location) == 3 else None,
+            "gradient_of": extra.get(GRADIENT_OF_ATTR)}
+
+
+def node_dicts(graph_def):
+    """graph_io node dicts of every node of a GraphDef proto (function libraries, TF2's
+    control flow, are refused: graphc has no functions)."""
+    if len(graph_def.library.function):
+        names = ", ".join(f.signature.name for f in graph_def.library.function[:3])
+        raise FormatError(f"GraphDef has a function library ({names}, ...): TF functions "
+                          "are not supported by graphc; freeze the graph in TF1 graph mode")
+    return [node_dict(n) for n in graph_def.node]
+
+
+# ------------------------------------------------------------------ export
+def _input_name(name):
+    op, index = name.rsplit(":", 1)
+    return op if index == "0" else name
+
+
+class _Outputs:
+    """Dtype and static shape of every tensor of the node dicts, by tensor name."""
+
+    def __init__(self, nodes):
+        self.by_name = {}
+        for node in nodes:
+            for i, (dtype, shape) in enumerate(zip(node.get("output_dtypes") or [],
+                                                   node.get("output_shapes") or [])):
+                self.by_name[f"{node['name']}:{i}"] = (dtypes.as_dtype(dtype), shape)
+
+    def dtype(self, name, where):
+        if name not in self.by_name:
+            raise FormatError(f"{where}: the dtype of input {name} is unknown")
+        return self.by_name[name][0]
+
+    def rank(self, name):
+        shape = self.by_name.get(name, (None, None))[1]
+        return None if shape is None else len(shape)
+
+
+def _type_attr(source, node, outputs, where):
+    if source == "out":
+        return outputs.dtype(f"{node['name']}:0", where)
+    if source == "N":
+        return len(node["inputs"])
+    if source == "N-1":
+        return len(node["inputs"]) - 1
+    return outputs.dtype(node["inputs"][source], where)
+
+
+def node_proto(node, outputs, graph_def, add_shapes):
+    """Adds the NodeDef of graph_io node dict `node` to `graph_def`; TF's type attrs are
+    added from the dtypes of the node's inputs and outputs."""
+    out = graph_def.node.add(name=node["name"], op=node["op"], device=node.get("device") or "")
+    out.input.extend([_input_name(i) for i in node["inputs"]]
+                     + ["^" + c for c in node["control_inputs"]])
+    where = f"cannot export op '{node['name']}' (op: '{node['op']}')"
+    spec = OPS.get(node["op"])
+    attrs = dict(node["attrs"])
+    if node["op"] in ("Softmax", "LogSoftmax"):
+        _drop_last_axis(attrs, node, outputs.rank(node["inputs"][0]), where)
+    if node["op"] in _RANDOM_OPS and attrs.get("seed") is None and attrs.get("seed2") is None:
+        attrs["seed"] = attrs["seed2"] = 0
+    for key, value in attrs.items():
+        if value is not None:
+            out.attr[key].CopyFrom(attr_proto(value, f"{where}, attr '{key}'"))
+    for key, source in (spec.types if spec else {}).items():
+        value = _type_attr(source, node, outputs, where)
+        out.attr[key].CopyFrom(attr_proto(value, f"{where}, attr '{key}'"))
+    if add_shapes and node.get("output_shapes") is not None:
+        out.attr[SHAPES_ATTR].CopyFrom(attr_proto(
+            [TensorShape(s) for s in node["output_shapes"]], where))
+    if node.get("location"):
+        out.attr[LOCATION_ATTR].CopyFrom(attr_proto([str(x) for x in node["location"]], where))
+    if node.get("gradient_of"):
+        out.attr[GRADIENT_OF_ATTR].CopyFrom(attr_proto(node["gradient_of"], where))
+    return out
+
+
+def _drop_last_axis(attrs, node, rank, where):
+    """TF's Softmax works on the last axis and has no `axis` attr."""
+    axis = attrs.pop("axis", -1)
+    if axis != -1 and (rank is None or axis != rank - 1):
+        raise FormatError(f"{where}: TF's {node['op']} has no axis attr and works on the "
+                          f"last axis, this one works on axis {axis}")
+
+
+def graph_def_proto(nodes, add_shapes=False, inputs_from=None):
+    """A GraphDef proto of graph_io node dicts (which carry their outputs' dtypes);
+    `inputs_from` are node dicts of the ops the nodes' inputs come from (default: nodes)."""
+    pb = protos.graph_pb2()
+    out = pb.GraphDef()
+    out.versions.producer = 27  # TF 1.15's GraphDef version: what TF1 users' tools read
+    outputs = _Outputs(nodes if inputs_from is None else inputs_from)
+    for node in nodes:
+        node_proto(node, outputs, out, add_shapes)
+    return out
+
+
+# ------------------------------------------------------------------ composites
+def _fused_batch_norm(inputs, node, name):
+    """FusedBatchNorm(V2/V3) in inference form, as TF computes it: y = (x - mean) *
+    rsqrt(variance + epsilon) * scale + offset, with per-channel statistics along C."""
+    from graphc.framework.graph import name_scope
+    from graphc.ops import math_ops, array_ops
+    attrs = node["attrs"]
+    if attrs.get("is_training", True):
+        raise FormatError(f"node '{node['name']}' (op: '{node['op']}'): is_training=True (batch "
+                          "statistics) is not supported by graphc's import; freeze the graph "
+                          "for inference")
+    x, scale, offset, mean, variance = inputs[:5]
+    epsilon = float(attrs.get("epsilon", 1e-4))
+    data_format = attrs.get("data_format", "NHWC")
+    with name_scope(name + "/"):
+        inv = math_ops.rsqrt(variance + epsilon) * scale
+        shift = offset - mean * inv
+        if data_format in ("NCHW", "NCDHW"):
+            spatial = 2 if data_format == "NCHW" else 3
+            inv = array_ops.reshape(inv, [-1] + [1] * spatial)
+            shift = array_ops.reshape(shift, [-1] + [1] * spatial)
+        elif data_format not in ("NHWC", "NDHWC"):
+            raise FormatError(f"node '{node['name']}' (op: '{node['op']}'): data_format "
+                              f"{data_format!r}")
+        y = math_ops.add(x * inv, shift, name="y")
+    # outputs 1-4 (and V3's 5): the statistics used, TF's inference outputs
+    return [y, mean, variance, mean, variance, array_ops.zeros_like(mean)]
+
+
+COMPOSITES = {"FusedBatchNorm": _fused_batch_norm, "FusedBatchNormV2": _fused_batch_norm,
+              "FusedBatchNormV3": _fused_batch_norm}
