@@ -42,6 +42,7 @@ from graphc import summary  # noqa: F401,E402  (imports tensorboard only when us
 from graphc import contrib  # noqa: F401,E402
 from graphc.graph_io import GraphDef, import_graph_def  # noqa: F401,E402
 from graphc.export import export  # noqa: F401,E402
+from graphc import distribute  # noqa: F401,E402  (the collective op types: graph files load)
 
 initializers = init_ops
 newaxis = None
