@@ -38,7 +38,7 @@ if MPIEXEC is None and os.environ.get("GRAPHC_REQUIRE_MPI") == "1":  # .ci/run s
 needs_mpi = pytest.mark.skipif(MPIEXEC is None, reason="mpiexec is not installed "
                                "(pip install 'graphc[distribute]' installs MPICH's)")
 JOB_TIMEOUT = 240  # seconds a whole job may take (compiles included) before it is a hang
-SIZES = (0, 1, 1023)
+SHAPES = ((0,), (1,), (1023,), (), (3, 0, 2), (5, 7))
 
 
 def rank_input(rank, n, dtype, shape):
@@ -68,7 +68,7 @@ COLLECTIVES_WORKER = """
     import numpy as np
     import graphc as gc
     import graphc.distribute as hvd
-    from tests.test_distribute import rank_input, SIZES
+    from tests.test_distribute import rank_input, SHAPES
     hvd.init()
     r, n = hvd.rank(), hvd.size()
     results = {}
@@ -76,9 +76,10 @@ COLLECTIVES_WORKER = """
         for dtype in ("float32", "float64", "int32"):
             gc.reset_default_graph()
             fetches, feeds = {}, {}
-            for size in SIZES:
-                x = gc.placeholder(dtype, [size])
-                feeds[x] = rank_input(r, n, dtype, (size,))
+            for shape in SHAPES:
+                size = "x".join(map(str, shape))
+                x = gc.placeholder(dtype, shape)
+                feeds[x] = rank_input(r, n, dtype, shape)
                 fetches[f"sum{size}"] = hvd.allreduce(x, op=hvd.Sum)
                 if dtype != "int32":
                     fetches[f"avg{size}"] = hvd.allreduce(x)
@@ -104,11 +105,12 @@ def test_collectives_match_numpy(tmp_path, n):
             for dtype in ("float32", "float64", "int32"):
                 key = f"{backend}/{dtype}/"
                 tol = 1e-6 if dtype == "float32" else 1e-13
-                for size in SIZES:
-                    xs = [rank_input(k, n, dtype, (size,)) for k in range(n)]
+                for shape in SHAPES:
+                    size = "x".join(map(str, shape))
+                    xs = [rank_input(k, n, dtype, shape) for k in range(n)]
                     total = np.sum([x.astype(np.float64) for x in xs], axis=0)
                     assert got[key + f"sum{size}"].dtype == np.dtype(dtype)
-                    assert got[key + f"sum{size}"].shape == (size,)
+                    assert got[key + f"sum{size}"].shape == shape
                     np.testing.assert_allclose(got[key + f"sum{size}"], total, rtol=tol,
                                                atol=tol)
                     if dtype != "int32":
@@ -289,18 +291,24 @@ def test_fusion_buckets_pack_consecutive_gradients_per_dtype_within_the_threshol
 
 
 def test_one_process_job_runs_the_same_script():
-    """A process no MPI launcher started is a job of one: the collectives are in the graph
-    (a host stage between the native ones) and training equals the plain optimizer's."""
+    """A process no MPI launcher started is a job of one: DistributedOptimizer adds no
+    collective (Horovod's rule) and trains as the plain optimizer; reduce_gradients (what
+    it does on several ranks) runs its collectives and leaves the gradients as they are."""
     hvd.init()
     assert (hvd.size(), hvd.rank(), hvd.local_size(), hvd.local_rank()) == (1, 0, 1, 0)
     start = [np.asarray(v) for v in
              _initial_values("float64")]
     results = []
-    for wrap in (False, True):
+    for wrap in (False, True):  # DistributedOptimizer, then reduce_gradients
         gc.reset_default_graph()
         (ids, x, labels), loss = model("float64")
         opt = make_optimizer("adam")
-        train = (hvd.DistributedOptimizer(opt) if wrap else opt).minimize(loss)
+        if wrap:  # the DistributedOptimizer of several ranks, in a job of one
+            grads_and_vars = opt.compute_gradients(loss)
+            reduced = hvd.reduce_gradients([g for g, _ in grads_and_vars])
+            train = opt.apply_gradients(zip(reduced, [v for _, v in grads_and_vars]))
+        else:
+            train = hvd.DistributedOptimizer(opt).minimize(loss)
         variables = gc.trainable_variables()
         types = [o.type for o in gc.get_default_graph().get_operations()]
         assert (types.count("MpiAllreduce"), types.count("MpiAllgather")) == \
@@ -312,8 +320,8 @@ def test_one_process_job_runs_the_same_script():
             for i_, x_, l_ in batches(1, 4, 3):
                 sess.run(train, {ids: i_, x: x_, labels: l_})
             results.append(sess.run(variables))
-    for plain, distributed in zip(*results):
-        np.testing.assert_allclose(distributed, plain, rtol=1e-13, atol=1e-15)
+    for unreduced, reduced in zip(*results):
+        np.testing.assert_allclose(reduced, unreduced, rtol=1e-13, atol=1e-15)
 
 
 def _initial_values(dtype):

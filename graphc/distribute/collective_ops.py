@@ -18,6 +18,7 @@ makes the others fail after COLLECTIVE_TIMEOUT seconds (GRAPHC_MPI_TIMEOUT, defa
 """
 import os
 import time
+import weakref
 import zlib
 
 import numpy as np
@@ -36,7 +37,10 @@ REDUCTIONS = (Average, Sum)
 COLLECTIVE_TIMEOUT = float(os.environ.get("GRAPHC_MPI_TIMEOUT", "300"))
 _DESCRIPTION_BYTES = 240  # of a rank's description of its collective, in a mismatch report
 _SUPPORTED = (dtypes.float32, dtypes.float64, dtypes.int32, dtypes.int64)
-_SPIN_SECONDS = 1e-3  # poll without sleeping this long: a partner usually arrives by then
+# Poll without sleeping this long: partners usually arrive by then, and a sleep would add
+# its wake-up latency to the step; after it, sleep between polls (the wait is long anyway,
+# and the cores may be the other ranks' own).
+_SPIN_SECONDS = 0.05
 
 
 # ------------------------------------------------------------------ op definitions
@@ -80,7 +84,7 @@ def _broadcast_infer(inputs, a):
 
 def _allreduce_kernel(state, op, x):
     w = _world_for(op)
-    x = np.ascontiguousarray(x)
+    x = np.asarray(x, order="C")  # (ascontiguousarray would make a 0-d array 1-d)
     out = np.empty_like(x)
     if w.size == 1:
         np.copyto(out, x)
@@ -94,7 +98,7 @@ def _allreduce_kernel(state, op, x):
 
 def _allgather_kernel(state, op, x):
     w = _world_for(op)
-    x = np.ascontiguousarray(x)
+    x = np.asarray(x, order="C")
     if w.size == 1:
         return x.copy()
     dims0 = _agree(w, op, x)
@@ -214,11 +218,16 @@ def _world_for(op):
 def _header(op, x):
     """(what the op is, its shape apart from dim 0, dim 0) as int64s: what every rank
     must agree on before data moves (Allgather's dims 0 may differ: they are its counts)."""
-    what = f"{op.type}|{op.name}|{x.dtype.str}|{sorted(op.attrs.items())}"
+    what = _identities.get(op)
+    if what is None:  # once per op: the text of its attrs costs more than the exchange
+        text = f"{op.type}|{op.name}|{op.outputs[0].dtype.name}|{sorted(op.attrs.items())}"
+        what = _identities[op] = zlib.crc32(text.encode())
     rest = x.shape[1:] if op.type == "MpiAllgather" else x.shape
     dim0 = x.shape[0] if x.ndim else 0
-    return np.array([zlib.crc32(what.encode()), zlib.crc32(repr(rest).encode()), dim0],
-                    np.int64)
+    return np.array([what, zlib.crc32(repr(rest).encode()), dim0], np.int64)
+
+
+_identities = weakref.WeakKeyDictionary()  # op -> the hash of what it is
 
 
 def _agree(w, op, x):
@@ -246,7 +255,7 @@ def _wait(request, op, w):
                           "(GRAPHC_MPI_TIMEOUT): a rank stopped or runs other steps\n\t "
                           f"[[node {op.describe()}]]")
         if waited > _SPIN_SECONDS:
-            time.sleep(2e-4)  # the machine's cores may be the ranks' own: do not spin
+            time.sleep(1e-3)
 
 
 def _mismatch_report(w, op, x):

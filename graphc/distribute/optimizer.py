@@ -10,6 +10,7 @@ adds a copy on the host. The order of the collectives is the order of their crea
 hence the same on every rank that builds the same graph (collective_ops checks it).
 """
 from graphc.distribute.collective_ops import REDUCTIONS, Average, allreduce
+from graphc.distribute.world import world
 from graphc.framework.indexed_slices import IndexedSlices
 from graphc.ops import array_ops
 from graphc.ops.constant_ops import convert_to_tensor
@@ -38,7 +39,12 @@ class DistributedOptimizer(Optimizer):
         self._sparse_as_dense = sparse_as_dense
 
     def compute_gradients(self, *args, **kwargs):
+        """The wrapped optimizer's gradients reduced over the ranks; in a job of one
+        process, its gradients as they are (as Horovod: no collective would change them,
+        and packing them would cost a copy per step)."""
         grads_and_vars = self._optimizer.compute_gradients(*args, **kwargs)
+        if world("DistributedOptimizer").size == 1:
+            return grads_and_vars
         grads = [g for g, _ in grads_and_vars]
         if self._sparse_as_dense:
             grads = [convert_to_tensor(g) if isinstance(g, IndexedSlices) else g
