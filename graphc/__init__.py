@@ -49,6 +49,7 @@ from graphc import contrib  # noqa: F401,E402
 from graphc import python_io  # noqa: F401,E402
 from graphc.graph_io import import_graph_def  # noqa: F401,E402
 from graphc.export import export  # noqa: F401,E402
+from graphc import distribute  # noqa: F401,E402  (the collective op types: graph files load)
 
 initializers = init_ops
 linalg = __import__("graphc.ops.linalg", fromlist=["x"])

@@ -16,6 +16,7 @@ import pytest
 from scipy import special
 
 import graphc as tf
+import graphc.distribute as hvd
 from graphc.framework.op_def import OP_DEFS
 from tests.conftest import BACKENDS
 
@@ -143,6 +144,14 @@ W = np.random.default_rng(7).uniform(-1, 1, (2, 3, 2, 3))   # pool output weight
 
 # ------------------------------------------------------------------ cases
 # (name, group, inputs, graphc fn, numpy reference, tolerance kind)
+def _one_process_collectives(x):
+    """In a process no MPI launcher started, graphc.distribute is a job of one process:
+    each collective gives its input (tests/test_distribute.py runs 2 and 3 processes)."""
+    hvd.init()
+    return hvd.allreduce(x, op=hvd.Sum) + hvd.allreduce(x) + hvd.allgather(x) + \
+        hvd.broadcast(x, 0)
+
+
 CASES = [
     ("abs", "unary", "x", tf.abs, np.abs, "exact"),
     ("negative", "unary", "x", tf.negative, np.negative, "exact"),
@@ -279,6 +288,8 @@ CASES = [
      lambda x: x[:, INPUTS["ids"][:3]], "exact"),
     ("unique", "array", "x", lambda x: tf.unique(tf.reshape(tf.round(x), [-1]))[0],
      lambda x: _first_occurrences(np.round(x).ravel()), "exact"),
+    ("mpi_collectives", "array", "x", lambda x: _one_process_collectives(x),
+     lambda x: 4 * x, "simple"),
     ("one_hot", "array", "row",
      lambda x: tf.one_hot(INPUTS["ids"], 3, on_value=x[0], off_value=x[1]),
      lambda x: np.where(np.eye(3)[INPUTS["ids"]] > 0, x[0], x[1]), "exact"),

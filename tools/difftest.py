@@ -672,6 +672,8 @@ NOT_GENERATED = {
     **dict.fromkeys(["IsVariableInitialized", "UninitializedNames", "VariableValueOrDefault"],
                     "variable-status queries: every generated graph initializes its variables"),
     "NoOp": "ordering only: no value (control dependencies use assigns as inputs)",
+    **dict.fromkeys(["MpiAllgather", "MpiAllreduce", "MpiBroadcast"],
+                    "MPI collectives: tests/test_distribute.py runs them on 1, 2 and 3 ranks"),
     "MaxPoolGradGrad": "second derivatives of max-pool: rare in random graphs; "
                        "test_nn_ops covers it",
     "GatherGrad": "generated only when a gradient crosses a gather: seed-dependent",

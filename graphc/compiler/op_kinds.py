@@ -17,7 +17,8 @@ OP_KINDS maps every registered op type to one kind:
                  producer would be recomputed for every window that reads it).
   "opaque"       anything else, computed alone by its own codegen template (scans,
                  scatters, data-dependent output sizes, variable-status queries,
-                 host-side ops: summaries, dataset iterators, candidate samplers).
+                 host-side ops: summaries, dataset iterators, candidate samplers,
+                 MPI collectives).
   "state"        VariableV2 (a read) and Assign/AssignAdd/AssignSub (in-place updates;
                  the row scatters ScatterUpdate/ScatterAdd/ScatterSub update in place too,
                  but as "opaque" kernels of their own).
@@ -53,7 +54,7 @@ _OPAQUE = """Cumsum GatherGrad InvertPermutation IsVariableInitialized MirrorPad
     ScatterAdd ScatterSub ScatterUpdate Unique UninitializedNames
     VariableValueOrDefault Where
     HistogramSummary ImageSummary MergeSummary ScalarSummary IteratorGetNext MakeIterator
-    LogUniformCandidateSampler UniformCandidateSampler"""
+    LogUniformCandidateSampler UniformCandidateSampler MpiAllgather MpiAllreduce MpiBroadcast"""
 
 OP_KINDS = {}
 for _kind, _names in [("elementwise", _ELEMENTWISE), ("index", _INDEX),

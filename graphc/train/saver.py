@@ -112,7 +112,9 @@ class Saver:
              meta_graph_suffix="meta", write_meta_graph=True, write_state=True,
              strip_default_attrs=False, save_debug_info=False):
         """Writes the variables' values to a checkpoint; returns its prefix: save_path,
-        or save_path-<global_step>."""
+        or save_path-<global_step>. In a graphc.distribute job of several processes only
+        rank 0 writes; the other ranks write nothing (no file, no state file) and return
+        the same prefix."""
         from graphc.session import Session
         if not isinstance(sess, Session):
             raise TypeError(f"'sess' must be a Session; {sess}")
@@ -127,6 +129,11 @@ class Saver:
             prefix = fmt % (save_path, global_step)
         else:
             prefix = save_path
+        from graphc.distribute.world import writes_checkpoints
+        if not writes_checkpoints():
+            # a graphc.distribute rank other than 0: its variables equal rank 0's, which
+            # writes this very checkpoint; N writers of one path would corrupt it
+            return prefix
         save_dir = os.path.dirname(save_path)
         if save_dir and not os.path.isdir(save_dir):
             raise ValueError(f"Parent directory of {save_path} doesn't exist, can't save.")

@@ -1,0 +1,107 @@
+"""The process group graphc's collectives run over: MPI's COMM_WORLD, or this process alone.
+
+init() decides once per process. A process started by an MPI launcher (mpiexec, mpirun,
+srun: they set PMI_*/OMPI_*/PMIX_* variables) joins COMM_WORLD through mpi4py; any other
+process is a world of one (`Solo`), which needs no MPI library at all, so a script written
+for N processes runs unchanged as one.
+
+Failure: a Python exception that reaches the top of a rank (sys.excepthook) prints its
+traceback and then calls MPI_Abort, which makes the launcher end every rank at once:
+the other ranks exit non-zero within moments instead of waiting forever in their next
+collective. A rank that stops calling collectives without raising (it left its training
+loop early, it hangs) is caught by the others' timeout (collective_ops.COLLECTIVE_TIMEOUT).
+"""
+import os
+import sys
+
+# Variables an MPI launcher sets in the processes it starts (MPICH/Intel MPI/Slurm PMI,
+# Open MPI, PMIx, MVAPICH).
+_LAUNCHER_VARIABLES = ("PMI_SIZE", "PMI_RANK", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK",
+                       "MV2_COMM_WORLD_SIZE")
+
+_world = []  # [World] once init() ran
+
+
+class Solo:
+    """The communicator of a process that was not launched by MPI: size 1, rank 0
+    (collective_ops computes a collective of one process without calling it)."""
+
+    rank = 0
+    size = 1
+
+    def Get_rank(self):  # noqa: N802 - mpi4py's names: World reads either kind
+        return 0
+
+    def Get_size(self):  # noqa: N802
+        return 1
+
+    def Abort(self, code=1):  # noqa: N802
+        os._exit(code)
+
+
+class World:
+    """The communicator and the facts derived from it once."""
+
+    def __init__(self, comm, local_comm, mpi):
+        self.comm = comm
+        self.mpi = mpi  # the mpi4py.MPI module, or None for a Solo world
+        self.rank, self.size = comm.Get_rank(), comm.Get_size()
+        self.local_rank, self.local_size = local_comm.Get_rank(), local_comm.Get_size()
+
+
+def launched_by_mpi():
+    """Whether an MPI launcher started this process."""
+    return os.environ.get("GRAPHC_MPI", "") == "1" or \
+        any(v in os.environ for v in _LAUNCHER_VARIABLES)
+
+
+def init(abort_on_error=True):
+    """Joins the process group (idempotent). With `abort_on_error` (the default), an
+    uncaught exception on any rank aborts every rank (MPI_Abort) once it is printed."""
+    if _world:
+        return _world[0]
+    if not launched_by_mpi():
+        solo = Solo()
+        _world.append(World(solo, solo, None))
+        return _world[0]
+    try:
+        from mpi4py import MPI
+    except ImportError as e:
+        raise ImportError("graphc.distribute: this process was started by an MPI launcher, "
+                          "which needs mpi4py (pip install 'graphc[distribute]', which also "
+                          f"installs the MPICH library): {e}") from None
+    comm = MPI.COMM_WORLD
+    local = comm.Split_type(MPI.COMM_TYPE_SHARED, key=comm.Get_rank())
+    _world.append(World(comm, local, MPI))
+    if abort_on_error and comm.Get_size() > 1:
+        _abort_on_uncaught_exceptions(comm)
+    return _world[0]
+
+
+def world(what="graphc.distribute"):
+    """The World of init(); a clear error when init() was not called."""
+    if not _world:
+        raise ValueError(f"{what} needs graphc.distribute.init() to be called first "
+                         "(hvd.init(), before building the graph)")
+    return _world[0]
+
+
+def writes_checkpoints():
+    """Whether this process writes checkpoints: rank 0 of a job, or a process that never
+    joined one (graphc.train.Saver.save asks)."""
+    return not _world or _world[0].rank == 0
+
+
+def _abort_on_uncaught_exceptions(comm):
+    """Prints an uncaught exception with this rank's number, then aborts the whole job."""
+    previous = sys.excepthook
+
+    def hook(kind, value, tb):
+        sys.stderr.write(f"graphc.distribute: rank {comm.Get_rank()} of {comm.Get_size()} "
+                         f"failed; aborting all ranks (MPI_Abort).\n")
+        previous(kind, value, tb)
+        sys.stderr.flush()
+        sys.stdout.flush()
+        comm.Abort(1)
+
+    sys.excepthook = hook

@@ -1,0 +1,485 @@
+"""graphc.distribute over MPI: jobs of 2 and 3 processes started with mpiexec.
+
+Each multi-process test writes a worker script, runs it with `mpiexec -n N` in a
+subprocess (with a timeout: a hang is a failure, never a stuck suite), and checks what
+the ranks wrote against NumPy references computed here. The inputs of rank r come from
+`rank_input`, which the workers import from this module, so both sides see the same
+values. Without mpiexec on PATH the multi-process tests skip (.ci/run installs MPICH).
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+import graphc as gc
+import graphc.distribute as hvd
+from graphc.distribute.optimizer import fusion_buckets
+from tests.conftest import BACKENDS
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _find_mpiexec():
+    """mpiexec on PATH, else the one pip put beside this Python (the mpich wheel's)."""
+    beside = os.path.join(sysconfig.get_path("scripts"), "mpiexec")
+    return shutil.which("mpiexec") or (beside if os.access(beside, os.X_OK) else None)
+
+
+MPIEXEC = _find_mpiexec()
+if MPIEXEC is None and os.environ.get("GRAPHC_REQUIRE_MPI") == "1":  # .ci/run sets it
+    raise RuntimeError("GRAPHC_REQUIRE_MPI=1 but mpiexec is not installed")
+needs_mpi = pytest.mark.skipif(MPIEXEC is None, reason="mpiexec is not installed "
+                               "(pip install 'graphc[distribute]' installs MPICH's)")
+JOB_TIMEOUT = 240  # seconds a whole job may take (compiles included) before it is a hang
+SHAPES = ((0,), (1,), (1023,), (), (3, 0, 2), (5, 7))
+
+
+def rank_input(rank, n, dtype, shape):
+    """Rank `rank`'s input: distinct per rank, dtype and shape."""
+    r = np.random.default_rng([rank, n, len(shape), int(np.prod(shape))])
+    return r.uniform(-2, 2, shape).astype(dtype)
+
+
+def run_job(tmp_path, n, body, timeout=JOB_TIMEOUT, env=None):
+    """Runs `body` (the text of a script) on n ranks; returns the CompletedProcess."""
+    script = tmp_path / "worker.py"
+    script.write_text(textwrap.dedent(body))
+    environ = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
+                   OUT=str(tmp_path), **(env or {}))
+    return subprocess.run([MPIEXEC, "-n", str(n), sys.executable, str(script)], cwd=ROOT,
+                          env=environ, capture_output=True, text=True, timeout=timeout)
+
+
+def check_ok(proc):
+    assert proc.returncode == 0, f"job failed:\n{proc.stdout}\n{proc.stderr}"
+
+
+# ------------------------------------------------------------------ collectives
+COLLECTIVES_WORKER = """
+    import os
+    import sys
+    import numpy as np
+    import graphc as gc
+    import graphc.distribute as hvd
+    from tests.test_distribute import rank_input, SHAPES
+    hvd.init()
+    r, n = hvd.rank(), hvd.size()
+    results = {}
+    for backend in sys.argv[1:] or os.environ["BACKENDS"].split(","):
+        for dtype in ("float32", "float64", "int32"):
+            gc.reset_default_graph()
+            fetches, feeds = {}, {}
+            for shape in SHAPES:
+                size = "x".join(map(str, shape))
+                x = gc.placeholder(dtype, shape)
+                feeds[x] = rank_input(r, n, dtype, shape)
+                fetches[f"sum{size}"] = hvd.allreduce(x, op=hvd.Sum)
+                if dtype != "int32":
+                    fetches[f"avg{size}"] = hvd.allreduce(x)
+                fetches[f"bcast{size}"] = hvd.broadcast(x, n - 1)
+            # allgather: rank r has r rows (rank 0 none), each of 3 columns
+            rows = gc.placeholder(dtype, [None, 3])
+            feeds[rows] = rank_input(r, n, dtype, (r, 3))
+            fetches["gather"] = hvd.allgather(rows)
+            with gc.Session(config=gc.ConfigProto(backend=backend)) as sess:
+                for k, v in sess.run(fetches, feeds).items():
+                    results[f"{backend}/{dtype}/{k}"] = v
+    np.savez(os.path.join(os.environ["OUT"], f"rank{r}.npz"), **results)
+"""
+
+
+@needs_mpi
+@pytest.mark.parametrize("n", [2, 3])
+def test_collectives_match_numpy(tmp_path, n):
+    check_ok(run_job(tmp_path, n, COLLECTIVES_WORKER, env={"BACKENDS": ",".join(BACKENDS)}))
+    for r in range(n):
+        got = np.load(tmp_path / f"rank{r}.npz")
+        for backend in BACKENDS:
+            for dtype in ("float32", "float64", "int32"):
+                key = f"{backend}/{dtype}/"
+                tol = 1e-6 if dtype == "float32" else 1e-13
+                for shape in SHAPES:
+                    size = "x".join(map(str, shape))
+                    xs = [rank_input(k, n, dtype, shape) for k in range(n)]
+                    total = np.sum([x.astype(np.float64) for x in xs], axis=0)
+                    assert got[key + f"sum{size}"].dtype == np.dtype(dtype)
+                    assert got[key + f"sum{size}"].shape == shape
+                    np.testing.assert_allclose(got[key + f"sum{size}"], total, rtol=tol,
+                                               atol=tol)
+                    if dtype != "int32":
+                        np.testing.assert_allclose(got[key + f"avg{size}"], total / n,
+                                                   rtol=tol, atol=tol)
+                    np.testing.assert_array_equal(got[key + f"bcast{size}"], xs[n - 1])
+                gathered = np.concatenate([rank_input(k, n, dtype, (k, 3)) for k in range(n)])
+                np.testing.assert_array_equal(got[key + "gather"], gathered)
+
+
+GRADIENT_WORKER = """
+    import os
+    import numpy as np
+    import graphc as gc
+    import graphc.distribute as hvd
+    from tests.test_distribute import rank_input
+    hvd.init()
+    r, n = hvd.rank(), hvd.size()
+    x = gc.placeholder(gc.float64, [4])
+    rows = gc.placeholder(gc.float64, [None, 2])
+    c = gc.constant(rank_input(r, n, "float64", (4,)))
+    crows = gc.constant(rank_input(r, n, "float64", (n * (n + 1) // 2, 2)))
+    loss = gc.reduce_sum(hvd.allreduce(x * x, op=hvd.Sum) * c) + \\
+        gc.reduce_sum(hvd.allgather(rows) * crows) + gc.reduce_sum(hvd.broadcast(x, 1) * c)
+    grads = gc.gradients(loss, [x, rows])
+    with gc.Session() as sess:
+        gx, grows = sess.run(grads, {x: rank_input(r, n, "float64", (4,)) + 3,
+                                     rows: rank_input(r, n, "float64", (r + 1, 2))})
+    np.savez(os.path.join(os.environ["OUT"], f"rank{r}.npz"), x=gx, rows=grows)
+"""
+
+
+@needs_mpi
+@pytest.mark.parametrize("n", [2, 3])
+def test_collective_gradients(tmp_path, n):
+    """Horovod's rules: an allreduce passes on the reduced gradients; an allgather gives
+    each rank its rows of the summed gradients; a broadcast gives the root the summed
+    gradients and the other ranks zero."""
+    check_ok(run_job(tmp_path, n, GRADIENT_WORKER))
+    cs = [rank_input(k, n, "float64", (4,)) for k in range(n)]
+    crows = sum(rank_input(k, n, "float64", (n * (n + 1) // 2, 2)) for k in range(n))
+    starts = np.cumsum([0] + [k + 1 for k in range(n)])
+    for r in range(n):
+        got = np.load(tmp_path / f"rank{r}.npz")
+        x = rank_input(r, n, "float64", (4,)) + 3
+        expected = 2 * x * sum(cs) + (sum(cs) if r == 1 else 0)
+        np.testing.assert_allclose(got["x"], expected, rtol=1e-13)
+        np.testing.assert_allclose(got["rows"], crows[starts[r]:starts[r + 1]], rtol=1e-13)
+
+
+# ------------------------------------------------------- DistributedOptimizer
+def model(dtype, n_classes=3):
+    """A small MLP with an embedding (its gradient is an IndexedSlices): logits of
+    (ids, x) -> mean cross entropy. Variables made from fixed seeds."""
+    ids = gc.placeholder(gc.int32, [None], name="ids")
+    x = gc.placeholder(dtype, [None, 5], name="x")
+    labels = gc.placeholder(gc.int32, [None], name="labels")
+    emb = gc.Variable(gc.random_normal([7, 4], dtype=dtype, seed=1), name="emb")
+    w1 = gc.Variable(gc.random_normal([9, 6], dtype=dtype, seed=2), name="w1")
+    b1 = gc.Variable(gc.zeros([6], dtype=dtype), name="b1")
+    w2 = gc.Variable(gc.random_normal([6, n_classes], dtype=dtype, seed=3), name="w2")
+    h = gc.nn.tanh(gc.matmul(gc.concat([gc.gather(emb, ids), x], 1), w1) + b1)
+    logits = gc.matmul(h, w2)
+    loss = gc.reduce_mean(gc.nn.sparse_softmax_cross_entropy_with_logits(
+        labels=labels, logits=logits))
+    return (ids, x, labels), loss
+
+
+def batches(n_ranks, per_rank, steps):
+    r = np.random.default_rng(7)
+    total = n_ranks * per_rank
+    return [(r.integers(0, 7, total).astype(np.int32), r.normal(size=(total, 5)),
+             r.integers(0, 3, total).astype(np.int32)) for _ in range(steps)]
+
+
+def make_optimizer(name):
+    return {"momentum": lambda: gc.train.MomentumOptimizer(0.1, 0.9),
+            "adam": lambda: gc.train.AdamOptimizer(0.05)}[name]()
+
+
+OPTIMIZER_WORKER = """
+    import json
+    import os
+    import numpy as np
+    import graphc as gc
+    import graphc.distribute as hvd
+    from tests.test_distribute import batches, make_optimizer, model
+    hvd.init()
+    r, n = hvd.rank(), hvd.size()
+    cfg = json.loads(os.environ["CFG"])
+    gc.set_random_seed(100 + r)  # each rank draws other initial values: broadcast fixes it
+    (ids, x, labels), loss = model(cfg["dtype"])
+    opt = hvd.DistributedOptimizer(make_optimizer(cfg["optimizer"]),
+                                   fusion_threshold_bytes=cfg["fusion"])
+    train = opt.minimize(loss)
+    sync = hvd.broadcast_global_variables(0)
+    variables = gc.trainable_variables()
+    allreduces = [o for o in gc.get_default_graph().get_operations() if o.type == "MpiAllreduce"]
+    with gc.Session(config=gc.ConfigProto(backend=cfg["backend"])) as sess:
+        sess.run(gc.global_variables_initializer())
+        before = sess.run(variables)
+        sess.run(sync)
+        start = sess.run(variables)
+        B = cfg["per_rank"]
+        for i_, x_, l_ in batches(n, B, cfg["steps"]):
+            part = slice(r * B, (r + 1) * B)
+            sess.run(train, {ids: i_[part], x: x_[part], labels: l_[part]})
+        end = sess.run(variables)
+    out = {f"before{i}": v for i, v in enumerate(before)}
+    out.update({f"start{i}": v for i, v in enumerate(start)})
+    out.update({f"end{i}": v for i, v in enumerate(end)})
+    np.savez(os.path.join(os.environ["OUT"], f"rank{r}.npz"), allreduces=len(allreduces), **out)
+"""
+
+
+def one_process_training(dtype, optimizer, start, n_ranks, per_rank, steps):
+    """The plain optimizer on the whole batch of every step, from `start`."""
+    gc.reset_default_graph()
+    (ids, x, labels), loss = model(dtype)
+    train = make_optimizer(optimizer).minimize(loss)
+    variables = gc.trainable_variables()
+    with gc.Session() as sess:
+        sess.run(gc.global_variables_initializer())
+        for v, value in zip(variables, start):
+            v.load(value, sess)
+        for i_, x_, l_ in batches(n_ranks, per_rank, steps):
+            sess.run(train, {ids: i_, x: x_, labels: l_})
+        return sess.run(variables)
+
+
+@needs_mpi
+@pytest.mark.parametrize("n,dtype,optimizer,backend", [
+    (2, "float64", "momentum", "compiled"), (3, "float64", "adam", "compiled"),
+    (2, "float32", "adam", "compiled"), (3, "float32", "momentum", "reference"),
+    (2, "float64", "adam", "gpu_emulated")])
+def test_distributed_optimizer_equals_one_process_on_the_whole_batch(tmp_path, n, dtype,
+                                                                      optimizer, backend):
+    """N ranks, each on its B examples of a step, end where one process training on the
+    N*B examples ends (to summation order); the ranks start from rank 0's initial values
+    (broadcast_global_variables), which differ from their own."""
+    if backend not in BACKENDS:
+        pytest.skip(f"backend {backend} not in GRAPHC_TEST_BACKENDS")
+    cfg = {"dtype": dtype, "optimizer": optimizer, "backend": backend, "per_rank": 3,
+           "steps": 6, "fusion": 100}  # 100 bytes: the dense gradients take 3+ buffers
+    check_ok(run_job(tmp_path, n, OPTIMIZER_WORKER, env={"CFG": json.dumps(cfg)}))
+    ranks = [np.load(tmp_path / f"rank{r}.npz") for r in range(n)]
+    n_vars = 4
+    assert not np.allclose(ranks[0]["before0"], ranks[1]["before0"])  # seeds differ
+    for got in ranks:
+        for i in range(n_vars):
+            np.testing.assert_array_equal(got[f"start{i}"], ranks[0][f"before{i}"])
+        # 3 dense gradients (w1: 216 bytes alone; b1 + w2 in 100-byte buffers) in fewer
+        # collectives than variables would be with a large threshold: see test_fusion_*
+        assert 1 <= int(got["allreduces"]) <= 3
+    expected = one_process_training(dtype, optimizer, [ranks[0][f"before{i}"]
+                                                       for i in range(n_vars)],
+                                    n, cfg["per_rank"], cfg["steps"])
+    tol = 2e-5 if dtype == "float32" else 1e-11
+    for got in ranks:
+        for i in range(n_vars):
+            np.testing.assert_allclose(got[f"end{i}"], expected[i], rtol=tol, atol=tol)
+        # every rank holds the same variables
+        for i in range(n_vars):
+            np.testing.assert_array_equal(got[f"end{i}"], ranks[0][f"end{i}"])
+
+
+def test_fusion_buckets_pack_consecutive_gradients_per_dtype_within_the_threshold():
+    a = gc.zeros([10], gc.float32)         # 40 bytes
+    b = gc.zeros([5], gc.float64)          # 40 bytes
+    c = gc.zeros([20], gc.float32)         # 80 bytes
+    d = gc.zeros([30], gc.float32)         # 120 bytes: over the threshold, alone
+    e = gc.placeholder(gc.float32, [None])  # unknown size: alone
+    f = gc.zeros([2], gc.float64)
+    sparse = gc.IndexedSlices(gc.zeros([1, 2]), gc.constant([0]))
+    grads = [a, None, b, c, d, e, sparse, f, gc.zeros([1], gc.float32)]
+    assert fusion_buckets(grads, 100) == [[0], [3], [4], [5], [8], [2, 7]]
+    assert fusion_buckets(grads, 1000) == [[0, 3, 4], [5], [8], [2, 7]]
+
+
+def test_one_process_job_runs_the_same_script():
+    """A process no MPI launcher started is a job of one: DistributedOptimizer adds no
+    collective (Horovod's rule) and trains as the plain optimizer; reduce_gradients (what
+    it does on several ranks) runs its collectives and leaves the gradients as they are."""
+    hvd.init()
+    assert (hvd.size(), hvd.rank(), hvd.local_size(), hvd.local_rank()) == (1, 0, 1, 0)
+    start = [np.asarray(v) for v in
+             _initial_values("float64")]
+    results = []
+    for wrap in (False, True):  # DistributedOptimizer, then reduce_gradients
+        gc.reset_default_graph()
+        (ids, x, labels), loss = model("float64")
+        opt = make_optimizer("adam")
+        if wrap:  # the DistributedOptimizer of several ranks, in a job of one
+            grads_and_vars = opt.compute_gradients(loss)
+            reduced = hvd.reduce_gradients([g for g, _ in grads_and_vars])
+            train = opt.apply_gradients(zip(reduced, [v for _, v in grads_and_vars]))
+        else:
+            train = hvd.DistributedOptimizer(opt).minimize(loss)
+        variables = gc.trainable_variables()
+        types = [o.type for o in gc.get_default_graph().get_operations()]
+        assert (types.count("MpiAllreduce"), types.count("MpiAllgather")) == \
+            ((1, 2) if wrap else (0, 0))  # dense ones fused; the embedding's gathered
+        with gc.Session() as sess:
+            sess.run(gc.global_variables_initializer())
+            for v, value in zip(variables, start):
+                v.load(value, sess)
+            for i_, x_, l_ in batches(1, 4, 3):
+                sess.run(train, {ids: i_, x: x_, labels: l_})
+            results.append(sess.run(variables))
+    for unreduced, reduced in zip(*results):
+        np.testing.assert_allclose(reduced, unreduced, rtol=1e-13, atol=1e-15)
+
+
+def _initial_values(dtype):
+    gc.reset_default_graph()
+    model(dtype)
+    with gc.Session() as sess:
+        sess.run(gc.global_variables_initializer())
+        return sess.run(gc.trainable_variables())
+
+
+def test_collective_errors_name_the_op():
+    hvd.init()
+    with pytest.raises(TypeError, match="MpiAllreduce takes float32, float64, int32, int64"):
+        hvd.allreduce(gc.zeros([2], gc.float16))
+    with pytest.raises(ValueError, match="MpiAllgather needs a tensor of rank >= 1"):
+        hvd.allgather(gc.constant(1.0))
+    with pytest.raises(TypeError, match="average of int32 tensors"):
+        hvd.allreduce(gc.constant([1, 2]))
+    with pytest.raises(ValueError, match="op must be graphc.distribute.Average or .Sum"):
+        hvd.allreduce(gc.constant([1.0]), op="max")
+    with pytest.raises(TypeError, match="root_rank must be an int"):
+        hvd.broadcast(gc.constant([1.0]), "0")
+    with pytest.raises(TypeError, match="wraps a graphc optimizer"):
+        hvd.DistributedOptimizer(object())
+    b = hvd.broadcast(gc.constant([1.0]), 1, name="from_rank_1")
+    with gc.Session() as sess, pytest.raises(gc.errors.InvalidArgumentError,
+                                             match="(?s)root_rank 1 is not a rank of this job "
+                                                   "of 1 processes.*from_rank_1.*test_distribute.py"):
+        sess.run(b)
+
+
+def test_init_is_required_before_size_and_before_running_a_collective(tmp_path):
+    """In a fresh process: a clear error, not a KeyError from inside."""
+    script = tmp_path / "no_init.py"
+    script.write_text(textwrap.dedent("""
+        import graphc as gc
+        import graphc.distribute as hvd
+        try:
+            hvd.size()
+        except ValueError as e:
+            print("size:", e)
+        y = hvd.allreduce(gc.constant([1.0, 2.0]), name="early")
+        try:
+            gc.Session().run(y)
+        except gc.errors.FailedPreconditionError as e:
+            print("run:", e)
+    """))
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    for v in ("PMI_SIZE", "PMI_RANK", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "GRAPHC_MPI"):
+        env.pop(v, None)
+    out = subprocess.run([sys.executable, str(script)], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=120).stdout
+    assert "size: size() needs graphc.distribute.init() to be called first" in out
+    assert "run: MpiAllreduce 'early' needs graphc.distribute.init()" in out
+
+
+# ----------------------------------------------------------------------- failures
+FAILING_WORKER = """
+    import time
+    import numpy as np
+    import graphc as gc
+    import graphc.distribute as hvd
+    hvd.init()
+    x = gc.placeholder(gc.float32, [3])
+    y = hvd.allreduce(x)
+    with gc.Session() as sess:
+        sess.run(y, {x: np.ones(3)})
+        if hvd.rank() == 1:
+            raise RuntimeError("rank 1 gives up here")
+        for _ in range(1000):  # the others wait in the next allreduce
+            sess.run(y, {x: np.ones(3)})
+    print("finished", hvd.rank())
+"""
+
+
+@needs_mpi
+@pytest.mark.parametrize("n", [2, 3])
+def test_a_failing_rank_ends_every_rank_with_its_error(tmp_path, n):
+    start = time.monotonic()
+    proc = run_job(tmp_path, n, FAILING_WORKER, timeout=120)
+    assert proc.returncode != 0
+    assert "rank 1 gives up here" in proc.stderr
+    assert f"graphc.distribute: rank 1 of {n} failed; aborting all ranks" in proc.stderr
+    assert "finished" not in proc.stdout
+    assert time.monotonic() - start < 120
+
+
+MISMATCH_WORKER = """
+    import numpy as np
+    import graphc as gc
+    import graphc.distribute as hvd
+    hvd.init()
+    size = 4 if hvd.rank() == 0 else 5  # rank 0 was given another graph
+    x = gc.placeholder(gc.float32, [size])
+    y = hvd.allreduce(x, name="grad")
+    with gc.Session() as sess:
+        sess.run(y, {x: np.ones(size)})
+    print("finished", hvd.rank())
+"""
+
+
+@needs_mpi
+def test_ranks_running_different_graphs_fail_with_a_report(tmp_path):
+    proc = run_job(tmp_path, 3, MISMATCH_WORKER, timeout=120)
+    assert proc.returncode != 0
+    assert "the ranks run different collectives" in proc.stderr
+    assert "rank 0: MpiAllreduce 'grad' float32[4]" in proc.stderr
+    assert "rank 2: MpiAllreduce 'grad' float32[5]" in proc.stderr
+    assert "finished" not in proc.stdout
+
+
+STALLING_WORKER = """
+    import time
+    import numpy as np
+    import graphc as gc
+    import graphc.distribute as hvd
+    hvd.init()
+    x = gc.placeholder(gc.float32, [3])
+    y = hvd.allreduce(x, name="grad")
+    with gc.Session() as sess:
+        sess.run(y, {x: np.ones(3)})
+        if hvd.rank() == 1:
+            time.sleep(100)  # stuck elsewhere, without raising
+        sess.run(y, {x: np.ones(3)})
+"""
+
+
+@needs_mpi
+def test_a_stalled_rank_makes_the_others_fail_after_the_timeout(tmp_path):
+    start = time.monotonic()
+    proc = run_job(tmp_path, 2, STALLING_WORKER, timeout=90, env={"GRAPHC_MPI_TIMEOUT": "3"})
+    assert proc.returncode != 0
+    assert "rank 0: the other ranks did not reach collective MpiAllreduce 'grad' within 3 s" \
+        in proc.stderr
+    assert time.monotonic() - start < 60
+
+
+SAVER_WORKER = """
+    import os
+    import graphc as gc
+    import graphc.distribute as hvd
+    hvd.init()
+    v = gc.Variable([1.0, 2.0], name="v")
+    saver = gc.train.Saver()
+    with gc.Session() as sess:
+        sess.run(gc.global_variables_initializer())
+        directory = os.path.join(os.environ["OUT"], f"r{hvd.rank()}")
+        os.mkdir(directory)
+        prefix = saver.save(sess, os.path.join(directory, "model"), global_step=3)
+        print(hvd.rank(), os.path.basename(prefix))
+"""
+
+
+@needs_mpi
+def test_only_rank_0_writes_checkpoints(tmp_path):
+    proc = run_job(tmp_path, 2, SAVER_WORKER)
+    check_ok(proc)
+    assert sorted(proc.stdout.split("\n")[:2]) == ["0 model-3", "1 model-3"]
+    assert "checkpoint" in os.listdir(tmp_path / "r0")
+    assert gc.train.latest_checkpoint(str(tmp_path / "r0")).endswith("model-3")
+    assert os.listdir(tmp_path / "r1") == []
