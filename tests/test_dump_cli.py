@@ -309,3 +309,40 @@ def test_html_in_headless_chromium(capsys, exported, tmp_path):
     assert not console_errors, console_errors
     items = re.findall(r'<li data-kernel="(\d+)">', dom)
     assert items and items[0] == "0"
+
+
+@pytest.fixture(scope="module")
+def exported_gpu(tmp_path_factory):
+    """A GPU file: PTX for sm_80 (built without a GPU) plus its CPU emulation IR."""
+    g = gc.Graph()
+    with g.as_default():
+        x = gc.placeholder(gc.float32, [None, 8], name="x")
+        w = gc.Variable(np.ones((8, 4), np.float32), name="w")
+        probs = gc.nn.softmax(gc.matmul(x, w), name="probs")
+        init = gc.global_variables_initializer()
+    with gc.Session(graph=g) as sess:
+        sess.run(init)
+        path = str(tmp_path_factory.mktemp("dump_gpu") / "mlp_gpu.gcx")
+        export(sess, path, {"x": x}, {"probs": probs}, target="gpu", arch="sm_80")
+    return path
+
+
+def test_code_of_a_gpu_file_is_its_ptx(capsys, exported_gpu):
+    ptx = file_format.read(exported_gpu).header["executables"][0]["ptx"]
+    rc, out, _ = dump(capsys, exported_gpu, "--code", "all")
+    assert rc == 0 and out == ptx
+    rc, out, _ = dump(capsys, exported_gpu, "--code", "0")
+    assert rc == 0 and out.startswith(".visible .entry kernel_0_")
+    assert "define " not in out and out.rstrip().endswith("}") and out in ptx
+    rc, out, _ = dump(capsys, exported_gpu, "--format", "json")
+    data = json.loads(out)
+    # every kernel's code is its PTX entries (a gemm has a main and an epilogue entry)
+    assert all(".entry kernel_" in k["code"] and ".emulate" not in k["code"]
+               for k in data["kernels"])
+
+
+def test_json_names_the_users_creation_line(capsys, exported):
+    rc, out, _ = dump(capsys, exported, "--format", "json")
+    ops = {o["name"]: o for o in json.loads(out)["stages"]["after"]}
+    (softmax,) = [o for name, o in ops.items() if name.startswith("probs")]
+    assert re.fullmatch(r".*test_dump_cli\.py:\d+ \(exported\)", softmax["location"])

@@ -150,7 +150,7 @@ def code_view(d, key):
     if d.kind != "compiled":
         raise DumpError(f"{d.path} is a saved graph: it has no generated code")
     if key in ("all", "module"):
-        return d.llvm_ir
+        return d.code
     k = d.kernel(key)
     if not k.get("code"):
         raise DumpError(f"kernel {key!r} has no code in the file")
