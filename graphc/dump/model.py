@@ -104,10 +104,17 @@ def _compiled(path):
     d.pass_counts = debug.get("pass_counts") or {}
     d.pass_texts = debug.get("pass_texts") or {}
     d.symbol_hints = debug.get("symbol_hints") or {}
-    for i, k in enumerate(debug.get("kernels") or []):
+    records = debug.get("kernels") or []
+    called = _kernel_calls(functions.get(main.get("entry") or "graphc_main", ""), len(records))
+    for i, k in enumerate(records):
         k = dict(k)
         prefix = k.get("function_prefix", f"kernel_{i}_")
         names = [f for f in functions if f.startswith(prefix)]
+        if not names and called:
+            # an identical kernel's function runs it (kernel_reuse.py, dedupe.py)
+            k["shares_code_of"] = called[i]
+            owner = _KERNEL_PREFIX.match(called[i]).group(0)
+            names = [f for f in functions if f.startswith(owner)]
         k["function"] = names[0] if names else None
         k["code"] = "\n".join(functions[f] for f in names)
         k["dims_text"] = "" if k.get("dims") is None else shapes.dims_text(k["dims"])
@@ -129,6 +136,17 @@ _DEFINE = re.compile(r'^define [^@]*@"?([\w.$-]+)"?\(')
 # a PTX function: `.visible .entry name(` or `.func (.reg ...) name(`, its body ends at "}"
 _PTX_FUNCTION = re.compile(r'^(?:\.visible\s+|\.weak\s+)?\.(?:entry|func)\s+(?:\([^)]*\)\s*)?'
                            r'([A-Za-z_$%][\w$]*)\s*\(')
+
+
+_KERNEL_PREFIX = re.compile(r"kernel_\d+_")
+_CALL = re.compile(r'\bcall [^@]*@"?(kernel_\d+_[\w.$-]*?)"?\(')
+
+
+def _kernel_calls(entry_code, n_kernels):
+    """The kernel functions the CPU entry calls, in schedule order: one call per kernel,
+    or None when the calls do not line up one to one with the kernels."""
+    calls = _CALL.findall(entry_code)
+    return calls if calls and len(calls) == n_kernels else None
 
 
 def _module_code(executable):

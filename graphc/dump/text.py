@@ -79,6 +79,8 @@ def kernel_lines(d):
     for i, k in enumerate(d.kernels):
         ops = ", ".join(names.get(n, f"%{n}") for n in k.get("nodes", []))
         extra = f" updates {', '.join(k['updates'])}" if k.get("updates") else ""
+        if k.get("shares_code_of"):
+            extra += f" (runs {k['shares_code_of']})"
         lines.append(f"  {i} {k['name']} ({k['kind']} {k['dims_text']}): {ops}{extra}")
     return lines
 
