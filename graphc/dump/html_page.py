@@ -385,6 +385,7 @@ _SCRIPT = r"""
       if (op.attrs) row(t, "attrs", op.attrs);
       if (op.kernels.length) row(t, "kernel", refs(op.kernels.map(function (i) {
         return ref(i + " " + data.kernels[i].name, "k" + i); })));
+      bufferRows(t, n.op);
       panel.appendChild(t);
       op.kernels.forEach(function (i) { panel.appendChild(codeBlock(i)); });
       highlightBuffers(n.op);
@@ -416,12 +417,15 @@ _SCRIPT = r"""
     if (!m) { box.appendChild(el("p", "(no memory plan: an uncompiled graph or stage)")); return; }
     box.appendChild(el("p", "Buffers as bars over the schedule (x: kernel index), offset in the arena " +
         "on the y axis; " + m.buffers.length + " buffers, arena " + m.arena + " " + m.note + "."));
-    var W = 560, H = 240, L = 56, B = 22, steps = Math.max(m.steps, 1), arena = Math.max(m.arena, 1);
+    var W = 560, H = 240, L = 62, B = 22, steps = Math.max(m.steps, 1), arena = Math.max(m.arena, 1);
     var chart = svg("svg", {id: "memory-chart", viewBox: "0 0 " + W + " " + H, width: "100%"}, box);
     var sx = (W - L - 8) / steps, sy = (H - B - 8) / arena;
     svg("rect", {x: L, y: 4, width: W - L - 8, height: H - B - 8, fill: "#fff", stroke: "#bbb"}, chart);
     [0, 0.5, 1].forEach(function (f) { var y = 4 + f * (H - B - 8);
       svg("text", {x: L - 4, y: y + 3, "text-anchor": "end"}, chart).textContent = String(Math.round(f * arena)); });
+    svg("text", {x: 10, y: (H - B) / 2, transform: "rotate(-90 10 " + (H - B) / 2 + ")",
+                  "text-anchor": "middle"}, chart).textContent = "offset (bytes)";
+    svg("text", {x: W - 8, y: H - 8, "text-anchor": "end"}, chart).textContent = "kernel \u2192";
     var tick = Math.max(1, Math.ceil(steps / 10));
     for (var i = 0; i < steps; i += tick)
       svg("text", {x: L + (i + 0.5) * sx, y: H - 8, "text-anchor": "middle"}, chart).textContent = String(i);
@@ -434,9 +438,29 @@ _SCRIPT = r"""
       if (b.op !== null) r.addEventListener("click", function () { reveal(opKey[b.op]); });
     });
   }
+  // a buffer can be a fraction of a pixel high: the selected op's are redrawn on top,
+  // at least a few pixels high, with their names
   function highlightBuffers(opIndex) {
+    var chart = document.getElementById("memory-chart"); if (!chart) return;
+    var old = document.getElementById("memory-sel"); if (old) old.parentNode.removeChild(old);
+    var layer = svg("g", {id: "memory-sel"}, chart);
     document.querySelectorAll("#memory-chart .bar").forEach(function (r) {
-      r.classList.toggle("sel", r.getAttribute("data-op") === String(opIndex)); });
+      var on = r.getAttribute("data-op") === String(opIndex);
+      r.classList.toggle("sel", on);
+      if (!on) return;
+      var x = Number(r.getAttribute("x")), y = Number(r.getAttribute("y"));
+      var w = Number(r.getAttribute("width")), h = Math.max(Number(r.getAttribute("height")), 4);
+      svg("rect", {x: x, y: y - (h - Number(r.getAttribute("height"))) / 2, width: Math.max(w, 3),
+                   height: h, fill: "#f08c5a", stroke: "#b03a00", "stroke-width": 1.5}, layer);
+      svg("text", {x: Math.min(x + w + 3, 470), y: y + 3, fill: "#b03a00"}, layer).textContent =
+          r.querySelector("title").textContent.split(":").slice(0, 2).join(":");
+    });
+  }
+  function bufferRows(t, opIndex) {
+    if (!data.memory) return;
+    data.memory.buffers.forEach(function (b) { if (b.op !== opIndex) return;
+      row(t, "buffer", b.name + ": " + b.size + " B at offset " + b.offset + ", live kernels " +
+          b.first + ".." + b.last + (b.inplace_of ? ", in place of " + b.inplace_of : "")); });
   }
 
   // ---------------------------------------------------------------- start
