@@ -379,3 +379,25 @@ def test_a_reused_kernel_shows_the_code_that_runs_it(capsys, tmp_path):
     i = kernels.index(shared[0])
     rc, out, _ = dump(capsys, path, "--code", str(i))
     assert rc == 0 and out == shared[0]["code"]
+
+
+def test_dot_labels_are_short_and_the_full_name_is_the_tooltip(capsys, tmp_path,
+                                                               monkeypatch):
+    g = gc.Graph()
+    with g.as_default():
+        x = gc.placeholder(gc.float32, [None, 3], name="x")
+        with gc.name_scope("a_rather_long_model_scope_name/encoder_block_number_seven"):
+            y = gc.nn.relu(gc.matmul(x, gc.ones([3, 3])), name="activation_after_matmul_x")
+    monkeypatch.chdir(tmp_path)
+    graph_io.write_graph(g, ".", "graph.json")
+    rc, out, _ = dump(capsys, "graph.json", "--format", "dot")
+    assert rc == 0
+    nodes = re.findall(r'^  n\d+ \[label="((?:[^"\\]|\\.)*)", tooltip="((?:[^"\\]|\\.)*)"\];$',
+                       out, re.M)
+    assert len(nodes) == len(g.get_operations())
+    for label, tooltip in nodes:
+        lines = label.split("\\n")
+        assert len(lines) == 3 and all(len(line) <= 30 for line in lines), label
+    (label, tooltip), = [n for n in nodes if y.op.name in n[1]]
+    assert label.split("\\n")[:2] == ["activation_after_matmul_x", "Relu"]
+    assert tooltip.split("\\n") == [y.op.name, "Relu float32[?,3]"]
