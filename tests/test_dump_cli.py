@@ -273,7 +273,8 @@ def test_every_view_of_an_export(capsys, exported, tmp_path):
     rc, out, _ = dump(capsys, exported, "--format", "html", "-o", html_path)
     page = open(html_path).read()
     assert rc == 0 and out == "" and 'id="kernel-list"' in page
-    assert "http://" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "")
+    # the SVG namespace is a name, not a fetch
+    assert "http://" not in page.replace("http://www.w3.org/2000/svg", "")
     assert "https://" not in page  # self-contained: nothing fetched
 
 
@@ -359,3 +360,94 @@ def test_damaged_files_end_in_one_line(capsys, exported, tmp_path):
             assert rc == 1 and err.startswith("graphc-dump: ") and err.count("\n") == 1, err
             assert "Traceback" not in err
     assert failures >= 3  # the three fixed edits at least
+
+
+@pytest.fixture(scope="module")
+def exported_gpu(tmp_path_factory):
+    """A GPU file: PTX for sm_80 (built without a GPU) plus its CPU emulation IR."""
+    g = gc.Graph()
+    with g.as_default():
+        x = gc.placeholder(gc.float32, [None, 8], name="x")
+        w = gc.Variable(np.ones((8, 4), np.float32), name="w")
+        probs = gc.nn.softmax(gc.matmul(x, w), name="probs")
+        init = gc.global_variables_initializer()
+    with gc.Session(graph=g) as sess:
+        sess.run(init)
+        path = str(tmp_path_factory.mktemp("dump_gpu") / "mlp_gpu.gcx")
+        export(sess, path, {"x": x}, {"probs": probs}, target="gpu", arch="sm_80")
+    return path
+
+
+def test_code_of_a_gpu_file_is_its_ptx(capsys, exported_gpu):
+    ptx = file_format.read(exported_gpu).header["executables"][0]["ptx"]
+    rc, out, _ = dump(capsys, exported_gpu, "--code", "all")
+    assert rc == 0 and out == ptx
+    rc, out, _ = dump(capsys, exported_gpu, "--code", "0")
+    assert rc == 0 and out.startswith(".visible .entry kernel_0_")
+    assert "define " not in out and out.rstrip().endswith("}") and out in ptx
+    rc, out, _ = dump(capsys, exported_gpu, "--format", "json")
+    data = json.loads(out)
+    # every kernel's code is its PTX entries (a gemm has a main and an epilogue entry)
+    assert all(".entry kernel_" in k["code"] and ".emulate" not in k["code"]
+               for k in data["kernels"])
+
+
+def test_json_names_the_users_creation_line(capsys, exported):
+    rc, out, _ = dump(capsys, exported, "--format", "json")
+    ops = {o["name"]: o for o in json.loads(out)["stages"]["after"]}
+    (softmax,) = [o for name, o in ops.items() if name.startswith("probs")]
+    assert re.fullmatch(r".*test_dump_cli\.py:\d+ \(exported\)", softmax["location"])
+
+
+def test_a_reused_kernel_shows_the_code_that_runs_it(capsys, tmp_path):
+    """Identical layers share one kernel function (kernel_reuse.py): each kernel's code is
+    the function graphc_main calls at its place in the schedule."""
+    g = gc.Graph()
+    with g.as_default():
+        x = gc.placeholder(gc.float32, [None, 8], name="x")
+        h = x
+        for i in range(4):
+            h = gc.layers.dense(h, 8, activation=gc.nn.relu, name=f"dense_{i}")
+        init = gc.global_variables_initializer()
+    with gc.Session(graph=g) as sess:
+        sess.run(init)
+        path = export(sess, str(tmp_path / "deep.gcx"), {"x": x}, {"h": h})
+    rc, out, _ = dump(capsys, path, "--format", "json")
+    kernels = json.loads(out)["kernels"]
+    assert all(k["code"] for k in kernels)
+    shared = [k for k in kernels if k.get("shares_code_of")]
+    assert shared, "four identical layers: some kernels reuse a function"
+    main_ir = file_format.read(path).header["executables"][0]["llvm_ir"]
+    entry = main_ir[main_ir.index("define i32 @\"graphc_main\"")
+                    if "define i32 @\"graphc_main\"" in main_ir
+                    else main_ir.index("define i32 @graphc_main"):]
+    calls = re.findall(r'call [^@]*@"?(kernel_\d+_[\w.]*?)"?\(', entry)
+    for i, k in enumerate(kernels):
+        assert k["function"].startswith(re.match(r"kernel_\d+_", calls[i]).group(0))
+        assert f"@\"{calls[i]}\"(" in k["code"] \
+            or f"@{calls[i]}(" in k["code"]
+    i = kernels.index(shared[0])
+    rc, out, _ = dump(capsys, path, "--code", str(i))
+    assert rc == 0 and out == shared[0]["code"]
+
+
+def test_dot_labels_are_short_and_the_full_name_is_the_tooltip(capsys, tmp_path,
+                                                               monkeypatch):
+    g = gc.Graph()
+    with g.as_default():
+        x = gc.placeholder(gc.float32, [None, 3], name="x")
+        with gc.name_scope("a_rather_long_model_scope_name/encoder_block_number_seven"):
+            y = gc.nn.relu(gc.matmul(x, gc.ones([3, 3])), name="activation_after_matmul_x")
+    monkeypatch.chdir(tmp_path)
+    graph_io.write_graph(g, ".", "graph.json")
+    rc, out, _ = dump(capsys, "graph.json", "--format", "dot")
+    assert rc == 0
+    nodes = re.findall(r'^  n\d+ \[label="((?:[^"\\]|\\.)*)", tooltip="((?:[^"\\]|\\.)*)"\];$',
+                       out, re.M)
+    assert len(nodes) == len(g.get_operations())
+    for label, tooltip in nodes:
+        lines = label.split("\\n")
+        assert len(lines) == 3 and all(len(line) <= 30 for line in lines), label
+    (label, tooltip), = [n for n in nodes if y.op.name in n[1]]
+    assert label.split("\\n")[:2] == ["activation_after_matmul_x", "Relu"]
+    assert tooltip.split("\\n") == [y.op.name, "Relu float32[?,3]"]

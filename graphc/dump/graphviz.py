@@ -14,8 +14,9 @@ def to_dot(d, stage=None):
     ops = stage_ops(d, stage)
     by_name = {op.name: op for op in ops}
     kernels = d.kernels if ops is d.stages.get("after") else []
-    lines = ["digraph graphc {", "  rankdir=TB;", "  node [shape=box, fontsize=10, "
-             "fontname=\"Helvetica\"];", "  edge [fontsize=8];"]
+    lines = ["digraph graphc {", "  rankdir=TB; nodesep=0.15; ranksep=0.3;",
+             "  node [shape=box, fontsize=10, fontname=\"Helvetica\", margin=\"0.05,0.02\"];",
+             "  edge [fontsize=8, arrowsize=0.6];"]
     placed = set()
     for i, k in enumerate(kernels):
         members = [op for op in ops if i in op.kernels and op.id not in placed]
@@ -43,9 +44,21 @@ def to_dot(d, stage=None):
     return "\n".join(lines) + "\n"
 
 
+LABEL_CHARS = 30
+
+
+def _short(text):
+    return text if len(text) <= LABEL_CHARS else text[:LABEL_CHARS - 1] + "…"
+
+
 def _node(op):
-    label = f"{op.name}\n{op.type} {op.dtype}{op.shape}"
-    return f"n{op.id} [label={_quote(label)}];"
+    """A short label (the name's last part, the type, dtype and shape cut to one line);
+    the full name and shapes are the tooltip: a long scoped name or a many-output shape in
+    the label makes every box of its rank that wide."""
+    label = f"{_short(op.name.rsplit('/', 1)[-1])}\n{_short(op.type)}\n" \
+            f"{_short(op.dtype + op.shape)}"
+    tooltip = f"{op.name}\n{op.type} {op.dtype}{op.shape}"
+    return f"n{op.id} [label={_quote(label)}, tooltip={_quote(tooltip)}];"
 
 
 def to_svg(dot_text):

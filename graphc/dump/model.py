@@ -18,13 +18,15 @@ class DumpError(Exception):
 
 class Op:
     """One row of an op table: what the dump shows of a node."""
-    __slots__ = ("id", "name", "type", "dtype", "shape", "inputs", "kernels", "attrs")
+    __slots__ = ("id", "name", "type", "dtype", "shape", "inputs", "kernels", "attrs",
+                 "location")
 
-    def __init__(self, id, name, type, dtype, shape, inputs, attrs=""):
+    def __init__(self, id, name, type, dtype, shape, inputs, attrs="", location=None):
         self.id, self.name, self.type = id, name, type
         self.dtype, self.shape, self.inputs = dtype, shape, inputs
         self.kernels = []
         self.attrs = attrs
+        self.location = location         # "file:line (function)" of the user's call, or None
 
     def to_dict(self):
         return {k: getattr(self, k) for k in self.__slots__}
@@ -45,7 +47,8 @@ class Dump:
         self.pass_counts = {}
         self.pass_texts = {}
         self.symbol_hints = {}
-        self.llvm_ir = ""
+        self.code = ""                   # the module's code as the target runs it
+        self.code_language = "LLVM IR"   # or "PTX" for a GPU file
 
     def to_dict(self):
         """Everything the text summary shows, plus each kernel's code and the target."""
@@ -97,18 +100,23 @@ def _compiled(path):
     d.variants = [{"guards": [shapes.guard_text(g) for g in e["guards"]]}
                   for e in h["executables"]]
     debug = main.get("debug") or {}
-    # a GPU file's kernels are shown as their CPU emulation (the PTX is in the header)
-    d.llvm_ir = main.get("llvm_ir") or main.get("emulation_ir", "")
+    d.code, d.code_language, functions = _module_code(main)
     d.pass_counts = debug.get("pass_counts") or {}
     d.pass_texts = debug.get("pass_texts") or {}
     d.symbol_hints = debug.get("symbol_hints") or {}
-    functions = _functions(d.llvm_ir)
-    for i, k in enumerate(debug.get("kernels") or []):
+    records = debug.get("kernels") or []
+    called = _kernel_calls(functions.get(main.get("entry") or "graphc_main", ""), len(records))
+    for i, k in enumerate(records):
         k = dict(k)
         prefix = k.get("function_prefix", f"kernel_{i}_")
-        name = next((f for f in functions if f.startswith(prefix)), None)
-        k["function"] = name
-        k["code"] = functions.get(name, "")
+        names = [f for f in functions if f.startswith(prefix)]
+        if not names and called:
+            # an identical kernel's function runs it (kernel_reuse.py, dedupe.py)
+            k["shares_code_of"] = called[i]
+            owner = _KERNEL_PREFIX.match(called[i]).group(0)
+            names = [f for f in functions if f.startswith(owner)]
+        k["function"] = names[0] if names else None
+        k["code"] = "\n".join(functions[f] for f in names)
         k["dims_text"] = "" if k.get("dims") is None else shapes.dims_text(k["dims"])
         d.kernels.append(k)
     for stage, key in (("before", "graph_before"), ("after", "graph_after")):
@@ -125,14 +133,40 @@ def _compiled(path):
 
 
 _DEFINE = re.compile(r'^define [^@]*@"?([\w.$-]+)"?\(')
+# a PTX function: `.visible .entry name(` or `.func (.reg ...) name(`, its body ends at "}"
+_PTX_FUNCTION = re.compile(r'^(?:\.visible\s+|\.weak\s+)?\.(?:entry|func)\s+(?:\([^)]*\)\s*)?'
+                           r'([A-Za-z_$%][\w$]*)\s*\(')
 
 
-def _functions(llvm_ir):
-    """{function name: its LLVM text} for every function defined in the module."""
+_KERNEL_PREFIX = re.compile(r"kernel_\d+_")
+_CALL = re.compile(r'\bcall [^@]*@"?(kernel_\d+_[\w.$-]*?)"?\(')
+
+
+def _kernel_calls(entry_code, n_kernels):
+    """The kernel functions the CPU entry calls, in schedule order: one call per kernel,
+    or None when the calls do not line up one to one with the kernels."""
+    calls = _CALL.findall(entry_code)
+    return calls if calls and len(calls) == n_kernels else None
+
+
+def _module_code(executable):
+    """(module text, its language, {function name: text}). A GPU file's kernels run as its
+    PTX; the CPU emulation IR in the file is only how tests run them without a GPU, so it
+    is shown only when the file carries no PTX."""
+    if executable.get("ptx"):
+        return executable["ptx"], "PTX", _functions(executable["ptx"], _PTX_FUNCTION)
+    if executable.get("llvm_ir"):
+        return executable["llvm_ir"], "LLVM IR", _functions(executable["llvm_ir"])
+    ir = executable.get("emulation_ir") or ""
+    return ir, "LLVM IR (CPU emulation: this GPU file carries no PTX)", _functions(ir)
+
+
+def _functions(code, define=_DEFINE):
+    """{function name: its text} for every function defined in the module."""
     out, name, lines = {}, None, []
-    for line in llvm_ir.splitlines():
+    for line in code.splitlines():
         if name is None:
-            m = _DEFINE.match(line)
+            m = define.match(line)
             if m:
                 name, lines = m.group(1), [line]
         else:
@@ -174,8 +208,17 @@ def _module_ops(module):
         dtype = ",".join(o["dtype"] for o in outs) or "-"
         shape = " ".join(_dims_text(o["dims"]) for o in outs) or "-"
         ops.append(Op(n["id"], n["name"], n["type"], dtype, shape,
-                      [ref_name(r) for r in n["inputs"]], _attrs_text(n["attrs"])))
+                      [ref_name(r) for r in n["inputs"]], _attrs_text(n["attrs"]),
+                      _location_text(n.get("location"))))
     return ops
+
+
+def _location_text(location):
+    """[file, line, function] as the user reads it; None when the file records none."""
+    if not isinstance(location, (list, tuple)) or len(location) < 2:
+        return None
+    where = f"{location[0]}:{location[1]}"
+    return f"{where} ({location[2]})" if len(location) > 2 and location[2] else where
 
 
 def _attrs_text(attrs):
@@ -232,7 +275,7 @@ def _graph(path):
                          for s in shapes_) or "-"
         inputs = list(n.get("inputs", [])) + ["^" + c for c in n.get("control_inputs", [])]
         ops.append(Op(i, n["name"], n["op"], dtype, shape, inputs,
-                      _attrs_text(n.get("attrs") or {})))
+                      _attrs_text(n.get("attrs") or {}), _location_text(n.get("location"))))
     d.stages["graph"] = ops
     if meta:
         d.collections = {k: len(v) for k, v in (meta.get("collections") or {}).items()}

@@ -79,6 +79,8 @@ def kernel_lines(d):
     for i, k in enumerate(d.kernels):
         ops = ", ".join(names.get(n, f"%{n}") for n in k.get("nodes", []))
         extra = f" updates {', '.join(k['updates'])}" if k.get("updates") else ""
+        if k.get("shares_code_of"):
+            extra += f" (runs {k['shares_code_of']})"
         lines.append(f"  {i} {k['name']} ({k['kind']} {k['dims_text']}): {ops}{extra}")
     return lines
 
@@ -150,7 +152,7 @@ def code_view(d, key):
     if d.kind != "compiled":
         raise DumpError(f"{d.path} is a saved graph: it has no generated code")
     if key in ("all", "module"):
-        return d.llvm_ir
+        return d.code
     k = d.kernel(key)
     if not k.get("code"):
         raise DumpError(f"kernel {key!r} has no code in the file")
