@@ -27,9 +27,14 @@ NAMESPACES = [
     ("graphc.train", "tf.train"), ("graphc.data", "tf.data"), ("graphc.metrics", "tf.metrics"),
     ("graphc.summary", "tf.summary"), ("graphc.errors", "tf.errors"),
     ("graphc.debugging", "tf.debugging"), ("graphc.contrib", "tf.contrib"),
-    ("runtime", None),
+    ("graphc.linalg", "tf.linalg"), ("graphc.io", "tf.io"), ("graphc.gfile", "tf.gfile"),
+    ("graphc.python_io", "tf.python_io"), ("graphc.app", "tf.app"),
+    ("graphc.flags", "tf.flags"), ("graphc.logging", "tf.logging"), ("graphc.test", "tf.test"),
+    ("graphc.nest", "tf.nest"), ("graphc.compat", "tf.compat"),
+    ("graphc.distribute", None), ("runtime", None),
 ]
-OURS = ("graphc", "runtime", "kernels")
+# absl: tf.flags is absl.flags in TF1 too (graphc/flags.py re-exports it)
+OURS = ("graphc", "runtime", "kernels", "absl")
 
 
 def public_names(module):
