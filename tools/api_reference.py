@@ -15,6 +15,7 @@ import argparse
 import importlib
 import inspect
 import os
+import re
 import sys
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -49,9 +50,11 @@ def public_names(module):
 
 def signature(obj):
     try:
-        return str(inspect.signature(obj))
+        text = str(inspect.signature(obj))
     except (TypeError, ValueError):
         return "(...)"
+    # a default that is an object prints its address, which changes from run to run
+    return re.sub(r"<([\w.]+) object at 0x[0-9a-f]+>", r"<\1>", text)
 
 
 def summary(obj, tf_name):
