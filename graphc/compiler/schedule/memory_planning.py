@@ -390,7 +390,7 @@ def _peak_live(span, size, steps):
 
 def exact_max(exprs):
     """max of ints and SymDims: those provably below another are dropped, the rest make a
-    chain of max atoms (usually none are left). The ints reduce to their max first, and
+    balanced tree of max atoms (usually none are left). The ints reduce to their max first, and
     each expression is compared with the kept ones only (a handful, not all pairs)."""
     exprs = [_plain(e) for e in exprs]
     ints = [e for e in exprs if not isinstance(e, SymDim)]
@@ -401,10 +401,12 @@ def exact_max(exprs):
         kept = [f for f in kept if not _provably_le(f, e)] + [e]
     if not kept:
         return 0
-    result = kept[0]
-    for e in kept[1:]:
-        result = sym_max(result, e)
-    return result
+    # pairwise, as a balanced tree: a chain of n max atoms nests n deep, and files (and
+    # their verifier's depth limit) carry these expressions
+    while len(kept) > 1:
+        kept = [sym_max(*kept[i:i + 2]) if i + 1 < len(kept) else kept[i]
+                for i in range(0, len(kept), 2)]
+    return kept[0]
 
 
 def upper_max(exprs, hints):
