@@ -28,6 +28,7 @@ import os
 import re
 
 from graphc import errors
+from graphc import profiling
 from graphc.compiler.driver import GPU_ARCH, compile_signature, gpu_target
 from graphc.framework.graph import warn_at_user
 from graphc.reference_executor import ReferenceExecutable, prune, value_inputs
@@ -155,6 +156,7 @@ class NativeStage:
         self.session = session
         self.device = device
         self.random_ops = [op for op in ops if op.type in RANDOM_OP_TYPES]
+        self.op_count = len(ops)
         self.variants = Variants()
         self._unlowered = None
 
@@ -203,15 +205,28 @@ class NativeStage:
         self.session.compile_count += 1
         args = (self.feeds, self.fetches, self.targets, [a.shape for a in arrays], arrays,
                 _variable_shapes(state.variables))
-        if self.device is not None:
-            from graphc.compiler.codegen_gpu import GpuCodegenNotImplemented
-            try:
-                return compile_gpu_executable(*args, exclude=self.exclude, device=self.device)
-            except GpuCodegenNotImplemented as e:
-                _note_gpu_fallback(e)
-        exe = Executable(compile_signature(*args, exclude=self.exclude).spec)
+        with profiling.CompileWatch(self._description(), self.op_count) as watch:
+            if self.device is not None:
+                from graphc.compiler.codegen_gpu import GpuCodegenNotImplemented
+                try:
+                    return compile_gpu_executable(*args, exclude=self.exclude,
+                                                  device=self.device, watch=watch)
+                except GpuCodegenNotImplemented as e:
+                    _note_gpu_fallback(e)
+            result = compile_signature(*args, exclude=self.exclude)
+            _watched(watch, result)
+            with watch.stage("jit"):
+                exe = Executable(result.spec)
         exe.set_num_threads(self.session.num_threads)  # ConfigProto's intra-op threads
+        if profiling.enabled():
+            profiling.PROFILE.keep(exe)
         return exe
+
+    def _description(self):
+        names = [t.name for t in self.fetches] + [op.name for op in self.targets]
+        shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3
+                                        else "")
+        return f"the run of {shown}"
 
 
 def _variable_shapes(store):
@@ -221,9 +236,20 @@ def _variable_shapes(store):
 
 
 # ------------------------------------------------------------------------- GPU
+def _watched(watch, result):
+    """Hands a compile's stage times and kernel count to the watch timing it."""
+    if watch is None:
+        return
+    watch.add_times(result.times)
+    if result.pass_stats is None:
+        profiling.PROFILE.cache_hit()
+    else:
+        watch.kernels = result.pass_stats.get("fusion", {}).get("kernels")
+
+
 def compile_gpu_executable(feeds, fetches, targets, feed_shapes, feed_values=None,
                            variable_shapes=None, exclude=frozenset(), device=None,
-                           arch=GPU_ARCH):
+                           arch=GPU_ARCH, watch=None):
     """The runtime.gpu.GpuExecutable of one run signature on `device` (the GPU twin of
     NativeStage's CPU compile); GpuCodegenNotImplemented when a kernel has no GPU lowering
     yet."""
@@ -231,7 +257,11 @@ def compile_gpu_executable(feeds, fetches, targets, feed_shapes, feed_values=Non
     with_ptx = getattr(device, "kind", None) != "emulated"  # the emulation runs no PTX
     result = compile_signature(feeds, fetches, targets, feed_shapes, feed_values,
                                variable_shapes, exclude, target=gpu_target(arch, with_ptx))
-    return GpuExecutable(result.spec, device)
+    _watched(watch, result)
+    if watch is None:
+        return GpuExecutable(result.spec, device)
+    with watch.stage("jit"):
+        return GpuExecutable(result.spec, device)
 
 
 _warned_fallbacks = set()

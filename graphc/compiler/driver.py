@@ -18,6 +18,7 @@ one (gpu_target()). Finished specs are kept in the on-disk spec cache (spec_cach
 unless the compile is dumped, profiled or asked not to be cached.
 """
 import os
+import time
 from typing import NamedTuple, Optional
 
 from graphc.compiler import spec_cache
@@ -43,6 +44,7 @@ class CompileResult(NamedTuple):
     spec: dict                   # the executable spec (docs/compiler.md section 6)
     pass_stats: Optional[dict]   # {pass or schedule step: its counts}; None: from the cache
     dumps: Optional[dict]        # {"lowered" | stage name: module text} when kept
+    times: dict = {}             # {stage: seconds}: lower, optimize, schedule, generate
 
 
 def compile_options(disable=None, dump_dir=None, keep_dumps=False, profile=None,
@@ -72,9 +74,12 @@ def compile_signature(feeds, fetches, targets, feed_shapes, feed_values=None,
     arrays, when known (small integer feeds whose values decide shapes are specialized on,
     guarded, see lower.py); variable_shapes: {name: shape} of the variables now; exclude:
     ops an earlier stage of the run has already run."""
+    start = time.perf_counter()
     module = lower(feeds, fetches, targets, feed_shapes, feed_values=feed_values,
                    variable_shapes=variable_shapes, exclude=exclude)
-    return compile_module(module, target, options)
+    lowered = time.perf_counter() - start
+    result = compile_module(module, target, options)
+    return result._replace(times={"lower": lowered, **result.times})
 
 
 def compile_module(module, target=None, options=None):
@@ -88,12 +93,15 @@ def compile_module(module, target=None, options=None):
     key = spec_cache.key(module, options.disable, target) if _cacheable(options) else None
     spec = spec_cache.load(key) if key else None
     if spec is not None:
-        return CompileResult(spec, None, None)
+        return CompileResult(spec, None, None, {})
     dumps = ModuleDumps(module.name, options.dump_dir, options.keep_dumps)
-    stats = _optimize_and_schedule(module, backend, options, dumps)
+    times = {}
+    stats = _optimize_and_schedule(module, backend, options, dumps, times)
+    start = time.perf_counter()
     spec = backend.generate(module, target, options)
+    times["generate"] = time.perf_counter() - start
     spec_cache.store(key, spec)
-    return CompileResult(spec, stats, dumps.texts)
+    return CompileResult(spec, stats, dumps.texts, times)
 
 
 def schedule_module(module, target=None, options=None):
@@ -106,11 +114,15 @@ def schedule_module(module, target=None, options=None):
     return _optimize_and_schedule(module, backend, options, dumps)
 
 
-def _optimize_and_schedule(module, backend, options, dumps):
+def _optimize_and_schedule(module, backend, options, dumps, times=None):
+    times = times if times is not None else {}
+    start = time.perf_counter()
     stats = optimize(module, options.disable, dumps=dumps)
+    times["optimize"] = time.perf_counter() - start
     stats.update(schedule(module, backend.scratch_bytes,
                           fuse="fusion" not in options.disable,
                           reuse="memory_planning" not in options.disable, dumps=dumps))
+    times["schedule"] = time.perf_counter() - start - times["optimize"]
     return stats
 
 

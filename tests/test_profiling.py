@@ -1,0 +1,77 @@
+"""What graphc says about its own work: the progress line of slow compiles, the "graphc"
+logger's verbosity, and GRAPHC_PROFILE=1's summary at exit. Each case runs a small
+training script in a fresh process (the summary prints at exit; the logger's level is
+read at import)."""
+import os
+import re
+import subprocess
+import sys
+import textwrap
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+SCRIPT = textwrap.dedent("""
+    import sys
+    import numpy as np
+    import graphc.profiling
+    graphc.profiling.PROGRESS_AFTER = float(sys.argv[1])
+    import graphc as tf
+    x = tf.placeholder(tf.float32, [None, 8], name="x")
+    h = tf.layers.dense(x, 16, activation=tf.nn.relu)
+    loss = tf.reduce_mean(tf.square(tf.layers.dense(h, 1)), name="loss")
+    train = tf.train.GradientDescentOptimizer(0.1).minimize(loss)
+    with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        for _ in range(5):
+            sess.run([train, loss], {x: np.ones((4, 8), np.float32)})
+    print("done")
+""")
+
+
+def _run(progress_after=1000.0, **env):
+    full = dict(os.environ, GRAPHC_CACHE_DIR="off", PYTHONPATH=ROOT, **env)
+    for name in ("GRAPHC_PROFILE", "GRAPHC_VERBOSITY"):
+        if name not in env:
+            full.pop(name, None)
+    done = subprocess.run([sys.executable, "-c", SCRIPT, str(progress_after)], env=full,
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "done\n"  # nothing of graphc's goes to stdout
+    return done.stderr
+
+
+def test_quick_compiles_say_nothing():
+    assert _run() == ""
+
+
+def test_a_slow_compile_prints_a_progress_line_and_its_stages():
+    err = _run(progress_after=0.0)
+    assert "graphc: compiling the run of init (" in err
+    # the training step: fetches named, kernels counted, every stage timed
+    done = [line for line in err.splitlines() if "compiled the run of" in line
+            and "loss:0" in line]
+    assert len(done) == 1, err
+    assert re.search(r"in \d+\.\d s \(\d+ ops, \d+ kernels: lower [\d.]+ s, optimize "
+                     r"[\d.]+ s, schedule [\d.]+ s, generate [\d.]+ s, jit [\d.]+ s\)",
+                     done[0]), done[0]
+
+
+def test_verbosity_warning_silences_progress_and_debug_shows_every_compile():
+    assert _run(progress_after=0.0, GRAPHC_VERBOSITY="warning") == ""
+    err = _run(GRAPHC_VERBOSITY="debug")
+    assert err.count("graphc: compiled the run of") == 2, err  # init and the step
+    assert "compiling" not in err  # no progress line: nothing was slow
+
+
+def test_profile_summary_at_exit():
+    err = _run(GRAPHC_PROFILE="1")
+    summary = err[err.index("graphc profile (GRAPHC_PROFILE=1)"):]
+    assert re.search(r"compiles: 2 \(0 answered by the spec cache\)", summary), summary
+    for stage in ("lower", "optimize", "schedule", "generate", "jit"):
+        assert re.search(rf"^    {stage} +\d+\.\d{{3}} s$", summary, re.M), stage
+    assert "Session.run: 6 runs" in summary
+    assert re.search(r"5 runs .* ms/run  GradientDescent, loss:0$", summary, re.M), summary
+    # the top kernels by their share of all kernels' cycles (rounded to 0.1% each)
+    shares = [float(m) for m in re.findall(r"^ +(\d+\.\d)%  kernel_", summary, re.M)]
+    assert shares == sorted(shares, reverse=True) and 50 < sum(shares), summary
+    assert sum(shares) <= 100.0 + 0.05 * len(shares), summary
