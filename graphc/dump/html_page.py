@@ -133,7 +133,8 @@ body { margin: 0; font: 13px Helvetica, Arial, sans-serif; display: flex; height
 .node.match-inside > rect { stroke: #e68a00; stroke-width: 2; stroke-dasharray: 3 2; }
 .edge { fill: none; stroke: #8a8a8a; stroke-width: 1.1; }
 .edge.control { stroke-dasharray: 4 3; stroke: #b0b0b0; }
-.edge.hot { stroke: #d00; stroke-width: 2; }
+.edge.faint { stroke-opacity: 0.18; }
+.edge.hot { stroke: #d00; stroke-width: 2; stroke-opacity: 1; }
 #panel table { border-collapse: collapse; font-size: 12px; width: 100%; }
 #panel td, #panel th { padding: 2px 6px; border-bottom: 1px solid #eee; text-align: left;
                        vertical-align: top; word-break: break-all; }
@@ -235,13 +236,18 @@ _SCRIPT = r"""
     var groupsLayer = svg("g", {}, vp), edgeLayer = svg("g", {}, vp), nodeLayer = svg("g", {}, vp);
     Object.keys(boxes).forEach(function (k) {
       if (boxes[k].open) drawGroup(groupsLayer, k, true); });
-    var seen = {};
+    var seen = {}, drawn = [], outDeg = {}, inDeg = {};
     data.edges.forEach(function (e) {
       var a = visibleOf(e[0]), b = visibleOf(e[1]), key = a + ">" + b;
       if (a === b || seen[key] || !boxes[a] || !boxes[b]) return;
       if (boxes[a].open || boxes[b].open) return;
-      seen[key] = true; drawEdge(edgeLayer, a, b, e[2]);
+      seen[key] = true; drawn.push([a, b, e[2]]);
+      outDeg[a] = (outDeg[a] || 0) + 1; inDeg[b] = (inDeg[b] || 0) + 1;
     });
+    // a constant or hyperparameter read by every layer would draw a fan of long edges
+    // over the whole graph: such fans are faint until their end is selected
+    drawn.forEach(function (e) {
+      drawEdge(edgeLayer, e[0], e[1], e[2], outDeg[e[0]] > FAN || inDeg[e[1]] > 2 * FAN); });
     Object.keys(boxes).forEach(function (k) {
       if (!boxes[k].open) { if (isGroup(k)) drawGroup(nodeLayer, k, false); else drawOp(nodeLayer, k); } });
     document.body.setAttribute("data-visible-nodes", String(Object.keys(boxes).length));
@@ -275,7 +281,8 @@ _SCRIPT = r"""
     tg.addEventListener("click", function (ev) { ev.stopPropagation(); toggle(k); });
     g.addEventListener("dblclick", function (ev) { ev.stopPropagation(); toggle(k); });
   }
-  function drawEdge(layer, a, b, control) {
+  var FAN = 6;
+  function drawEdge(layer, a, b, control, faint) {
     var s = boxes[a], t = boxes[b];
     var sx = s.x + s.w / 2, sy = s.y + s.h, tx = t.x + t.w / 2, ty = t.y;
     // an edge up the page (a cycle between groups) goes round the right-hand sides
@@ -284,7 +291,7 @@ _SCRIPT = r"""
     if (ty >= sy) { var bend = Math.max(16, (ty - sy) / 2);
       d = "M" + sx + "," + sy + " C" + sx + "," + (sy + bend) + " " + tx + "," + (ty - bend) + " " + tx + "," + ty; }
     else d = "M" + sx + "," + sy + " C" + (sx + 60) + "," + sy + " " + (tx + 60) + "," + ty + " " + tx + "," + ty;
-    svg("path", {d: d, "class": "edge" + (control ? " control" : ""), "marker-end": "url(#arrow)",
+    svg("path", {d: d, "class": "edge" + (control ? " control" : "") + (faint ? " faint" : ""), "marker-end": "url(#arrow)",
                  "data-from": a, "data-to": b}, layer);
   }
   function fullName(k) { var n = nodes[k];
