@@ -416,3 +416,17 @@ def test_hostile_names_stay_text(browser, tmp_path, monkeypatch):
     assert browser.js("document.querySelector('#panel h3').textContent") == hostile
     assert browser.js("document.querySelectorAll('img').length") == 0
     assert browser.js("window.pwned === undefined") is True
+
+
+def test_page_carries_each_function_once(big_export):
+    d = read_dump(big_export)
+    page = html_page.to_html(d)
+    kernels = _page_data(page)["kernels"]
+    assert len(kernels) == len(d.kernels)
+    for i, k in enumerate(kernels):
+        source = kernels[k["code_from"]]
+        assert source["code"] == d.kernels[i]["code"] and source["code_from"] == k["code_from"]
+        assert (k["code"] is None) == (k["code_from"] != i)
+    with_text = [k for k in kernels if k["code"] is not None]
+    assert len({k["function"] for k in with_text}) == len(with_text) < len(kernels)
+    assert len(page) < 3_000_000      # 45 layers: the repeated kernels' code is not repeated

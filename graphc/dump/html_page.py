@@ -19,7 +19,7 @@ import json
 from runtime import shapes
 
 from graphc.dump import layout
-from graphc.dump.text import stage_ops, stage_name, summary
+from graphc.dump.text import overview, stage_name, stage_ops
 
 EXPAND_ALL_UP_TO = 60           # ops; a bigger graph opens with its groups collapsed
 _KIND_COLOURS = ("#f6c48f", "#a8d5a2", "#b9a8e0", "#8fc1e8", "#f0a3a3", "#e8d97a",
@@ -31,7 +31,7 @@ def to_html(d, stage=None, dot=None):
     ops = stage_ops(d, stage)
     kernels = d.kernels if stage_name(d, stage) == "after" else []
     c = layout.compound(ops, kernels, dot)
-    data = {"title": d.path, "summary": summary(d, stage), "engine": c.engine,
+    data = {"title": d.path, "summary": overview(d, stage), "engine": c.engine,
             "code_language": d.code_language, "target": _target_text(d),
             "expand_all": len(ops) <= EXPAND_ALL_UP_TO,
             "sizes": {"op": [layout.OP_W, layout.OP_H], "group": [layout.GROUP_W,
@@ -69,10 +69,19 @@ def _kernels_json(kernels):
     colours = {}
     for k in kernels:
         colours.setdefault(k["kind"], _KIND_COLOURS[len(colours) % len(_KIND_COLOURS)])
-    return [{"name": k["name"], "kind": k["kind"], "dims": k.get("dims_text", ""),
-             "ops": list(k.get("nodes", [])), "code": k.get("code", ""),
-             "function": k.get("function"), "shares": k.get("shares_code_of"),
-             "colour": colours[k["kind"]]} for k in kernels]
+    # a deep model's repeated layers run a few functions many times: each text once
+    owner = {}
+    for i, k in enumerate(kernels):
+        if not k.get("shares_code_of"):
+            owner.setdefault(k.get("function"), i)
+    out = []
+    for i, k in enumerate(kernels):
+        source = owner.get(k.get("function"), i) if k.get("shares_code_of") else i
+        out.append({"name": k["name"], "kind": k["kind"], "dims": k.get("dims_text", ""),
+                    "ops": list(k.get("nodes", [])), "function": k.get("function"),
+                    "code": k.get("code", "") if source == i else None, "code_from": source,
+                    "shares": k.get("shares_code_of"), "colour": colours[k["kind"]]})
+    return out
 
 
 def _memory_json(d, ops):
@@ -376,7 +385,7 @@ _SCRIPT = r"""
     box.appendChild(el("h4", "kernel " + kernelIndex + " " + k.name + " (" + k.kind + " " + k.dims + "): " +
         data.code_language + (k.function ? " of " + k.function : "") +
         (k.shares ? " (an identical earlier kernel's code, run on this kernel's buffers)" : "")));
-    box.appendChild(el("pre", k.code || "(the file has no code for this kernel)", "code"));
+    box.appendChild(el("pre", data.kernels[k.code_from].code || "(the file has no code for this kernel)", "code"));
     return box;
   }
   function select(k, keepPanelScroll) {
