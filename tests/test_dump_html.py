@@ -134,6 +134,19 @@ def _page_data(page):
     return json.loads(m.group(1))
 
 
+def test_page_of_a_gpu_file_shows_ptx(tmp_path):
+    g, feeds, fetches, init = _training_graph(2)
+    with gc.Session(graph=g) as sess:
+        sess.run(init)
+        path = export(sess, str(tmp_path / "gpu.gcx"), feeds, fetches, target="gpu")
+    d = read_dump(path)
+    data = _page_data(html_page.to_html(d))
+    assert data["code_language"] == "PTX" and data["target"] == "GPU sm_80"
+    for k in data["kernels"]:
+        code = data["kernels"][k["code_from"]]["code"]
+        assert code.startswith(".visible .entry kernel_") and ".emulate" not in code
+
+
 def test_memory_chart_data_at_the_symbol_hints(big_export):
     d = read_dump(big_export)
     data = _page_data(html_page.to_html(d))
@@ -376,6 +389,10 @@ def test_page_on_a_2000_op_training_graph(browser, big_export, tmp_path):
     b.js("document.getElementById('side').scrollTop = 0")
     shots.take("04_panel_of_dense_3_relu")
 
+    # everything open: every op drawn once
+    b.click("#expand-all")
+    assert len([k for k in _visible_keys(b) if k.startswith("o")]) == len(ops)
+    shots.take("06_everything_expanded_fit")
     # fit-to-screen after collapsing everything: the whole graph inside the view
     b.click("#collapse-all")
     b.click("#fit")

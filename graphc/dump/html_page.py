@@ -499,6 +499,9 @@ _SCRIPT = r"""
   document.getElementById("zoom-out").addEventListener("click", function () { zoom(0.8); });
   document.getElementById("collapse-all").addEventListener("click", function () {
     expanded = {root: true}; render(); fit(); });
+  document.getElementById("expand-all").addEventListener("click", function () {
+    Object.keys(nodes).forEach(function (k) { if (isGroup(k)) expanded[k] = true; });
+    render(); fit(); });
   drawMemory();
   render(); fit();
   window.graphcDump = {opCount: ops.length, render: render, fit: fit, reveal: reveal,
@@ -526,7 +529,7 @@ match). Drag to pan, wheel to zoom.</p></div>
 <div id="main"><div id="toolbar"><input id="search" type="search"
 placeholder="search op name or type" autocomplete="off"><span id="match-count"></span>
 <button id="fit">fit</button><button id="zoom-in">+</button><button id="zoom-out">&minus;</button>
-<button id="collapse-all">collapse all</button></div>
+<button id="expand-all">expand all</button><button id="collapse-all">collapse all</button></div>
 <svg id="graph" xmlns="http://www.w3.org/2000/svg"><defs><marker id="arrow" viewBox="0 0 10 10"
 refX="9" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse"><path
 d="M0,0 L10,5 L0,10 z" fill="#777"/></marker></defs><g id="viewport"></g></svg>
