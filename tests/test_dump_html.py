@@ -389,6 +389,20 @@ def test_page_on_a_2000_op_training_graph(browser, big_export, tmp_path):
     b.js("document.getElementById('side').scrollTop = 0")
     shots.take("04_panel_of_dense_3_relu")
 
+    # the wheel zooms around the cursor, a drag pans
+    before = b.js("window.graphcDump.view()")
+    b.call("Input.dispatchMouseEvent", type="mouseWheel", x=1000, y=500, deltaX=0, deltaY=-300)
+    zoomed = b.js("window.graphcDump.view()")
+    assert zoomed[0] == pytest.approx(before[0] * 1.15)
+    px = 1000 - b.js("document.getElementById('graph').getBoundingClientRect().left")
+    assert zoomed[1] == pytest.approx(px - (px - before[1]) * 1.15)
+    for kind, x in (("mousePressed", 900), ("mouseMoved", 950), ("mouseMoved", 1000),
+                    ("mouseReleased", 1000)):
+        b.call("Input.dispatchMouseEvent", type=kind, x=x, y=300, button="left",
+               buttons=1 if kind != "mouseReleased" else 0)
+    panned = b.js("window.graphcDump.view()")
+    assert panned[0] == zoomed[0] and panned[1] == pytest.approx(zoomed[1] + 100)
+
     # everything open: every op drawn once
     b.click("#expand-all")
     assert len([k for k in _visible_keys(b) if k.startswith("o")]) == len(ops)
@@ -447,3 +461,19 @@ def test_page_carries_each_function_once(big_export):
     with_text = [k for k in kernels if k["code"] is not None]
     assert len({k["function"] for k in with_text}) == len(with_text) < len(kernels)
     assert len(page) < 3_000_000      # 45 layers: the repeated kernels' code is not repeated
+
+
+@pytest.mark.parametrize("n_ops", [0, 1])
+def test_empty_and_one_op_graphs(browser, tmp_path, monkeypatch, n_ops):
+    g = gc.Graph()
+    with g.as_default():
+        for i in range(n_ops):
+            gc.placeholder(gc.float32, [2], name=f"only_{i}")
+    monkeypatch.chdir(tmp_path)
+    graph_io.write_graph(g, ".", "graph.json")
+    page = html_page.to_html(read_dump("graph.json"))
+    (tmp_path / "page.html").write_text(page)
+    browser.open((tmp_path / "page.html").as_uri())
+    assert browser.js("document.body.getAttribute('data-errors')") is None
+    assert browser.js("document.body.getAttribute('data-visible-nodes')") == str(n_ops)
+    assert not browser.console_errors
