@@ -116,7 +116,8 @@ def test_compound_groups_and_layout(big_export, engine):
 
 def test_layered_fallback_breaks_cycles_between_groups():
     children = ["oa", "ob", "oc"]
-    lay = layout._layered((children, {(0, 1), (1, 2), (2, 0)}))
+    lay = layout._layered((children, {(0, 1), (1, 2), (2, 0)}),
+                          [(layout.OP_W, layout.OP_H)] * 3)
     ys = [lay["at"][k][1] for k in children]
     assert ys[0] < ys[1] < ys[2]        # the cycle is broken at its first child
 

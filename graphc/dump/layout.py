@@ -46,11 +46,12 @@ def compound(ops, kernels, dot=None):
     _group_series(c)
     c.edges = _op_edges(ops)
     graphs = _group_graphs(c)
+    sizes = {key: [box_size(c, ch) for ch in children] for key, (children, _) in graphs.items()}
     dot = shutil.which("dot") if dot is None else dot
-    layouts, why_not = (_dot_layouts(dot, graphs) if dot else
+    layouts, why_not = (_dot_layouts(dot, graphs, sizes) if dot else
                         (None, "Graphviz `dot` is not installed"))
     if layouts is None:
-        layouts = {key: _layered(g) for key, g in graphs.items()}
+        layouts = {key: _layered(g, sizes[key]) for key, g in graphs.items()}
         c.engine = f"simple layered layout ({why_not})"
     else:
         c.engine = f"Graphviz dot ({_dot_version(dot)})"
@@ -206,7 +207,7 @@ def box_size(c, key):
 _PLAIN_NODE = re.compile(r"^node (\S+) (\S+) (\S+) ")
 
 
-def _dot_layouts(dot, graphs):
+def _dot_layouts(dot, graphs, sizes):
     """All groups in one `dot -Tplain` run: ({group key: layout}, None) or (None, why)."""
     keys = list(graphs)
     text = []
@@ -214,7 +215,7 @@ def _dot_layouts(dot, graphs):
         children, edges = graphs[key]
         text.append(f"digraph g{g} {{ rankdir=TB; nodesep=0.3; ranksep=0.45; "
                     "node [shape=box, fixedsize=true, label=\"\"];")
-        for i, (w, h) in enumerate(_sizes(graphs, key)):
+        for i, (w, h) in enumerate(sizes[key]):
             text.append(f" n{i} [width={w / 72:.3f}, height={h / 72:.3f}];")
         text.extend(f" n{u} -> n{v};" for u, v in sorted(edges))
         text.append("}")
@@ -245,11 +246,6 @@ def _dot_layouts(dot, graphs):
     return layouts, None
 
 
-def _sizes(graphs, key):
-    return [(OP_W, OP_H) if ch.startswith("o") else (GROUP_W, GROUP_H)
-            for ch in graphs[key][0]]
-
-
 def _dot_version(dot):
     try:
         done = subprocess.run([dot, "-V"], capture_output=True, text=True, timeout=30)
@@ -263,7 +259,7 @@ def _dot_version(dot):
 _GAP_X, _GAP_Y = 22, 32
 
 
-def _layered(graph):
+def _layered(graph, sizes):
     """Ranks by longest path (a cycle between groups is broken at its first child in
     graph order), each rank one row in child order, rows centred."""
     children, edges = graph
@@ -279,7 +275,6 @@ def _layered(graph):
     rows = {}
     for i in range(len(children)):
         rows.setdefault(rank[i], []).append(i)
-    sizes = [(OP_W, OP_H) if ch.startswith("o") else (GROUP_W, GROUP_H) for ch in children]
     row_w = {r: sum(sizes[i][0] for i in row) + _GAP_X * (len(row) - 1)
              for r, row in rows.items()}
     width = max(row_w.values(), default=0)
