@@ -179,19 +179,23 @@ _SCRIPT = r"""
   function svg(tag, attrs, parent) { var n = document.createElementNS(SVGNS, tag);
     for (var a in attrs) n.setAttribute(a, attrs[a]); if (parent) parent.appendChild(n); return n; }
   function clear(n) { while (n.firstChild) n.removeChild(n.firstChild); }
-  function short(text, n) { text = String(text); return text.length <= n ? text : text.slice(0, n - 1) + "\u2026"; }
+  function short(text, n) {
+    text = String(text); return text.length <= n ? text : text.slice(0, n - 1) + "\u2026"; }
   function isGroup(k) { return nodes[k].kind !== "op"; }
   function isOpen(k) { return k === "root" || !!expanded[k]; }
 
   // op count and ancestors, once
   var opCount = {};
   (function count(k) { var n = nodes[k];
-    opCount[k] = n.kind === "op" ? 1 : n.children.reduce(function (s, c) { return s + count(c); }, 0);
+    opCount[k] = n.kind === "op" ? 1 :
+        n.children.reduce(function (s, c) { return s + count(c); }, 0);
     return opCount[k]; })("root");
   var opKey = ops.map(function (_, i) { return "o" + i; });
   function ancestors(k) { var out = []; k = nodes[k].parent;
     while (k !== null) { out.unshift(k); k = nodes[k].parent; } return out; }
-  if (data.expand_all) Object.keys(nodes).forEach(function (k) { if (isGroup(k)) expanded[k] = true; });
+  function expandAll() {
+    Object.keys(nodes).forEach(function (k) { if (isGroup(k)) expanded[k] = true; }); }
+  if (data.expand_all) expandAll();
 
   // ---------------------------------------------------------------- placement
   // An open group's children sit where dot put them; each open child grows around its
@@ -213,11 +217,13 @@ _SCRIPT = r"""
         o.cy += o.cy > e.cy ? dh : o.cy < e.cy ? -dh : 0; });
     });
     var x0 = Infinity, y0 = Infinity, x1 = -Infinity, y1 = -Infinity;
-    items.forEach(function (e) { x0 = Math.min(x0, e.cx - e.w / 2); x1 = Math.max(x1, e.cx + e.w / 2);
+    items.forEach(function (e) {
+      x0 = Math.min(x0, e.cx - e.w / 2); x1 = Math.max(x1, e.cx + e.w / 2);
       y0 = Math.min(y0, e.cy - e.h / 2); y1 = Math.max(y1, e.cy + e.h / 2); });
     if (!items.length) { x0 = y0 = 0; x1 = y1 = 0; }
     var top = k === "root" ? PAD : PAD + TITLE;
-    items.forEach(function (e) { e.x = e.cx - e.w / 2 - x0 + PAD; e.y = e.cy - e.h / 2 - y0 + top; });
+    items.forEach(function (e) {
+      e.x = e.cx - e.w / 2 - x0 + PAD; e.y = e.cy - e.h / 2 - y0 + top; });
     return {w: Math.max(x1 - x0 + 2 * PAD, GROUP[0]), h: y1 - y0 + top + PAD, items: items};
   }
   function absolute(inner, ox, oy) {
@@ -258,7 +264,8 @@ _SCRIPT = r"""
     drawn.forEach(function (e) {
       drawEdge(edgeLayer, e[0], e[1], e[2], outDeg[e[0]] > FAN || inDeg[e[1]] > 2 * FAN); });
     Object.keys(boxes).forEach(function (k) {
-      if (!boxes[k].open) { if (isGroup(k)) drawGroup(nodeLayer, k, false); else drawOp(nodeLayer, k); } });
+      if (boxes[k].open) return;
+      if (isGroup(k)) drawGroup(nodeLayer, k, false); else drawOp(nodeLayer, k); });
     document.body.setAttribute("data-visible-nodes", String(Object.keys(boxes).length));
     markMatches(); markSelected();
   }
@@ -281,7 +288,8 @@ _SCRIPT = r"""
     var r = svg("rect", {x: b.x, y: b.y, width: b.w, height: b.h, rx: 8}, g);
     var colour = kernelColour(k);
     if (colour) { r.setAttribute("fill", colour); r.setAttribute("stroke", colour); }
-    svg("text", {x: b.x + 8, y: b.y + 15, "class": "title"}, g).textContent = short(n.label, open ? 60 : 21);
+    svg("text", {x: b.x + 8, y: b.y + 15, "class": "title"}, g).textContent =
+        short(n.label, open ? 60 : 21);
     if (!open) svg("text", {x: b.x + 8, y: b.y + 31, "class": "sub"}, g).textContent =
         opCount[k] + " op" + (opCount[k] === 1 ? "" : "s");
     var tg = svg("g", {"class": "toggle", "data-toggle": k}, g);
@@ -294,29 +302,34 @@ _SCRIPT = r"""
   function drawEdge(layer, a, b, control, faint) {
     var s = boxes[a], t = boxes[b];
     var sx = s.x + s.w / 2, sy = s.y + s.h, tx = t.x + t.w / 2, ty = t.y;
-    // an edge up the page (a cycle between groups) goes round the right-hand sides
-    if (ty < sy) { sy = s.y + s.h / 2; sx = s.x + s.w; ty = t.y + t.h / 2; tx = t.x + t.w; }
-    var d;
-    if (ty >= sy) { var bend = Math.max(16, (ty - sy) / 2);
-      d = "M" + sx + "," + sy + " C" + sx + "," + (sy + bend) + " " + tx + "," + (ty - bend) + " " + tx + "," + ty; }
-    else d = "M" + sx + "," + sy + " C" + (sx + 60) + "," + sy + " " + (tx + 60) + "," + ty + " " + tx + "," + ty;
-    svg("path", {d: d, "class": "edge" + (control ? " control" : "") + (faint ? " faint" : ""), "marker-end": "url(#arrow)",
-                 "data-from": a, "data-to": b}, layer);
+    var d, bend = Math.max(16, (ty - sy) / 2);
+    if (ty >= sy) d = curve(sx, sy, sx, sy + bend, tx, ty - bend, tx, ty);
+    else {  // an edge up the page (a cycle between groups) goes round the right-hand sides
+      sx = s.x + s.w; sy = s.y + s.h / 2; tx = t.x + t.w; ty = t.y + t.h / 2;
+      d = curve(sx, sy, sx + 60, sy, tx + 60, ty, tx, ty);
+    }
+    svg("path", {d: d, "class": "edge" + (control ? " control" : "") + (faint ? " faint" : ""),
+                 "marker-end": "url(#arrow)", "data-from": a, "data-to": b}, layer);
   }
+  function curve(x0, y0, x1, y1, x2, y2, x3, y3) {
+    return "M" + x0 + "," + y0 + " C" + x1 + "," + y1 + " " + x2 + "," + y2 + " " + x3 + "," + y3; }
   function fullName(k) { var n = nodes[k];
     if (n.kind === "op") return ops[n.op].name;
-    if (n.kind === "kernel") return n.label + " (" + data.kernels[n.kernel].name + ") in " + (n.scope || "/");
+    if (n.kind === "kernel")
+      return n.label + " (" + data.kernels[n.kernel].name + ") in " + (n.scope || "/");
     if (n.kind === "series") return (n.scope ? n.scope + "/" : "") + n.label;
     return n.kind === "root" ? data.title : n.scope; }
 
   // ---------------------------------------------------------------- view
   var s = 1, tx = 0, ty = 0, drag = null;
-  function apply() { vp.setAttribute("transform", "translate(" + tx + "," + ty + ") scale(" + s + ")"); }
+  function apply() {
+    vp.setAttribute("transform", "translate(" + tx + "," + ty + ") scale(" + s + ")"); }
   function viewSize() { var r = svgRoot.getBoundingClientRect(); return {w: r.width, h: r.height}; }
   function fit() { var v = viewSize(), top = 40;
     s = Math.min((v.w - 20) / rootSize.w, (v.h - top - 20) / rootSize.h, 2);
     tx = (v.w - rootSize.w * s) / 2; ty = top + (v.h - top - rootSize.h * s) / 2; apply(); }
-  function zoom(f, px, py) { var v = viewSize(); if (px === undefined) { px = v.w / 2; py = v.h / 2; }
+  function zoom(f, px, py) {
+    var v = viewSize(); if (px === undefined) { px = v.w / 2; py = v.h / 2; }
     tx = px - (px - tx) * f; ty = py - (py - ty) * f; s *= f; apply(); }
   function centreOn(k) { var b = boxes[k], v = viewSize(); if (!b) return;
     s = Math.max(s, Math.min(1, (v.w - 40) / b.w, (v.h - 80) / b.h));
@@ -336,19 +349,22 @@ _SCRIPT = r"""
     render(); select(k); centreOn(k); }
 
   // ---------------------------------------------------------------- search
-  var searchBox = document.getElementById("search"), matchCount = document.getElementById("match-count");
+  var searchBox = document.getElementById("search");
+  var matchCount = document.getElementById("match-count");
   function runSearch(q) {
     q = q.trim().toLowerCase(); matches = []; matchAt = -1;
     if (q) ops.forEach(function (op, i) {
       if (op.name.toLowerCase().indexOf(q) >= 0 || op.type.toLowerCase() === q ||
           op.type.toLowerCase().indexOf(q) >= 0) matches.push(i); });
-    matchCount.textContent = q ? matches.length + " match" + (matches.length === 1 ? "" : "es") : "";
+    matchCount.textContent = !q ? "" :
+        matches.length + " match" + (matches.length === 1 ? "" : "es");
     var list = document.getElementById("results"); clear(list);
     document.getElementById("results-box").open = matches.length > 0;
     matches.slice(0, 100).forEach(function (i) {
       var li = el("li", ops[i].name + "  (" + ops[i].type + ")");
       li.addEventListener("click", function () { reveal(opKey[i]); }); list.appendChild(li); });
-    if (matches.length > 100) list.appendChild(el("li", "\u2026 " + (matches.length - 100) + " more"));
+    if (matches.length > 100)
+      list.appendChild(el("li", "\u2026 " + (matches.length - 100) + " more"));
     markMatches();
   }
   function nextMatch() { if (!matches.length) return; matchAt = (matchAt + 1) % matches.length;
@@ -363,12 +379,14 @@ _SCRIPT = r"""
       g.classList.toggle("match-inside", !!inside[k] && !isOpen(k)); });
   }
   searchBox.addEventListener("input", function () { runSearch(searchBox.value); });
-  searchBox.addEventListener("keydown", function (e) { if (e.key === "Enter") { runSearch(searchBox.value); nextMatch(); } });
+  searchBox.addEventListener("keydown", function (e) {
+    if (e.key === "Enter") { runSearch(searchBox.value); nextMatch(); } });
 
   // ---------------------------------------------------------------- side panel
   var panel = document.getElementById("panel");
   function row(t, name, value) { var r = el("tr"); r.appendChild(el("th", name));
-    var td = el("td"); if (value instanceof Node) td.appendChild(value); else td.textContent = value;
+    var td = el("td");
+    if (value instanceof Node) td.appendChild(value); else td.textContent = value;
     r.appendChild(td); t.appendChild(r); }
   function ref(text, k) { var a = el("a", text, "ref");
     a.addEventListener("click", function () { reveal(k); }); return a; }
@@ -382,10 +400,11 @@ _SCRIPT = r"""
     return -1; }
   function codeBlock(kernelIndex) {
     var k = data.kernels[kernelIndex], box = el("div");
-    box.appendChild(el("h4", "kernel " + kernelIndex + " " + k.name + " (" + k.kind + " " + k.dims + "): " +
-        data.code_language + (k.function ? " of " + k.function : "") +
+    box.appendChild(el("h4", "kernel " + kernelIndex + " " + k.name + " (" + k.kind + " " +
+        k.dims + "): " + data.code_language + (k.function ? " of " + k.function : "") +
         (k.shares ? " (an identical earlier kernel's code, run on this kernel's buffers)" : "")));
-    box.appendChild(el("pre", data.kernels[k.code_from].code || "(the file has no code for this kernel)", "code"));
+    box.appendChild(el("pre", data.kernels[k.code_from].code ||
+        "(the file has no code for this kernel)", "code"));
     return box;
   }
   function select(k, keepPanelScroll) {
@@ -397,7 +416,8 @@ _SCRIPT = r"""
       row(t, "type", op.type); row(t, "dtype", op.dtype); row(t, "shape", op.shape);
       row(t, "created at", op.location || "(not recorded)");
       row(t, "inputs", op.inputs.length ? refs(op.inputs.map(function (x) {
-        var i = opByName(x); return i < 0 ? document.createTextNode(x) : ref(x, opKey[i]); })) : "-");
+        var i = opByName(x);
+        return i < 0 ? document.createTextNode(x) : ref(x, opKey[i]); })) : "-");
       if (op.attrs) row(t, "attrs", op.attrs);
       if (op.kernels.length) row(t, "kernel", refs(op.kernels.map(function (i) {
         return ref(i + " " + data.kernels[i].name, "k" + i); })));
@@ -424,32 +444,40 @@ _SCRIPT = r"""
     document.querySelectorAll(".node").forEach(function (g) {
       g.classList.toggle("selected", g.getAttribute("data-key") === selected); });
     document.querySelectorAll(".edge").forEach(function (p) {
-      p.classList.toggle("hot", p.getAttribute("data-from") === selected || p.getAttribute("data-to") === selected); });
+      p.classList.toggle("hot", p.getAttribute("data-from") === selected ||
+                                p.getAttribute("data-to") === selected); });
   }
 
   // ---------------------------------------------------------------- memory chart
   function drawMemory() {
     var m = data.memory, box = document.getElementById("memory");
     if (!m) { box.appendChild(el("p", "(no memory plan: an uncompiled graph or stage)")); return; }
-    box.appendChild(el("p", "Buffers as bars over the schedule (x: kernel index), offset in the arena " +
-        "on the y axis; " + m.buffers.length + " buffers, arena " + m.arena + " " + m.note + "."));
-    var W = 560, H = 240, L = 62, B = 22, steps = Math.max(m.steps, 1), arena = Math.max(m.arena, 1);
+    box.appendChild(el("p", "Buffers as bars over the schedule (x: kernel index), offset in " +
+        "the arena on the y axis; " + m.buffers.length + " buffers, arena " + m.arena + " " +
+        m.note + "."));
+    var W = 560, H = 240, L = 62, B = 22;
+    var steps = Math.max(m.steps, 1), arena = Math.max(m.arena, 1);
     var chart = svg("svg", {id: "memory-chart", viewBox: "0 0 " + W + " " + H, width: "100%"}, box);
     var sx = (W - L - 8) / steps, sy = (H - B - 8) / arena;
-    svg("rect", {x: L, y: 4, width: W - L - 8, height: H - B - 8, fill: "#fff", stroke: "#bbb"}, chart);
+    svg("rect", {x: L, y: 4, width: W - L - 8, height: H - B - 8, fill: "#fff", stroke: "#bbb"},
+        chart);
     [0, 0.5, 1].forEach(function (f) { var y = 4 + f * (H - B - 8);
-      svg("text", {x: L - 4, y: y + 3, "text-anchor": "end"}, chart).textContent = String(Math.round(f * arena)); });
+      svg("text", {x: L - 4, y: y + 3, "text-anchor": "end"}, chart).textContent =
+          String(Math.round(f * arena)); });
     svg("text", {x: 10, y: (H - B) / 2, transform: "rotate(-90 10 " + (H - B) / 2 + ")",
                   "text-anchor": "middle"}, chart).textContent = "offset (bytes)";
     svg("text", {x: W - 8, y: H - 8, "text-anchor": "end"}, chart).textContent = "kernel \u2192";
     var tick = Math.max(1, Math.ceil(steps / 10));
     for (var i = 0; i < steps; i += tick)
-      svg("text", {x: L + (i + 0.5) * sx, y: H - 8, "text-anchor": "middle"}, chart).textContent = String(i);
+      svg("text", {x: L + (i + 0.5) * sx, y: H - 8, "text-anchor": "middle"}, chart)
+          .textContent = String(i);
     m.buffers.forEach(function (b) {
       var r = svg("rect", {"class": "bar", x: L + b.first * sx, y: 4 + b.offset * sy,
-                           width: Math.max((b.last - b.first + 1) * sx, 1), height: Math.max(b.size * sy, 1),
+                           width: Math.max((b.last - b.first + 1) * sx, 1),
+                           height: Math.max(b.size * sy, 1),
                            "data-op": b.op === null ? "" : String(b.op)}, chart);
-      svg("title", {}, r).textContent = b.name + ": " + b.size + " B at " + b.offset + ", kernels " +
+      svg("title", {}, r).textContent = b.name + ": " + b.size + " B at " + b.offset +
+          ", kernels " +
           b.first + ".." + b.last + (b.inplace_of ? ", in place of " + b.inplace_of : "");
       if (b.op !== null) r.addEventListener("click", function () { reveal(opKey[b.op]); });
     });
@@ -482,7 +510,8 @@ _SCRIPT = r"""
   // ---------------------------------------------------------------- start
   document.getElementById("target").textContent = data.target;
   document.getElementById("engine").textContent = "layout: " + data.engine +
-      "; expanding a group places its children (laid out by dot inside the group) in its box and moves the rest aside";
+      "; expanding a group places its children (laid out by dot inside the group) in its " +
+      "box and moves the rest aside";
   document.getElementById("summary").textContent = data.summary;
   var kl = document.getElementById("kernel-list");
   data.kernels.forEach(function (k, i) {
@@ -500,8 +529,7 @@ _SCRIPT = r"""
   document.getElementById("collapse-all").addEventListener("click", function () {
     expanded = {root: true}; render(); fit(); });
   document.getElementById("expand-all").addEventListener("click", function () {
-    Object.keys(nodes).forEach(function (k) { if (isGroup(k)) expanded[k] = true; });
-    render(); fit(); });
+    expandAll(); render(); fit(); });
   drawMemory();
   render(); fit();
   window.graphcDump = {opCount: ops.length, render: render, fit: fit, reveal: reveal,

@@ -9,7 +9,8 @@ def summary(d, stage=None):
     if d.kind == "compiled":
         lines += _signature(d) + [""]
     ops = stage_ops(d, stage)
-    lines += [f"{_stage_label(d, stage)}: {len(ops)} ops"] + op_table(ops, with_kernel=bool(d.kernels)) + [""]
+    lines += [f"{_stage_label(d, stage)}: {len(ops)} ops"]
+    lines += op_table(ops, with_kernel=bool(d.kernels)) + [""]
     if d.kind == "compiled":
         lines += kernel_lines(d) + [""] + memory_lines(d, timeline=False) + [""] + pass_lines(d)
     elif getattr(d, "collections", None):
