@@ -358,6 +358,20 @@ def test_page_on_a_2000_op_training_graph(browser, big_export, tmp_path):
     assert b.js("document.querySelector('#panel h3').textContent") == target.name
     shots.take("03_search_found_adam_update")
 
+    # Enter again goes to the next match
+    b.js("document.getElementById('search').value = ''")
+    b.click("#search")
+    prefix = target.name.rsplit("/", 1)[0] + "/"
+    b.type(prefix)
+    in_order = [op.name for op in ops if prefix.lower() in op.name.lower()]
+    assert len(in_order) >= 2
+    b.enter()
+    assert b.js("document.querySelector('#panel h3').textContent") == in_order[0]
+    b.enter()
+    assert b.js("document.querySelector('#panel h3').textContent") == in_order[1]
+    assert b.js("document.getElementById('match-count').textContent") == \
+        f"2 of {len(in_order)}"
+
     # search by op type
     b.js("document.getElementById('search').value = ''")
     b.click("#search")

@@ -171,7 +171,7 @@ _SCRIPT = r"""
   var OP = data.sizes.op, GROUP = data.sizes.group, PAD = data.sizes.pad, TITLE = data.sizes.title;
   var nodes = data.nodes, ops = data.ops, layouts = data.layouts;
   var expanded = {root: true}, selected = null, boxes = {};
-  var matches = [], matchAt = -1;
+  var matches = [], matchAt = -1, searched = null;
 
   function el(tag, text, cls) { var n = document.createElement(tag);
     if (text !== undefined && text !== null) n.textContent = String(text);
@@ -344,7 +344,7 @@ _SCRIPT = r"""
   }, {passive: false});
 
   function toggle(k) { if (k === "root") return; expanded[k] = !expanded[k]; render();
-    select(k, true); centreOn(k); }
+    select(k); centreOn(k); }
   function reveal(k) { ancestors(k).forEach(function (a) { expanded[a] = true; });
     render(); select(k); centreOn(k); }
 
@@ -352,7 +352,7 @@ _SCRIPT = r"""
   var searchBox = document.getElementById("search");
   var matchCount = document.getElementById("match-count");
   function runSearch(q) {
-    q = q.trim().toLowerCase(); matches = []; matchAt = -1;
+    q = q.trim().toLowerCase(); matches = []; matchAt = -1; searched = q;
     if (q) ops.forEach(function (op, i) {
       if (op.name.toLowerCase().indexOf(q) >= 0 || op.type.toLowerCase() === q ||
           op.type.toLowerCase().indexOf(q) >= 0) matches.push(i); });
@@ -380,7 +380,9 @@ _SCRIPT = r"""
   }
   searchBox.addEventListener("input", function () { runSearch(searchBox.value); });
   searchBox.addEventListener("keydown", function (e) {
-    if (e.key === "Enter") { runSearch(searchBox.value); nextMatch(); } });
+    if (e.key !== "Enter") return;
+    if (searchBox.value.trim().toLowerCase() !== searched) runSearch(searchBox.value);
+    nextMatch(); });
 
   // ---------------------------------------------------------------- side panel
   var panel = document.getElementById("panel");
@@ -407,7 +409,7 @@ _SCRIPT = r"""
         "(the file has no code for this kernel)", "code"));
     return box;
   }
-  function select(k, keepPanelScroll) {
+  function select(k) {
     selected = k; markSelected(); clear(panel);
     var n = nodes[k], t = el("table");
     if (n.kind === "op") {
