@@ -91,6 +91,9 @@ def test_compound_groups_and_layout(big_export, engine):
             scope = layout.scope_of(op.name)
             assert parent.scope == "/".join(scope[:len(parent.scope.split("/"))]) \
                 or parent.kind == "root"
+    # every kernel is a group, its ops drawn in it unless an earlier kernel computes them too
+    assert {n.kernel for n in c.nodes.values() if n.kind == "kernel"} == \
+        {i for i, k in enumerate(d.kernels) if k["nodes"]}
     for n in c.nodes.values():
         if n.kind == "kernel":
             members = [ops[c.nodes[ch].op].name for ch in n.children]
@@ -417,6 +420,16 @@ def test_page_on_a_2000_op_training_graph(browser, big_export, tmp_path):
                buttons=1 if kind != "mouseReleased" else 0)
     panned = b.js("window.graphcDump.view()")
     assert panned[0] == zoomed[0] and panned[1] == pytest.approx(zoomed[1] + 100)
+
+    # a kernel that recomputes ops drawn in an earlier kernel lists them in its panel
+    recomputing = next(i for i, k in enumerate(d.kernels)
+                       if any(ops[j].kernels[0] != i for j, op in enumerate(ops)
+                              if op.id in k["nodes"]))
+    b.js(f"window.graphcDump.reveal('k{recomputing}')")
+    panel = b.js("document.getElementById('panel').innerText")
+    elsewhere = [op.name for op in ops
+                 if op.id in d.kernels[recomputing]["nodes"] and op.kernels[0] != recomputing]
+    assert "recomputes" in panel and elsewhere[0] + " (drawn in kernel" in panel
 
     # everything open: every op drawn once
     b.click("#expand-all")

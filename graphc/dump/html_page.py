@@ -55,7 +55,7 @@ def _target_text(d):
 
 
 def _op_json(op):
-    return {"name": op.name, "type": op.type, "dtype": op.dtype, "shape": op.shape,
+    return {"id": op.id, "name": op.name, "type": op.type, "dtype": op.dtype, "shape": op.shape,
             "inputs": op.inputs, "attrs": op.attrs, "location": op.location,
             "kernels": op.kernels}
 
@@ -291,7 +291,7 @@ _SCRIPT = r"""
     svg("text", {x: b.x + 8, y: b.y + 15, "class": "title"}, g).textContent =
         short(n.label, open ? 60 : 21);
     if (!open) svg("text", {x: b.x + 8, y: b.y + 31, "class": "sub"}, g).textContent =
-        opCount[k] + " op" + (opCount[k] === 1 ? "" : "s");
+        opCount[k] + " op" + (opCount[k] === 1 ? "" : "s") + recomputedText(k);
     var tg = svg("g", {"class": "toggle", "data-toggle": k}, g);
     svg("rect", {x: b.x + b.w - 20, y: b.y + 4, width: 15, height: 15, rx: 3}, tg);
     svg("text", {x: b.x + b.w - 16.5, y: b.y + 16}, tg).textContent = open ? "\u2212" : "+";
@@ -310,6 +310,11 @@ _SCRIPT = r"""
     }
     svg("path", {d: d, "class": "edge" + (control ? " control" : "") + (faint ? " faint" : ""),
                  "marker-end": "url(#arrow)", "data-from": a, "data-to": b}, layer);
+  }
+  function recomputedText(k) {
+    if (nodes[k].kind !== "kernel") return "";
+    var n = data.kernels[nodes[k].kernel].ops.length - opCount[k];
+    return n > 0 ? " (+" + n + " recomputed)" : "";
   }
   function curve(x0, y0, x1, y1, x2, y2, x3, y3) {
     return "M" + x0 + "," + y0 + " C" + x1 + "," + y1 + " " + x2 + "," + y2 + " " + x3 + "," + y3; }
@@ -345,7 +350,7 @@ _SCRIPT = r"""
 
   function toggle(k) { if (k === "root") return; expanded[k] = !expanded[k]; render();
     select(k); centreOn(k); }
-  function reveal(k) { ancestors(k).forEach(function (a) { expanded[a] = true; });
+  function reveal(k) { if (!nodes[k]) return; ancestors(k).forEach(function (a) { expanded[a] = true; });
     render(); select(k); centreOn(k); }
 
   // ---------------------------------------------------------------- search
@@ -395,6 +400,15 @@ _SCRIPT = r"""
   function refs(list) { var span = el("span");
     list.forEach(function (x, j) { if (j) span.appendChild(document.createTextNode(", "));
       span.appendChild(x); }); return span; }
+  var CODE_BLOCKS = 3, LISTED = 12;
+  var opOfId = {};
+  ops.forEach(function (op, i) { opOfId[op.id] = i; });
+  function capped(items) {
+    var span = refs(items.slice(0, LISTED));
+    if (items.length > LISTED)
+      span.appendChild(document.createTextNode(" \u2026 and " + (items.length - LISTED) + " more"));
+    return span;
+  }
   function opByName(name) { name = name.replace(/^[\^&]/, "");
     for (var i = 0; i < ops.length; i++) if (ops[i].name === name) return i;
     name = name.replace(/:\d+$/, "");
@@ -421,11 +435,15 @@ _SCRIPT = r"""
         var i = opByName(x);
         return i < 0 ? document.createTextNode(x) : ref(x, opKey[i]); })) : "-");
       if (op.attrs) row(t, "attrs", op.attrs);
-      if (op.kernels.length) row(t, "kernel", refs(op.kernels.map(function (i) {
-        return ref(i + " " + data.kernels[i].name, "k" + i); })));
+      // fusion recomputes a cheap op in every kernel that reads it: drawn in the first
+      if (op.kernels.length) row(t, op.kernels.length > 1 ? "kernels" : "kernel",
+        capped(op.kernels.map(function (i) {
+          return ref(i + " " + data.kernels[i].name, "k" + i); })));
       bufferRows(t, n.op);
       panel.appendChild(t);
-      op.kernels.forEach(function (i) { panel.appendChild(codeBlock(i)); });
+      op.kernels.slice(0, CODE_BLOCKS).forEach(function (i) { panel.appendChild(codeBlock(i)); });
+      if (op.kernels.length > CODE_BLOCKS) panel.appendChild(el("p", "(the code of the other " +
+          (op.kernels.length - CODE_BLOCKS) + " kernels: click them above)"));
       highlightBuffers(n.op);
     } else {
       panel.appendChild(el("h3", fullName(k), "panel-name"));
@@ -438,7 +456,13 @@ _SCRIPT = r"""
       panel.appendChild(t);
       if (k !== "root") { var bt = el("button", isOpen(k) ? "collapse" : "expand");
         bt.addEventListener("click", function () { toggle(k); }); panel.appendChild(bt); }
-      if (n.kind === "kernel") panel.appendChild(codeBlock(n.kernel));
+      if (n.kind === "kernel") {
+        var elsewhere = data.kernels[n.kernel].ops.map(function (id) { return opOfId[id]; })
+            .filter(function (i) { return i !== undefined && ops[i].kernels[0] !== n.kernel; });
+        if (elsewhere.length) row(t, "recomputes", capped(elsewhere.map(function (i) {
+          return ref(ops[i].name + " (drawn in kernel " + ops[i].kernels[0] + ")", opKey[i]); })));
+        panel.appendChild(codeBlock(n.kernel));
+      }
       highlightBuffers(-1);
     }
   }

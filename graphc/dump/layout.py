@@ -67,17 +67,21 @@ def scope_of(name):
 # ------------------------------------------------------------------ grouping
 def _group(c, ops, kernels):
     root = c.nodes["root"] = Node("root", "root", "", None)
-    members = {}
+    # fusion recomputes a cheap op in each kernel that reads it: it is drawn once, in its
+    # first kernel; a kernel made only of such ops is an empty group
+    drawn, computed = {}, {}
     for i, op in enumerate(ops):
         if op.kernels:
-            members.setdefault(op.kernels[0], []).append(i)
-    for k, idx in sorted(members.items()):
-        scope = _common_prefix([scope_of(ops[i].name) for i in idx])
+            drawn.setdefault(op.kernels[0], []).append(i)
+        for k in op.kernels:
+            computed.setdefault(k, []).append(i)
+    for k in sorted(computed):
+        scope = _common_prefix([scope_of(ops[i].name) for i in drawn.get(k) or computed[k]])
         key = f"k{k}"
         c.nodes[key] = Node(key, "kernel", f"kernel {k} · {kernels[k]['kind']}",
                             _scope_node(c, scope).key, kernel=k, scope="/".join(scope))
         _scope_node(c, scope).children.append(key)
-        for i in idx:
+        for i in drawn.get(k, []):
             _add_op(c, key, i, ops[i])
     for i, op in enumerate(ops):
         if not op.kernels:
