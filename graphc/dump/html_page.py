@@ -350,7 +350,9 @@ _SCRIPT = r"""
 
   function toggle(k) { if (k === "root") return; expanded[k] = !expanded[k]; render();
     select(k); centreOn(k); }
-  function reveal(k) { if (!nodes[k]) return; ancestors(k).forEach(function (a) { expanded[a] = true; });
+  function reveal(k) {
+    if (!nodes[k]) return;
+    ancestors(k).forEach(function (a) { expanded[a] = true; });
     render(); select(k); centreOn(k); }
 
   // ---------------------------------------------------------------- search
