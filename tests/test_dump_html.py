@@ -117,6 +117,24 @@ def test_compound_groups_and_layout(big_export, engine):
         <= {i for i, t, _ in c.edges if t == j}
 
 
+def test_default_layer_names_form_one_series(tmp_path, monkeypatch):
+    """TF's unnamed layers are dense, dense_1, dense_2, ...: one series with all of them."""
+    g = gc.Graph()
+    with g.as_default():
+        h = gc.placeholder(gc.float32, [None, 3], name="x")
+        for _ in range(6):
+            h = gc.layers.dense(h, 3)
+    monkeypatch.chdir(tmp_path)
+    graph_io.write_graph(g, ".", "graph.json")
+    ops = read_dump("graph.json").stages["graph"]
+    c = layout.compound(ops, [])
+    (series,) = [n for n in c.nodes.values() if n.kind == "series"]
+    assert series.parent == "root" and series.label == "dense, dense_[1..5]"
+    assert [c.nodes[k].label for k in series.children] == \
+        ["dense"] + [f"dense_{i}" for i in range(1, 6)]
+    assert [c.nodes[k].label for k in c.nodes["root"].children] == ["x", "dense, dense_[1..5]"]
+
+
 def test_layered_fallback_breaks_cycles_between_groups():
     children = ["oa", "ob", "oc"]
     lay = layout._layered((children, {(0, 1), (1, 2), (2, 0)}),

@@ -139,18 +139,24 @@ def _group_series(c):
     for key in [k for k, n in c.nodes.items() if n.kind != "op"]:
         node = c.nodes[key]
         runs = {}
-        for child in node.children:
-            m = _NUMBERED.match(c.nodes[child].label)
-            if c.nodes[child].kind == "scope" and m:
+        scopes = {c.nodes[ch].label: ch for ch in node.children if c.nodes[ch].kind == "scope"}
+        for label, child in scopes.items():
+            m = _NUMBERED.match(label)
+            if m:
                 runs.setdefault(m.group(1), []).append((int(m.group(2)), child))
         for prefix, members in runs.items():
             if len(members) < SERIES_MIN:
                 continue
             members.sort()
             first, last = members[0][0], members[-1][0]
+            label = f"{prefix}[{first}..{last}]"
+            # TF names unnamed layers dense, dense_1, dense_2, ...: the first joins its run
+            base = scopes.get(prefix[:-1]) if prefix.endswith("_") else None
+            if base is not None:
+                members.insert(0, (-1, base))
+                label = f"{prefix[:-1]}, {label}"
             series = f"{key}/{prefix}[]"
-            c.nodes[series] = Node(series, "series", f"{prefix}[{first}..{last}]", key,
-                                   scope=node.scope)
+            c.nodes[series] = Node(series, "series", label, key, scope=node.scope)
             keys = {child for _, child in members}
             at = node.children.index(members[0][1])
             node.children = [ch for ch in node.children if ch not in keys]
