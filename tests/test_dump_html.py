@@ -91,6 +91,9 @@ def test_compound_groups_and_layout(big_export, engine):
             scope = layout.scope_of(op.name)
             assert parent.scope == "/".join(scope[:len(parent.scope.split("/"))]) \
                 or parent.kind == "root"
+    # every kernel is a group, its ops drawn in it unless an earlier kernel computes them too
+    assert {n.kernel for n in c.nodes.values() if n.kind == "kernel"} == \
+        {i for i, k in enumerate(d.kernels) if k["nodes"]}
     for n in c.nodes.values():
         if n.kind == "kernel":
             members = [ops[c.nodes[ch].op].name for ch in n.children]
@@ -114,9 +117,28 @@ def test_compound_groups_and_layout(big_export, engine):
         <= {i for i, t, _ in c.edges if t == j}
 
 
+def test_default_layer_names_form_one_series(tmp_path, monkeypatch):
+    """TF's unnamed layers are dense, dense_1, dense_2, ...: one series with all of them."""
+    g = gc.Graph()
+    with g.as_default():
+        h = gc.placeholder(gc.float32, [None, 3], name="x")
+        for _ in range(6):
+            h = gc.layers.dense(h, 3)
+    monkeypatch.chdir(tmp_path)
+    graph_io.write_graph(g, ".", "graph.json")
+    ops = read_dump("graph.json").stages["graph"]
+    c = layout.compound(ops, [])
+    (series,) = [n for n in c.nodes.values() if n.kind == "series"]
+    assert series.parent == "root" and series.label == "dense, dense_[1..5]"
+    assert [c.nodes[k].label for k in series.children] == \
+        ["dense"] + [f"dense_{i}" for i in range(1, 6)]
+    assert [c.nodes[k].label for k in c.nodes["root"].children] == ["x", "dense, dense_[1..5]"]
+
+
 def test_layered_fallback_breaks_cycles_between_groups():
     children = ["oa", "ob", "oc"]
-    lay = layout._layered((children, {(0, 1), (1, 2), (2, 0)}))
+    lay = layout._layered((children, {(0, 1), (1, 2), (2, 0)}),
+                          [(layout.OP_W, layout.OP_H)] * 3)
     ys = [lay["at"][k][1] for k in children]
     assert ys[0] < ys[1] < ys[2]        # the cycle is broken at its first child
 
@@ -132,6 +154,19 @@ def test_page_says_which_layout_it_used(big_export):
 def _page_data(page):
     m = re.search(r'<script type="application/json" id="dump-data">(.*?)</script>', page, re.S)
     return json.loads(m.group(1))
+
+
+def test_page_of_a_gpu_file_shows_ptx(tmp_path):
+    g, feeds, fetches, init = _training_graph(2)
+    with gc.Session(graph=g) as sess:
+        sess.run(init)
+        path = export(sess, str(tmp_path / "gpu.gcx"), feeds, fetches, target="gpu")
+    d = read_dump(path)
+    data = _page_data(html_page.to_html(d))
+    assert data["code_language"] == "PTX" and data["target"] == "GPU sm_80"
+    for k in data["kernels"]:
+        code = data["kernels"][k["code_from"]]["code"]
+        assert code.startswith(".visible .entry kernel_") and ".emulate" not in code
 
 
 def test_memory_chart_data_at_the_symbol_hints(big_export):
@@ -344,6 +379,20 @@ def test_page_on_a_2000_op_training_graph(browser, big_export, tmp_path):
     assert b.js("document.querySelector('#panel h3').textContent") == target.name
     shots.take("03_search_found_adam_update")
 
+    # Enter again goes to the next match
+    b.js("document.getElementById('search').value = ''")
+    b.click("#search")
+    prefix = target.name.rsplit("/", 1)[0] + "/"
+    b.type(prefix)
+    in_order = [op.name for op in ops if prefix.lower() in op.name.lower()]
+    assert len(in_order) >= 2
+    b.enter()
+    assert b.js("document.querySelector('#panel h3').textContent") == in_order[0]
+    b.enter()
+    assert b.js("document.querySelector('#panel h3').textContent") == in_order[1]
+    assert b.js("document.getElementById('match-count').textContent") == \
+        f"2 of {len(in_order)}"
+
     # search by op type
     b.js("document.getElementById('search').value = ''")
     b.click("#search")
@@ -376,6 +425,34 @@ def test_page_on_a_2000_op_training_graph(browser, big_export, tmp_path):
     b.js("document.getElementById('side').scrollTop = 0")
     shots.take("04_panel_of_dense_3_relu")
 
+    # the wheel zooms around the cursor, a drag pans
+    before = b.js("window.graphcDump.view()")
+    b.call("Input.dispatchMouseEvent", type="mouseWheel", x=1000, y=500, deltaX=0, deltaY=-300)
+    zoomed = b.js("window.graphcDump.view()")
+    assert zoomed[0] == pytest.approx(before[0] * 1.15)
+    px = 1000 - b.js("document.getElementById('graph').getBoundingClientRect().left")
+    assert zoomed[1] == pytest.approx(px - (px - before[1]) * 1.15)
+    for kind, x in (("mousePressed", 900), ("mouseMoved", 950), ("mouseMoved", 1000),
+                    ("mouseReleased", 1000)):
+        b.call("Input.dispatchMouseEvent", type=kind, x=x, y=300, button="left",
+               buttons=1 if kind != "mouseReleased" else 0)
+    panned = b.js("window.graphcDump.view()")
+    assert panned[0] == zoomed[0] and panned[1] == pytest.approx(zoomed[1] + 100)
+
+    # a kernel that recomputes ops drawn in an earlier kernel lists them in its panel
+    recomputing = next(i for i, k in enumerate(d.kernels)
+                       if any(ops[j].kernels[0] != i for j, op in enumerate(ops)
+                              if op.id in k["nodes"]))
+    b.js(f"window.graphcDump.reveal('k{recomputing}')")
+    panel = b.js("document.getElementById('panel').innerText")
+    elsewhere = [op.name for op in ops
+                 if op.id in d.kernels[recomputing]["nodes"] and op.kernels[0] != recomputing]
+    assert "recomputes" in panel and elsewhere[0] + " (drawn in kernel" in panel
+
+    # everything open: every op drawn once
+    b.click("#expand-all")
+    assert len([k for k in _visible_keys(b) if k.startswith("o")]) == len(ops)
+    shots.take("06_everything_expanded_fit")
     # fit-to-screen after collapsing everything: the whole graph inside the view
     b.click("#collapse-all")
     b.click("#fit")
@@ -416,3 +493,33 @@ def test_hostile_names_stay_text(browser, tmp_path, monkeypatch):
     assert browser.js("document.querySelector('#panel h3').textContent") == hostile
     assert browser.js("document.querySelectorAll('img').length") == 0
     assert browser.js("window.pwned === undefined") is True
+
+
+def test_page_carries_each_function_once(big_export):
+    d = read_dump(big_export)
+    page = html_page.to_html(d)
+    kernels = _page_data(page)["kernels"]
+    assert len(kernels) == len(d.kernels)
+    for i, k in enumerate(kernels):
+        source = kernels[k["code_from"]]
+        assert source["code"] == d.kernels[i]["code"] and source["code_from"] == k["code_from"]
+        assert (k["code"] is None) == (k["code_from"] != i)
+    with_text = [k for k in kernels if k["code"] is not None]
+    assert len({k["function"] for k in with_text}) == len(with_text) < len(kernels)
+    assert len(page) < 3_000_000      # 45 layers: the repeated kernels' code is not repeated
+
+
+@pytest.mark.parametrize("n_ops", [0, 1])
+def test_empty_and_one_op_graphs(browser, tmp_path, monkeypatch, n_ops):
+    g = gc.Graph()
+    with g.as_default():
+        for i in range(n_ops):
+            gc.placeholder(gc.float32, [2], name=f"only_{i}")
+    monkeypatch.chdir(tmp_path)
+    graph_io.write_graph(g, ".", "graph.json")
+    page = html_page.to_html(read_dump("graph.json"))
+    (tmp_path / "page.html").write_text(page)
+    browser.open((tmp_path / "page.html").as_uri())
+    assert browser.js("document.body.getAttribute('data-errors')") is None
+    assert browser.js("document.body.getAttribute('data-visible-nodes')") == str(n_ops)
+    assert not browser.console_errors

@@ -19,7 +19,7 @@ import json
 from runtime import shapes
 
 from graphc.dump import layout
-from graphc.dump.text import stage_ops, stage_name, summary
+from graphc.dump.text import overview, stage_name, stage_ops
 
 EXPAND_ALL_UP_TO = 60           # ops; a bigger graph opens with its groups collapsed
 _KIND_COLOURS = ("#f6c48f", "#a8d5a2", "#b9a8e0", "#8fc1e8", "#f0a3a3", "#e8d97a",
@@ -31,7 +31,7 @@ def to_html(d, stage=None, dot=None):
     ops = stage_ops(d, stage)
     kernels = d.kernels if stage_name(d, stage) == "after" else []
     c = layout.compound(ops, kernels, dot)
-    data = {"title": d.path, "summary": summary(d, stage), "engine": c.engine,
+    data = {"title": d.path, "summary": overview(d, stage), "engine": c.engine,
             "code_language": d.code_language, "target": _target_text(d),
             "expand_all": len(ops) <= EXPAND_ALL_UP_TO,
             "sizes": {"op": [layout.OP_W, layout.OP_H], "group": [layout.GROUP_W,
@@ -55,7 +55,7 @@ def _target_text(d):
 
 
 def _op_json(op):
-    return {"name": op.name, "type": op.type, "dtype": op.dtype, "shape": op.shape,
+    return {"id": op.id, "name": op.name, "type": op.type, "dtype": op.dtype, "shape": op.shape,
             "inputs": op.inputs, "attrs": op.attrs, "location": op.location,
             "kernels": op.kernels}
 
@@ -69,10 +69,19 @@ def _kernels_json(kernels):
     colours = {}
     for k in kernels:
         colours.setdefault(k["kind"], _KIND_COLOURS[len(colours) % len(_KIND_COLOURS)])
-    return [{"name": k["name"], "kind": k["kind"], "dims": k.get("dims_text", ""),
-             "ops": list(k.get("nodes", [])), "code": k.get("code", ""),
-             "function": k.get("function"), "shares": k.get("shares_code_of"),
-             "colour": colours[k["kind"]]} for k in kernels]
+    # a deep model's repeated layers run a few functions many times: each text once
+    owner = {}
+    for i, k in enumerate(kernels):
+        if not k.get("shares_code_of"):
+            owner.setdefault(k.get("function"), i)
+    out = []
+    for i, k in enumerate(kernels):
+        source = owner.get(k.get("function"), i) if k.get("shares_code_of") else i
+        out.append({"name": k["name"], "kind": k["kind"], "dims": k.get("dims_text", ""),
+                    "ops": list(k.get("nodes", [])), "function": k.get("function"),
+                    "code": k.get("code", "") if source == i else None, "code_from": source,
+                    "shares": k.get("shares_code_of"), "colour": colours[k["kind"]]})
+    return out
 
 
 def _memory_json(d, ops):
@@ -133,7 +142,8 @@ body { margin: 0; font: 13px Helvetica, Arial, sans-serif; display: flex; height
 .node.match-inside > rect { stroke: #e68a00; stroke-width: 2; stroke-dasharray: 3 2; }
 .edge { fill: none; stroke: #8a8a8a; stroke-width: 1.1; }
 .edge.control { stroke-dasharray: 4 3; stroke: #b0b0b0; }
-.edge.hot { stroke: #d00; stroke-width: 2; }
+.edge.faint { stroke-opacity: 0.18; }
+.edge.hot { stroke: #d00; stroke-width: 2; stroke-opacity: 1; }
 #panel table { border-collapse: collapse; font-size: 12px; width: 100%; }
 #panel td, #panel th { padding: 2px 6px; border-bottom: 1px solid #eee; text-align: left;
                        vertical-align: top; word-break: break-all; }
@@ -161,7 +171,7 @@ _SCRIPT = r"""
   var OP = data.sizes.op, GROUP = data.sizes.group, PAD = data.sizes.pad, TITLE = data.sizes.title;
   var nodes = data.nodes, ops = data.ops, layouts = data.layouts;
   var expanded = {root: true}, selected = null, boxes = {};
-  var matches = [], matchAt = -1;
+  var matches = [], matchAt = -1, searched = null;
 
   function el(tag, text, cls) { var n = document.createElement(tag);
     if (text !== undefined && text !== null) n.textContent = String(text);
@@ -169,19 +179,23 @@ _SCRIPT = r"""
   function svg(tag, attrs, parent) { var n = document.createElementNS(SVGNS, tag);
     for (var a in attrs) n.setAttribute(a, attrs[a]); if (parent) parent.appendChild(n); return n; }
   function clear(n) { while (n.firstChild) n.removeChild(n.firstChild); }
-  function short(text, n) { text = String(text); return text.length <= n ? text : text.slice(0, n - 1) + "\u2026"; }
+  function short(text, n) {
+    text = String(text); return text.length <= n ? text : text.slice(0, n - 1) + "\u2026"; }
   function isGroup(k) { return nodes[k].kind !== "op"; }
   function isOpen(k) { return k === "root" || !!expanded[k]; }
 
   // op count and ancestors, once
   var opCount = {};
   (function count(k) { var n = nodes[k];
-    opCount[k] = n.kind === "op" ? 1 : n.children.reduce(function (s, c) { return s + count(c); }, 0);
+    opCount[k] = n.kind === "op" ? 1 :
+        n.children.reduce(function (s, c) { return s + count(c); }, 0);
     return opCount[k]; })("root");
   var opKey = ops.map(function (_, i) { return "o" + i; });
   function ancestors(k) { var out = []; k = nodes[k].parent;
     while (k !== null) { out.unshift(k); k = nodes[k].parent; } return out; }
-  if (data.expand_all) Object.keys(nodes).forEach(function (k) { if (isGroup(k)) expanded[k] = true; });
+  function expandAll() {
+    Object.keys(nodes).forEach(function (k) { if (isGroup(k)) expanded[k] = true; }); }
+  if (data.expand_all) expandAll();
 
   // ---------------------------------------------------------------- placement
   // An open group's children sit where dot put them; each open child grows around its
@@ -203,11 +217,13 @@ _SCRIPT = r"""
         o.cy += o.cy > e.cy ? dh : o.cy < e.cy ? -dh : 0; });
     });
     var x0 = Infinity, y0 = Infinity, x1 = -Infinity, y1 = -Infinity;
-    items.forEach(function (e) { x0 = Math.min(x0, e.cx - e.w / 2); x1 = Math.max(x1, e.cx + e.w / 2);
+    items.forEach(function (e) {
+      x0 = Math.min(x0, e.cx - e.w / 2); x1 = Math.max(x1, e.cx + e.w / 2);
       y0 = Math.min(y0, e.cy - e.h / 2); y1 = Math.max(y1, e.cy + e.h / 2); });
     if (!items.length) { x0 = y0 = 0; x1 = y1 = 0; }
     var top = k === "root" ? PAD : PAD + TITLE;
-    items.forEach(function (e) { e.x = e.cx - e.w / 2 - x0 + PAD; e.y = e.cy - e.h / 2 - y0 + top; });
+    items.forEach(function (e) {
+      e.x = e.cx - e.w / 2 - x0 + PAD; e.y = e.cy - e.h / 2 - y0 + top; });
     return {w: Math.max(x1 - x0 + 2 * PAD, GROUP[0]), h: y1 - y0 + top + PAD, items: items};
   }
   function absolute(inner, ox, oy) {
@@ -235,15 +251,21 @@ _SCRIPT = r"""
     var groupsLayer = svg("g", {}, vp), edgeLayer = svg("g", {}, vp), nodeLayer = svg("g", {}, vp);
     Object.keys(boxes).forEach(function (k) {
       if (boxes[k].open) drawGroup(groupsLayer, k, true); });
-    var seen = {};
+    var seen = {}, drawn = [], outDeg = {}, inDeg = {};
     data.edges.forEach(function (e) {
       var a = visibleOf(e[0]), b = visibleOf(e[1]), key = a + ">" + b;
       if (a === b || seen[key] || !boxes[a] || !boxes[b]) return;
       if (boxes[a].open || boxes[b].open) return;
-      seen[key] = true; drawEdge(edgeLayer, a, b, e[2]);
+      seen[key] = true; drawn.push([a, b, e[2]]);
+      outDeg[a] = (outDeg[a] || 0) + 1; inDeg[b] = (inDeg[b] || 0) + 1;
     });
+    // a constant or hyperparameter read by every layer would draw a fan of long edges
+    // over the whole graph: such fans are faint until their end is selected
+    drawn.forEach(function (e) {
+      drawEdge(edgeLayer, e[0], e[1], e[2], outDeg[e[0]] > FAN || inDeg[e[1]] > 2 * FAN); });
     Object.keys(boxes).forEach(function (k) {
-      if (!boxes[k].open) { if (isGroup(k)) drawGroup(nodeLayer, k, false); else drawOp(nodeLayer, k); } });
+      if (boxes[k].open) return;
+      if (isGroup(k)) drawGroup(nodeLayer, k, false); else drawOp(nodeLayer, k); });
     document.body.setAttribute("data-visible-nodes", String(Object.keys(boxes).length));
     markMatches(); markSelected();
   }
@@ -266,41 +288,53 @@ _SCRIPT = r"""
     var r = svg("rect", {x: b.x, y: b.y, width: b.w, height: b.h, rx: 8}, g);
     var colour = kernelColour(k);
     if (colour) { r.setAttribute("fill", colour); r.setAttribute("stroke", colour); }
-    svg("text", {x: b.x + 8, y: b.y + 15, "class": "title"}, g).textContent = short(n.label, open ? 60 : 21);
+    svg("text", {x: b.x + 8, y: b.y + 15, "class": "title"}, g).textContent =
+        short(n.label, open ? 60 : 21);
     if (!open) svg("text", {x: b.x + 8, y: b.y + 31, "class": "sub"}, g).textContent =
-        opCount[k] + " op" + (opCount[k] === 1 ? "" : "s");
+        opCount[k] + " op" + (opCount[k] === 1 ? "" : "s") + recomputedText(k);
     var tg = svg("g", {"class": "toggle", "data-toggle": k}, g);
     svg("rect", {x: b.x + b.w - 20, y: b.y + 4, width: 15, height: 15, rx: 3}, tg);
     svg("text", {x: b.x + b.w - 16.5, y: b.y + 16}, tg).textContent = open ? "\u2212" : "+";
     tg.addEventListener("click", function (ev) { ev.stopPropagation(); toggle(k); });
     g.addEventListener("dblclick", function (ev) { ev.stopPropagation(); toggle(k); });
   }
-  function drawEdge(layer, a, b, control) {
+  var FAN = 6;
+  function drawEdge(layer, a, b, control, faint) {
     var s = boxes[a], t = boxes[b];
     var sx = s.x + s.w / 2, sy = s.y + s.h, tx = t.x + t.w / 2, ty = t.y;
-    // an edge up the page (a cycle between groups) goes round the right-hand sides
-    if (ty < sy) { sy = s.y + s.h / 2; sx = s.x + s.w; ty = t.y + t.h / 2; tx = t.x + t.w; }
-    var d;
-    if (ty >= sy) { var bend = Math.max(16, (ty - sy) / 2);
-      d = "M" + sx + "," + sy + " C" + sx + "," + (sy + bend) + " " + tx + "," + (ty - bend) + " " + tx + "," + ty; }
-    else d = "M" + sx + "," + sy + " C" + (sx + 60) + "," + sy + " " + (tx + 60) + "," + ty + " " + tx + "," + ty;
-    svg("path", {d: d, "class": "edge" + (control ? " control" : ""), "marker-end": "url(#arrow)",
-                 "data-from": a, "data-to": b}, layer);
+    var d, bend = Math.max(16, (ty - sy) / 2);
+    if (ty >= sy) d = curve(sx, sy, sx, sy + bend, tx, ty - bend, tx, ty);
+    else {  // an edge up the page (a cycle between groups) goes round the right-hand sides
+      sx = s.x + s.w; sy = s.y + s.h / 2; tx = t.x + t.w; ty = t.y + t.h / 2;
+      d = curve(sx, sy, sx + 60, sy, tx + 60, ty, tx, ty);
+    }
+    svg("path", {d: d, "class": "edge" + (control ? " control" : "") + (faint ? " faint" : ""),
+                 "marker-end": "url(#arrow)", "data-from": a, "data-to": b}, layer);
   }
+  function recomputedText(k) {
+    if (nodes[k].kind !== "kernel") return "";
+    var n = data.kernels[nodes[k].kernel].ops.length - opCount[k];
+    return n > 0 ? " (+" + n + " recomputed)" : "";
+  }
+  function curve(x0, y0, x1, y1, x2, y2, x3, y3) {
+    return "M" + x0 + "," + y0 + " C" + x1 + "," + y1 + " " + x2 + "," + y2 + " " + x3 + "," + y3; }
   function fullName(k) { var n = nodes[k];
     if (n.kind === "op") return ops[n.op].name;
-    if (n.kind === "kernel") return n.label + " (" + data.kernels[n.kernel].name + ") in " + (n.scope || "/");
+    if (n.kind === "kernel")
+      return n.label + " (" + data.kernels[n.kernel].name + ") in " + (n.scope || "/");
     if (n.kind === "series") return (n.scope ? n.scope + "/" : "") + n.label;
     return n.kind === "root" ? data.title : n.scope; }
 
   // ---------------------------------------------------------------- view
   var s = 1, tx = 0, ty = 0, drag = null;
-  function apply() { vp.setAttribute("transform", "translate(" + tx + "," + ty + ") scale(" + s + ")"); }
+  function apply() {
+    vp.setAttribute("transform", "translate(" + tx + "," + ty + ") scale(" + s + ")"); }
   function viewSize() { var r = svgRoot.getBoundingClientRect(); return {w: r.width, h: r.height}; }
   function fit() { var v = viewSize(), top = 40;
     s = Math.min((v.w - 20) / rootSize.w, (v.h - top - 20) / rootSize.h, 2);
     tx = (v.w - rootSize.w * s) / 2; ty = top + (v.h - top - rootSize.h * s) / 2; apply(); }
-  function zoom(f, px, py) { var v = viewSize(); if (px === undefined) { px = v.w / 2; py = v.h / 2; }
+  function zoom(f, px, py) {
+    var v = viewSize(); if (px === undefined) { px = v.w / 2; py = v.h / 2; }
     tx = px - (px - tx) * f; ty = py - (py - ty) * f; s *= f; apply(); }
   function centreOn(k) { var b = boxes[k], v = viewSize(); if (!b) return;
     s = Math.max(s, Math.min(1, (v.w - 40) / b.w, (v.h - 80) / b.h));
@@ -315,24 +349,29 @@ _SCRIPT = r"""
   }, {passive: false});
 
   function toggle(k) { if (k === "root") return; expanded[k] = !expanded[k]; render();
-    select(k, true); centreOn(k); }
-  function reveal(k) { ancestors(k).forEach(function (a) { expanded[a] = true; });
+    select(k); centreOn(k); }
+  function reveal(k) {
+    if (!nodes[k]) return;
+    ancestors(k).forEach(function (a) { expanded[a] = true; });
     render(); select(k); centreOn(k); }
 
   // ---------------------------------------------------------------- search
-  var searchBox = document.getElementById("search"), matchCount = document.getElementById("match-count");
+  var searchBox = document.getElementById("search");
+  var matchCount = document.getElementById("match-count");
   function runSearch(q) {
-    q = q.trim().toLowerCase(); matches = []; matchAt = -1;
+    q = q.trim().toLowerCase(); matches = []; matchAt = -1; searched = q;
     if (q) ops.forEach(function (op, i) {
       if (op.name.toLowerCase().indexOf(q) >= 0 || op.type.toLowerCase() === q ||
           op.type.toLowerCase().indexOf(q) >= 0) matches.push(i); });
-    matchCount.textContent = q ? matches.length + " match" + (matches.length === 1 ? "" : "es") : "";
+    matchCount.textContent = !q ? "" :
+        matches.length + " match" + (matches.length === 1 ? "" : "es");
     var list = document.getElementById("results"); clear(list);
     document.getElementById("results-box").open = matches.length > 0;
     matches.slice(0, 100).forEach(function (i) {
       var li = el("li", ops[i].name + "  (" + ops[i].type + ")");
       li.addEventListener("click", function () { reveal(opKey[i]); }); list.appendChild(li); });
-    if (matches.length > 100) list.appendChild(el("li", "\u2026 " + (matches.length - 100) + " more"));
+    if (matches.length > 100)
+      list.appendChild(el("li", "\u2026 " + (matches.length - 100) + " more"));
     markMatches();
   }
   function nextMatch() { if (!matches.length) return; matchAt = (matchAt + 1) % matches.length;
@@ -347,18 +386,31 @@ _SCRIPT = r"""
       g.classList.toggle("match-inside", !!inside[k] && !isOpen(k)); });
   }
   searchBox.addEventListener("input", function () { runSearch(searchBox.value); });
-  searchBox.addEventListener("keydown", function (e) { if (e.key === "Enter") { runSearch(searchBox.value); nextMatch(); } });
+  searchBox.addEventListener("keydown", function (e) {
+    if (e.key !== "Enter") return;
+    if (searchBox.value.trim().toLowerCase() !== searched) runSearch(searchBox.value);
+    nextMatch(); });
 
   // ---------------------------------------------------------------- side panel
   var panel = document.getElementById("panel");
   function row(t, name, value) { var r = el("tr"); r.appendChild(el("th", name));
-    var td = el("td"); if (value instanceof Node) td.appendChild(value); else td.textContent = value;
+    var td = el("td");
+    if (value instanceof Node) td.appendChild(value); else td.textContent = value;
     r.appendChild(td); t.appendChild(r); }
   function ref(text, k) { var a = el("a", text, "ref");
     a.addEventListener("click", function () { reveal(k); }); return a; }
   function refs(list) { var span = el("span");
     list.forEach(function (x, j) { if (j) span.appendChild(document.createTextNode(", "));
       span.appendChild(x); }); return span; }
+  var CODE_BLOCKS = 3, LISTED = 12;
+  var opOfId = {};
+  ops.forEach(function (op, i) { opOfId[op.id] = i; });
+  function capped(items) {
+    var span = refs(items.slice(0, LISTED));
+    if (items.length > LISTED)
+      span.appendChild(document.createTextNode(" \u2026 and " + (items.length - LISTED) + " more"));
+    return span;
+  }
   function opByName(name) { name = name.replace(/^[\^&]/, "");
     for (var i = 0; i < ops.length; i++) if (ops[i].name === name) return i;
     name = name.replace(/:\d+$/, "");
@@ -366,13 +418,14 @@ _SCRIPT = r"""
     return -1; }
   function codeBlock(kernelIndex) {
     var k = data.kernels[kernelIndex], box = el("div");
-    box.appendChild(el("h4", "kernel " + kernelIndex + " " + k.name + " (" + k.kind + " " + k.dims + "): " +
-        data.code_language + (k.function ? " of " + k.function : "") +
+    box.appendChild(el("h4", "kernel " + kernelIndex + " " + k.name + " (" + k.kind + " " +
+        k.dims + "): " + data.code_language + (k.function ? " of " + k.function : "") +
         (k.shares ? " (an identical earlier kernel's code, run on this kernel's buffers)" : "")));
-    box.appendChild(el("pre", k.code || "(the file has no code for this kernel)", "code"));
+    box.appendChild(el("pre", data.kernels[k.code_from].code ||
+        "(the file has no code for this kernel)", "code"));
     return box;
   }
-  function select(k, keepPanelScroll) {
+  function select(k) {
     selected = k; markSelected(); clear(panel);
     var n = nodes[k], t = el("table");
     if (n.kind === "op") {
@@ -381,13 +434,18 @@ _SCRIPT = r"""
       row(t, "type", op.type); row(t, "dtype", op.dtype); row(t, "shape", op.shape);
       row(t, "created at", op.location || "(not recorded)");
       row(t, "inputs", op.inputs.length ? refs(op.inputs.map(function (x) {
-        var i = opByName(x); return i < 0 ? document.createTextNode(x) : ref(x, opKey[i]); })) : "-");
+        var i = opByName(x);
+        return i < 0 ? document.createTextNode(x) : ref(x, opKey[i]); })) : "-");
       if (op.attrs) row(t, "attrs", op.attrs);
-      if (op.kernels.length) row(t, "kernel", refs(op.kernels.map(function (i) {
-        return ref(i + " " + data.kernels[i].name, "k" + i); })));
+      // fusion recomputes a cheap op in every kernel that reads it: drawn in the first
+      if (op.kernels.length) row(t, op.kernels.length > 1 ? "kernels" : "kernel",
+        capped(op.kernels.map(function (i) {
+          return ref(i + " " + data.kernels[i].name, "k" + i); })));
       bufferRows(t, n.op);
       panel.appendChild(t);
-      op.kernels.forEach(function (i) { panel.appendChild(codeBlock(i)); });
+      op.kernels.slice(0, CODE_BLOCKS).forEach(function (i) { panel.appendChild(codeBlock(i)); });
+      if (op.kernels.length > CODE_BLOCKS) panel.appendChild(el("p", "(the code of the other " +
+          (op.kernels.length - CODE_BLOCKS) + " kernels: click them above)"));
       highlightBuffers(n.op);
     } else {
       panel.appendChild(el("h3", fullName(k), "panel-name"));
@@ -400,7 +458,13 @@ _SCRIPT = r"""
       panel.appendChild(t);
       if (k !== "root") { var bt = el("button", isOpen(k) ? "collapse" : "expand");
         bt.addEventListener("click", function () { toggle(k); }); panel.appendChild(bt); }
-      if (n.kind === "kernel") panel.appendChild(codeBlock(n.kernel));
+      if (n.kind === "kernel") {
+        var elsewhere = data.kernels[n.kernel].ops.map(function (id) { return opOfId[id]; })
+            .filter(function (i) { return i !== undefined && ops[i].kernels[0] !== n.kernel; });
+        if (elsewhere.length) row(t, "recomputes", capped(elsewhere.map(function (i) {
+          return ref(ops[i].name + " (drawn in kernel " + ops[i].kernels[0] + ")", opKey[i]); })));
+        panel.appendChild(codeBlock(n.kernel));
+      }
       highlightBuffers(-1);
     }
   }
@@ -408,32 +472,40 @@ _SCRIPT = r"""
     document.querySelectorAll(".node").forEach(function (g) {
       g.classList.toggle("selected", g.getAttribute("data-key") === selected); });
     document.querySelectorAll(".edge").forEach(function (p) {
-      p.classList.toggle("hot", p.getAttribute("data-from") === selected || p.getAttribute("data-to") === selected); });
+      p.classList.toggle("hot", p.getAttribute("data-from") === selected ||
+                                p.getAttribute("data-to") === selected); });
   }
 
   // ---------------------------------------------------------------- memory chart
   function drawMemory() {
     var m = data.memory, box = document.getElementById("memory");
     if (!m) { box.appendChild(el("p", "(no memory plan: an uncompiled graph or stage)")); return; }
-    box.appendChild(el("p", "Buffers as bars over the schedule (x: kernel index), offset in the arena " +
-        "on the y axis; " + m.buffers.length + " buffers, arena " + m.arena + " " + m.note + "."));
-    var W = 560, H = 240, L = 62, B = 22, steps = Math.max(m.steps, 1), arena = Math.max(m.arena, 1);
+    box.appendChild(el("p", "Buffers as bars over the schedule (x: kernel index), offset in " +
+        "the arena on the y axis; " + m.buffers.length + " buffers, arena " + m.arena + " " +
+        m.note + "."));
+    var W = 560, H = 240, L = 62, B = 22;
+    var steps = Math.max(m.steps, 1), arena = Math.max(m.arena, 1);
     var chart = svg("svg", {id: "memory-chart", viewBox: "0 0 " + W + " " + H, width: "100%"}, box);
     var sx = (W - L - 8) / steps, sy = (H - B - 8) / arena;
-    svg("rect", {x: L, y: 4, width: W - L - 8, height: H - B - 8, fill: "#fff", stroke: "#bbb"}, chart);
+    svg("rect", {x: L, y: 4, width: W - L - 8, height: H - B - 8, fill: "#fff", stroke: "#bbb"},
+        chart);
     [0, 0.5, 1].forEach(function (f) { var y = 4 + f * (H - B - 8);
-      svg("text", {x: L - 4, y: y + 3, "text-anchor": "end"}, chart).textContent = String(Math.round(f * arena)); });
+      svg("text", {x: L - 4, y: y + 3, "text-anchor": "end"}, chart).textContent =
+          String(Math.round(f * arena)); });
     svg("text", {x: 10, y: (H - B) / 2, transform: "rotate(-90 10 " + (H - B) / 2 + ")",
                   "text-anchor": "middle"}, chart).textContent = "offset (bytes)";
     svg("text", {x: W - 8, y: H - 8, "text-anchor": "end"}, chart).textContent = "kernel \u2192";
     var tick = Math.max(1, Math.ceil(steps / 10));
     for (var i = 0; i < steps; i += tick)
-      svg("text", {x: L + (i + 0.5) * sx, y: H - 8, "text-anchor": "middle"}, chart).textContent = String(i);
+      svg("text", {x: L + (i + 0.5) * sx, y: H - 8, "text-anchor": "middle"}, chart)
+          .textContent = String(i);
     m.buffers.forEach(function (b) {
       var r = svg("rect", {"class": "bar", x: L + b.first * sx, y: 4 + b.offset * sy,
-                           width: Math.max((b.last - b.first + 1) * sx, 1), height: Math.max(b.size * sy, 1),
+                           width: Math.max((b.last - b.first + 1) * sx, 1),
+                           height: Math.max(b.size * sy, 1),
                            "data-op": b.op === null ? "" : String(b.op)}, chart);
-      svg("title", {}, r).textContent = b.name + ": " + b.size + " B at " + b.offset + ", kernels " +
+      svg("title", {}, r).textContent = b.name + ": " + b.size + " B at " + b.offset +
+          ", kernels " +
           b.first + ".." + b.last + (b.inplace_of ? ", in place of " + b.inplace_of : "");
       if (b.op !== null) r.addEventListener("click", function () { reveal(opKey[b.op]); });
     });
@@ -466,7 +538,8 @@ _SCRIPT = r"""
   // ---------------------------------------------------------------- start
   document.getElementById("target").textContent = data.target;
   document.getElementById("engine").textContent = "layout: " + data.engine +
-      "; expanding a group places its children (laid out by dot inside the group) in its box and moves the rest aside";
+      "; expanding a group places its children (laid out by dot inside the group) in its " +
+      "box and moves the rest aside";
   document.getElementById("summary").textContent = data.summary;
   var kl = document.getElementById("kernel-list");
   data.kernels.forEach(function (k, i) {
@@ -483,6 +556,8 @@ _SCRIPT = r"""
   document.getElementById("zoom-out").addEventListener("click", function () { zoom(0.8); });
   document.getElementById("collapse-all").addEventListener("click", function () {
     expanded = {root: true}; render(); fit(); });
+  document.getElementById("expand-all").addEventListener("click", function () {
+    expandAll(); render(); fit(); });
   drawMemory();
   render(); fit();
   window.graphcDump = {opCount: ops.length, render: render, fit: fit, reveal: reveal,
@@ -510,7 +585,7 @@ match). Drag to pan, wheel to zoom.</p></div>
 <div id="main"><div id="toolbar"><input id="search" type="search"
 placeholder="search op name or type" autocomplete="off"><span id="match-count"></span>
 <button id="fit">fit</button><button id="zoom-in">+</button><button id="zoom-out">&minus;</button>
-<button id="collapse-all">collapse all</button></div>
+<button id="expand-all">expand all</button><button id="collapse-all">collapse all</button></div>
 <svg id="graph" xmlns="http://www.w3.org/2000/svg"><defs><marker id="arrow" viewBox="0 0 10 10"
 refX="9" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse"><path
 d="M0,0 L10,5 L0,10 z" fill="#777"/></marker></defs><g id="viewport"></g></svg>

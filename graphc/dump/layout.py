@@ -46,11 +46,12 @@ def compound(ops, kernels, dot=None):
     _group_series(c)
     c.edges = _op_edges(ops)
     graphs = _group_graphs(c)
+    sizes = {key: [box_size(c, ch) for ch in children] for key, (children, _) in graphs.items()}
     dot = shutil.which("dot") if dot is None else dot
-    layouts, why_not = (_dot_layouts(dot, graphs) if dot else
+    layouts, why_not = (_dot_layouts(dot, graphs, sizes) if dot else
                         (None, "Graphviz `dot` is not installed"))
     if layouts is None:
-        layouts = {key: _layered(g) for key, g in graphs.items()}
+        layouts = {key: _layered(g, sizes[key]) for key, g in graphs.items()}
         c.engine = f"simple layered layout ({why_not})"
     else:
         c.engine = f"Graphviz dot ({_dot_version(dot)})"
@@ -66,17 +67,21 @@ def scope_of(name):
 # ------------------------------------------------------------------ grouping
 def _group(c, ops, kernels):
     root = c.nodes["root"] = Node("root", "root", "", None)
-    members = {}
+    # fusion recomputes a cheap op in each kernel that reads it: it is drawn once, in its
+    # first kernel; a kernel made only of such ops is an empty group
+    drawn, computed = {}, {}
     for i, op in enumerate(ops):
         if op.kernels:
-            members.setdefault(op.kernels[0], []).append(i)
-    for k, idx in sorted(members.items()):
-        scope = _common_prefix([scope_of(ops[i].name) for i in idx])
+            drawn.setdefault(op.kernels[0], []).append(i)
+        for k in op.kernels:
+            computed.setdefault(k, []).append(i)
+    for k in sorted(computed):
+        scope = _common_prefix([scope_of(ops[i].name) for i in drawn.get(k) or computed[k]])
         key = f"k{k}"
         c.nodes[key] = Node(key, "kernel", f"kernel {k} · {kernels[k]['kind']}",
                             _scope_node(c, scope).key, kernel=k, scope="/".join(scope))
         _scope_node(c, scope).children.append(key)
-        for i in idx:
+        for i in drawn.get(k, []):
             _add_op(c, key, i, ops[i])
     for i, op in enumerate(ops):
         if not op.kernels:
@@ -134,18 +139,24 @@ def _group_series(c):
     for key in [k for k, n in c.nodes.items() if n.kind != "op"]:
         node = c.nodes[key]
         runs = {}
-        for child in node.children:
-            m = _NUMBERED.match(c.nodes[child].label)
-            if c.nodes[child].kind == "scope" and m:
+        scopes = {c.nodes[ch].label: ch for ch in node.children if c.nodes[ch].kind == "scope"}
+        for label, child in scopes.items():
+            m = _NUMBERED.match(label)
+            if m:
                 runs.setdefault(m.group(1), []).append((int(m.group(2)), child))
         for prefix, members in runs.items():
             if len(members) < SERIES_MIN:
                 continue
             members.sort()
             first, last = members[0][0], members[-1][0]
+            label = f"{prefix}[{first}..{last}]"
+            # TF names unnamed layers dense, dense_1, dense_2, ...: the first joins its run
+            base = scopes.get(prefix[:-1]) if prefix.endswith("_") else None
+            if base is not None:
+                members.insert(0, (-1, base))
+                label = f"{prefix[:-1]}, {label}"
             series = f"{key}/{prefix}[]"
-            c.nodes[series] = Node(series, "series", f"{prefix}[{first}..{last}]", key,
-                                   scope=node.scope)
+            c.nodes[series] = Node(series, "series", label, key, scope=node.scope)
             keys = {child for _, child in members}
             at = node.children.index(members[0][1])
             node.children = [ch for ch in node.children if ch not in keys]
@@ -206,7 +217,7 @@ def box_size(c, key):
 _PLAIN_NODE = re.compile(r"^node (\S+) (\S+) (\S+) ")
 
 
-def _dot_layouts(dot, graphs):
+def _dot_layouts(dot, graphs, sizes):
     """All groups in one `dot -Tplain` run: ({group key: layout}, None) or (None, why)."""
     keys = list(graphs)
     text = []
@@ -214,7 +225,7 @@ def _dot_layouts(dot, graphs):
         children, edges = graphs[key]
         text.append(f"digraph g{g} {{ rankdir=TB; nodesep=0.3; ranksep=0.45; "
                     "node [shape=box, fixedsize=true, label=\"\"];")
-        for i, (w, h) in enumerate(_sizes(graphs, key)):
+        for i, (w, h) in enumerate(sizes[key]):
             text.append(f" n{i} [width={w / 72:.3f}, height={h / 72:.3f}];")
         text.extend(f" n{u} -> n{v};" for u, v in sorted(edges))
         text.append("}")
@@ -245,11 +256,6 @@ def _dot_layouts(dot, graphs):
     return layouts, None
 
 
-def _sizes(graphs, key):
-    return [(OP_W, OP_H) if ch.startswith("o") else (GROUP_W, GROUP_H)
-            for ch in graphs[key][0]]
-
-
 def _dot_version(dot):
     try:
         done = subprocess.run([dot, "-V"], capture_output=True, text=True, timeout=30)
@@ -263,7 +269,7 @@ def _dot_version(dot):
 _GAP_X, _GAP_Y = 22, 32
 
 
-def _layered(graph):
+def _layered(graph, sizes):
     """Ranks by longest path (a cycle between groups is broken at its first child in
     graph order), each rank one row in child order, rows centred."""
     children, edges = graph
@@ -279,7 +285,6 @@ def _layered(graph):
     rows = {}
     for i in range(len(children)):
         rows.setdefault(rank[i], []).append(i)
-    sizes = [(OP_W, OP_H) if ch.startswith("o") else (GROUP_W, GROUP_H) for ch in children]
     row_w = {r: sum(sizes[i][0] for i in row) + _GAP_X * (len(row) - 1)
              for r, row in rows.items()}
     width = max(row_w.values(), default=0)

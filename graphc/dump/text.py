@@ -9,15 +9,31 @@ def summary(d, stage=None):
     if d.kind == "compiled":
         lines += _signature(d) + [""]
     ops = stage_ops(d, stage)
-    label = {"graph": "graph", "before": "graph before passes",
-             "after": "graph after passes"}[stage_name(d, stage)]
-    lines += [f"{label}: {len(ops)} ops"] + op_table(ops, with_kernel=bool(d.kernels)) + [""]
+    lines += [f"{_stage_label(d, stage)}: {len(ops)} ops"]
+    lines += op_table(ops, with_kernel=bool(d.kernels)) + [""]
     if d.kind == "compiled":
         lines += kernel_lines(d) + [""] + memory_lines(d, timeline=False) + [""] + pass_lines(d)
     elif getattr(d, "collections", None):
         lines.append("collections: " + ", ".join(f"{k} ({n})"
                                                  for k, n in sorted(d.collections.items())))
     return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def overview(d, stage=None):
+    """The summary less its tables (ops, kernels, buffers): what a page shows elsewhere."""
+    lines = [_title(d)]
+    if d.kind == "compiled":
+        lines += _signature(d) + [""]
+    ops = stage_ops(d, stage)
+    lines.append(f"{_stage_label(d, stage)}: {len(ops)} ops, {len(d.kernels)} kernels")
+    if d.kind == "compiled":
+        lines += [""] + memory_lines(d, timeline=False)[:1] + [""] + pass_lines(d)
+    return "\n".join(lines) + "\n"
+
+
+def _stage_label(d, stage):
+    return {"graph": "graph", "before": "graph before passes",
+            "after": "graph after passes"}[stage_name(d, stage)]
 
 
 def stage_name(d, stage):
