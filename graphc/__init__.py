@@ -49,6 +49,8 @@ from graphc import contrib  # noqa: F401,E402
 from graphc.graph_io import GraphDef, import_graph_def  # noqa: F401,E402
 from graphc.export import export  # noqa: F401,E402
 
+from graphc.train.moving_averages import moving_average_variables  # noqa: F401,E402
+
 initializers = init_ops
 linalg = __import__("graphc.ops.linalg", fromlist=["x"])
 newaxis = None
