@@ -51,7 +51,18 @@ from graphc.graph_io import import_graph_def  # noqa: F401,E402
 from graphc.export import export  # noqa: F401,E402
 from graphc import distribute  # noqa: F401,E402  (the collective op types: graph files load)
 
+from graphc.train.moving_averages import moving_average_variables  # noqa: F401,E402
+
 initializers = init_ops
+
+
+def __getattr__(name):  # PEP 562: TF1's top-level proto classes (tf.Summary, tf.Event, ...)
+    from graphc.summary import _PROTO_CLASSES
+    if name in _PROTO_CLASSES:
+        return getattr(summary, name)
+    raise AttributeError(f"module 'graphc' has no attribute {name!r}")
+
+
 linalg = __import__("graphc.ops.linalg", fromlist=["x"])
 newaxis = None
 

@@ -19,7 +19,7 @@ from graphc.ops.constant_ops import convert_to_tensor
 from graphc.ops.control_flow_ops import identity
 from graphc.variable_scope import get_variable, variable_scope
 
-__all__ = ["dense", "conv2d", "max_pooling2d", "average_pooling2d", "flatten", "dropout",
+__all__ = ["dense", "conv2d", "conv2d_transpose", "max_pooling2d", "average_pooling2d", "flatten", "dropout",
            "batch_normalization"]
 
 
@@ -157,6 +157,63 @@ def conv2d(inputs, filters, kernel_size, strides=(1, 1), padding="valid",
         if (dh, dw) != (1, 1):
             conv_kwargs["dilations"] = [1, dh, dw, 1] if fmt == "NHWC" else [1, 1, dh, dw]
         outputs = conv_ops.conv2d(x, kernel, **conv_kwargs)
+        if use_bias:
+            bias = get_variable("bias", [filters], x.dtype, initializer=_zeros(bias_initializer),
+                                regularizer=bias_regularizer, trainable=trainable,
+                                constraint=bias_constraint)
+            outputs = nn_ops.bias_add(outputs, bias, data_format=fmt)
+        if activation is not None:
+            outputs = activation(outputs)
+        _apply_activity_regularizer(outputs, activity_regularizer)
+        return outputs
+
+
+def _transposed_length(size, kernel, stride, padding):
+    """The output length of a transposed convolution (Keras' deconv_output_length)."""
+    if size is None:
+        return None
+    return size * stride + max(kernel - stride, 0) if padding == "VALID" else size * stride
+
+
+def conv2d_transpose(inputs, filters, kernel_size, strides=(1, 1), padding="valid",
+                     data_format="channels_last", activation=None, use_bias=True,
+                     kernel_initializer=None, bias_initializer=None, kernel_regularizer=None,
+                     bias_regularizer=None, activity_regularizer=None, kernel_constraint=None,
+                     bias_constraint=None, trainable=True, name=None, reuse=None):
+    """Transposed 2-D convolution layer (the gradient of conv2d w.r.t. its input): kernel
+    [kh, kw, filters, in_channels]; each spatial dim grows to in * stride (+ kernel - stride
+    for 'valid')."""
+    x = _float_inputs(inputs)
+    kh, kw = _pair(kernel_size, "kernel_size")
+    sh, sw = _pair(strides, "strides")
+    fmt = _nn_data_format(data_format)
+    pad = _padding(padding)
+    if x.shape.ndims is not None and x.shape.ndims != 4:
+        raise ValueError(f"Input 0 of layer conv2d_transpose is incompatible with the layer: "
+                         f"expected ndim=4, found ndim={x.shape.ndims}. Full shape received: "
+                         f"{x.shape}")
+    c_axis, h_axis = (3, 1) if fmt == "NHWC" else (1, 2)
+    channels = x.shape[c_axis].value if x.shape.ndims else None
+    if channels is None:
+        raise ValueError("The channel dimension of the inputs should be defined. Found `None`.")
+    with _layer_scope(name, "conv2d_transpose", reuse, x):
+        kernel = get_variable("kernel", [kh, kw, filters, channels], x.dtype,
+                              initializer=kernel_initializer, regularizer=kernel_regularizer,
+                              trainable=trainable, constraint=kernel_constraint)
+        dims = array_ops.shape(x)
+        out_h = _transposed_length(dims[h_axis], kh, sh, pad)
+        out_w = _transposed_length(dims[h_axis + 1], kw, sw, pad)
+        spatial = [out_h, out_w]
+        out_dims = ([dims[0]] + spatial + [filters] if fmt == "NHWC"
+                    else [dims[0], filters] + spatial)
+        stride4 = [1, sh, sw, 1] if fmt == "NHWC" else [1, 1, sh, sw]
+        outputs = conv_ops.conv2d_transpose(x, kernel, array_ops.stack(out_dims), stride4,
+                                            padding=pad, data_format=fmt)
+        static = [x.shape[0].value] + [
+            _transposed_length(x.shape[h_axis + i].value, k, st, pad)
+            for i, (k, st) in enumerate([(kh, sh), (kw, sw)])]
+        outputs.set_shape(static + [filters] if fmt == "NHWC"
+                          else [static[0], filters] + static[1:])
         if use_bias:
             bias = get_variable("bias", [filters], x.dtype, initializer=_zeros(bias_initializer),
                                 regularizer=bias_regularizer, trainable=trainable,

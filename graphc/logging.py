@@ -31,36 +31,43 @@ def get_logger():
         return _logger
 
 
-def log(level, msg, *args, **kwargs):
+def _emit(level, msg, args, kwargs, depth=3):
+    """Logs as the caller `depth` frames up (the user's line, not this module's, as TF1's
+    findCaller override does)."""
+    kwargs.setdefault("stacklevel", depth)
     get_logger().log(level, msg, *args, **kwargs)
 
 
+def log(level, msg, *args, **kwargs):
+    _emit(level, msg, args, kwargs)
+
+
 def debug(msg, *args, **kwargs):
-    get_logger().debug(msg, *args, **kwargs)
+    _emit(DEBUG, msg, args, kwargs)
 
 
 def info(msg, *args, **kwargs):
-    get_logger().info(msg, *args, **kwargs)
+    _emit(INFO, msg, args, kwargs)
 
 
 def warning(msg, *args, **kwargs):
-    get_logger().warning(msg, *args, **kwargs)
+    _emit(WARN, msg, args, kwargs)
 
 
 warn = warning
 
 
 def error(msg, *args, **kwargs):
-    get_logger().error(msg, *args, **kwargs)
+    _emit(ERROR, msg, args, kwargs)
 
 
 def fatal(msg, *args, **kwargs):
     """Logs at FATAL; as TF1's, it does not end the program."""
-    get_logger().fatal(msg, *args, **kwargs)
+    _emit(FATAL, msg, args, kwargs)
 
 
 def vlog(level, msg, *args, **kwargs):
-    get_logger().log(level, msg, *args, **kwargs)
+    _emit(level, msg, args, kwargs)
 
 
 def _call_site():
@@ -78,18 +85,18 @@ def _count_call(site):
 def log_every_n(level, msg, n, *args):
     """Logs on the 1st, (n+1)th, (2n+1)th ... call from the same line."""
     if _count_call(_call_site()) % n == 0:
-        log(level, msg, *args)
+        _emit(level, msg, args, {})
 
 
 def log_first_n(level, msg, n, *args):
     """Logs on the first n calls from the same line."""
     if _count_call(_call_site()) < n:
-        log(level, msg, *args)
+        _emit(level, msg, args, {})
 
 
 def log_if(level, msg, condition, *args):
     if condition:
-        log(level, msg, *args)
+        _emit(level, msg, args, {})
 
 
 def get_verbosity():

@@ -6,3 +6,4 @@ from graphc.ops.candidate_sampling import *  # noqa: F401,F403
 from graphc.ops import rnn_cell  # noqa: F401,E402  (gc.nn.rnn_cell.BasicLSTMCell, ...)
 from graphc.ops.conv_variants import *  # noqa: F401,F403,E402
 from graphc.ops.topk_ops import in_top_k, top_k  # noqa: F401,E402
+from graphc.ops.lrn_ops import *  # noqa: F401,F403,E402

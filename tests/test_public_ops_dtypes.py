@@ -345,6 +345,12 @@ CASES = [
      "accum"),
     ("embedding_lookup", "nn", "x", lambda x: tf.nn.embedding_lookup(x, INPUTS["ids"][:3]),
      lambda x: x[INPUTS["ids"][:3]], "exact"),
+    ("top_k", "nn", "x", lambda x: tf.nn.top_k(x, 3)[0], lambda x: -np.sort(-x, 1)[:, :3],
+     "exact"),
+    # host ops: the user's function's result, and Print's pass-through (first_n=0: silent)
+    ("py_func", "nn", "x", lambda x: tf.py_func(lambda a: a * 2, [x], x.dtype),
+     lambda x: x * 2, "exact"),
+    ("Print", "nn", "x", lambda x: tf.Print(x, [x], first_n=0), lambda x: x, "exact"),
     ("softmax_xent_v1", "nn", "x probs",
      lambda a, p: tf.nn.softmax_cross_entropy_with_logits(labels=p, logits=a),
      lambda a, p: -(p * (a - np_logsumexp(a, 1)[:, None])).sum(1), "trans"),
@@ -390,6 +396,7 @@ NOT_FLOAT_OPS = {
     "IteratorGetNext", "MakeIterator",                # tf.data
     "LogUniformCandidateSampler", "UniformCandidateSampler",  # int samples
     "MaxPoolGradGrad",      # second derivative of max-pool: test_nn_ops' gradchecks
+    "PrintV2",              # tf.print: no output, writes text (test_tf1_ops_breadth)
 }
 # Random ops: their values are graphc's own stream (not NumPy's); checked for dtype/range.
 RANDOM_OPS = {"RandomUniform": lambda dt: tf.random_uniform([400], dtype=dt, seed=1),

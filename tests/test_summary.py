@@ -351,3 +351,23 @@ def test_without_tensorboard_import_works_and_summaries_name_the_extra():
                          cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "ok"
+
+
+@needs_tensorboard
+def test_add_run_metadata(tmp_path):
+    """TF1's FileWriter.add_run_metadata: a TaggedRunMetadata event TensorBoard lists under
+    its tag (graphc's RunMetadata has no step stats: an empty trace), each tag once."""
+    x = gc.placeholder(gc.float32, [2])
+    meta = gc.RunMetadata()
+    with gc.Session() as sess:
+        sess.run(x * 2.0, {x: [1.0, 2.0]}, options=gc.RunOptions(), run_metadata=meta)
+    writer = gc.summary.FileWriter(str(tmp_path))
+    writer.add_run_metadata(meta, "step1", global_step=1)
+    with pytest.raises(ValueError, match="already used"):
+        writer.add_run_metadata(meta, "step1")
+    writer.close()
+    from tensorboard.backend.event_processing.event_file_loader import RawEventFileLoader
+    from tensorboard.compat.proto.event_pb2 import Event
+    raw = [Event.FromString(r) for r in RawEventFileLoader(_event_file(tmp_path)).Load()]
+    tagged = [e for e in raw if e.HasField("tagged_run_metadata")]
+    assert [(e.step, e.tagged_run_metadata.tag) for e in tagged] == [(1, "step1")]

@@ -318,3 +318,38 @@ def test_print_v2(backend, capsys, tmp_path):
     with tf.Session() as sess:
         assert sess.run(y) == 1
     assert path.read_text() == "[0 1 2 ... 7 8 9]\n"
+
+
+# --------------------------------------------------------------- lrn, zero_fraction
+def _lrn_ref(x, r, bias, alpha, beta):
+    sq = np.pad(x.astype(np.float64) ** 2, [(0, 0)] * 3 + [(r, r)])
+    sums = sum(sq[..., i:i + x.shape[3]] for i in range(2 * r + 1))
+    return x / (bias + alpha * sums) ** beta
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("radius,bias,alpha,beta", [(5, 1.0, 1.0, 0.5), (2, 1.0, 1e-3 / 9, 0.75),
+                                                    (0, 2.0, 0.5, 1.0)])
+def test_lrn(backend, dtype, radius, bias, alpha, beta):
+    x = rng.standard_normal((2, 3, 2, 7)).astype(dtype)
+    out = run_graph(lambda a: tf.nn.lrn(a, radius, bias=bias, alpha=alpha, beta=beta), x)
+    np.testing.assert_allclose(out, _lrn_ref(x, radius, bias, alpha, beta),
+                               rtol=2e-6 if dtype == np.float32 else 1e-13, atol=1e-7)
+
+
+def test_lrn_gradient(backend):
+    check_gradients(lambda a: tf.nn.local_response_normalization(a, 1, 1.0, 0.3, 0.75),
+                    [rng.standard_normal((1, 2, 2, 4))])
+
+
+@pytest.mark.parametrize("dtype", FLOATS + [np.int32])
+def test_zero_fraction(backend, dtype):
+    x = np.array([[0, 1, 0], [2, 0, 3]], dtype)
+    out = run_graph(tf.nn.zero_fraction, x)
+    assert out.dtype == np.float32 and out == np.float32(0.5)
+
+
+def test_top_level_summary_proto(backend):
+    s = tf.Summary(value=[tf.Summary.Value(tag="loss", simple_value=0.25)])
+    assert s.value[0].tag == "loss" and s.value[0].simple_value == 0.25
+    assert tf.Summary is tf.summary.Summary

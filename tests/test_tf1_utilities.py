@@ -98,6 +98,8 @@ def test_logging_levels_and_verbosity(caplog):
         assert [r.getMessage() for r in caplog.records] == \
             ["step 0", "step 3", "step 6", "d", "w", "l"]
         assert all(r.name == "tensorflow" for r in caplog.records)
+        # the record names the caller's line, not graphc's logging module
+        assert {r.filename for r in caplog.records} == {"test_tf1_utilities.py"}
     finally:
         logger.setLevel(old)
 

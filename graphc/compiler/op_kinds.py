@@ -54,7 +54,8 @@ _OPAQUE = """Cumsum GatherGrad InvertPermutation IsVariableInitialized MirrorPad
     ScatterAdd ScatterSub ScatterUpdate Unique UninitializedNames
     VariableValueOrDefault Where
     HistogramSummary ImageSummary MergeSummary ScalarSummary IteratorGetNext MakeIterator
-    LogUniformCandidateSampler UniformCandidateSampler MpiAllgather MpiAllreduce MpiBroadcast"""
+    LogUniformCandidateSampler UniformCandidateSampler MpiAllgather MpiAllreduce MpiBroadcast
+    TopKV2 PyFunc Print PrintV2"""
 
 OP_KINDS = {}
 for _kind, _names in [("elementwise", _ELEMENTWISE), ("index", _INDEX),

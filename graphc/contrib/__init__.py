@@ -1,2 +1,2 @@
-"""gc.contrib: the tf.contrib names that tutorial scripts use."""
-from graphc.contrib import rnn  # noqa: F401
+"""gc.contrib: the tf.contrib names that TF1 scripts use."""
+from graphc.contrib import framework, layers, rnn, slim, training  # noqa: F401

@@ -175,6 +175,13 @@ class GraphKeys:
     SUMMARIES = "summaries"
     TRAIN_OP = "train_op"
     MOVING_AVERAGE_VARIABLES = "moving_average_variables"
+    # what a tf.train.Scaffold finds or makes (MonitoredSession)
+    SAVERS = "savers"
+    INIT_OP = "init_op"
+    LOCAL_INIT_OP = "local_init_op"
+    READY_OP = "ready_op"
+    READY_FOR_LOCAL_INIT_OP = "ready_for_local_init_op"
+    SUMMARY_OP = "summary_op"
 
 
 class Graph:

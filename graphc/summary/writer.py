@@ -54,6 +54,7 @@ class FileWriter:
         self._logdir = str(logdir)
         self._max_queue, self._flush_secs = max_queue, flush_secs
         self._suffix = filename_suffix or ""
+        self._run_metadata_tags = set()
         self._open()
         if graph is not None or graph_def is not None:
             self.add_graph(graph, graph_def=graph_def)
@@ -98,6 +99,18 @@ class FileWriter:
         if graph_def is None:
             raise TypeError("add_graph needs a gc.Graph or a GraphDef")
         self._add(global_step, graph_def=graph_def.SerializeToString())
+
+    def add_run_metadata(self, run_metadata, tag, global_step=None):
+        """Adds a run's metadata under `tag` (each tag once), as TensorBoard's
+        TaggedRunMetadata. graphc's RunMetadata holds no step stats (graphc collects none):
+        the tag appears with an empty trace; a protobuf RunMetadata is written as it is."""
+        if tag in self._run_metadata_tags:
+            raise ValueError("The provided tag was already used for this event type")
+        self._run_metadata_tags.add(tag)
+        serialize = getattr(run_metadata, "SerializeToString", None)
+        data = serialize() if serialize is not None else b""
+        tagged = self._event_pb2.TaggedRunMetadata(tag=tag, run_metadata=data)
+        self._add(global_step, tagged_run_metadata=tagged)
 
     def add_session_log(self, session_log, global_step=None):
         self._add(global_step, session_log=session_log)

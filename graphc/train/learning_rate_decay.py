@@ -1,11 +1,13 @@
 """Learning-rate schedules: tensors computed from the global step at each run."""
+import math
+
 from graphc.framework.graph import name_scope
 from graphc.ops import math_ops
 from graphc.ops.constant_ops import convert_to_tensor
 from graphc.ops.control_flow_ops import identity
 
 __all__ = ["exponential_decay", "inverse_time_decay", "natural_exp_decay", "polynomial_decay",
-           "piecewise_constant"]
+           "piecewise_constant", "cosine_decay"]
 
 
 def _decay_progress(learning_rate, global_step, decay_steps, staircase):
@@ -93,3 +95,18 @@ def piecewise_constant(x, boundaries, values, name=None):
                                  f"({x.dtype.name}).")
             result = math_ops.where(math_ops.greater(x, b), value, result)
         return identity(result, name=scope)
+
+
+def cosine_decay(learning_rate, global_step, decay_steps, alpha=0.0, name=None):
+    """learning_rate * ((1 - alpha) * 0.5 * (1 + cos(pi * min(step, decay_steps) /
+    decay_steps)) + alpha)."""
+    if global_step is None:
+        raise ValueError("cosine decay requires global_step")
+    with name_scope(name, "CosineDecay") as scope:
+        lr = convert_to_tensor(learning_rate, name="learning_rate")
+        dtype = lr.dtype
+        steps = _in_dtype(decay_steps, dtype)
+        step = math_ops.minimum(_in_dtype(global_step, dtype), steps)
+        cosine = 0.5 * (1.0 + math_ops.cos(_in_dtype(math.pi, dtype) * step / steps))
+        alpha = _in_dtype(alpha, dtype)
+        return math_ops.multiply(lr, (1 - alpha) * cosine + alpha, name=scope)
