@@ -41,6 +41,8 @@ from graphc import data, metrics  # noqa: F401,E402
 from graphc import summary  # noqa: F401,E402  (imports tensorboard only when used)
 from graphc import contrib  # noqa: F401,E402
 from graphc import python_io  # noqa: F401,E402
+from graphc.parsing_ops import (FixedLenFeature, VarLenFeature, parse_example,  # noqa: F401,E402
+                                parse_single_example)
 from graphc.graph_io import import_graph_def  # noqa: F401,E402
 from graphc.export import export  # noqa: F401,E402
 

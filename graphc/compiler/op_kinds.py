@@ -53,7 +53,7 @@ _OPAQUE = """Cumsum GatherGrad InvertPermutation IsVariableInitialized MirrorPad
     ScatterAdd ScatterSub ScatterUpdate Unique UninitializedNames
     VariableValueOrDefault Where
     HistogramSummary ImageSummary MergeSummary ScalarSummary IteratorGetNext MakeIterator
-    LogUniformCandidateSampler UniformCandidateSampler"""
+    LogUniformCandidateSampler UniformCandidateSampler ParseExampleProtos"""
 
 OP_KINDS = {}
 for _kind, _names in [("elementwise", _ELEMENTWISE), ("index", _INDEX),
