@@ -81,7 +81,7 @@ def _is_proto(obj, message_name):
 
 
 # ------------------------------------------------------------------ writing
-def _nodes(graph):
+def graph_nodes(graph):
     """Node dicts (decoded attrs, every output's dtype and static shape) of the ops of
     `graph`, in the order they were added (one op per graph.version step)."""
     nodes = []
@@ -116,13 +116,13 @@ def as_graph_def(graph=None, add_shapes=False, from_version=None):
     """tf.Graph.as_graph_def: TensorFlow's GraphDef proto of `graph` (default: the default
     graph); add_shapes records each output's static shape in TF's `_output_shapes` attr;
     with `from_version`, only the ops added since graph.version had that value."""
-    nodes = _nodes(graph or get_default_graph())
+    nodes = graph_nodes(graph or get_default_graph())
     return tf_graph_def.graph_def_proto(nodes[from_version or 0:], add_shapes, nodes)
 
 
 def json_graph_def(graph=None, add_shapes=True):
     """graphc's own JSON graph def of `graph` (what write_graph writes to a .json name)."""
-    return JsonGraphDef(_json_nodes(_nodes(graph or get_default_graph()), add_shapes))
+    return JsonGraphDef(_json_nodes(graph_nodes(graph or get_default_graph()), add_shapes))
 
 
 def write_graph(graph_or_graph_def, logdir, name, as_text=True):
@@ -175,7 +175,7 @@ def export_meta_graph(filename=None, meta_info_def=None, graph_def=None, saver_d
     graph = graph or get_default_graph()
     pb = protos.meta_graph_pb2()
     meta = pb.MetaGraphDef()
-    nodes = _nodes(graph)
+    nodes = graph_nodes(graph)
     if clear_devices:
         nodes = [dict(n, device="") for n in nodes]
     meta.graph_def.CopyFrom(tf_graph_def.graph_def_proto(nodes) if graph_def is None

@@ -300,33 +300,64 @@ def _type_attr(source, node, outputs, where):
     return outputs.dtype(node["inputs"][source], where)
 
 
-def node_proto(node, outputs, graph_def, add_shapes):
-    """Adds the NodeDef of graph_io node dict `node` to `graph_def`; TF's type attrs are
-    added from the dtypes of the node's inputs and outputs."""
-    out = graph_def.node.add(name=node["name"], op=node["op"], device=node.get("device") or "")
-    out.input.extend([_input_name(i) for i in node["inputs"]]
-                     + ["^" + c for c in node["control_inputs"]])
-    where = f"cannot export op '{node['name']}' (op: '{node['op']}')"
-    spec = OPS.get(node["op"])
-    attrs = dict(node["attrs"])
-    if node["op"] in ("Softmax", "LogSoftmax"):
-        _drop_last_axis(attrs, node, outputs.rank(node["inputs"][0]), where)
-    if node["op"] in _RANDOM_OPS and attrs.get("seed") is None and attrs.get("seed2") is None:
-        attrs["seed"] = attrs["seed2"] = 0
-    for key, value in attrs.items():
-        if value is not None:
+# the largest Const value a display GraphDef (TensorBoard's graph tab) keeps
+MAX_DISPLAY_CONST_BYTES = 1024
+
+
+def _too_large_to_display(value):
+    return isinstance(value, np.ndarray) and \
+        (value.nbytes if value.dtype != object else sum(map(len, value.reshape(-1)))) \
+        > MAX_DISPLAY_CONST_BYTES
+
+
+class _NodeWriter:
+    """Writes NodeDefs. For display (TensorBoard), an attr without an AttrValue form and a
+    large Const value are left out instead of failing the whole graph."""
+
+    def __init__(self, outputs, add_shapes, display):
+        self.outputs, self.add_shapes, self.display = outputs, add_shapes, display
+
+    def set_attr(self, out, key, value, where):
+        if self.display and _too_large_to_display(value):
+            return
+        try:
             out.attr[key].CopyFrom(attr_proto(value, f"{where}, attr '{key}'"))
-    for key, source in (spec.types if spec else {}).items():
-        value = _type_attr(source, node, outputs, where)
-        out.attr[key].CopyFrom(attr_proto(value, f"{where}, attr '{key}'"))
-    if add_shapes and node.get("output_shapes") is not None:
-        out.attr[SHAPES_ATTR].CopyFrom(attr_proto(
-            [TensorShape(s) for s in node["output_shapes"]], where))
-    if node.get("location"):
-        out.attr[LOCATION_ATTR].CopyFrom(attr_proto([str(x) for x in node["location"]], where))
-    if node.get("gradient_of"):
-        out.attr[GRADIENT_OF_ATTR].CopyFrom(attr_proto(node["gradient_of"], where))
-    return out
+        except FormatError:
+            if not self.display:
+                raise
+
+    def write(self, node, graph_def):
+        """Adds the NodeDef of graph_io node dict `node`; TF's type attrs are added from
+        the dtypes of the node's inputs and outputs."""
+        out = graph_def.node.add(name=node["name"], op=node["op"],
+                                 device=node.get("device") or "")
+        out.input.extend([_input_name(i) for i in node["inputs"]]
+                         + ["^" + c for c in node["control_inputs"]])
+        where = f"cannot export op '{node['name']}' (op: '{node['op']}')"
+        spec = OPS.get(node["op"])
+        attrs = dict(node["attrs"])
+        if node["op"] in ("Softmax", "LogSoftmax") and not self.display:
+            _drop_last_axis(attrs, node, self.outputs.rank(node["inputs"][0]), where)
+        if node["op"] in _RANDOM_OPS and attrs.get("seed") is None and \
+                attrs.get("seed2") is None:
+            attrs["seed"] = attrs["seed2"] = 0
+        for key, value in attrs.items():
+            if value is not None:
+                self.set_attr(out, key, value, where)
+        for key, source in (spec.types if spec else {}).items():
+            try:
+                self.set_attr(out, key, _type_attr(source, node, self.outputs, where), where)
+            except FormatError:
+                if not self.display:
+                    raise
+        if self.add_shapes and node.get("output_shapes") is not None:
+            self.set_attr(out, SHAPES_ATTR, [TensorShape(s) for s in node["output_shapes"]],
+                          where)
+        if node.get("location"):
+            self.set_attr(out, LOCATION_ATTR, [str(x) for x in node["location"]], where)
+        if node.get("gradient_of"):
+            self.set_attr(out, GRADIENT_OF_ATTR, node["gradient_of"], where)
+        return out
 
 
 def _drop_last_axis(attrs, node, rank, where):
@@ -337,15 +368,17 @@ def _drop_last_axis(attrs, node, rank, where):
                           f"last axis, this one works on axis {axis}")
 
 
-def graph_def_proto(nodes, add_shapes=False, inputs_from=None):
+def graph_def_proto(nodes, add_shapes=False, inputs_from=None, display=False):
     """A GraphDef proto of graph_io node dicts (which carry their outputs' dtypes);
-    `inputs_from` are node dicts of the ops the nodes' inputs come from (default: nodes)."""
+    `inputs_from` are node dicts of the ops the nodes' inputs come from (default: nodes).
+    display=True makes TensorBoard's view: it never fails, see _NodeWriter."""
     pb = protos.graph_pb2()
     out = pb.GraphDef()
     out.versions.producer = 27  # TF 1.15's GraphDef version: what TF1 users' tools read
-    outputs = _Outputs(nodes if inputs_from is None else inputs_from)
+    writer = _NodeWriter(_Outputs(nodes if inputs_from is None else inputs_from), add_shapes,
+                         display)
     for node in nodes:
-        node_proto(node, outputs, out, add_shapes)
+        writer.write(node, out)
     return out
 
 
