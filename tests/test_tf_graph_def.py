@@ -310,3 +310,38 @@ def test_tf_file_where_graphc_json_is_expected(tmp_path):
         graph_io._read_json(str(path))
     # read_graph_def takes either
     assert len(graph_io.read_graph_def(str(path)).node) == len(frozen_convnet().node)
+
+
+def test_gradient_and_scatter_ops_export_with_tf_type_attrs():
+    """The TF ops of gradient graphs carry the type attrs TF needs to load them; the
+    graph imports back with the same values (real TF 2.21 loaded this graph and matched
+    when it was written)."""
+    x = gc.placeholder(gc.float32, [2, 4, 4, 3], name="x")
+    v = gc.Variable(np.ones([5, 3], np.float32), name="v")
+    y = gc.nn.max_pool(x, [1, 2, 2, 1], [1, 2, 2, 1], "VALID")
+    z = gc.nn.avg_pool(x, [1, 2, 2, 1], [1, 2, 2, 1], "VALID")
+    b = gc.nn.bias_add(x, gc.constant(np.ones(3, np.float32)))
+    mp = gc.pad(x, [[0, 0], [1, 1], [1, 1], [0, 0]], mode="REFLECT")
+    loss = sum(gc.reduce_sum(t * t) for t in (y, z, b, x[:, 1:3], mp))
+    g = gc.identity(gc.gradients(loss, [x])[0], name="g")
+    gc.scatter_add(v, [0, 2], [[1., 2., 3.], [4., 5., 6.]], name="up")
+    gd = gc.get_default_graph().as_graph_def()
+    by_type = {n.op: n for n in gd.node}
+    want = {"MaxPoolGrad": ["T"], "AvgPoolGrad": ["T"], "BiasAddGrad": ["T"],
+            "StridedSliceGrad": ["T", "Index"], "MirrorPadGrad": ["T", "Tpaddings"],
+            "ScatterAdd": ["T", "Tindices"]}
+    for op_type, keys in want.items():
+        for key in keys:
+            assert by_type[op_type].attr[key].type in (F32, I32), (op_type, key)
+    xv = np.random.RandomState(0).randn(2, 4, 4, 3).astype(np.float32)
+    with gc.Session() as sess:
+        sess.run(gc.global_variables_initializer())
+        expected = sess.run([g, "up:0"], {x: xv})
+    with gc.Graph().as_default():
+        g2, up2, init = gc.import_graph_def(gd, name="", return_elements=["g:0", "up:0",
+                                                                          "v/Assign"])
+        with gc.Session() as sess:
+            sess.run(init)
+            got = sess.run([g2, up2], {"x:0": xv})
+    np.testing.assert_array_equal(got[0], expected[0])
+    np.testing.assert_array_equal(got[1], expected[1])
