@@ -345,3 +345,35 @@ def test_gradient_and_scatter_ops_export_with_tf_type_attrs():
             got = sess.run([g2, up2], {"x:0": xv})
     np.testing.assert_array_equal(got[0], expected[0])
     np.testing.assert_array_equal(got[1], expected[1])
+
+
+def test_freeze_with_convert_variables_to_constants(tmp_path):
+    """TF1's freezing: variables become Consts of their trained values, the graph is cut
+    to what the outputs need, and the frozen file runs without a checkpoint."""
+    x = gc.placeholder(gc.float32, [None, 3], name="x")
+    w = gc.Variable(np.arange(6, dtype=np.float32).reshape(3, 2) / 4, name="w")
+    b = gc.Variable(np.zeros(2, np.float32), name="b")
+    out = gc.nn.softmax(gc.matmul(x, w) + b, name="probs")
+    loss = gc.reduce_sum(out * out)
+    train = gc.train.GradientDescentOptimizer(0.5).minimize(loss)
+    xv = np.array([[1, 2, 3], [-1, 0, 2]], np.float32)
+    with gc.Session() as sess:
+        sess.run(gc.global_variables_initializer())
+        sess.run(train, {x: xv})
+        w_v, b_v, expected = sess.run([w, b, out], {x: xv})
+        frozen = gc.graph_util.convert_variables_to_constants(sess, sess.graph_def, ["probs"])
+    ops = {n.name: n.op for n in frozen.node}
+    assert ops["w"] == "Const" and ops["b"] == "Const"
+    assert "VariableV2" not in ops.values() and not any("GradientDescent" in n for n in ops)
+    gc.train.write_graph(frozen, str(tmp_path), "frozen.pb", as_text=False)
+    with gc.Graph().as_default():
+        probs, = gc.import_graph_def(graph_io.read_graph_def(str(tmp_path / "frozen.pb")),
+                                     name="", return_elements=["probs:0"])
+        with gc.Session() as sess:
+            got = sess.run(probs, {"x:0": xv})
+            np.testing.assert_array_equal(sess.run("w:0"), w_v)
+    z = xv @ w_v + b_v
+    np.testing.assert_allclose(got, softmax(z.astype(np.float64)), rtol=1e-6)
+    np.testing.assert_array_equal(got, expected)
+    with pytest.raises(AssertionError, match="nope is not in graph"):
+        gc.graph_util.extract_sub_graph(frozen, ["nope"])
