@@ -377,3 +377,35 @@ def test_freeze_with_convert_variables_to_constants(tmp_path):
     np.testing.assert_array_equal(got, expected)
     with pytest.raises(AssertionError, match="nope is not in graph"):
         gc.graph_util.extract_sub_graph(frozen, ["nope"])
+
+
+@pytest.mark.parametrize("dtype, np_dtype", [(types_pb2.DT_INT32, np.int32),
+                                             (types_pb2.DT_INT64, np.int64),
+                                             (types_pb2.DT_FLOAT, np.float32),
+                                             (types_pb2.DT_DOUBLE, np.float64)])
+def test_tf_ops_that_are_other_ops_here(dtype, np_dtype):
+    """Div (integers: C division, rounding toward zero, as TF's kernel), Snapshot,
+    PreventGradient and BatchMatMul, as TF wrote them."""
+    gd = graph_pb2.GraphDef()
+    t = attr(type=dtype)
+    node(gd, "x", "Placeholder", dtype=t)
+    node(gd, "y", "Placeholder", dtype=t)
+    node(gd, "div", "Div", ["x", "y"], T=t)
+    node(gd, "snap", "Snapshot", ["div"], T=t)
+    node(gd, "kept", "PreventGradient", ["snap"], T=t, message=attr(s=b"no"))
+    node(gd, "a", "Placeholder", dtype=T_F32)
+    node(gd, "bmm", "BatchMatMul", ["a", "a"], T=T_F32, adj_y=attr(b=True))
+    xv = np.array([-7, 7, -7, 7, 6, -6, 0], np_dtype)
+    yv = np.array([2, -2, -2, 2, 3, 3, -5], np_dtype)
+    av = np.arange(12, dtype=np.float32).reshape(2, 2, 3)
+    with gc.Graph().as_default():
+        kept, bmm = gc.import_graph_def(gd, name="", return_elements=["kept:0", "bmm:0"])
+        with gc.Session() as sess:
+            got, got_bmm = sess.run([kept, bmm], {"x:0": xv, "y:0": yv, "a:0": av})
+    if np.issubdtype(np_dtype, np.integer):
+        want = np.trunc(xv.astype(np.float64) / yv).astype(np_dtype)  # [-3, -3, 3, 3, 2, -2, 0]
+    else:
+        want = xv / yv
+    assert got.dtype == np_dtype
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_allclose(got_bmm, av @ av.transpose(0, 2, 1))

@@ -6,7 +6,8 @@ A node dict is graph_io's in-memory node: {"name", "op", "inputs": ["x:0"],
 graphc infers the dtypes TF spells out as type attrs (T, Tidx, SrcT, ...). OPS says, per
 TF op type, which graphc op runs it, which type attrs TF wants on export (taken from an
 input's or output's dtype), which type attrs graphc keeps, and which TF-only attrs import
-drops. TF op types that graphc builds from several ops (FusedBatchNorm) are in COMPOSITES.
+drops. TF op types that graphc builds from several ops (FusedBatchNorm) or from one of
+several (Div) are in COMPOSITES.
 
 graphc's own facts travel in attrs with a leading underscore, which TF ignores:
 `_graphc_location` (file, line, function of the user's line that made the op) and
@@ -54,6 +55,12 @@ def _spec_table():
     table = {name: OpSpec(t0) for name in unary + binary}
     table.update({
         "AddV2": OpSpec(t0, graphc_type="Add"),
+        # TF ops that are another op here: identities TF keeps for its own bookkeeping,
+        # and BatchMatMul, which BatchMatMulV2 (broadcasting batch dims) extends
+        "Snapshot": OpSpec(t0, graphc_type="Identity"),
+        "PreventGradient": OpSpec(t0, graphc_type="Identity", drop=["message"]),
+        "BatchMatMul": OpSpec(t0, graphc_type="BatchMatMulV2",
+                              defaults={"adj_x": False, "adj_y": False}),
         "Equal": OpSpec(t0, drop=["incompatible_shape_error"]),
         "NotEqual": OpSpec(t0, drop=["incompatible_shape_error"]),
         "LogicalAnd": OpSpec(), "LogicalOr": OpSpec(), "LogicalNot": OpSpec(), "NoOp": OpSpec(),
@@ -422,5 +429,22 @@ def _fused_batch_norm(inputs, node, name):
     return [y, mean, variance, mean, variance, array_ops.zeros_like(mean)]
 
 
+def _div(inputs, node, name):
+    """TF's Div: RealDiv for floating types; for integers C's division, rounding toward
+    zero: the floor quotient, plus one where the division was inexact and the operands'
+    signs differ."""
+    from graphc.framework.graph import name_scope
+    from graphc.ops import math_ops
+    x, y = inputs[:2]
+    with name_scope(name + "/"):
+        if x.dtype.is_floating:
+            return [math_ops.truediv(x, y, name="y")]
+        floor = math_ops.floordiv(x, y)
+        inexact = math_ops.not_equal(math_ops.floormod(x, y), 0)
+        signs_differ = math_ops.not_equal(math_ops.less(x, 0), math_ops.less(y, 0))
+        fix = math_ops.cast(math_ops.logical_and(inexact, signs_differ), x.dtype)
+        return [math_ops.add(floor, fix, name="y")]
+
+
 COMPOSITES = {"FusedBatchNorm": _fused_batch_norm, "FusedBatchNormV2": _fused_batch_norm,
-              "FusedBatchNormV3": _fused_batch_norm}
+              "FusedBatchNormV3": _fused_batch_norm, "Div": _div}
