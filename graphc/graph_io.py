@@ -366,11 +366,12 @@ def _read_json(path):
 
 
 def _parse_json(raw, what):
-    if not _looks_like_json(raw) and raw.strip():
-        raise ValueError(f"{what} is not a graphc graph file: it looks like a TensorFlow "
-                         f"protobuf file ({_as_text(raw) is not None and 'text' or 'binary'}"
-                         "); read it with gc.train.import_meta_graph (a .meta) or "
-                         "gc.import_graph_def(gc.graph_io.read_graph_def(path)) (a GraphDef)")
+    kind = _tf_message_kind(raw)
+    if kind is not None:
+        hint = ("gc.train.import_meta_graph(path)" if kind == "MetaGraphDef" else
+                "gc.import_graph_def(gc.graph_io.read_graph_def(path))")
+        raise ValueError(f"{what} is a TensorFlow {kind}, not a graphc JSON graph file: "
+                         f"read it with {hint}")
     try:
         data = json.loads(raw)
     except (UnicodeDecodeError, ValueError, RecursionError) as e:
@@ -382,6 +383,25 @@ def _parse_json(raw, what):
         raise ValueError(f"{what}: graph file version {data.get('version')!r} is newer than "
                          f"this graphc reads ({VERSION})")
     return data
+
+
+def _tf_message_kind(raw):
+    """"MetaGraphDef" or "GraphDef" when `raw` (not JSON) parses as one with nodes."""
+    if _looks_like_json(raw) or not raw.strip():
+        return None
+    try:
+        candidates = [(protos.meta_graph_pb2().MetaGraphDef, lambda m: m.graph_def.node),
+                      (protos.graph_pb2().GraphDef, lambda m: m.node)]
+    except ImportError:
+        return None
+    for message_class, nodes in candidates:
+        try:
+            message = parse_tf_message(raw, message_class, "")
+        except ValueError:
+            continue
+        if len(nodes(message)) and all(n.op for n in nodes(message)):
+            return message_class.DESCRIPTOR.name
+    return None
 
 
 def _graph_def_dict(data):

@@ -305,11 +305,14 @@ def test_softmax_on_an_inner_axis_cannot_be_exported():
 def test_tf_file_where_graphc_json_is_expected(tmp_path):
     path = tmp_path / "model.json"
     path.write_bytes(frozen_convnet().SerializeToString())
-    with pytest.raises(ValueError, match="looks like a TensorFlow protobuf file .binary.; "
-                                         "read it with gc.train.import_meta_graph"):
+    with pytest.raises(ValueError, match="model.json is a TensorFlow GraphDef, not a graphc "
+                                         "JSON graph file: read it with gc.import_graph_def"):
         graph_io._read_json(str(path))
     # read_graph_def takes either
     assert len(graph_io.read_graph_def(str(path)).node) == len(frozen_convnet().node)
+    path.write_bytes(b"\x00\xb4 junk")
+    with pytest.raises(ValueError, match="invalid JSON"):
+        graph_io._read_json(str(path))
 
 
 def test_gradient_and_scatter_ops_export_with_tf_type_attrs():
