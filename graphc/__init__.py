@@ -46,7 +46,9 @@ from graphc import debugging, nn, layers, losses, train  # noqa: F401,E402
 from graphc import data, examples, metrics  # noqa: F401,E402
 from graphc import summary  # noqa: F401,E402  (imports tensorboard only when used)
 from graphc import contrib  # noqa: F401,E402
-from graphc import python_io  # noqa: F401,E402
+from graphc import python_io, graph_util  # noqa: F401,E402
+from graphc.parsing_ops import (FixedLenFeature, VarLenFeature, parse_example,  # noqa: F401,E402
+                                parse_single_example)
 from graphc.graph_io import import_graph_def  # noqa: F401,E402
 from graphc.export import export  # noqa: F401,E402
 from graphc import distribute  # noqa: F401,E402  (the collective op types: graph files load)

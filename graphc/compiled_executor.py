@@ -39,8 +39,9 @@ from runtime.variants import Variants
 HOST_OP_TYPES = frozenset("""IteratorGetNext MakeIterator ScalarSummary HistogramSummary
     ImageSummary MergeSummary UninitializedNames IsVariableInitialized VariableValueOrDefault
     LogUniformCandidateSampler UniformCandidateSampler Unique Where TopKV2 PyFunc Print
-    PrintV2""".split())
-# Why each is host-side: iterators and summaries are Python objects and strings; the
+    PrintV2 ParseExampleProtos""".split())
+# Why each is host-side: iterators and summaries are Python objects and strings (as are
+# the serialized tf.train.Example protos ParseExampleProtos reads); the
 # variable-status queries read the Session's store itself; the candidate samplers draw
 # sets without replacement (sequential, data-dependent); Where (the indices form) and
 # Unique have a data-dependent output size, which compiled code (fetch arrays allocated from the dims
@@ -119,24 +120,33 @@ def _plan_stages(ops, fed, feeds, fetches, targets, session, device):
     numbers = sorted(set(stage_of.values()))
     if len(numbers) <= 1:
         kind = HostStage if numbers == [1] else NativeStage
-        return [kind(feeds, fetches, targets, frozenset(), ops, session, device)]
+        return [kind(_stage_feeds(feeds, kind), fetches, targets, frozenset(), ops, session,
+                     device)]
     stages, done = [], set()
     for i, number in enumerate(numbers):
         mine = [op for op in ops if stage_of.get(op) == number]
         mine_set = set(mine)
         later = [op for op in ops if stage_of.get(op, -1) > number]
-        s_feeds = feeds + list(dict.fromkeys(
+        kind = HostStage if number % 2 else NativeStage
+        s_feeds = _stage_feeds(feeds, kind) + list(dict.fromkeys(
             t for op in mine for t in value_inputs(op) if t.op in done and t not in fed))
         s_fetches = [t for t in fetches if t.op in mine_set]
         s_fetches += [t for op in later for t in value_inputs(op) if t.op in mine_set]
         if i == len(numbers) - 1:  # variable and constant fetches: read after everything
             s_fetches += [t for t in fetches if t.op.type in _STAGE_FREE]
         s_targets = [op for op in mine if op in targets or op in controls]
-        kind = HostStage if number % 2 else NativeStage
         stages.append(kind(s_feeds, list(dict.fromkeys(s_fetches)), s_targets,
                            frozenset(done), mine, session, device))
         done |= mine_set
     return stages
+
+
+def _stage_feeds(feeds, kind):
+    """The session's feeds a stage takes: native code never reads a string (an op that
+    does is a host op), so a fed string (serialized protos, file names) stays on the host."""
+    if kind is HostStage:
+        return list(feeds)
+    return [t for t in feeds if t.dtype.name != "string"]
 
 
 class HostStage(ReferenceExecutable):

@@ -81,7 +81,7 @@ def _is_proto(obj, message_name):
 
 
 # ------------------------------------------------------------------ writing
-def _nodes(graph):
+def graph_nodes(graph):
     """Node dicts (decoded attrs, every output's dtype and static shape) of the ops of
     `graph`, in the order they were added (one op per graph.version step)."""
     nodes = []
@@ -116,13 +116,13 @@ def as_graph_def(graph=None, add_shapes=False, from_version=None):
     """tf.Graph.as_graph_def: TensorFlow's GraphDef proto of `graph` (default: the default
     graph); add_shapes records each output's static shape in TF's `_output_shapes` attr;
     with `from_version`, only the ops added since graph.version had that value."""
-    nodes = _nodes(graph or get_default_graph())
+    nodes = graph_nodes(graph or get_default_graph())
     return tf_graph_def.graph_def_proto(nodes[from_version or 0:], add_shapes, nodes)
 
 
 def json_graph_def(graph=None, add_shapes=True):
     """graphc's own JSON graph def of `graph` (what write_graph writes to a .json name)."""
-    return JsonGraphDef(_json_nodes(_nodes(graph or get_default_graph()), add_shapes))
+    return JsonGraphDef(_json_nodes(graph_nodes(graph or get_default_graph()), add_shapes))
 
 
 def write_graph(graph_or_graph_def, logdir, name, as_text=True):
@@ -175,7 +175,7 @@ def export_meta_graph(filename=None, meta_info_def=None, graph_def=None, saver_d
     graph = graph or get_default_graph()
     pb = protos.meta_graph_pb2()
     meta = pb.MetaGraphDef()
-    nodes = _nodes(graph)
+    nodes = graph_nodes(graph)
     if clear_devices:
         nodes = [dict(n, device="") for n in nodes]
     meta.graph_def.CopyFrom(tf_graph_def.graph_def_proto(nodes) if graph_def is None
@@ -366,11 +366,12 @@ def _read_json(path):
 
 
 def _parse_json(raw, what):
-    if not _looks_like_json(raw) and raw.strip():
-        raise ValueError(f"{what} is not a graphc graph file: it looks like a TensorFlow "
-                         f"protobuf file ({_as_text(raw) is not None and 'text' or 'binary'}"
-                         "); read it with gc.train.import_meta_graph (a .meta) or "
-                         "gc.import_graph_def(gc.graph_io.read_graph_def(path)) (a GraphDef)")
+    kind = _tf_message_kind(raw)
+    if kind is not None:
+        hint = ("gc.train.import_meta_graph(path)" if kind == "MetaGraphDef" else
+                "gc.import_graph_def(gc.graph_io.read_graph_def(path))")
+        raise ValueError(f"{what} is a TensorFlow {kind}, not a graphc JSON graph file: "
+                         f"read it with {hint}")
     try:
         data = json.loads(raw)
     except (UnicodeDecodeError, ValueError, RecursionError) as e:
@@ -382,6 +383,25 @@ def _parse_json(raw, what):
         raise ValueError(f"{what}: graph file version {data.get('version')!r} is newer than "
                          f"this graphc reads ({VERSION})")
     return data
+
+
+def _tf_message_kind(raw):
+    """"MetaGraphDef" or "GraphDef" when `raw` (not JSON) parses as one with nodes."""
+    if _looks_like_json(raw) or not raw.strip():
+        return None
+    try:
+        candidates = [(protos.meta_graph_pb2().MetaGraphDef, lambda m: m.graph_def.node),
+                      (protos.graph_pb2().GraphDef, lambda m: m.node)]
+    except ImportError:
+        return None
+    for message_class, nodes in candidates:
+        try:
+            message = parse_tf_message(raw, message_class, "")
+        except ValueError:
+            continue
+        if len(nodes(message)) and all(n.op for n in nodes(message)):
+            return message_class.DESCRIPTOR.name
+    return None
 
 
 def _graph_def_dict(data):

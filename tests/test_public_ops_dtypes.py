@@ -394,6 +394,7 @@ NOT_FLOAT_OPS = {
     "InvertPermutation",                                      # int only
     "HistogramSummary", "ImageSummary", "MergeSummary", "ScalarSummary",  # host strings
     "IteratorGetNext", "MakeIterator",                # tf.data
+    "ParseExampleProtos",                             # serialized Examples: test_tf_example
     "LogUniformCandidateSampler", "UniformCandidateSampler",  # int samples
     "MaxPoolGradGrad",      # second derivative of max-pool: test_nn_ops' gradchecks
     "PrintV2",              # tf.print: no output, writes text (test_tf1_ops_breadth)

@@ -305,8 +305,110 @@ def test_softmax_on_an_inner_axis_cannot_be_exported():
 def test_tf_file_where_graphc_json_is_expected(tmp_path):
     path = tmp_path / "model.json"
     path.write_bytes(frozen_convnet().SerializeToString())
-    with pytest.raises(ValueError, match="looks like a TensorFlow protobuf file .binary.; "
-                                         "read it with gc.train.import_meta_graph"):
+    with pytest.raises(ValueError, match="model.json is a TensorFlow GraphDef, not a graphc "
+                                         "JSON graph file: read it with gc.import_graph_def"):
         graph_io._read_json(str(path))
     # read_graph_def takes either
     assert len(graph_io.read_graph_def(str(path)).node) == len(frozen_convnet().node)
+    path.write_bytes(b"\x00\xb4 junk")
+    with pytest.raises(ValueError, match="invalid JSON"):
+        graph_io._read_json(str(path))
+
+
+def test_gradient_and_scatter_ops_export_with_tf_type_attrs():
+    """The TF ops of gradient graphs carry the type attrs TF needs to load them; the
+    graph imports back with the same values (real TF 2.21 loaded this graph and matched
+    when it was written)."""
+    x = gc.placeholder(gc.float32, [2, 4, 4, 3], name="x")
+    v = gc.Variable(np.ones([5, 3], np.float32), name="v")
+    y = gc.nn.max_pool(x, [1, 2, 2, 1], [1, 2, 2, 1], "VALID")
+    z = gc.nn.avg_pool(x, [1, 2, 2, 1], [1, 2, 2, 1], "VALID")
+    b = gc.nn.bias_add(x, gc.constant(np.ones(3, np.float32)))
+    mp = gc.pad(x, [[0, 0], [1, 1], [1, 1], [0, 0]], mode="REFLECT")
+    loss = sum(gc.reduce_sum(t * t) for t in (y, z, b, x[:, 1:3], mp))
+    g = gc.identity(gc.gradients(loss, [x])[0], name="g")
+    gc.scatter_add(v, [0, 2], [[1., 2., 3.], [4., 5., 6.]], name="up")
+    gd = gc.get_default_graph().as_graph_def()
+    by_type = {n.op: n for n in gd.node}
+    want = {"MaxPoolGrad": ["T"], "AvgPoolGrad": ["T"], "BiasAddGrad": ["T"],
+            "StridedSliceGrad": ["T", "Index"], "MirrorPadGrad": ["T", "Tpaddings"],
+            "ScatterAdd": ["T", "Tindices"]}
+    for op_type, keys in want.items():
+        for key in keys:
+            assert by_type[op_type].attr[key].type in (F32, I32), (op_type, key)
+    xv = np.random.RandomState(0).randn(2, 4, 4, 3).astype(np.float32)
+    with gc.Session() as sess:
+        sess.run(gc.global_variables_initializer())
+        expected = sess.run([g, "up:0"], {x: xv})
+    with gc.Graph().as_default():
+        g2, up2, init = gc.import_graph_def(gd, name="", return_elements=["g:0", "up:0",
+                                                                          "v/Assign"])
+        with gc.Session() as sess:
+            sess.run(init)
+            got = sess.run([g2, up2], {"x:0": xv})
+    np.testing.assert_array_equal(got[0], expected[0])
+    np.testing.assert_array_equal(got[1], expected[1])
+
+
+def test_freeze_with_convert_variables_to_constants(tmp_path):
+    """TF1's freezing: variables become Consts of their trained values, the graph is cut
+    to what the outputs need, and the frozen file runs without a checkpoint."""
+    x = gc.placeholder(gc.float32, [None, 3], name="x")
+    w = gc.Variable(np.arange(6, dtype=np.float32).reshape(3, 2) / 4, name="w")
+    b = gc.Variable(np.zeros(2, np.float32), name="b")
+    out = gc.nn.softmax(gc.matmul(x, w) + b, name="probs")
+    loss = gc.reduce_sum(out * out)
+    train = gc.train.GradientDescentOptimizer(0.5).minimize(loss)
+    xv = np.array([[1, 2, 3], [-1, 0, 2]], np.float32)
+    with gc.Session() as sess:
+        sess.run(gc.global_variables_initializer())
+        sess.run(train, {x: xv})
+        w_v, b_v, expected = sess.run([w, b, out], {x: xv})
+        frozen = gc.graph_util.convert_variables_to_constants(sess, sess.graph_def, ["probs"])
+    ops = {n.name: n.op for n in frozen.node}
+    assert ops["w"] == "Const" and ops["b"] == "Const"
+    assert "VariableV2" not in ops.values() and not any("GradientDescent" in n for n in ops)
+    gc.train.write_graph(frozen, str(tmp_path), "frozen.pb", as_text=False)
+    with gc.Graph().as_default():
+        probs, = gc.import_graph_def(graph_io.read_graph_def(str(tmp_path / "frozen.pb")),
+                                     name="", return_elements=["probs:0"])
+        with gc.Session() as sess:
+            got = sess.run(probs, {"x:0": xv})
+            np.testing.assert_array_equal(sess.run("w:0"), w_v)
+    z = xv @ w_v + b_v
+    np.testing.assert_allclose(got, softmax(z.astype(np.float64)), rtol=1e-6)
+    np.testing.assert_array_equal(got, expected)
+    with pytest.raises(AssertionError, match="nope is not in graph"):
+        gc.graph_util.extract_sub_graph(frozen, ["nope"])
+
+
+@pytest.mark.parametrize("dtype, np_dtype", [(types_pb2.DT_INT32, np.int32),
+                                             (types_pb2.DT_INT64, np.int64),
+                                             (types_pb2.DT_FLOAT, np.float32),
+                                             (types_pb2.DT_DOUBLE, np.float64)])
+def test_tf_ops_that_are_other_ops_here(dtype, np_dtype):
+    """Div (integers: C division, rounding toward zero, as TF's kernel), Snapshot,
+    PreventGradient and BatchMatMul, as TF wrote them."""
+    gd = graph_pb2.GraphDef()
+    t = attr(type=dtype)
+    node(gd, "x", "Placeholder", dtype=t)
+    node(gd, "y", "Placeholder", dtype=t)
+    node(gd, "div", "Div", ["x", "y"], T=t)
+    node(gd, "snap", "Snapshot", ["div"], T=t)
+    node(gd, "kept", "PreventGradient", ["snap"], T=t, message=attr(s=b"no"))
+    node(gd, "a", "Placeholder", dtype=T_F32)
+    node(gd, "bmm", "BatchMatMul", ["a", "a"], T=T_F32, adj_y=attr(b=True))
+    xv = np.array([-7, 7, -7, 7, 6, -6, 0], np_dtype)
+    yv = np.array([2, -2, -2, 2, 3, 3, -5], np_dtype)
+    av = np.arange(12, dtype=np.float32).reshape(2, 2, 3)
+    with gc.Graph().as_default():
+        kept, bmm = gc.import_graph_def(gd, name="", return_elements=["kept:0", "bmm:0"])
+        with gc.Session() as sess:
+            got, got_bmm = sess.run([kept, bmm], {"x:0": xv, "y:0": yv, "a:0": av})
+    if np.issubdtype(np_dtype, np.integer):
+        want = np.trunc(xv.astype(np.float64) / yv).astype(np_dtype)  # [-3, -3, 3, 3, 2, -2, 0]
+    else:
+        want = xv / yv
+    assert got.dtype == np_dtype
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_allclose(got_bmm, av @ av.transpose(0, 2, 1))

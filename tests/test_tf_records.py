@@ -81,3 +81,38 @@ def test_damaged_files_name_the_file_and_record(tmp_path):
         list(gc.python_io.tf_record_iterator(str(tmp_path / "nope.tfrecord")))
     with pytest.raises(ValueError, match="compression_type must be one of"):
         gc.python_io.TFRecordOptions("LZ4")
+
+
+def test_without_the_extra_import_works_and_tf_formats_name_it(tmp_path):
+    """graphc imports without tensorboard and google-crc32c; each TF format names the
+    `tf-formats` extra when it is used."""
+    import subprocess
+    import sys
+    import textwrap
+    script = textwrap.dedent(f"""
+        import sys
+
+        class Block:
+            def find_spec(self, name, path=None, target=None):
+                if name.split(".")[0] in ("tensorboard", "google_crc32c"):
+                    raise ImportError("No module named " + repr(name))
+
+        sys.meta_path.insert(0, Block())
+        import graphc as gc
+        gc.placeholder(gc.float32, [2], name="x")
+        uses = [lambda: gc.GraphDef, lambda: gc.get_default_graph().as_graph_def(),
+                lambda: gc.python_io.TFRecordWriter({str(tmp_path / 'r')!r}).write(b"x"),
+                lambda: gc.train.load_checkpoint({os.path.join(DATA, 'convnet-tf')!r})]
+        for use in uses:
+            try:
+                use()
+            except ImportError as e:
+                assert "pip install graphc[tf-formats]" in str(e), str(e)
+            else:
+                raise AssertionError("no ImportError")
+        print("ok")
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"

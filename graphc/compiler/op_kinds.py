@@ -55,7 +55,7 @@ _OPAQUE = """Cumsum GatherGrad InvertPermutation IsVariableInitialized MirrorPad
     VariableValueOrDefault Where
     HistogramSummary ImageSummary MergeSummary ScalarSummary IteratorGetNext MakeIterator
     LogUniformCandidateSampler UniformCandidateSampler MpiAllgather MpiAllreduce MpiBroadcast
-    TopKV2 PyFunc Print PrintV2"""
+    TopKV2 PyFunc Print PrintV2 ParseExampleProtos"""
 
 OP_KINDS = {}
 for _kind, _names in [("elementwise", _ELEMENTWISE), ("index", _INDEX),

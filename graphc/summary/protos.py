@@ -3,7 +3,6 @@
 graphc does not depend on tensorboard: `import graphc` works without it, and only a
 summary function that needs a proto imports it, failing with the name of the extra."""
 import importlib
-import types
 
 _INSTALL_HINT = ("gc.summary writes TensorBoard files with the `tensorboard` package, which "
                  "is not installed. Install it with: pip install graphc[summary]")
@@ -22,16 +21,3 @@ def summary_pb2():
 
 def event_pb2():
     return _import("tensorboard.compat.proto.event_pb2")
-
-
-def graph_protos():
-    """GraphDef, AttrValue, TensorProto and TensorShapeProto in one namespace."""
-    return types.SimpleNamespace(
-        GraphDef=_import("tensorboard.compat.proto.graph_pb2").GraphDef,
-        AttrValue=_import("tensorboard.compat.proto.attr_value_pb2").AttrValue,
-        TensorProto=_import("tensorboard.compat.proto.tensor_pb2").TensorProto,
-        TensorShapeProto=_import("tensorboard.compat.proto.tensor_shape_pb2").TensorShapeProto)
-
-
-def types_pb2():
-    return _import("tensorboard.compat.proto.types_pb2")

@@ -6,7 +6,8 @@ A node dict is graph_io's in-memory node: {"name", "op", "inputs": ["x:0"],
 graphc infers the dtypes TF spells out as type attrs (T, Tidx, SrcT, ...). OPS says, per
 TF op type, which graphc op runs it, which type attrs TF wants on export (taken from an
 input's or output's dtype), which type attrs graphc keeps, and which TF-only attrs import
-drops. TF op types that graphc builds from several ops (FusedBatchNorm) are in COMPOSITES.
+drops. TF op types that graphc builds from several ops (FusedBatchNorm) or from one of
+several (Div) are in COMPOSITES.
 
 graphc's own facts travel in attrs with a leading underscore, which TF ignores:
 `_graphc_location` (file, line, function of the user's line that made the op) and
@@ -54,6 +55,12 @@ def _spec_table():
     table = {name: OpSpec(t0) for name in unary + binary}
     table.update({
         "AddV2": OpSpec(t0, graphc_type="Add"),
+        # TF ops that are another op here: identities TF keeps for its own bookkeeping,
+        # and BatchMatMul, which BatchMatMulV2 (broadcasting batch dims) extends
+        "Snapshot": OpSpec(t0, graphc_type="Identity"),
+        "PreventGradient": OpSpec(t0, graphc_type="Identity", drop=["message"]),
+        "BatchMatMul": OpSpec(t0, graphc_type="BatchMatMulV2",
+                              defaults={"adj_x": False, "adj_y": False}),
         "Equal": OpSpec(t0, drop=["incompatible_shape_error"]),
         "NotEqual": OpSpec(t0, drop=["incompatible_shape_error"]),
         "LogicalAnd": OpSpec(), "LogicalOr": OpSpec(), "LogicalNot": OpSpec(), "NoOp": OpSpec(),
@@ -71,6 +78,11 @@ def _spec_table():
         "Conv2DBackpropFilter": OpSpec(t0, defaults=conv),
         "MaxPool": OpSpec(t0, drop=["explicit_paddings"], defaults=pool),
         "AvgPool": OpSpec(t0, defaults=pool),
+        "MaxPoolGrad": OpSpec(t0, drop=["explicit_paddings"], defaults=pool),
+        "MaxPoolGradGrad": OpSpec(t0, defaults=pool),
+        "AvgPoolGrad": OpSpec({"T": 1}, defaults=pool),
+        "BiasAddGrad": OpSpec(t0, defaults={"data_format": "NHWC"}),
+        "MirrorPadGrad": OpSpec({"T": 0, "Tpaddings": 1}),
         "Softmax": OpSpec(t0, defaults={"axis": -1}),
         "LogSoftmax": OpSpec(t0, defaults={"axis": -1}),
         "LeakyRelu": OpSpec(t0, defaults={"alpha": 0.2}),
@@ -97,6 +109,9 @@ def _spec_table():
         "StridedSlice": OpSpec({"T": 0, "Index": 1}, defaults={
             "begin_mask": 0, "end_mask": 0, "ellipsis_mask": 0, "new_axis_mask": 0,
             "shrink_axis_mask": 0}),
+        "StridedSliceGrad": OpSpec({"T": 4, "Index": 0}, defaults={
+            "begin_mask": 0, "end_mask": 0, "ellipsis_mask": 0, "new_axis_mask": 0,
+            "shrink_axis_mask": 0}),
         "Slice": OpSpec({"T": 0, "Index": 1}),
         "Tile": OpSpec({"T": 0, "Tmultiples": 1}),
         "Split": OpSpec({"T": 1}),
@@ -121,6 +136,9 @@ def _spec_table():
         "Assign": OpSpec(t0, drop=["use_locking"], defaults={"validate_shape": True}),
         "AssignAdd": OpSpec(t0, drop=["use_locking"]),
         "AssignSub": OpSpec(t0, drop=["use_locking"]),
+        "ScatterUpdate": OpSpec({"T": 0, "Tindices": 1}, drop=["use_locking"]),
+        "ScatterAdd": OpSpec({"T": 0, "Tindices": 1}, drop=["use_locking"]),
+        "ScatterSub": OpSpec({"T": 0, "Tindices": 1}, drop=["use_locking"]),
         "Where": OpSpec(t0),
         "Unique": OpSpec(t0, keep=["out_idx"], defaults={"out_idx": dtypes.int32}),
         "CheckNumerics": OpSpec(t0),
@@ -300,33 +318,64 @@ def _type_attr(source, node, outputs, where):
     return outputs.dtype(node["inputs"][source], where)
 
 
-def node_proto(node, outputs, graph_def, add_shapes):
-    """Adds the NodeDef of graph_io node dict `node` to `graph_def`; TF's type attrs are
-    added from the dtypes of the node's inputs and outputs."""
-    out = graph_def.node.add(name=node["name"], op=node["op"], device=node.get("device") or "")
-    out.input.extend([_input_name(i) for i in node["inputs"]]
-                     + ["^" + c for c in node["control_inputs"]])
-    where = f"cannot export op '{node['name']}' (op: '{node['op']}')"
-    spec = OPS.get(node["op"])
-    attrs = dict(node["attrs"])
-    if node["op"] in ("Softmax", "LogSoftmax"):
-        _drop_last_axis(attrs, node, outputs.rank(node["inputs"][0]), where)
-    if node["op"] in _RANDOM_OPS and attrs.get("seed") is None and attrs.get("seed2") is None:
-        attrs["seed"] = attrs["seed2"] = 0
-    for key, value in attrs.items():
-        if value is not None:
+# the largest Const value a display GraphDef (TensorBoard's graph tab) keeps
+MAX_DISPLAY_CONST_BYTES = 1024
+
+
+def _too_large_to_display(value):
+    return isinstance(value, np.ndarray) and \
+        (value.nbytes if value.dtype != object else sum(map(len, value.reshape(-1)))) \
+        > MAX_DISPLAY_CONST_BYTES
+
+
+class _NodeWriter:
+    """Writes NodeDefs. For display (TensorBoard), an attr without an AttrValue form and a
+    large Const value are left out instead of failing the whole graph."""
+
+    def __init__(self, outputs, add_shapes, display):
+        self.outputs, self.add_shapes, self.display = outputs, add_shapes, display
+
+    def set_attr(self, out, key, value, where):
+        if self.display and _too_large_to_display(value):
+            return
+        try:
             out.attr[key].CopyFrom(attr_proto(value, f"{where}, attr '{key}'"))
-    for key, source in (spec.types if spec else {}).items():
-        value = _type_attr(source, node, outputs, where)
-        out.attr[key].CopyFrom(attr_proto(value, f"{where}, attr '{key}'"))
-    if add_shapes and node.get("output_shapes") is not None:
-        out.attr[SHAPES_ATTR].CopyFrom(attr_proto(
-            [TensorShape(s) for s in node["output_shapes"]], where))
-    if node.get("location"):
-        out.attr[LOCATION_ATTR].CopyFrom(attr_proto([str(x) for x in node["location"]], where))
-    if node.get("gradient_of"):
-        out.attr[GRADIENT_OF_ATTR].CopyFrom(attr_proto(node["gradient_of"], where))
-    return out
+        except FormatError:
+            if not self.display:
+                raise
+
+    def write(self, node, graph_def):
+        """Adds the NodeDef of graph_io node dict `node`; TF's type attrs are added from
+        the dtypes of the node's inputs and outputs."""
+        out = graph_def.node.add(name=node["name"], op=node["op"],
+                                 device=node.get("device") or "")
+        out.input.extend([_input_name(i) for i in node["inputs"]]
+                         + ["^" + c for c in node["control_inputs"]])
+        where = f"cannot export op '{node['name']}' (op: '{node['op']}')"
+        spec = OPS.get(node["op"])
+        attrs = dict(node["attrs"])
+        if node["op"] in ("Softmax", "LogSoftmax") and not self.display:
+            _drop_last_axis(attrs, node, self.outputs.rank(node["inputs"][0]), where)
+        if node["op"] in _RANDOM_OPS and attrs.get("seed") is None and \
+                attrs.get("seed2") is None:
+            attrs["seed"] = attrs["seed2"] = 0
+        for key, value in attrs.items():
+            if value is not None:
+                self.set_attr(out, key, value, where)
+        for key, source in (spec.types if spec else {}).items():
+            try:
+                self.set_attr(out, key, _type_attr(source, node, self.outputs, where), where)
+            except FormatError:
+                if not self.display:
+                    raise
+        if self.add_shapes and node.get("output_shapes") is not None:
+            self.set_attr(out, SHAPES_ATTR, [TensorShape(s) for s in node["output_shapes"]],
+                          where)
+        if node.get("location"):
+            self.set_attr(out, LOCATION_ATTR, [str(x) for x in node["location"]], where)
+        if node.get("gradient_of"):
+            self.set_attr(out, GRADIENT_OF_ATTR, node["gradient_of"], where)
+        return out
 
 
 def _drop_last_axis(attrs, node, rank, where):
@@ -337,15 +386,17 @@ def _drop_last_axis(attrs, node, rank, where):
                           f"last axis, this one works on axis {axis}")
 
 
-def graph_def_proto(nodes, add_shapes=False, inputs_from=None):
+def graph_def_proto(nodes, add_shapes=False, inputs_from=None, display=False):
     """A GraphDef proto of graph_io node dicts (which carry their outputs' dtypes);
-    `inputs_from` are node dicts of the ops the nodes' inputs come from (default: nodes)."""
+    `inputs_from` are node dicts of the ops the nodes' inputs come from (default: nodes).
+    display=True makes TensorBoard's view: it never fails, see _NodeWriter."""
     pb = protos.graph_pb2()
     out = pb.GraphDef()
     out.versions.producer = 27  # TF 1.15's GraphDef version: what TF1 users' tools read
-    outputs = _Outputs(nodes if inputs_from is None else inputs_from)
+    writer = _NodeWriter(_Outputs(nodes if inputs_from is None else inputs_from), add_shapes,
+                         display)
     for node in nodes:
-        node_proto(node, outputs, out, add_shapes)
+        writer.write(node, out)
     return out
 
 
@@ -378,5 +429,22 @@ def _fused_batch_norm(inputs, node, name):
     return [y, mean, variance, mean, variance, array_ops.zeros_like(mean)]
 
 
+def _div(inputs, node, name):
+    """TF's Div: RealDiv for floating types; for integers C's division, rounding toward
+    zero: the floor quotient, plus one where the division was inexact and the operands'
+    signs differ."""
+    from graphc.framework.graph import name_scope
+    from graphc.ops import math_ops
+    x, y = inputs[:2]
+    with name_scope(name + "/"):
+        if x.dtype.is_floating:
+            return [math_ops.truediv(x, y, name="y")]
+        floor = math_ops.floordiv(x, y)
+        inexact = math_ops.not_equal(math_ops.floormod(x, y), 0)
+        signs_differ = math_ops.not_equal(math_ops.less(x, 0), math_ops.less(y, 0))
+        fix = math_ops.cast(math_ops.logical_and(inexact, signs_differ), x.dtype)
+        return [math_ops.add(floor, fix, name="y")]
+
+
 COMPOSITES = {"FusedBatchNorm": _fused_batch_norm, "FusedBatchNormV2": _fused_batch_norm,
-              "FusedBatchNormV3": _fused_batch_norm}
+              "FusedBatchNormV3": _fused_batch_norm, "Div": _div}
