@@ -310,9 +310,9 @@ def link_parallel_runtime(llvm_ir):
 # ------------------------------------------------------- what code may call
 # The external symbols a compiled file's code may declare: exactly what this module binds
 # (BLAS through _load_blas, the thread team through link_parallel_runtime, the BLAS pin
-# through initialize) plus libm and LLVM's intrinsics. runtime/verify.py rejects code that
-# declares anything else (system(), dlopen(), ...), so this is the one list to extend when
-# codegen starts calling something new.
+# through initialize) plus libm, malloc/free and LLVM's intrinsics. runtime/verify.py
+# rejects code that declares anything else (system(), dlopen(), ...), so this is the one
+# list to extend when codegen starts calling something new.
 LIBM_FUNCTIONS = frozenset(
     f + suffix for f in ("exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt",
                          "cbrt", "pow", "sin", "cos", "tan", "asin", "acos", "atan", "atan2",
@@ -323,9 +323,14 @@ LIBM_FUNCTIONS = frozenset(
     for suffix in ("", "f"))
 
 
+# the C heap: per-thread scratch of thread teams and large convolution buffers
+# (graphc/compiler/codegen/parallel.py libc())
+LIBC_FUNCTIONS = frozenset({"malloc", "free"})
+
+
 def allowed_external_functions():
     """Names of the functions compiled code may declare (LLVM intrinsics, "llvm.*", aside)."""
-    return (LIBM_FUNCTIONS | blas_exported_candidates() |
+    return (LIBM_FUNCTIONS | LIBC_FUNCTIONS | blas_exported_candidates() |
             {PARALLEL_FN, THREAD_NUM_FN, NUM_THREADS_FN})
 
 
