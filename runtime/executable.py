@@ -97,6 +97,8 @@ class Executable:
         if version != FORMAT_VERSION:
             raise ValueError(f"executable format version {version!r} is not supported "
                              f"(this runtime reads version {FORMAT_VERSION})")
+        from .verify import verify_spec  # (verify imports runtime.gpu, which imports this)
+        verify_spec(spec)  # structure and bounds: cheap, before anything is built
         self.spec = spec
         self.entry = spec.get("entry", "graphc_main")
         self._read_signature(spec)

@@ -9,11 +9,16 @@ compiling: forwarding to libgomp (GCC's OpenMP runtime, loaded permanently the f
 time a module needs it) when it is found, else as a serial shim (the loop's task runs
 once on the calling thread). GRAPHC_OPENMP=0 in the environment forces the shim.
 """
+import atexit
 import ctypes
 import ctypes.util
 import glob
+import json
 import os
 import re
+import struct
+import subprocess
+import sys
 import threading
 import time
 
@@ -305,9 +310,9 @@ def link_parallel_runtime(llvm_ir):
 # ------------------------------------------------------- what code may call
 # The external symbols a compiled file's code may declare: exactly what this module binds
 # (BLAS through _load_blas, the thread team through link_parallel_runtime, the BLAS pin
-# through initialize) plus libm and LLVM's intrinsics. runtime/verify.py rejects code that
-# declares anything else (system(), dlopen(), ...), so this is the one list to extend when
-# codegen starts calling something new.
+# through initialize) plus libm, malloc/free and LLVM's intrinsics. runtime/verify.py
+# rejects code that declares anything else (system(), dlopen(), ...), so this is the one
+# list to extend when codegen starts calling something new.
 LIBM_FUNCTIONS = frozenset(
     f + suffix for f in ("exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt",
                          "cbrt", "pow", "sin", "cos", "tan", "asin", "acos", "atan", "atan2",
@@ -318,9 +323,14 @@ LIBM_FUNCTIONS = frozenset(
     for suffix in ("", "f"))
 
 
+# the C heap: per-thread scratch of thread teams and large convolution buffers
+# (graphc/compiler/codegen/parallel.py libc())
+LIBC_FUNCTIONS = frozenset({"malloc", "free"})
+
+
 def allowed_external_functions():
     """Names of the functions compiled code may declare (LLVM intrinsics, "llvm.*", aside)."""
-    return (LIBM_FUNCTIONS | blas_exported_candidates() |
+    return (LIBM_FUNCTIONS | LIBC_FUNCTIONS | blas_exported_candidates() |
             {PARALLEL_FN, THREAD_NUM_FN, NUM_THREADS_FN})
 
 
@@ -435,11 +445,17 @@ class CompiledModule:
         obj = cache.load(key) if cache is not None else None
         self.cache_hit = obj is not None
         self.memory_hit = False
+        self.worker_compiled = False
         if obj is None:
             obj = compile_cache.memory_load(key)
             self.memory_hit = obj is not None
             if obj is not None and cache is not None:
                 cache.store(key, obj)  # the disk's entry went (evicted, corrupt): renew it
+        if obj is None and _worker_due():
+            obj = _compile_in_worker(llvm_ir, target, speed_level)
+            self.worker_compiled = obj is not None
+            if obj is not None:
+                _store(cache, key, obj)
         if obj is not None:
             # MCJIT takes the stored object and resolves its symbols; the module it is
             # given only has to exist (the IR is parsed lazily if optimized_ir() is asked)
@@ -451,6 +467,7 @@ class CompiledModule:
         if obj is None:
             module.verify()
             _optimize(module, self.target_machine, speed_level)
+            _count_optimization()
             self._optimized = module
         with _lock:  # MCJIT code emission touches process-wide LLVM state
             self.engine = llvm.create_mcjit_compiler(module, self.target_machine)
@@ -483,6 +500,130 @@ class CompiledModule:
         # emitted from a copy so that the engine's module is never touched again
         copy = llvm.parse_assembly(self.optimized_ir())
         return target_machine(self.target, for_jit=False).emit_assembly(copy)
+
+
+# ------------------------------------------------------------ compile worker
+# llvmlite's O3 pipeline leaks native memory on every module it optimizes (about 65 KB for
+# a small module, more for big ones: LLVMPY_buildPerModuleDefaultPipeline and
+# LLVMPY_RunNewModulePassManager; a pipeline cannot be built once and reused, running it
+# consumes it), so a process that compiled 300 distinct graphs kept ~100 KB each for good
+# even after every engine and executable was freed. Past its first IN_PROCESS_COMPILES
+# optimizations a process therefore has its code optimized and emitted by a helper
+# process (runtime/compile_worker.py) that is replaced after WORKER_COMPILES modules, and
+# loads the object code it returns exactly as a compile-cache hit: memory levels off.
+# GRAPHC_COMPILE_WORKER=0 keeps every compile in the process.
+IN_PROCESS_COMPILES = 32
+WORKER_COMPILES = 200
+_worker_lock = threading.Lock()
+_worker = None
+_optimizations = [0, os.getpid()]  # in-process optimizations so far, in this pid
+
+
+def _count_optimization():
+    with _worker_lock:
+        if _optimizations[1] != os.getpid():
+            _optimizations[:] = [0, os.getpid()]
+        _optimizations[0] += 1
+
+
+def _worker_due():
+    if os.environ.get("GRAPHC_COMPILE_WORKER", "1").lower() in ("0", "off", "false", "no"):
+        return False
+    # a forked child counts its own optimizations from 0
+    return _optimizations[1] == os.getpid() and _optimizations[0] >= IN_PROCESS_COMPILES
+
+
+class _CompileWorker:
+    """One helper process: requests and replies are length-prefixed on its stdin/stdout."""
+
+    def __init__(self):
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+            p for p in (root, os.environ.get("PYTHONPATH")) if p))
+        self.pid = os.getpid()  # the process that may talk to it (not a forked child)
+        self.served = 0
+        self.proc = subprocess.Popen([sys.executable, "-m", "runtime.compile_worker"],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     env=env, cwd=root)
+
+    def compile(self, llvm_ir, target, speed_level):
+        """The object code, or None when the worker reports a failure (the caller then
+        compiles in-process, so the error is the one it always was)."""
+        request = json.dumps({"llvm_ir": llvm_ir, "target": target,
+                              "speed_level": speed_level}).encode()
+        self.proc.stdin.write(struct.pack("<Q", len(request)) + request)
+        self.proc.stdin.flush()
+        head = self.proc.stdout.read(8)
+        if len(head) != 8:
+            raise OSError("the compile worker exited")
+        reply = self.proc.stdout.read(struct.unpack("<Q", head)[0])
+        self.served += 1
+        return reply[1:] if reply[:1] == b"\0" else None
+
+    def close(self):
+        try:
+            self.proc.stdin.close()
+            self.proc.wait(timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            self.proc.kill()
+            self.proc.wait()
+        self.proc.stdout.close()
+
+
+def _close_worker():
+    """At exit: the worker ends with its stdin (it would anyway, once this process is gone)."""
+    if _worker is not None and _worker.pid == os.getpid():
+        _worker.close()
+
+
+atexit.register(_close_worker)
+
+
+def _compile_in_worker(llvm_ir, target, speed_level):
+    global _worker
+    with _worker_lock:
+        if _worker is not None and (_worker.pid != os.getpid() or
+                                    _worker.served >= WORKER_COMPILES):
+            if _worker.pid == os.getpid():
+                _worker.close()
+            _worker = None  # (a forked child leaves its parent's worker alone)
+        try:
+            if _worker is None:
+                _worker = _CompileWorker()
+            return _worker.compile(llvm_ir, target, speed_level)
+        except BaseException as e:
+            # a worker interrupted mid-reply (Ctrl-C, a dead pipe) cannot be talked to again
+            if _worker is not None:
+                _worker.proc.kill()
+                _worker.close()
+            _worker = None
+            if isinstance(e, (OSError, ValueError)):
+                return None  # compiled in-process instead
+            raise
+
+
+def object_code(llvm_ir, target, speed_level):
+    """Parses, optimizes and emits `llvm_ir` (thread-team runtime already linked) the way
+    CompiledModule does, and returns the object code MCJIT produced (what the compile
+    cache stores). Runs in the compile worker; resolving the code's symbols needs the
+    same libraries as the process that will load it."""
+    initialize()
+    if "GOMP_parallel" in llvm_ir:
+        openmp_library()
+    tm = target_machine(target)
+    module = _parse(llvm_ir)
+    module.triple = tm.triple
+    module.data_layout = str(tm.target_data)
+    module.verify()
+    _optimize(module, tm, speed_level)
+    emitted = []
+    engine = llvm.create_mcjit_compiler(module, tm)
+    engine.set_object_cache(notify_func=lambda _module, buf: emitted.append(bytes(buf)),
+                            getbuffer_func=lambda _module: None)
+    engine.finalize_object()
+    if not emitted:
+        raise RuntimeError("MCJIT emitted no object code")
+    return emitted[0]
 
 
 def _store(cache, key, buf):

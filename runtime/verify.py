@@ -29,7 +29,7 @@ import llvmlite.binding as llvm
 import numpy as np
 
 from . import jit
-from .executable import FORMAT_VERSION as SPEC_VERSION
+from .errors import RuntimeFailure
 from .gpu.spec import check_gpu_fields, is_gpu_target
 
 MAX_RANK = 32
@@ -435,6 +435,7 @@ class HeaderVerifier:
     def spec(self, spec, where, inputs, outputs):
         if not isinstance(spec, dict):
             self.fail(where, "is not an object")
+        from .executable import FORMAT_VERSION as SPEC_VERSION  # (it imports this module)
         if spec.get("format_version") != SPEC_VERSION:
             self.fail(where, f"executable format version {spec.get('format_version')!r} is "
                              f"not the one this runtime runs ({SPEC_VERSION})")
@@ -529,9 +530,9 @@ class HeaderVerifier:
         source = f.get("source", "kernel")
         if source not in SOURCES:
             self.fail(where, f"unknown source {source!r}")
-        index = self.integer(self.field(f, "index", int, where), where)
-        if source == "kernel":
+        if source == "kernel":  # its slot is its position; "index" is not read
             return
+        index = self.integer(self.field(f, "index", int, where), where)
         pool = {"feed": feeds, "variable": variables, "constant": constants}[source]
         if index >= len(pool):
             self.fail(where, f"no {source} {index}")
@@ -608,6 +609,47 @@ class HeaderVerifier:
         for key in sorted(set(interface) | set(declared)):
             if interface.get(key) != declared.get(key):
                 self.fail(f"{where} {key}", "differs from what the code was compiled for")
+
+
+# what runtime.Executable assumes when an in-memory spec leaves a field out
+_SPEC_DEFAULTS = {"entry": "graphc_main", "feeds": [], "fetches": [], "variables": [],
+                  "symbols": [], "guards": [], "value_guards": [], "arena_bytes": 0,
+                  "error_sites": [], "error_detail_slots": 0}
+
+
+class InvalidSpec(RuntimeFailure, ValueError):
+    """An executable spec (as a compiler builds it, not read from a file) that fails the
+    verifier."""
+
+
+def verify_spec(spec, check_calls=False):
+    """Verifies one in-memory spec as runtime.Executable takes it (constants carry their
+    bytes in "data"): the same structure, bounds and cross references as a file's spec,
+    against a signature of its own feeds and fetches. check_calls: also parse its code and
+    check what it declares and calls (the cost of parsing the IR once more)."""
+    def fail(problem):
+        raise InvalidSpec(f"executable spec: {problem}")
+    if not isinstance(spec, dict):
+        fail("is not an object")
+    constants, sizes = [], []
+    for c in spec.get("constants", []) if isinstance(spec.get("constants"), list) else []:
+        if not isinstance(c, dict) or "data" not in c:
+            fail("a constant carries no data")
+        constants.append({"dtype": c.get("dtype"), "shape": list(c.get("shape", ())),
+                          "blob": len(sizes)})
+        sizes.append(len(c["data"]))
+    plain = dict(_SPEC_DEFAULTS, **spec)
+    plain["constants"] = constants
+    signature = {side: [dict(e, tensor=e.get("name")) if isinstance(e, dict) else e
+                        for e in (spec.get(key) if isinstance(spec.get(key), list) else [])]
+                 for side, key in (("inputs", "feeds"), ("outputs", "fetches"))}
+    target = spec.get("target") or {}
+    verifier = HeaderVerifier({"target": target}, fail, 0, 0, check_code=False)
+    verifier.blob_sizes = sizes
+    verifier.spec(plain, "spec", signature["inputs"], signature["outputs"])
+    if check_calls:
+        code = "emulation_ir" if is_gpu_target(target) else "llvm_ir"
+        check_code(spec[code], verifier.fail, f"spec {code}")
 
 
 def _kind_name(kind):

@@ -263,3 +263,58 @@ def test_signature_refusals(tmp_path, keys, exported):
                                 text.replace('"x"', '"z"', 1))
     assert tampered != data
     refused(tmp_path, tampered, "signature does not match", trusted_keys=[keys[0].public_key()])
+
+
+# ------------------------------------------------------------ what the Session builds
+def _session_specs(monkeypatch):
+    """The specs of every executable the Session builds while running a mix of graphs:
+    BLAS, thread teams, convolutions, gathers (error sites), random ops, an Adam step."""
+    specs = []
+    original = runtime.executable.Executable.__init__
+
+    def collect(self, spec, *args, **kwargs):
+        specs.append(spec)
+        original(self, spec, *args, **kwargs)
+    monkeypatch.setattr(runtime.executable.Executable, "__init__", collect)
+    tf.reset_default_graph()
+    rng = np.random.RandomState(0)
+    x = tf.placeholder(tf.float32, [None, 6, 6, 2], name="images")
+    idx = tf.placeholder(tf.int32, [None], name="idx")
+    labels = tf.placeholder(tf.int64, [None], name="labels")
+    k = tf.Variable(rng.randn(3, 3, 2, 4).astype(np.float32), name="k")
+    w = tf.Variable(rng.randn(4 * 36, 5).astype(np.float32), name="w")
+    table = tf.Variable(rng.randn(7, 5).astype(np.float32), name="table")
+    h = tf.nn.relu(tf.nn.conv2d(x, k, [1, 1, 1, 1], "SAME"))
+    logits = tf.matmul(tf.reshape(h, [-1, 4 * 36]), w) + tf.gather(table, idx)
+    noise = tf.random_normal(tf.shape(logits), seed=3)
+    loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+        labels=labels, logits=logits + 0.01 * noise))
+    train = tf.train.AdamOptimizer(0.01).minimize(loss)
+    with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        feed = {x: rng.randn(3, 6, 6, 2).astype(np.float32), idx: [0, 6, 2],
+                labels: [1, 0, 4]}
+        for _ in range(2):
+            sess.run([train, loss], feed)
+        with pytest.raises(tf.errors.InvalidArgumentError):
+            sess.run(logits, {**feed, idx: [0, 7, 2]})
+    return specs
+
+
+def test_every_spec_the_session_builds_verifies(monkeypatch):
+    specs = _session_specs(monkeypatch)
+    assert len(specs) >= 2
+    assert any(s["error_sites"] for s in specs)
+    for spec in specs:
+        verify.verify_spec(spec, check_calls=True)  # raises InvalidSpec naming the field
+
+
+def test_a_bad_in_memory_spec_names_its_field(monkeypatch):
+    spec = next(s for s in _session_specs(monkeypatch) if s["fetches"])
+    bad = dict(spec, fetches=[dict(f, dtype="float128") for f in spec["fetches"]])
+    with pytest.raises(verify.InvalidSpec, match="spec fetch 0: unsupported dtype"):
+        verify.verify_spec(bad)
+    with pytest.raises(verify.InvalidSpec, match="error_detail_slots"):
+        runtime.Executable(dict(spec, error_detail_slots=-1))
+    with pytest.raises(verify.InvalidSpec, match="declares function 'system'"):
+        verify.verify_spec(dict(spec, llvm_ir=spec["llvm_ir"] + SYSTEM_CALL), check_calls=True)

@@ -12,7 +12,11 @@ symbols, signature, error sites, code, and any leaf of the header.
 Every case runs in its own process (forked from a server that imported the runtime and
 compiled the original code once, so a case costs a verify and a run, not an interpreter
 start): it loads the file and runs it on batches of 2 and 1. Outcomes:
-  ok        loaded and ran (the edit did not matter, e.g. a renamed output)
+  ok        loaded and ran with the original's results (the edit did not matter, e.g. a
+            renamed output)
+  differs   loaded and ran, with other results than the original (printed: either an
+            edit that changes what the file means, such as stored state pointing at
+            another blob of the same size, or a verifier gap)
   refused   a runtime error (FileFormatError, FeedError, ShapeError, ...: RuntimeFailure)
   foreign   any other exception (printed)                  -- must be 0
   crash     killed by a signal (SIGSEGV, SIGABRT, ...)       -- must be 0
@@ -53,7 +57,7 @@ _EXIT = {0: "ok", 3: "refused", 4: "foreign", 5: "oversized"}
 
 
 # ------------------------------------------------------------------ the file
-def export_sample(path):
+def export_sample(path, target="cpu"):
     import graphc as tf
     tf.reset_default_graph()
     x = tf.placeholder(tf.float32, [None, 4], name="x")
@@ -65,7 +69,8 @@ def export_sample(path):
     update = tf.assign_add(c, tf.reduce_sum(y, 0))
     with tf.Session() as sess:
         sess.run(tf.global_variables_initializer())
-        tf.export(sess, path, inputs={"x": x, "idx": idx}, outputs={"y": y, "c": update})
+        tf.export(sess, path, inputs={"x": x, "idx": idx}, outputs={"y": y, "c": update},
+                  target=target)
     return path
 
 
@@ -369,6 +374,29 @@ def edit_code(h, rng, _):
     spec[field] = ir
 
 
+def edit_launches(h, rng, _):
+    """GPU files: a launch's arena offsets, storage keys, grid, block, shared memory."""
+    spec = pick_spec(h, rng)
+    launch = rng.choice(spec["launches"])
+    field = rng.choice(["arena", "key", "grid", "block", "shared", "kernel"])
+    arena_args = [a for a in launch["args"] if a[0] == "arena"]
+    if field == "arena" and arena_args:
+        rng.choice(arena_args)[1] = exprs(rng, symbols_of(h)) if rng.random() < 0.5 else \
+            ints(rng, 64)
+    elif field in ("key", "arena") and launch["args"]:
+        arg = rng.choice(launch["args"])
+        arg[0] = rng.choice(["feed", "fetch", "var", "const", "arena", "heap"])
+        arg[1] = rng.choice([0, 1, 2, 9, -1, 1 << 40])
+    elif field == "grid":
+        launch["grid"] = exprs(rng, symbols_of(h))
+    elif field == "block":
+        launch["block"] = rng.choice([0, 1, 33, 1024, 1025, -1, 1 << 40])
+    elif field == "shared":
+        launch["shared_bytes"] = rng.choice([0, 64, 1 << 20, -8])
+    else:
+        launch["kernel"] = rng.choice([l["kernel"] for l in spec["launches"]] + ["nope"])
+
+
 def _leaves(obj, path=()):
     if isinstance(obj, dict):
         for k, v in obj.items():
@@ -403,9 +431,12 @@ CATEGORIES = {
 }
 
 
+GPU_CATEGORIES = dict(CATEGORIES, launches=edit_launches)
+
+
 def make_case(original, header_text, category, rng):
     """The bytes of one edited, re-checksummed file."""
-    edit = CATEGORIES[category]
+    edit = GPU_CATEGORIES[category]
     if category == "duplicate_keys":
         text = header_text
         for _ in range(rng.randint(1, 2)):
@@ -438,15 +469,23 @@ def _rss_bytes():
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
-def _child(path, feeds, cap_bytes, report_fd):
+def _digest(results):
+    h = hashlib.sha256()
+    for values in results:
+        for value in values:
+            h.update(np.ascontiguousarray(value).tobytes())
+    return h.hexdigest()
+
+
+def _child(path, feeds, cap_bytes, report_fd, device):
     """Runs in the forked process: load, run twice, report; never returns."""
     code = 0
     message = ""
+    digest = ""
     try:
         resource.setrlimit(resource.RLIMIT_AS, (_vm_bytes() + cap_bytes,) * 2)
-        model = runtime.load(path)
-        for batch in feeds:
-            model.run(batch)
+        model = runtime.load(path, device=device)
+        digest = _digest([model.run(None, batch) for batch in feeds])
     except runtime.RuntimeFailure:
         code = 3
     except MemoryError:
@@ -454,17 +493,19 @@ def _child(path, feeds, cap_bytes, report_fd):
     except BaseException as e:  # noqa: BLE001 -- what the fuzz is looking for
         code, message = 4, f"{type(e).__name__}: {str(e)[:300]}"
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    os.write(report_fd, json.dumps({"message": message, "peak": peak}).encode())
+    os.write(report_fd, json.dumps({"message": message, "peak": peak,
+                                    "digest": digest}).encode())
     os._exit(code)
 
 
-def run_case(path, feeds, timeout, cap_bytes):
-    """(outcome, message, peak RSS bytes) of one case in a forked child."""
+def run_case(path, feeds, timeout, cap_bytes, device=None):
+    """(outcome, message, peak RSS bytes, digest of the results) of one case in a forked
+    child."""
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.close(read_fd)
-        _child(path, feeds, cap_bytes, write_fd)
+        _child(path, feeds, cap_bytes, write_fd, device)
     os.close(write_fd)
     deadline = time.monotonic() + timeout
     status = None
@@ -477,7 +518,7 @@ def run_case(path, feeds, timeout, cap_bytes):
         os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
         os.close(read_fd)
-        return "hang", f"still running after {timeout} s", 0
+        return "hang", f"still running after {timeout} s", 0, ""
     raw = b""
     while True:
         chunk = os.read(read_fd, 65536)
@@ -486,12 +527,14 @@ def run_case(path, feeds, timeout, cap_bytes):
         raw += chunk
     os.close(read_fd)
     if os.WIFSIGNALED(status):
-        return "crash", f"signal {os.WTERMSIG(status)}", 0
-    report = json.loads(raw or b'{"message": "no report", "peak": 0}')
-    return _EXIT.get(os.WEXITSTATUS(status), "crash"), report["message"], report["peak"]
+        return "crash", f"signal {os.WTERMSIG(status)}", 0, ""
+    report = json.loads(raw or b'{"message": "no report", "peak": 0, "digest": ""}')
+    return (_EXIT.get(os.WEXITSTATUS(status), "crash"), report["message"], report["peak"],
+            report["digest"])
 
 
-def fuzz(original, cases, seed, timeout=30.0, slack_mb=256, verbose=False, out=sys.stdout):
+def fuzz(original, cases, seed, timeout=30.0, slack_mb=256, verbose=False, out=sys.stdout,
+         device=None):
     """Runs `cases` edits of the file bytes `original`; returns {outcome: count}."""
     header_text = split(original)[2]
     header = json.loads(header_text)
@@ -500,18 +543,18 @@ def fuzz(original, cases, seed, timeout=30.0, slack_mb=256, verbose=False, out=s
     path = os.path.join(scratch, "case.gcx")
     with open(path, "wb") as f:
         f.write(original)
-    model = runtime.load(path)  # compiles the original code once: the children reuse it
+    model = runtime.load(path, device=device)  # compiled once: the children reuse it
     for batch in feeds:
         model.run(batch)
     del model
     cap = 4 << 30
-    base = run_case(path, feeds, timeout, cap)
+    base = run_case(path, feeds, timeout, cap, device)
     if base[0] != "ok":
         raise SystemExit(f"the original file does not run: {base}")
     limit = base[2] + (slack_mb << 20)  # the file's declared needs, measured, plus slack
     rng = random.Random(seed)
-    names = sorted(CATEGORIES)
-    counts = {k: 0 for k in ("ok", "refused") + MUST_BE_ZERO}
+    names = sorted(GPU_CATEGORIES if ff.is_gpu_target(header.get("target")) else CATEGORIES)
+    counts = {k: 0 for k in ("ok", "differs", "refused") + MUST_BE_ZERO}
     by_category = {name: dict.fromkeys(counts, 0) for name in names}
     examples = []
     for i in range(cases):
@@ -519,12 +562,14 @@ def fuzz(original, cases, seed, timeout=30.0, slack_mb=256, verbose=False, out=s
         data = make_case(original, header_text, category, rng)
         with open(path, "wb") as f:
             f.write(data)
-        outcome, message, peak = run_case(path, feeds, timeout, cap)
+        outcome, message, peak, digest = run_case(path, feeds, timeout, cap, device)
         if outcome in ("ok", "refused") and peak > limit:
             outcome, message = "oversized", f"peak RSS {peak >> 20} MB > {limit >> 20} MB"
+        elif outcome == "ok" and digest != base[3]:
+            outcome, message = "differs", "ran with other results than the original"
         counts[outcome] += 1
         by_category[category][outcome] += 1
-        if outcome in MUST_BE_ZERO:
+        if outcome in MUST_BE_ZERO or outcome == "differs":
             examples.append((i, category, outcome, message))
             if verbose:
                 print(f"case {i} ({category}): {outcome}: {message}", file=out)
@@ -548,14 +593,19 @@ def main(argv=None):
     parser.add_argument("--timeout", type=float, default=30.0)
     parser.add_argument("--slack-mb", type=int, default=256)
     parser.add_argument("--verbose", action="store_true")
+    parser.add_argument("--target", choices=("cpu", "gpu"), default="cpu",
+                        help="the sample's target; a GPU file runs on the emulated device")
     args = parser.parse_args(argv)
     path = args.file
     if path is None:
-        path = export_sample(os.path.join(tempfile.mkdtemp(), "sample.gcx"))
+        path = export_sample(os.path.join(tempfile.mkdtemp(), "sample.gcx"), args.target)
     with open(path, "rb") as f:
         original = f.read()
     start = time.perf_counter()
-    counts = fuzz(original, args.cases, args.seed, args.timeout, args.slack_mb, args.verbose)
+    device = "emulated" if ff.is_gpu_target(json.loads(split(original)[2]).get("target")) \
+        else None
+    counts = fuzz(original, args.cases, args.seed, args.timeout, args.slack_mb, args.verbose,
+                  device=device)
     print(f"({time.perf_counter() - start:.0f} s)")
     return 1 if any(counts[k] for k in MUST_BE_ZERO) else 0
 
