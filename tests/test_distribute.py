@@ -8,6 +8,7 @@ values. Without mpiexec on PATH the multi-process tests skip (.ci/run installs M
 """
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -483,3 +484,68 @@ def test_only_rank_0_writes_checkpoints(tmp_path):
     assert "checkpoint" in os.listdir(tmp_path / "r0")
     assert gc.train.latest_checkpoint(str(tmp_path / "r0")).endswith("model-3")
     assert os.listdir(tmp_path / "r1") == []
+
+
+KILLED_WORKER = """
+    import os
+    import signal
+    import numpy as np
+    import graphc as gc
+    import graphc.distribute as hvd
+    hvd.init()
+    x = gc.placeholder(gc.float32, [3])
+    y = hvd.allreduce(x)
+    with gc.Session() as sess:
+        sess.run(y, {x: np.ones(3)})
+        if hvd.rank() == 1:
+            os.kill(os.getpid(), signal.SIGKILL)  # no Python left to report anything
+        for _ in range(1000):
+            sess.run(y, {x: np.ones(3)})
+    print("finished", hvd.rank())
+"""
+
+
+@needs_mpi
+def test_a_killed_rank_ends_the_job(tmp_path):
+    start = time.monotonic()
+    proc = run_job(tmp_path, 3, KILLED_WORKER, timeout=120)
+    assert proc.returncode != 0
+    assert "finished" not in proc.stdout
+    assert time.monotonic() - start < 120
+
+
+def test_graphc_dump_lists_the_collectives(tmp_path, capsys):
+    """The fusion buffer, its allreduce and the gathers of a sparse gradient are ops of
+    the graph file (with 2 ranks' reduce_gradients, what DistributedOptimizer builds)."""
+    from graphc.dump import main as dump_main
+    hvd.init()
+    (ids, x, labels), loss = model("float32")
+    opt = make_optimizer("momentum")
+    grads_and_vars = opt.compute_gradients(loss)
+    reduced = hvd.reduce_gradients([g for g, _ in grads_and_vars])
+    opt.apply_gradients(zip(reduced, [v for _, v in grads_and_vars]))
+    gc.train.export_meta_graph(str(tmp_path / "model.meta"))
+    assert dump_main([str(tmp_path / "model.meta")]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"FusedAllreduce\s+MpiAllreduce\s+float32\s+\[78\]", out), out
+    assert re.search(r"Allreduce_values\s+MpiAllgather\s+float32\s+\[\?,4\]", out), out
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_reused_output_buffers_never_change_a_value_someone_holds(backend):
+    """An allreduce writes into its last output array only when nothing holds it: a
+    fetched result and a variable assigned from the output keep their values."""
+    hvd.init()
+    x = gc.placeholder(gc.float64, [3])
+    y = hvd.allreduce(x, op=hvd.Sum)
+    v = gc.Variable(np.zeros(3), name="v")
+    keep = gc.assign(v, y)
+    with gc.Session(config=gc.ConfigProto(backend=backend)) as sess:
+        sess.run(gc.global_variables_initializer())
+        first = sess.run(y, {x: [1.0, 2.0, 3.0]})
+        sess.run(keep, {x: [4.0, 5.0, 6.0]})
+        for k in range(3):
+            second = sess.run(y, {x: [7.0 + k, 8.0, 9.0]})
+        np.testing.assert_array_equal(first, [1.0, 2.0, 3.0])
+        np.testing.assert_array_equal(second, [9.0, 8.0, 9.0])
+        np.testing.assert_array_equal(sess.run(v), [4.0, 5.0, 6.0])
