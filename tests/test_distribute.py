@@ -205,11 +205,12 @@ OPTIMIZER_WORKER = """
     gc.set_random_seed(100 + r)  # each rank draws other initial values: broadcast fixes it
     (ids, x, labels), loss = model(cfg["dtype"])
     opt = hvd.DistributedOptimizer(make_optimizer(cfg["optimizer"]),
-                                   fusion_threshold_bytes=cfg["fusion"])
+                                   fusion_threshold_bytes=cfg["fusion"],
+                                   sparse_as_dense=cfg["sparse_as_dense"])
     train = opt.minimize(loss)
     sync = hvd.broadcast_global_variables(0)
     variables = gc.trainable_variables()
-    allreduces = [o for o in gc.get_default_graph().get_operations() if o.type == "MpiAllreduce"]
+    types = [o.type for o in gc.get_default_graph().get_operations()]
     with gc.Session(config=gc.ConfigProto(backend=cfg["backend"])) as sess:
         sess.run(gc.global_variables_initializer())
         before = sess.run(variables)
@@ -223,15 +224,23 @@ OPTIMIZER_WORKER = """
     out = {f"before{i}": v for i, v in enumerate(before)}
     out.update({f"start{i}": v for i, v in enumerate(start)})
     out.update({f"end{i}": v for i, v in enumerate(end)})
-    np.savez(os.path.join(os.environ["OUT"], f"rank{r}.npz"), allreduces=len(allreduces), **out)
+    np.savez(os.path.join(os.environ["OUT"], f"rank{r}.npz"), allreduces=types.count("MpiAllreduce"),
+             allgathers=types.count("MpiAllgather"), **out)
 """
 
 
-def one_process_training(dtype, optimizer, start, n_ranks, per_rank, steps):
-    """The plain optimizer on the whole batch of every step, from `start`."""
+def one_process_training(dtype, optimizer, start, n_ranks, per_rank, steps,
+                         sparse_as_dense=False):
+    """The plain optimizer on the whole batch of every step, from `start` (with the
+    embedding's gradient made dense: Momentum's and Adam's dense updates decay the slots
+    of every row, their sparse ones only of the rows in the batch, as TF1's)."""
     gc.reset_default_graph()
     (ids, x, labels), loss = model(dtype)
-    train = make_optimizer(optimizer).minimize(loss)
+    opt = make_optimizer(optimizer)
+    grads_and_vars = opt.compute_gradients(loss)
+    if sparse_as_dense:
+        grads_and_vars = [(gc.convert_to_tensor(g), v) for g, v in grads_and_vars]
+    train = opt.apply_gradients(grads_and_vars)
     variables = gc.trainable_variables()
     with gc.Session() as sess:
         sess.run(gc.global_variables_initializer())
@@ -243,19 +252,21 @@ def one_process_training(dtype, optimizer, start, n_ranks, per_rank, steps):
 
 
 @needs_mpi
-@pytest.mark.parametrize("n,dtype,optimizer,backend", [
-    (2, "float64", "momentum", "compiled"), (3, "float64", "adam", "compiled"),
-    (2, "float32", "adam", "compiled"), (3, "float32", "momentum", "reference"),
-    (2, "float64", "adam", "gpu_emulated")])
-def test_distributed_optimizer_equals_one_process_on_the_whole_batch(tmp_path, n, dtype,
-                                                                      optimizer, backend):
+@pytest.mark.parametrize("n,dtype,optimizer,backend,sparse_as_dense", [
+    (2, "float64", "momentum", "compiled", False), (3, "float64", "adam", "compiled", False),
+    (2, "float32", "adam", "compiled", False), (3, "float32", "momentum", "reference", False),
+    (2, "float64", "adam", "gpu_emulated", False), (3, "float64", "momentum", "compiled", True)])
+def test_distributed_optimizer_equals_one_process_on_the_whole_batch(
+        tmp_path, n, dtype, optimizer, backend, sparse_as_dense):
     """N ranks, each on its B examples of a step, end where one process training on the
     N*B examples ends (to summation order); the ranks start from rank 0's initial values
-    (broadcast_global_variables), which differ from their own."""
+    (broadcast_global_variables), which differ from their own. The embedding's sparse
+    gradient is allgathered, or densified and allreduced (sparse_as_dense)."""
     if backend not in BACKENDS:
         pytest.skip(f"backend {backend} not in GRAPHC_TEST_BACKENDS")
     cfg = {"dtype": dtype, "optimizer": optimizer, "backend": backend, "per_rank": 3,
-           "steps": 6, "fusion": 100}  # 100 bytes: the dense gradients take 3+ buffers
+           "steps": 6, "fusion": 100,  # 100 bytes: the dense gradients take 3+ buffers
+           "sparse_as_dense": sparse_as_dense}
     check_ok(run_job(tmp_path, n, OPTIMIZER_WORKER, env={"CFG": json.dumps(cfg)}))
     ranks = [np.load(tmp_path / f"rank{r}.npz") for r in range(n)]
     n_vars = 4
@@ -263,12 +274,14 @@ def test_distributed_optimizer_equals_one_process_on_the_whole_batch(tmp_path, n
     for got in ranks:
         for i in range(n_vars):
             np.testing.assert_array_equal(got[f"start{i}"], ranks[0][f"before{i}"])
-        # 3 dense gradients (w1: 216 bytes alone; b1 + w2 in 100-byte buffers) in fewer
-        # collectives than variables would be with a large threshold: see test_fusion_*
-        assert 1 <= int(got["allreduces"]) <= 3
+        # 100-byte fusion buffers: in float32 w1 (216 bytes) alone, b1 + w2 (24 + 72)
+        # fused; in float64 w1, b1, w2 (432, 48, 144) and the densified emb each alone
+        expected = {"float32": 2, "float64": 3}[dtype] + sparse_as_dense
+        assert (int(got["allreduces"]), int(got["allgathers"])) == \
+            (expected, 0 if sparse_as_dense else 2)
     expected = one_process_training(dtype, optimizer, [ranks[0][f"before{i}"]
                                                        for i in range(n_vars)],
-                                    n, cfg["per_rank"], cfg["steps"])
+                                    n, cfg["per_rank"], cfg["steps"], sparse_as_dense)
     tol = 2e-5 if dtype == "float32" else 1e-11
     for got in ranks:
         for i in range(n_vars):
