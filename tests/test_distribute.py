@@ -466,8 +466,11 @@ STALLING_WORKER = """
 @needs_mpi
 def test_a_stalled_rank_makes_the_others_fail_after_the_timeout(tmp_path):
     start = time.monotonic()
-    proc = run_job(tmp_path, 2, STALLING_WORKER, timeout=90, env={"GRAPHC_MPI_TIMEOUT": "3"})
+    proc = run_job(tmp_path, 2, STALLING_WORKER, timeout=90,
+                   env={"GRAPHC_MPI_TIMEOUT": "3", "GRAPHC_MPI_STALL_WARNING": "1"})
     assert proc.returncode != 0
+    assert "rank 0 has waited 1 s for the other ranks at collective MpiAllreduce 'grad'; " \
+        "it fails after 3 s" in proc.stderr
     assert "rank 0: the other ranks did not reach collective MpiAllreduce 'grad' within 3 s" \
         in proc.stderr
     assert time.monotonic() - start < 60

@@ -14,7 +14,8 @@ of its shape; its first dim) with every rank: a rank running a different graph, 
 op, or another shape makes every rank raise FailedPreconditionError naming what each rank
 runs, instead of deadlocking or reducing mismatched buffers. The exchange is
 non-blocking and polled: a rank that never arrives (it left its loop early, it hangs)
-makes the others fail after COLLECTIVE_TIMEOUT seconds (GRAPHC_MPI_TIMEOUT, default 300).
+makes the others warn after a minute and fail after COLLECTIVE_TIMEOUT seconds
+(GRAPHC_MPI_TIMEOUT, default 600).
 """
 import os
 import sys
@@ -35,7 +36,10 @@ from graphc.ops.constant_ops import convert_to_tensor
 Average = "average"
 Sum = "sum"
 REDUCTIONS = (Average, Sum)
-COLLECTIVE_TIMEOUT = float(os.environ.get("GRAPHC_MPI_TIMEOUT", "300"))
+# A rank may legitimately keep the others waiting a while (rank 0 evaluating or writing a
+# checkpoint): a warning after STALL_WARNING seconds, an error after COLLECTIVE_TIMEOUT.
+COLLECTIVE_TIMEOUT = float(os.environ.get("GRAPHC_MPI_TIMEOUT", "600"))
+STALL_WARNING = float(os.environ.get("GRAPHC_MPI_STALL_WARNING", "60"))
 _DESCRIPTION_BYTES = 240  # of a rank's description of its collective, in a mismatch report
 _SUPPORTED = (dtypes.float32, dtypes.float64, dtypes.int32, dtypes.int64)
 # Poll without sleeping this long: partners usually arrive by then, and a sleep would add
@@ -278,8 +282,15 @@ def _agree(w, op, x):
 
 def _wait(request, op, w):
     start = time.monotonic()
+    warned = False
     while not request.Test():
         waited = time.monotonic() - start
+        if waited > STALL_WARNING and not warned and COLLECTIVE_TIMEOUT > STALL_WARNING:
+            warned = True
+            sys.stderr.write(f"graphc.distribute: rank {w.rank} has waited {STALL_WARNING:g} s "
+                             f"for the other ranks at collective {op.type} '{op.name}'; it "
+                             f"fails after {COLLECTIVE_TIMEOUT:g} s (GRAPHC_MPI_TIMEOUT)\n")
+            sys.stderr.flush()
         if waited > COLLECTIVE_TIMEOUT:
             raise errors.FailedPreconditionError(
                 None, op, f"rank {w.rank}: the other ranks did not reach collective "
