@@ -8,6 +8,7 @@ values. Without mpiexec on PATH the multi-process tests skip (.ci/run installs M
 """
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -204,11 +205,12 @@ OPTIMIZER_WORKER = """
     gc.set_random_seed(100 + r)  # each rank draws other initial values: broadcast fixes it
     (ids, x, labels), loss = model(cfg["dtype"])
     opt = hvd.DistributedOptimizer(make_optimizer(cfg["optimizer"]),
-                                   fusion_threshold_bytes=cfg["fusion"])
+                                   fusion_threshold_bytes=cfg["fusion"],
+                                   sparse_as_dense=cfg["sparse_as_dense"])
     train = opt.minimize(loss)
     sync = hvd.broadcast_global_variables(0)
     variables = gc.trainable_variables()
-    allreduces = [o for o in gc.get_default_graph().get_operations() if o.type == "MpiAllreduce"]
+    types = [o.type for o in gc.get_default_graph().get_operations()]
     with gc.Session(config=gc.ConfigProto(backend=cfg["backend"])) as sess:
         sess.run(gc.global_variables_initializer())
         before = sess.run(variables)
@@ -222,15 +224,23 @@ OPTIMIZER_WORKER = """
     out = {f"before{i}": v for i, v in enumerate(before)}
     out.update({f"start{i}": v for i, v in enumerate(start)})
     out.update({f"end{i}": v for i, v in enumerate(end)})
-    np.savez(os.path.join(os.environ["OUT"], f"rank{r}.npz"), allreduces=len(allreduces), **out)
+    np.savez(os.path.join(os.environ["OUT"], f"rank{r}.npz"), allreduces=types.count("MpiAllreduce"),
+             allgathers=types.count("MpiAllgather"), **out)
 """
 
 
-def one_process_training(dtype, optimizer, start, n_ranks, per_rank, steps):
-    """The plain optimizer on the whole batch of every step, from `start`."""
+def one_process_training(dtype, optimizer, start, n_ranks, per_rank, steps,
+                         sparse_as_dense=False):
+    """The plain optimizer on the whole batch of every step, from `start` (with the
+    embedding's gradient made dense: Momentum's and Adam's dense updates decay the slots
+    of every row, their sparse ones only of the rows in the batch, as TF1's)."""
     gc.reset_default_graph()
     (ids, x, labels), loss = model(dtype)
-    train = make_optimizer(optimizer).minimize(loss)
+    opt = make_optimizer(optimizer)
+    grads_and_vars = opt.compute_gradients(loss)
+    if sparse_as_dense:
+        grads_and_vars = [(gc.convert_to_tensor(g), v) for g, v in grads_and_vars]
+    train = opt.apply_gradients(grads_and_vars)
     variables = gc.trainable_variables()
     with gc.Session() as sess:
         sess.run(gc.global_variables_initializer())
@@ -242,19 +252,21 @@ def one_process_training(dtype, optimizer, start, n_ranks, per_rank, steps):
 
 
 @needs_mpi
-@pytest.mark.parametrize("n,dtype,optimizer,backend", [
-    (2, "float64", "momentum", "compiled"), (3, "float64", "adam", "compiled"),
-    (2, "float32", "adam", "compiled"), (3, "float32", "momentum", "reference"),
-    (2, "float64", "adam", "gpu_emulated")])
-def test_distributed_optimizer_equals_one_process_on_the_whole_batch(tmp_path, n, dtype,
-                                                                      optimizer, backend):
+@pytest.mark.parametrize("n,dtype,optimizer,backend,sparse_as_dense", [
+    (2, "float64", "momentum", "compiled", False), (3, "float64", "adam", "compiled", False),
+    (2, "float32", "adam", "compiled", False), (3, "float32", "momentum", "reference", False),
+    (2, "float64", "adam", "gpu_emulated", False), (3, "float64", "momentum", "compiled", True)])
+def test_distributed_optimizer_equals_one_process_on_the_whole_batch(
+        tmp_path, n, dtype, optimizer, backend, sparse_as_dense):
     """N ranks, each on its B examples of a step, end where one process training on the
     N*B examples ends (to summation order); the ranks start from rank 0's initial values
-    (broadcast_global_variables), which differ from their own."""
+    (broadcast_global_variables), which differ from their own. The embedding's sparse
+    gradient is allgathered, or densified and allreduced (sparse_as_dense)."""
     if backend not in BACKENDS:
         pytest.skip(f"backend {backend} not in GRAPHC_TEST_BACKENDS")
     cfg = {"dtype": dtype, "optimizer": optimizer, "backend": backend, "per_rank": 3,
-           "steps": 6, "fusion": 100}  # 100 bytes: the dense gradients take 3+ buffers
+           "steps": 6, "fusion": 100,  # 100 bytes: the dense gradients take 3+ buffers
+           "sparse_as_dense": sparse_as_dense}
     check_ok(run_job(tmp_path, n, OPTIMIZER_WORKER, env={"CFG": json.dumps(cfg)}))
     ranks = [np.load(tmp_path / f"rank{r}.npz") for r in range(n)]
     n_vars = 4
@@ -262,12 +274,14 @@ def test_distributed_optimizer_equals_one_process_on_the_whole_batch(tmp_path, n
     for got in ranks:
         for i in range(n_vars):
             np.testing.assert_array_equal(got[f"start{i}"], ranks[0][f"before{i}"])
-        # 3 dense gradients (w1: 216 bytes alone; b1 + w2 in 100-byte buffers) in fewer
-        # collectives than variables would be with a large threshold: see test_fusion_*
-        assert 1 <= int(got["allreduces"]) <= 3
+        # 100-byte fusion buffers: in float32 w1 (216 bytes) alone, b1 + w2 (24 + 72)
+        # fused; in float64 w1, b1, w2 (432, 48, 144) and the densified emb each alone
+        expected = {"float32": 2, "float64": 3}[dtype] + sparse_as_dense
+        assert (int(got["allreduces"]), int(got["allgathers"])) == \
+            (expected, 0 if sparse_as_dense else 2)
     expected = one_process_training(dtype, optimizer, [ranks[0][f"before{i}"]
                                                        for i in range(n_vars)],
-                                    n, cfg["per_rank"], cfg["steps"])
+                                    n, cfg["per_rank"], cfg["steps"], sparse_as_dense)
     tol = 2e-5 if dtype == "float32" else 1e-11
     for got in ranks:
         for i in range(n_vars):
@@ -452,8 +466,11 @@ STALLING_WORKER = """
 @needs_mpi
 def test_a_stalled_rank_makes_the_others_fail_after_the_timeout(tmp_path):
     start = time.monotonic()
-    proc = run_job(tmp_path, 2, STALLING_WORKER, timeout=90, env={"GRAPHC_MPI_TIMEOUT": "3"})
+    proc = run_job(tmp_path, 2, STALLING_WORKER, timeout=90,
+                   env={"GRAPHC_MPI_TIMEOUT": "3", "GRAPHC_MPI_STALL_WARNING": "1"})
     assert proc.returncode != 0
+    assert "rank 0 has waited 1 s for the other ranks at collective MpiAllreduce 'grad'; " \
+        "it fails after 3 s" in proc.stderr
     assert "rank 0: the other ranks did not reach collective MpiAllreduce 'grad' within 3 s" \
         in proc.stderr
     assert time.monotonic() - start < 60
@@ -483,3 +500,68 @@ def test_only_rank_0_writes_checkpoints(tmp_path):
     assert "checkpoint" in os.listdir(tmp_path / "r0")
     assert gc.train.latest_checkpoint(str(tmp_path / "r0")).endswith("model-3")
     assert os.listdir(tmp_path / "r1") == []
+
+
+KILLED_WORKER = """
+    import os
+    import signal
+    import numpy as np
+    import graphc as gc
+    import graphc.distribute as hvd
+    hvd.init()
+    x = gc.placeholder(gc.float32, [3])
+    y = hvd.allreduce(x)
+    with gc.Session() as sess:
+        sess.run(y, {x: np.ones(3)})
+        if hvd.rank() == 1:
+            os.kill(os.getpid(), signal.SIGKILL)  # no Python left to report anything
+        for _ in range(1000):
+            sess.run(y, {x: np.ones(3)})
+    print("finished", hvd.rank())
+"""
+
+
+@needs_mpi
+def test_a_killed_rank_ends_the_job(tmp_path):
+    start = time.monotonic()
+    proc = run_job(tmp_path, 3, KILLED_WORKER, timeout=120)
+    assert proc.returncode != 0
+    assert "finished" not in proc.stdout
+    assert time.monotonic() - start < 120
+
+
+def test_graphc_dump_lists_the_collectives(tmp_path, capsys):
+    """The fusion buffer, its allreduce and the gathers of a sparse gradient are ops of
+    the graph file (with 2 ranks' reduce_gradients, what DistributedOptimizer builds)."""
+    from graphc.dump import main as dump_main
+    hvd.init()
+    (ids, x, labels), loss = model("float32")
+    opt = make_optimizer("momentum")
+    grads_and_vars = opt.compute_gradients(loss)
+    reduced = hvd.reduce_gradients([g for g, _ in grads_and_vars])
+    opt.apply_gradients(zip(reduced, [v for _, v in grads_and_vars]))
+    gc.train.export_meta_graph(str(tmp_path / "model.meta"))
+    assert dump_main([str(tmp_path / "model.meta")]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"FusedAllreduce\s+MpiAllreduce\s+float32\s+\[78\]", out), out
+    assert re.search(r"Allreduce_values\s+MpiAllgather\s+float32\s+\[\?,4\]", out), out
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_reused_output_buffers_never_change_a_value_someone_holds(backend):
+    """An allreduce writes into its last output array only when nothing holds it: a
+    fetched result and a variable assigned from the output keep their values."""
+    hvd.init()
+    x = gc.placeholder(gc.float64, [3])
+    y = hvd.allreduce(x, op=hvd.Sum)
+    v = gc.Variable(np.zeros(3), name="v")
+    keep = gc.assign(v, y)
+    with gc.Session(config=gc.ConfigProto(backend=backend)) as sess:
+        sess.run(gc.global_variables_initializer())
+        first = sess.run(y, {x: [1.0, 2.0, 3.0]})
+        sess.run(keep, {x: [4.0, 5.0, 6.0]})
+        for k in range(3):
+            second = sess.run(y, {x: [7.0 + k, 8.0, 9.0]})
+        np.testing.assert_array_equal(first, [1.0, 2.0, 3.0])
+        np.testing.assert_array_equal(second, [9.0, 8.0, 9.0])
+        np.testing.assert_array_equal(sess.run(v), [4.0, 5.0, 6.0])

@@ -34,17 +34,19 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SIZES = [4 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20]  # bytes
 
 
-def median_call_seconds(fn, comm, calls):
-    """The median over 5 rounds of (time of `calls` back-to-back calls) / calls, rounds
-    started together on every rank."""
-    rounds = []
-    for _ in range(5):
-        comm.Barrier()
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        rounds.append((time.perf_counter() - start) / calls)
-    return float(np.median(rounds))
+def call_seconds(fns, comm, calls, rounds=9):
+    """{name: median over `rounds` of (time of `calls` back-to-back calls) / calls}. The
+    ways are interleaved round by round, each round started together on every rank, so
+    that a load change on the machine falls on all of them alike."""
+    times = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            comm.Barrier()
+            start = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            times[name].append((time.perf_counter() - start) / calls)
+    return {name: float(np.median(t)) for name, t in times.items()}
 
 
 def measure_allreduce(comm):
@@ -62,14 +64,13 @@ def measure_allreduce(comm):
         ph = gc.placeholder(gc.float32, [n])
         y = hvd.allreduce(ph, op=hvd.Sum)
         sess = gc.Session()
-        sess.run(y, {ph: x})  # compiles nothing native; warms MPI's buffers
-        calls = max(3, min(200, (64 << 20) // nbytes))
-        raw = median_call_seconds(lambda: comm.Allreduce(x, out), comm, calls)
-        op = median_call_seconds(lambda: kernel(None, y.op, x), comm, calls)
-        run = median_call_seconds(lambda: sess.run(y, {ph: x}), comm, calls)
         np.testing.assert_array_equal(sess.run(y, {ph: x}), kernel(None, y.op, x))
-        rows.append({"bytes": nbytes, "raw_ms": raw * 1e3, "op_ms": op * 1e3,
-                     "session_ms": run * 1e3})
+        calls = max(3, min(100, (16 << 20) // nbytes))
+        t = call_seconds({"raw": lambda: comm.Allreduce(x, out),
+                          "op": lambda: kernel(None, y.op, x),
+                          "session": lambda: sess.run(y, {ph: x})}, comm, calls)
+        rows.append({"bytes": nbytes, "raw_ms": t["raw"] * 1e3, "op_ms": t["op"] * 1e3,
+                     "session_ms": t["session"] * 1e3})
     return rows
 
 
@@ -104,37 +105,46 @@ def build_w3(distributed, batch=128):
 def measure_w3(comm, distributed, steps, threads):
     import graphc as gc
     import graphc.distribute as hvd
+    from graphc.distribute import collective_ops
     from graphc.framework.op_def import get_op_def
     hvd.init()
     op_def = get_op_def("MpiAllreduce")
-    inner, spent = op_def.kernel, []
+    inner_kernel, inner_agree = op_def.kernel, collective_ops._agree
+    spent = {"kernel": 0.0, "agree": 0.0}
 
-    def timed(*args):  # time inside the collective kernels of a step
-        start = time.perf_counter()
-        try:
-            return inner(*args)
-        finally:
-            spent.append(time.perf_counter() - start)
+    def timed(what, fn):
+        def run(*args):
+            start = time.perf_counter()
+            try:
+                return fn(*args)
+            finally:
+                spent[what] += time.perf_counter() - start
+        return run
 
-    op_def.kernel = timed
+    # time inside the collective kernels of a step, and inside their header exchange
+    # (mostly waiting for the slowest rank to arrive)
+    op_def.kernel = timed("kernel", inner_kernel)
+    collective_ops._agree = timed("agree", inner_agree)
     train_op, feed = build_w3(distributed)
     config = gc.ConfigProto(intra_op_parallelism_threads=threads)
+    rows = []
     with gc.Session(config=config) as sess:
         sess.run(gc.global_variables_initializer())
         for _ in range(3):
             sess.run(train_op, feed)  # compile and warm up
-        step_times, comm_times = [], []
         for _ in range(steps):
             comm.Barrier()
-            spent.clear()
+            spent.update(kernel=0.0, agree=0.0)
             start = time.perf_counter()
             sess.run(train_op, feed)
-            step_times.append(time.perf_counter() - start)
-            comm_times.append(sum(spent))
-    op_def.kernel = inner
-    step = float(np.median(step_times))
-    return {"step_ms": step * 1e3, "comm_ms": float(np.median(comm_times)) * 1e3,
-            "comm_fraction": float(np.median(np.array(comm_times) / np.array(step_times)))}
+            rows.append((time.perf_counter() - start, spent["kernel"], spent["agree"]))
+    op_def.kernel, collective_ops._agree = inner_kernel, inner_agree
+    step, kernel, agree = np.array(rows).T
+    return {"step_ms": float(np.median(step)) * 1e3,
+            "comm_ms": float(np.median(kernel)) * 1e3,
+            "wait_ms": float(np.median(agree)) * 1e3,
+            "comm_fraction": float(np.median(kernel / step)),
+            "transfer_fraction": float(np.median((kernel - agree) / step))}
 
 
 def worker(args):
@@ -187,9 +197,12 @@ def main():
                                                                   args.ranks, args)}
     print(f"\nW3 (batch 128 per process, {args.threads} thread(s) per process), median of "
           f"{args.steps} steps")
+    print(f"  {'':36s} {'step ms':>8} {'in collectives':>15} {'of which waiting':>17} "
+          f"{'moving data':>12}")
     for name, r in w3.items():
-        print(f"  {name:36s} step {r['step_ms']:8.3f} ms   in collectives "
-              f"{r['comm_ms']:7.3f} ms ({r['comm_fraction']:.1%})")
+        print(f"  {name:36s} {r['step_ms']:8.3f} {r['comm_ms']:8.3f} ({r['comm_fraction']:4.0%})"
+              f" {r['wait_ms']:17.3f} {r['comm_ms'] - r['wait_ms']:7.3f} "
+              f"({r['transfer_fraction']:3.0%})")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"allreduce": rows, "w3": w3}, f, indent=1)
