@@ -46,8 +46,9 @@ import numpy as np
 
 from . import jit, shapes
 from .errors import FeedError, NoVariantFits, RuntimeFailure, ShapeError
-from .executable import FORMAT_VERSION as SPEC_VERSION, Executable
+from .executable import Executable
 from .gpu.spec import check_gpu_fields, is_gpu_target
+from .signature import FORMAT_VERSION as SPEC_VERSION
 from .variants import Variants
 
 MAGIC = b"\x89GRAPHC\n"
