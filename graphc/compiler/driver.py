@@ -67,13 +67,15 @@ def gpu_target(arch=GPU_ARCH, ptx=True):
 
 
 def compile_signature(feeds, fetches, targets, feed_shapes, feed_values=None,
-                      variable_shapes=None, exclude=frozenset(), target=None, options=None):
+                      variable_shapes=None, exclude=frozenset(), target=None, options=None,
+                      ops=None):
     """Lowers one run signature and compiles it (compile_module). feed_values: the fed
     arrays, when known (small integer feeds whose values decide shapes are specialized on,
     guarded, see lower.py); variable_shapes: {name: shape} of the variables now; exclude:
-    ops an earlier stage of the run has already run."""
+    ops an earlier stage of the run has already run; ops: the signature's ops to lower
+    when the caller has them (lower.ops_to_lower)."""
     module = lower(feeds, fetches, targets, feed_shapes, feed_values=feed_values,
-                   variable_shapes=variable_shapes, exclude=exclude)
+                   variable_shapes=variable_shapes, exclude=exclude, ops=ops)
     return compile_module(module, target, options)
 
 
