@@ -30,6 +30,7 @@ import re
 from graphc import errors
 from graphc import profiling
 from graphc.compiler.driver import GPU_ARCH, compile_signature, gpu_target
+from graphc.compiler.lower import ops_to_lower, unfed
 from graphc.framework.graph import warn_at_user
 from graphc.reference_executor import ReferenceExecutable, prune, value_inputs
 from runtime import errors as rt
@@ -78,12 +79,14 @@ def reshapes_variable(op):
 class CompiledExecutable:
     """Native code for one run signature, with host stages where the signature needs them."""
 
-    def __init__(self, feeds, fetches, targets, session, device=None):
+    def __init__(self, feeds, fetches, targets, session, device=None, pruned=None):
+        """pruned: prune(fetches, targets, feeds) when the caller has it."""
         self.feeds, self.fetches, self.targets = list(feeds), list(fetches), list(targets)
         self.device = device  # a runtime.gpu device, or None for the CPU
         fed = set(self.feeds)
-        ops = [op for op in prune(self.fetches, self.targets, self.feeds)
-               if not op.outputs or not all(t in fed for t in op.outputs)]
+        if pruned is None:
+            pruned = prune(self.fetches, self.targets, self.feeds)
+        ops = unfed(pruned, self.feeds)
         self.stages = _plan_stages(ops, fed, self.feeds, self.fetches, self.targets, session,
                                    device)
         single = self.stages[0] if len(self.stages) == 1 else None
@@ -119,9 +122,12 @@ def _plan_stages(ops, fed, feeds, fetches, targets, session, device):
     controls = {d for op in ops for d in op.control_inputs}
     numbers = sorted(set(stage_of.values()))
     if len(numbers) <= 1:
-        kind = HostStage if numbers == [1] else NativeStage
-        return [kind(_stage_feeds(feeds, kind), fetches, targets, frozenset(), ops, session,
-                     device)]
+        if numbers == [1]:
+            return [HostStage(_stage_feeds(feeds, HostStage), fetches, targets, frozenset(),
+                              ops, session, device)]
+        # the whole signature in one stage: its ops are the ones lowering needs
+        return [NativeStage(_stage_feeds(feeds, NativeStage), fetches, targets, frozenset(),
+                            ops, session, device, ops_to_lower=ops)]
     stages, done = [], set()
     for i, number in enumerate(numbers):
         mine = [op for op in ops if stage_of.get(op) == number]
@@ -159,10 +165,14 @@ class HostStage(ReferenceExecutable):
 class NativeStage:
     """The compiled variants of one native stage (runtime.variants.Variants chooses)."""
 
-    def __init__(self, feeds, fetches, targets, exclude, ops, session, device=None):
+    def __init__(self, feeds, fetches, targets, exclude, ops, session, device=None,
+                 ops_to_lower=None):
+        """ops: the stage's own ops; ops_to_lower: what lowering its signature needs
+        (lower.ops_to_lower: with the constants and variables it reads), when known."""
         from graphc.ops.random_ops import RANDOM_OP_TYPES
         self.feeds, self.fetches, self.targets = list(feeds), list(fetches), list(targets)
         self.exclude = exclude
+        self._ops_to_lower = ops_to_lower
         self.session = session
         self.device = device
         self.random_ops = [op for op in ops if op.type in RANDOM_OP_TYPES]
@@ -220,10 +230,11 @@ class NativeStage:
                 from graphc.compiler.codegen_gpu import GpuCodegenNotImplemented
                 try:
                     return compile_gpu_executable(*args, exclude=self.exclude,
-                                                  device=self.device, watch=watch)
+                                                  device=self.device, ops=self._lowered_ops(),
+                                                  watch=watch)
                 except GpuCodegenNotImplemented as e:
                     _note_gpu_fallback(e)
-            result = compile_signature(*args, exclude=self.exclude)
+            result = compile_signature(*args, exclude=self.exclude, ops=self._lowered_ops())
             _watched(watch, result)
             with watch.stage("jit"):
                 exe = Executable(result.spec)
@@ -237,6 +248,14 @@ class NativeStage:
         shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3
                                         else "")
         return f"the run of {shown}"
+
+    def _lowered_ops(self):
+        """The ops lowering this stage's signature needs: pruned once, for every variant
+        compiled (and for the CPU fallback of a GPU compile)."""
+        if self._ops_to_lower is None:
+            self._ops_to_lower = ops_to_lower(self.fetches, self.targets, self.feeds,
+                                              self.exclude)
+        return self._ops_to_lower
 
 
 def _variable_shapes(store):
@@ -259,14 +278,15 @@ def _watched(watch, result):
 
 def compile_gpu_executable(feeds, fetches, targets, feed_shapes, feed_values=None,
                            variable_shapes=None, exclude=frozenset(), device=None,
-                           arch=GPU_ARCH, watch=None):
+                           arch=GPU_ARCH, ops=None, watch=None):
     """The runtime.gpu.GpuExecutable of one run signature on `device` (the GPU twin of
     NativeStage's CPU compile); GpuCodegenNotImplemented when a kernel has no GPU lowering
     yet."""
     from runtime.gpu import GpuExecutable
     with_ptx = getattr(device, "kind", None) != "emulated"  # the emulation runs no PTX
     result = compile_signature(feeds, fetches, targets, feed_shapes, feed_values,
-                               variable_shapes, exclude, target=gpu_target(arch, with_ptx))
+                               variable_shapes, exclude, target=gpu_target(arch, with_ptx),
+                               ops=ops)
     _watched(watch, result)
     if watch is None:
         return GpuExecutable(result.spec, device)

@@ -6,8 +6,9 @@
 The subgraph is lowered and compiled exactly as a Session run compiles it (through
 graphc/compiler/driver.py: the passes, the schedule, codegen), after one rewrite: each
 variable the subgraph only reads becomes a constant holding its current value in `sess`, so
-the passes fold through the weights and the file needs no variable store. Variables the subgraph assigns to stay variables; their current
-values are stored in the file as the starting state the loaded Model carries between runs.
+the passes fold through the weights and the file needs no variable store. Variables the
+subgraph assigns to stay variables; their current values are stored in the file as the
+starting state the loaded Model carries between runs.
 
 Unknown (None) input dims are compiled symbolically with a hint of _HINT. When the code was
 compiled under guards on those dims (size 1 broadcasts differently, so the compiler may assume

@@ -345,10 +345,11 @@ class Session:
         if exe is None:
             # the device is a function of the signature's ops and of the Session, so it
             # needs no place in the key
-            device = self._device_for(prune(fetches, targets, feeds))
+            pruned = prune(fetches, targets, feeds)  # once: the compiled stages reuse it
+            device = self._device_for(pruned)
             if self.config.log_device_placement:
                 self._log_placement()
-            exe = self._build_executable(feeds, fetches, targets, device)
+            exe = self._build_executable(feeds, fetches, targets, device, pruned)
             self._cache[key] = exe
         return exe
 
@@ -412,12 +413,12 @@ class Session:
                              f"{where} (soft placement). ConfigProto(allow_soft_placement="
                              "False) makes this an error.", RuntimeWarning)
 
-    def _build_executable(self, feeds, fetches, targets, device=None):
+    def _build_executable(self, feeds, fetches, targets, device=None, pruned=None):
         if self.backend == "reference":
             return ReferenceExecutable(feeds, fetches, targets)
         if self.backend in BACKENDS:
             from graphc.compiled_executor import CompiledExecutable
-            return CompiledExecutable(feeds, fetches, targets, self, device)
+            return CompiledExecutable(feeds, fetches, targets, self, device, pruned)
         raise ValueError(f"Unknown backend {self.backend!r}: one of "
                          + ", ".join(repr(b) for b in BACKENDS) + ".")
 

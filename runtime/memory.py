@@ -40,3 +40,11 @@ def oom_message(shape, dtype, size=None):
     dims = ",".join(str(int(d)) for d in shape)
     return (f"OOM when allocating tensor with shape[{dims}] and type {np.dtype(dtype).name}: "
             f"{size} bytes, more than the {limit} bytes of memory of this machine")
+
+
+def aligned_empty(nbytes, align=64):
+    """An uninitialized uint8 array of `nbytes` whose data starts on an `align`-byte
+    boundary (generated code assumes aligned buffers)."""
+    raw = np.empty(nbytes + align, np.uint8)
+    start = (-raw.ctypes.data) % align
+    return raw[start:start + nbytes]

@@ -435,7 +435,7 @@ class HeaderVerifier:
     def spec(self, spec, where, inputs, outputs):
         if not isinstance(spec, dict):
             self.fail(where, "is not an object")
-        from .executable import FORMAT_VERSION as SPEC_VERSION  # (it imports this module)
+        from .signature import FORMAT_VERSION as SPEC_VERSION
         if spec.get("format_version") != SPEC_VERSION:
             self.fail(where, f"executable format version {spec.get('format_version')!r} is "
                              f"not the one this runtime runs ({SPEC_VERSION})")

@@ -131,3 +131,33 @@ def test_memory_planning_switched_off_gives_every_buffer_its_own_memory(switches
     else:
         assert sum(b["inplace_of"] is not None for _, _, b in buffers) == 2
         assert arena < sum(size for _, size, _ in buffers)
+
+
+def _count_prunes(monkeypatch):
+    """Counts the calls of the subgraph walker `prune`, wherever a graphc module holds it."""
+    import sys
+    import types
+    from graphc.reference_executor import prune
+    calls = []
+
+    def counted(*args, **kwargs):
+        calls.append(args)
+        return prune(*args, **kwargs)
+    for name, module in list(sys.modules.items()):
+        if name.startswith("graphc") and isinstance(module, types.ModuleType) \
+                and getattr(module, "prune", None) is prune:
+            monkeypatch.setattr(module, "prune", counted)
+    return calls
+
+
+@pytest.mark.parametrize("backend", ["compiled", "gpu_emulated"])
+def test_a_signature_is_pruned_once_for_all_its_compiles(backend, monkeypatch):
+    import graphc.compiled_executor  # noqa: F401 (holds prune too: patched below)
+    calls = _count_prunes(monkeypatch)
+    g, x, y = _graph()
+    with gc.Session(graph=g, config=gc.ConfigProto(backend=backend)) as sess:
+        for rows in (7, 1, 3):   # a batch of 1 breaks a guard: a second compile
+            np.testing.assert_allclose(sess.run(y, {x: _data(rows)}), _expected(_data(rows)),
+                                       rtol=2e-6, atol=1e-6)
+        assert sess.compile_count == 2
+    assert len(calls) == 1

@@ -69,14 +69,16 @@ def gpu_target(arch=GPU_ARCH, ptx=True):
 
 
 def compile_signature(feeds, fetches, targets, feed_shapes, feed_values=None,
-                      variable_shapes=None, exclude=frozenset(), target=None, options=None):
+                      variable_shapes=None, exclude=frozenset(), target=None, options=None,
+                      ops=None):
     """Lowers one run signature and compiles it (compile_module). feed_values: the fed
     arrays, when known (small integer feeds whose values decide shapes are specialized on,
     guarded, see lower.py); variable_shapes: {name: shape} of the variables now; exclude:
-    ops an earlier stage of the run has already run."""
+    ops an earlier stage of the run has already run; ops: the signature's ops to lower
+    when the caller has them (lower.ops_to_lower)."""
     start = time.perf_counter()
     module = lower(feeds, fetches, targets, feed_shapes, feed_values=feed_values,
-                   variable_shapes=variable_shapes, exclude=exclude)
+                   variable_shapes=variable_shapes, exclude=exclude, ops=ops)
     lowered = time.perf_counter() - start
     result = compile_module(module, target, options)
     return result._replace(times={"lower": lowered, **result.times})

@@ -51,7 +51,7 @@ _MAX_STAND_IN_ELEMENTS = 1 << 22  # per input, for the reference kernel's error 
 
 
 def lower(feeds, fetches, targets, feed_shapes, name=None, feed_values=None,
-          variable_shapes=None, exclude=frozenset()):
+          variable_shapes=None, exclude=frozenset(), ops=None):
     """Builds the Module for running `targets` and fetching `fetches` given `feeds`
     (graphc Tensors, Tensors, Operations: ReferenceExecutable's arguments).
 
@@ -63,12 +63,26 @@ def lower(feeds, fetches, targets, feed_shapes, name=None, feed_values=None,
     variable_shapes: {variable name: shape} of the Session's variables now; a variable
     whose graph shape is not fully known (validate_shape=False) takes the shape it holds
     (the runtime checks it, runtime.GuardFailure when it changed), or, when the run only
-    assigns it, the shape of the value assigned."""
+    assigns it, the shape of the value assigned.
+    ops: ops_to_lower(fetches, targets, feeds, exclude) when the caller has it already
+    (the Session prunes a signature once, not once per stage and compile)."""
     feeds, feed_shapes = list(feeds), [tuple(s) for s in feed_shapes]
     if len(feeds) != len(feed_shapes):
         raise ValueError(f"lower: {len(feeds)} feeds but {len(feed_shapes)} feed shapes")
     return _Lowering(feeds, list(fetches), list(targets), feed_shapes, name,
-                     feed_values, variable_shapes, exclude).module
+                     feed_values, variable_shapes, exclude, ops).module
+
+
+def ops_to_lower(fetches, targets, feeds, exclude=frozenset()):
+    """The ops a run signature lowers, in topological order: the pruned subgraph less the
+    ops whose every output is fed."""
+    return unfed(prune(fetches, targets, feeds, exclude), feeds)
+
+
+def unfed(ops, feeds):
+    """`ops` less those whose every output is fed (a fed tensor's producer does not run)."""
+    fed = set(feeds)
+    return [op for op in ops if not op.outputs or not all(t in fed for t in op.outputs)]
 
 
 def specializable(dtype, array):
@@ -93,7 +107,7 @@ def _module_name(fetches, targets):
 
 class _Lowering:
     def __init__(self, feeds, fetches, targets, feed_shapes, name, feed_values=None,
-                 variable_shapes=None, exclude=frozenset()):
+                 variable_shapes=None, exclude=frozenset(), ops=None):
         self.module = m = Module(name or _module_name(fetches, targets))
         self.values = {}      # graphc Tensor -> ir Value
         self.nodes = {}       # graphc Operation -> ir Node
@@ -104,8 +118,8 @@ class _Lowering:
             t: np.array(a, dtype=t.dtype.np) for t, a in zip(feeds, feed_values or ())
             if specializable(t.dtype, a)}
         self.specialized = {}  # fed Tensor -> the value the module is specialized on
-        ops = [op for op in prune(fetches, targets, feeds, exclude)
-               if not op.outputs or not all(t in self.fed for t in op.outputs)]
+        if ops is None:
+            ops = ops_to_lower(fetches, targets, feeds, exclude)
         _check_fed(ops)
         self.variable_shapes = variable_shapes or {}
         self.read_variables = _variables_read(ops, fetches)

@@ -1,8 +1,8 @@
 """GpuExecutable: a GPU executable spec run on a device (CudaDevice or EmulatedDevice).
 
-Same public run interface as runtime.executable.Executable (whose signature, feed, guard
-and error-site handling it inherits, so feeds, guards, symbol values and errors behave and
-read exactly the same): `run(feed_arrays, variables) -> fetch arrays`.
+Same public run interface as runtime.executable.Executable, and the same signature logic
+(runtime/signature.py: feeds, guards, symbol values, error sites), so feeds, guards and
+errors behave and read exactly the same: `run(feed_arrays, variables) -> fetch arrays`.
 
 What one run does on the device:
 - ONE device arena per executable, laid out per tuple of feed shapes as
@@ -24,7 +24,7 @@ import numpy as np
 
 from .. import shapes
 from ..errors import ShapeError
-from ..executable import FORMAT_VERSION, Executable
+from ..signature import Signature
 from .spec import MAX_GRID, check_gpu_fields
 from .variables import DeviceVariables
 
@@ -54,33 +54,28 @@ class _Layout:
     __slots__ = ("control", "feed_offsets", "fetch_offsets", "total", "launches")
 
 
-class GpuExecutable(Executable):
+class GpuExecutable:
     """A GPU spec made runnable on `device`; see the module docstring."""
 
     def __init__(self, spec, device):
-        version = spec.get("format_version")
-        if version != FORMAT_VERSION:
-            raise ValueError(f"executable format version {version!r} is not supported "
-                             f"(this runtime reads version {FORMAT_VERSION})")
+        self.signature = sig = Signature(spec)
         # the emulation runs no PTX: specs made for it alone have none (ptx: None)
         check_gpu_fields(spec, _spec_error, _check_expr,
                          need_ptx=getattr(device, "kind", None) != "emulated")
         self.spec = spec
         self.device = device
         self.entry = None
-        self._read_signature(spec)
-        self._load_constants(spec.get("constants", []))
+        self.feeds, self.fetches = sig.feeds, sig.fetches
+        self.variables, self.error_sites = sig.variables, sig.error_sites
         self._kernels = device.load(spec)
         self.compile_seconds = getattr(self._kernels, "compile_seconds", 0.0)
         self._upload_constants()
         self._lock = threading.Lock()
-        self._memo = {}
         self._layouts = {}
         self._arena, self._arena_bytes = None, 0
         self._private_store = None
         self._written = [v["name"] for v in self.variables if v.get("written")]
         self.num_threads = 1
-        self._threads = self._tasks = None
 
     def __del__(self):
         device = getattr(self, "device", None)
@@ -117,26 +112,28 @@ class GpuExecutable(Executable):
     # ---------------------------------------------------------- construction
     def _upload_constants(self):
         """All constants in one device block, each 256-byte aligned, uploaded once."""
+        constants = self.signature.constants
         offsets, total = [], 0
-        for arr in self._constants:
+        for arr in constants:
             offsets.append(total)
             total = _align(total + arr.nbytes)
-        self._const_block = self.device.alloc(total) if self._constants else None
+        self._const_block = self.device.alloc(total) if constants else None
         self._const_addresses = []
-        for arr, offset in zip(self._constants, offsets):
+        for arr, offset in zip(constants, offsets):
             self.device.copy_in(self._const_block + offset, arr)
             self._const_addresses.append(self._const_block + offset)
 
     def _layout(self, plan):
         """The arena layout and the resolved launches of one plan."""
+        sig = self.signature
         layout = _Layout()
-        n_syms = len(self._symbols)
-        layout.control = np.zeros(1 + n_syms + self._detail_slots, np.int64)
-        layout.control[1:1 + n_syms] = [plan.env[name] for name, _, _ in self._symbols]
-        planned = _align(_STATUS_BYTES + 8 * (n_syms + self._detail_slots))
+        n_syms = len(sig.symbols)
+        layout.control = np.zeros(1 + n_syms + sig.detail_slots, np.int64)
+        layout.control[1:1 + n_syms] = [plan.env[name] for name, _, _ in sig.symbols]
+        planned = _align(_STATUS_BYTES + 8 * (n_syms + sig.detail_slots))
         position = _align(planned + plan.arena_bytes)
         layout.feed_offsets = []
-        for feed, dtype in zip(self.feeds, self._feed_dtypes):
+        for feed, dtype in zip(self.feeds, sig.feed_dtypes):
             layout.feed_offsets.append(position)
             count = int(np.prod(shapes.evaluate_dims(feed["dims"], plan.env), dtype=np.int64))
             position = _align(position + count * dtype.itemsize)
@@ -182,15 +179,16 @@ class GpuExecutable(Executable):
     # ------------------------------------------------------------------- run
     def run(self, feed_arrays, variables=None):
         """Runs once; returns the fetches (a list of new arrays, in spec order)."""
-        dtypes = self._feed_dtypes
-        self._check_feed_count(feed_arrays)
+        sig = self.signature
+        dtypes = sig.feed_dtypes
+        sig.check_feed_count(feed_arrays)
         with self._lock:
             feeds = [a if type(a) is np.ndarray and a.dtype is dtypes[i]
-                     and a.flags.c_contiguous else self._conform_feed(i, a)
+                     and a.flags.c_contiguous else sig.conform_feed(i, a)
                      for i, a in enumerate(feed_arrays)]
             key = tuple(a.shape for a in feeds)
-            if self._value_guards:
-                self._check_values(feeds)
+            if sig.value_guards:
+                sig.check_values(feeds)
             plan, layout = self._planned(key)
             store, copy_back = self._store_for(variables)
             var_addresses = self._bind_variables_on_device(store, plan)
@@ -202,13 +200,13 @@ class GpuExecutable(Executable):
                 if copy_back is not None:
                     copy_back()
             if status:
-                raise self._failure(status, self._with_details(plan, layout))
+                raise sig.failure(status, self._with_details(plan, layout))
             return self._fetch_results(feeds, layout, store)
 
     def _planned(self, key):
         entry = self._layouts.get(key)
         if entry is None:
-            plan = self._memo.get(key) or self._plan(key)
+            plan = self.signature.memo.get(key) or self.signature.bind(key)
             if len(self._layouts) >= _MEMO_LIMIT:
                 self._layouts.clear()
             entry = self._layouts[key] = (plan, self._layout(plan))
@@ -241,9 +239,10 @@ class GpuExecutable(Executable):
 
     def _with_details(self, plan, layout):
         """The plan with the error detail slots the failing thread wrote."""
-        if self._detail_slots:
-            n_syms = len(self._symbols)
-            details = np.zeros(self._detail_slots, np.int64)
+        sig = self.signature
+        if sig.detail_slots:
+            n_syms = len(sig.symbols)
+            details = np.zeros(sig.detail_slots, np.int64)
             self.device.copy_out(details, self._arena + _STATUS_BYTES + 8 * n_syms)
             for k, v in enumerate(details):
                 plan.syms[n_syms + k] = int(v)
@@ -255,13 +254,14 @@ class GpuExecutable(Executable):
             out = np.empty(shape, dtype)
             self.device.copy_out(out, self._arena + offset)
             result[j] = out
-        for i, source, index in self._post:
+        sig = self.signature
+        for i, source, index in sig.post:
             if source == "feed":
                 result[i] = np.array(feeds[index])
             elif source == "variable":
-                result[i] = store.read_copy(self._var_names[index])
+                result[i] = store.read_copy(sig.var_names[index])
             else:
-                result[i] = np.array(self._constants[index])
+                result[i] = np.array(sig.constants[index])
         return result
 
     # -------------------------------------------------------------- variables
@@ -275,7 +275,7 @@ class GpuExecutable(Executable):
         if self._private_store is None:
             self._private_store = DeviceVariables(self.device)
         store = self._private_store
-        for name in self._var_names:
+        for name in self.signature.var_names:
             if name in variables:
                 store[name] = variables[name]
             elif name in store:
@@ -290,4 +290,5 @@ class GpuExecutable(Executable):
     def _bind_variables_on_device(self, store, plan):
         return [store.device_address(v["name"], dtype, shape, v.get("read", True),
                                      v.get("shape_guard", False))
-                for v, dtype, shape in zip(self.variables, self._var_dtypes, plan.var_shapes)]
+                for v, dtype, shape in zip(self.variables, self.signature.var_dtypes,
+                                           plan.var_shapes)]
