@@ -29,17 +29,10 @@ import re
 
 from graphc import errors
 from graphc.framework.graph import warn_at_user
+from graphc.framework.op_def import HOST_OP_TYPES, RANDOM_OP_TYPES
+from graphc.framework.random_state import random_state, random_state_name
 from graphc.reference_executor import ReferenceExecutable, prune, value_inputs
 from runtime import errors as rt
-
-HOST_OP_TYPES = frozenset("""IteratorGetNext MakeIterator ScalarSummary HistogramSummary
-    ImageSummary MergeSummary UninitializedNames IsVariableInitialized VariableValueOrDefault
-    LogUniformCandidateSampler UniformCandidateSampler Unique Where""".split())
-# Why each is host-side: iterators and summaries are Python objects and strings; the
-# variable-status queries read the Session's store itself; the candidate samplers draw
-# sets without replacement (sequential, data-dependent); Where (the indices form) and
-# Unique have a data-dependent output size, which compiled code (fetch arrays allocated from the dims
-# before the call) cannot produce.
 
 _STAGE_FREE = frozenset({"VariableV2", "Const"})  # available to every stage
 GPU_ARCH = "sm_80"  # the compute capability GPU stages are compiled for
@@ -144,7 +137,6 @@ class NativeStage:
     """The compiled variants of one native stage."""
 
     def __init__(self, feeds, fetches, targets, exclude, ops, session, device=None):
-        from graphc.ops.random_ops import RANDOM_OP_TYPES
         self.feeds, self.fetches, self.targets = list(feeds), list(fetches), list(targets)
         self.exclude = exclude
         self.session = session
@@ -170,7 +162,6 @@ class NativeStage:
     def _create_random_states(self, state):
         """Random ops keep their key and run counter in the state (created on first use,
         by whichever backend runs the op first; compiled code reads and counts them)."""
-        from graphc.ops.random_ops import random_state, random_state_name
         for op in self.random_ops:
             # `in` first: reading a state a GPU run counted would copy it to the host
             if random_state_name(op.name) not in state.variables:

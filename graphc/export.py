@@ -29,9 +29,9 @@ import numpy as np
 from graphc import errors
 from graphc.compiler.ir import VariableRef
 from graphc.compiler.lower import lower
-from graphc.compiler.op_kinds import UPDATE_OPS
 from graphc.compiler.pipeline import PASS_NAMES, optimize
 from graphc.framework.graph import Tensor
+from graphc.framework.op_def import UPDATE_OPS
 from graphc.framework.symbolic import SymDim
 from runtime import file_format, jit
 
@@ -136,7 +136,7 @@ def _random_states(sess, spec, state):
     """Starting states of the random ops codegen gave state entries (key and run counter,
     see graphc/ops/random_ops.py): the Session's current ones, so the exported model goes
     on drawing where the Session is."""
-    from graphc.ops.random_ops import random_state, random_state_name
+    from graphc.framework.random_state import random_state, random_state_name
     out = {}
     for v in spec["variables"]:
         name = v["name"]

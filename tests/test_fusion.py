@@ -14,8 +14,8 @@ import graphc as gc
 from graphc.compiler import lower, optimize
 from graphc.compiler.ir import PARAMETER, Value
 from graphc.compiler.kernel import kernels_to_text
-from graphc.compiler.op_kinds import KINDS, OP_KINDS, shape_only_inputs
-from graphc.framework.op_def import OP_DEFS
+from graphc.compiler.op_kinds import shape_only_inputs
+from graphc.framework.op_def import KINDS, OP_DEFS, OP_KINDS
 from graphc.framework.symbolic import SymDim, evaluate_json
 from graphc.reference_executor import SessionState, run_kernel
 

@@ -13,7 +13,7 @@ import pytest
 
 import graphc as gc
 from graphc.compiler import lower, optimize
-from graphc.compiler.op_kinds import OP_KINDS
+from graphc.framework.op_def import OP_KINDS
 from graphc.framework.symbolic import SymDim, evaluate_json
 
 RNG = np.random.default_rng(1)

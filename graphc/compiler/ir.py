@@ -32,13 +32,12 @@ import numpy as np
 
 from graphc import dtypes
 from graphc.framework.graph import format_location
-from graphc.framework.op_def import get_op_def
+from graphc.framework.op_def import READ_ONLY_STATE_OPS, get_op_def
 from graphc.framework.symbolic import SymDim, concrete
 from graphc.framework.tensor_shape import TensorShape
 
 PARAMETER = "Parameter"
 # Stateful op types that only read state: they are not side-effect roots.
-READ_ONLY_STATE_OPS = frozenset({"VariableV2", "IsVariableInitialized", "VariableValueOrDefault"})
 
 _SHORT_DTYPE = {"float16": "f16", "float32": "f32", "float64": "f64", "int8": "s8",
                 "int16": "s16", "int32": "s32", "int64": "s64", "uint8": "u8", "bool": "pred",

@@ -22,7 +22,7 @@ outputs) and writing its `outputs` to memory.
            an activation), in order.
 """
 from graphc.compiler.ir import VariableRef, _node_text
-from graphc.compiler.op_kinds import UPDATE_OPS
+from graphc.framework.op_def import UPDATE_OPS
 from graphc.framework.symbolic import SymDim, as_expr
 
 

@@ -39,8 +39,8 @@ import numpy as np
 from graphc import dtypes, errors
 from graphc.compiler.ir import PARAMETER, Module, normalize_dims
 from graphc.compiler.kernel import dims_equal
-from graphc.compiler.op_kinds import READING_UPDATE_OPS
 from graphc.framework.graph import Tensor, format_location
+from graphc.framework.op_def import READING_UPDATE_OPS
 from graphc.framework.symbolic import GuardSet, SymDim, concrete
 from graphc.framework.tensor_shape import TensorShape
 from graphc.reference_executor import op_error, prune

@@ -14,7 +14,7 @@ from llvmlite import ir
 
 from graphc.compiler.codegen.expr import dim_key
 from graphc.compiler.ir import PARAMETER
-from graphc.compiler.op_kinds import READING_UPDATE_OPS, UPDATE_OPS
+from graphc.framework.op_def import READING_UPDATE_OPS, UPDATE_OPS
 from graphc.framework.symbolic import SymDim
 from kernels.loops import I32, I64, PTR
 

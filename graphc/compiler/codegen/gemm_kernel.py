@@ -15,10 +15,11 @@ from graphc.compiler.codegen.expr import dims_key
 from graphc.compiler.codegen.loop_kernel import (emit_loop_function, kernel_targets,
                                                  plan_nests, storages_used)
 from graphc.compiler.codegen.views import KernelViews, LoweringError
+from graphc.framework.op_def import OpTypes
 from kernels import gemm
 from kernels.loops import I64
 
-GEMM_TYPES = ("MatMul", "BatchMatMulV2")
+GEMM_TYPES = OpTypes(lambda d: d.kind == "gemm")
 BLAS_DTYPES = {"float32": "cblas_sgemm", "float64": "cblas_dgemm"}
 
 

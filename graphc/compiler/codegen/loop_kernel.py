@@ -19,9 +19,14 @@ from llvmlite import ir
 from graphc.compiler.codegen import parallel
 from graphc.compiler.codegen.expr import dims_key, walk
 from graphc.compiler.codegen.views import KernelViews
+from graphc.framework.op_def import OpTypes
 from kernels import dtypes as kd
 from kernels.loops import (I32, I64, PTR, arg_better, combine_reduction, entry_alloca,
                            for_range, reduction_identity)
+
+# whole-variable updates: a loop kernel writes the variable's buffer (the row scatters are
+# opaque kernels of their own)
+_ASSIGNS = OpTypes(lambda d: d.kind == "state" and d.updates_variable is not None)
 
 
 class StoreTarget:
@@ -439,7 +444,7 @@ def kernel_targets(program, views, kernel_outputs, nodes, extra_stores=()):
         for storage in program.stores_of(value):
             add(storage, value, value.dims, value.dtype.name)
     for node in nodes:
-        if node.type in ("Assign", "AssignAdd", "AssignSub"):
+        if node.type in _ASSIGNS:
             ref = node.inputs[0]
             add(("var", ref.name), node.outputs[0], ref.dims, ref.dtype.name)
     for storage, value in extra_stores:

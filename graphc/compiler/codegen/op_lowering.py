@@ -11,8 +11,9 @@ data-dependent indices (gather, labels) are clamped with `v.checked_index(...)` 
 `v.x.check`) and an error site whose message shows the bad value found at run time, so
 nothing reads out of bounds.
 
-To add an op: write its rule here and put it in LOOP_RULES (elementwise types only
-need their scalar emitter and a name in ELEMENTWISE). Ops with their own templates
+To add an op: write its rule here and put it in LOOP_RULES (an elementwise type needs
+only its scalar emitter in kernels/scalar_ops.py: LOOP_RULES gives every type with an
+emitter the elementwise rule, broadcasting included). Ops with their own templates
 (gemm, conv, opaque) are lowered elsewhere in this package (see __init__.py).
 """
 import numpy as np
@@ -631,7 +632,27 @@ def one_hot(v, node, k, index):
     return v.x.select(hot, v.view(on, []), v.view(off, []))
 
 
-LOOP_RULES = {t: elementwise for t in ELEMENTWISE_OP_TYPES}
+class LoopRules(dict):
+    """op type -> loop rule. A type with a scalar emitter and no rule of its own gets the
+    elementwise rule, looked up when asked, so an emitter registered later (a new op) is
+    lowered without an entry here."""
+
+    def get(self, op_type, default=None):
+        rule = super().get(op_type)
+        if rule is None and op_type in ELEMENTWISE_OP_TYPES:
+            return elementwise
+        return default if rule is None else rule
+
+    def __missing__(self, op_type):
+        if op_type in ELEMENTWISE_OP_TYPES:
+            return elementwise
+        raise KeyError(op_type)
+
+    def __contains__(self, op_type):
+        return super().__contains__(op_type) or op_type in ELEMENTWISE_OP_TYPES
+
+
+LOOP_RULES = LoopRules()
 LOOP_RULES.update({
     "AddN": add_n, "BiasAdd": bias_add, "Select": select,
     "Identity": identity, "StopGradient": identity, "PlaceholderWithDefault": identity,

@@ -14,7 +14,8 @@ ops' counters), so the reference and the compiled backend continue each other's 
 from llvmlite import ir
 
 from graphc.compiler.ir import VariableRef
-from graphc.ops.random_ops import RANDOM_OP_TYPES, random_state_name
+from graphc.framework.op_def import RANDOM_OP_TYPES
+from graphc.framework.random_state import random_state_name
 from kernels import philox
 from kernels.loops import I32, I64, PTR
 

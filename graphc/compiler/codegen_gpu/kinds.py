@@ -12,7 +12,8 @@ from graphc.compiler.codegen_gpu.scan import plan_scan
 from graphc.compiler.codegen_gpu.plan import (GpuCodegenNotImplemented, LaunchPlan,
                                               blocks_for, dim_max, gpu_nests, launch_groups,
                                               parallel_elements)
-from graphc.ops.random_ops import RANDOM_OP_TYPES, random_state_name
+from graphc.framework.op_def import RANDOM_OP_TYPES
+from graphc.framework.random_state import random_state_name
 from kernels.loops import I64
 
 
