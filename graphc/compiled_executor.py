@@ -31,7 +31,8 @@ from graphc import errors
 from graphc.framework.graph import warn_at_user
 from graphc.framework.op_def import HOST_OP_TYPES, RANDOM_OP_TYPES
 from graphc.framework.random_state import random_state, random_state_name
-from graphc.reference_executor import ReferenceExecutable, prune, value_inputs
+from graphc.framework.subgraph import prune, value_inputs
+from graphc.reference_executor import ReferenceExecutable
 from runtime import errors as rt
 
 _STAGE_FREE = frozenset({"VariableV2", "Const"})  # available to every stage

@@ -3,6 +3,7 @@ ScatterUpdate/ScatterAdd/ScatterSub update rows of it (TF1's state_ops.scatter_*
 import numpy as np
 
 from graphc import dtypes, errors
+from graphc.framework.default_session import session_for
 from graphc.framework.graph import GraphKeys, get_default_graph
 from graphc.framework.op_def import not_differentiable, register_op
 from graphc.framework.tensor_shape import TensorShape, as_shape
@@ -311,8 +312,7 @@ class Variable:
         return self._variable.eval(session=session)
 
     def load(self, value, session=None):
-        from graphc.session import _session_for
-        sess = _session_for(session, self.graph)
+        sess = session_for(session, self.graph)
         arr = np.asarray(value, dtype=self.dtype.np)
         if not self.shape.is_compatible_with(arr.shape):
             raise ValueError(f"Cannot load value of shape {arr.shape} into variable "

@@ -16,8 +16,8 @@ from graphc.compiler.ir import PARAMETER, Value
 from graphc.compiler.kernel import kernels_to_text
 from graphc.compiler.op_kinds import shape_only_inputs
 from graphc.framework.op_def import KINDS, OP_DEFS, OP_KINDS
+from graphc.framework.op_kernel import SessionState, run_kernel
 from graphc.framework.symbolic import SymDim, evaluate_json
-from graphc.reference_executor import SessionState, run_kernel
 
 RNG = np.random.default_rng(0)
 

@@ -39,11 +39,11 @@ import numpy as np
 from graphc import dtypes, errors
 from graphc.compiler.ir import PARAMETER, Module, normalize_dims
 from graphc.compiler.kernel import dims_equal
-from graphc.framework.graph import Tensor, format_location
+from graphc.framework.graph import Tensor
 from graphc.framework.op_def import READING_UPDATE_OPS
+from graphc.framework.subgraph import prune, unfed_placeholder_error, value_inputs
 from graphc.framework.symbolic import GuardSet, SymDim, concrete
 from graphc.framework.tensor_shape import TensorShape
-from graphc.reference_executor import op_error, prune
 
 _module_counter = itertools.count(1)
 MAX_SPECIALIZED_ELEMENTS = 64  # larger integer feeds are data, never shape values
@@ -106,7 +106,9 @@ class _Lowering:
         self.specialized = {}  # fed Tensor -> the value the module is specialized on
         ops = [op for op in prune(fetches, targets, feeds, exclude)
                if not op.outputs or not all(t in self.fed for t in op.outputs)]
-        _check_fed(ops)
+        unfed = unfed_placeholder_error(ops)
+        if unfed is not None:
+            raise unfed
         self.variable_shapes = variable_shapes or {}
         self.read_variables = _variables_read(ops, fetches)
         self.var_dims = {}  # variable name -> its dims in this module (decided once)
@@ -250,7 +252,7 @@ class _Lowering:
         try:
             specs = op.op_def.infer([self.stand_in(t) for t in op.inputs], dict(op.attrs))
         except ValueError as e:  # impossible for this run's feeds, e.g. a reshape's size
-            raise op_error(op, self._failure_message(op, e)) from None
+            raise errors.op_error(op, self._failure_message(op, e)) from None
         except (TypeError, ArithmeticError, IndexError, KeyError) as e:
             # inference that cannot take symbolic dims: the reference executor runs it
             from graphc.compiler.codegen.views import LoweringError
@@ -407,23 +409,9 @@ def _graph_dims(t):
 def _variables_read(ops, fetches):
     """Names of the variables whose values the run reads (VariableV2 outputs used as
     values or fetched, and the variables updated by ops that read them too)."""
-    from graphc.reference_executor import value_inputs
     read = {t.op.name for t in fetches if t.op.type == "VariableV2"}
     for op in ops:
         read |= {t.op.name for t in value_inputs(op) if t.op.type == "VariableV2"}
         if op.type in READING_UPDATE_OPS:
             read.add(op.inputs[0].op.name)
     return read
-
-
-def _check_fed(ops):
-    """The reference executor's error for an unfed placeholder, raised while lowering."""
-    for op in ops:
-        if op.type == "Placeholder":
-            shape = op.attrs["shape"]
-            dims = "<unknown>" if shape.ndims is None else \
-                "[" + ",".join("?" if d.value is None else str(d.value) for d in shape) + "]"
-            raise errors.InvalidArgumentError(
-                None, op, f"You must feed a value for placeholder tensor '{op.name}' with "
-                          f"dtype {op.attrs['dtype'].name} and shape {dims}\n\t [[node "
-                          f"{op.name} (defined at {format_location(op.location)})]]")

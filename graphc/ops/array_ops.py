@@ -15,6 +15,7 @@ from graphc import dtypes
 from graphc.errors import KernelError
 from graphc.framework.graph import Tensor, name_scope
 from graphc.framework.op_def import not_differentiable, register_op
+from graphc.framework.slicing import dense_spec
 from graphc.framework.static_value import _scalar_or_none, constant_value
 from graphc.framework.symbolic import SymDim, concrete, slice_size
 from graphc.framework.tensor_shape import Dimension, TensorShape, broadcast_shapes
@@ -1003,59 +1004,11 @@ _UNKNOWN = "?"  # a begin/end/stride element not known at graph-build time
 _MASKS = ("begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask", "shrink_axis_mask")
 
 
-def _dense_spec(rank, begin, end, strides, masks, error):
-    """TF's sparse slice spec as one entry per output position:
-    ("new",) | ("shrink", dim, begin) | ("slice", dim, begin, end, stride), where a
-    masked begin/end is None (Python's "from the edge"). The ellipsis (explicit, or
-    implied at the end) stands for as many full slices as the real entries leave."""
-    n = len(begin)
-    if len(end) != n or len(strides) != n:
-        error(f"Expected begin, end, and strides to be 1D equal size tensors, but got "
-              f"shapes [{n}], [{len(end)}], and [{len(strides)}] instead.")
-    bit = [1 << i for i in builtins.range(n)]
-    kinds = []
-    for i in builtins.range(n):
-        if masks["ellipsis_mask"] & bit[i]:
-            kinds.append("ellipsis")
-        elif masks["new_axis_mask"] & bit[i]:
-            kinds.append("new")
-        elif masks["shrink_axis_mask"] & bit[i]:
-            kinds.append("shrink")
-        else:
-            kinds.append("slice")
-    if kinds.count("ellipsis") > 1:
-        error("Multiple ellipses in slice spec not allowed")
-    if "ellipsis" not in kinds:
-        kinds.append("ellipsis")
-    real = sum(k in ("shrink", "slice") for k in kinds)
-    if real > rank:
-        error(f"Index out of range using input dim {rank}; input has only {rank} dims")
-    entries, dim = [], 0
-    for i, kind in enumerate(kinds):
-        if kind == "ellipsis":
-            for _ in builtins.range(rank - real):
-                entries.append(("slice", dim, None, None, 1))
-                dim += 1
-        elif kind == "new":
-            entries.append(("new",))
-        elif kind == "shrink":
-            entries.append(("shrink", dim, begin[i]))
-            dim += 1
-        else:
-            b = None if masks["begin_mask"] & bit[i] else begin[i]
-            e = None if masks["end_mask"] & bit[i] else end[i]
-            if strides[i] == 0:
-                error(f"strides[{i}] must be non-zero")
-            entries.append(("slice", dim, b, e, strides[i]))
-            dim += 1
-    return entries
-
-
 def _strided_index(shape, begin, end, strides, masks, error):
     """The NumPy basic index equal to TF's slice spec on an array of `shape`; Python's
     slice clamping and negative-index rules are TF's, out-of-range shrinks are errors."""
     index = []
-    for entry in _dense_spec(len(shape), begin, end, strides, masks, error):
+    for entry in dense_spec(len(shape), begin, end, strides, masks, error):
         if entry[0] == "new":
             index.append(None)
         elif entry[0] == "shrink":
@@ -1079,7 +1032,7 @@ def _strided_slice_infer(inputs, a):
     begin, end, strides = [[_UNKNOWN if d is None else d for d in v] for v in values]
     dims = x.shape.as_list()
     out = []
-    for entry in _dense_spec(len(dims), begin, end, strides, a, _raise(ValueError)):
+    for entry in dense_spec(len(dims), begin, end, strides, a, _raise(ValueError)):
         if entry[0] == "new":
             out.append(1)
         elif entry[0] == "shrink":

@@ -20,6 +20,7 @@ import numpy as np
 
 from graphc.compiler.codegen.expr import dim_key
 from graphc.compiler.codegen.views import LoweringError, normalize_axes
+from graphc.framework.slicing import dense_spec
 from kernels.scalar_ops import ELEMENTWISE_OP_TYPES, FALLIBLE_OP_TYPES
 
 # What TF says when a fallible elementwise op fails (the reference kernels' messages).
@@ -421,7 +422,6 @@ def slice_(v, node, k, index):
 
 
 def strided_slice(v, node, k, index):
-    from graphc.ops.array_ops import _dense_spec  # TF's slice-spec rules live there
     x = node.inputs[0]
     begin, end, strides = ([int(a) for a in np.reshape(v.constant(t), -1)]
                            for t in node.inputs[1:4])
@@ -433,7 +433,7 @@ def strided_slice(v, node, k, index):
 
     in_index = [None] * len(x.dims)
     it = iter(index)
-    for entry in _dense_spec(len(x.dims), begin, end, strides, masks, error):
+    for entry in dense_spec(len(x.dims), begin, end, strides, masks, error):
         if entry[0] == "new":
             next(it)
         elif entry[0] == "shrink":
@@ -448,7 +448,6 @@ def strided_slice(v, node, k, index):
 def strided_slice_grad(v, node, k, index):
     """dy scattered into zeros of the input's dims: element p of a sliced dim comes from
     dy[(p - start) / stride] when that is a whole number in range."""
-    from graphc.ops.array_ops import _dense_spec
     out = _out(node)
     dy = node.inputs[4]
     begin, end, strides = ([int(a) for a in np.reshape(v.constant(t), -1)]
@@ -461,7 +460,7 @@ def strided_slice_grad(v, node, k, index):
 
     inside = v.x.const(True, "bool")
     dy_index = []
-    for entry in _dense_spec(len(out.dims), begin, end, strides, masks, error):
+    for entry in dense_spec(len(out.dims), begin, end, strides, masks, error):
         if entry[0] == "new":
             dy_index.append(v.x.const(0))
             continue
