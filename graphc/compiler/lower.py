@@ -4,7 +4,9 @@ The op selection is the reference executor's (`prune` over `value_inputs`, fed t
 cutting the graph), so a module computes exactly what ReferenceExecutable runs. As there,
 a variable is read when its consumer runs (TF1's ref semantics): each consumer of a
 VariableV2 output gets its own VariableV2 read node just before it, and a fetched
-variable is read after everything else.
+variable is read after everything else. A random op's state (its key and run count,
+graphc/framework/random_state.py) becomes a variable of the module too, which the node
+names in attrs[ir.STATE_VARIABLE].
 
 Shapes are symbolic (graphc/framework/symbolic.py). Unknown dim i of feed x becomes the
 symbol `x.i`, whose hint is its size in this run's feeds (a size of 0 or 1 is specialized
@@ -37,10 +39,11 @@ from collections.abc import Mapping
 import numpy as np
 
 from graphc import dtypes, errors
-from graphc.compiler.ir import PARAMETER, Module, normalize_dims
+from graphc.compiler.ir import PARAMETER, STATE_VARIABLE, Module, normalize_dims
 from graphc.compiler.kernel import dims_equal
 from graphc.framework.graph import Tensor
-from graphc.framework.op_def import READING_UPDATE_OPS
+from graphc.framework.op_def import RANDOM_OP_TYPES, READING_UPDATE_OPS
+from graphc.framework.random_state import random_state_name
 from graphc.framework.subgraph import prune, unfed_placeholder_error, value_inputs
 from graphc.framework.symbolic import GuardSet, SymDim, concrete
 from graphc.framework.tensor_shape import TensorShape
@@ -127,6 +130,14 @@ class _Lowering:
         roots += [n for n in m.nodes if n.has_side_effect]
         m.roots = list(dict.fromkeys(roots))
 
+    def _lower_random_state(self, op, node):
+        """A random op's key and run count live in the Session state next to the variables
+        (graphc/framework/random_state.py): the module declares that [k0, k1, runs] array
+        as a variable, and the node names it as the state it reads and advances."""
+        ref = self.module.add_variable(random_state_name(op.name), dtypes.int64, (3,),
+                                       op.location)
+        node.attrs[STATE_VARIABLE] = ref.name
+
     def _lower_feed(self, index, t, shape, guards):
         label = t.op.name if t.value_index == 0 else t.name
         static = t.shape.as_tuple_or_none()
@@ -195,6 +206,8 @@ class _Lowering:
         self.nodes[op] = node
         for t, v in zip(op.outputs, node.outputs):
             self.values.setdefault(t, v)   # a fed output keeps its Parameter
+        if op.type in RANDOM_OP_TYPES:
+            self._lower_random_state(op, node)
         if op.type == "Assign" and self.var_dims.get(op.inputs[0].op.name) is None:
             self._assigned_dims(op, node)
 

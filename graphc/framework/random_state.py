@@ -13,10 +13,18 @@ import secrets
 import numpy as np
 
 
+_SUFFIX = ":random_state"  # ':' cannot occur in op names: never a variable's name
+
+
 def random_state_name(op_name):
-    """The Session state entry holding an op's key and run counter (':' cannot occur in
-    op names, so it never collides with a variable)."""
-    return f"{op_name}:random_state"
+    """The Session state entry holding an op's key and run counter."""
+    return op_name + _SUFFIX
+
+
+def random_op_name(name):
+    """The op whose state entry `name` is (random_state_name's inverse), or None when
+    `name` is not a random state."""
+    return name[:-len(_SUFFIX)] if name.endswith(_SUFFIX) else None
 
 
 def philox_key(seed, seed2):

@@ -13,7 +13,7 @@ import numpy as np
 from llvmlite import ir
 
 from graphc.compiler.codegen.expr import dim_key
-from graphc.compiler.ir import PARAMETER
+from graphc.compiler.ir import PARAMETER, STATE_VARIABLE
 from graphc.framework.op_def import READING_UPDATE_OPS, UPDATE_OPS
 from graphc.framework.symbolic import SymDim
 from kernels.loops import I32, I64, PTR
@@ -290,6 +290,9 @@ class Program:
                 read.add(n.name)
             elif n.type in READING_UPDATE_OPS:
                 read.add(n.inputs[0].name)
+            if STATE_VARIABLE in n.attrs:  # a missing state is an error, never a fresh array
+                read.add(n.attrs[STATE_VARIABLE])
+                written.add(n.attrs[STATE_VARIABLE])
         return [self._variable_spec(name, name in written, name in read)
                 for name in self.variables]
 

@@ -94,7 +94,6 @@ def generate_gpu(module, block=DEFAULT_BLOCK):
         raise LoweringError("the dims of " + ", ".join(
             v.node.describe().splitlines()[0] for v in dynamic[:3]) +
             " depend on run-time data")
-    random_codegen.declare_states(module)
     program = Program(module)
     scalar = random_codegen.ScalarOpsWithRandom(scalar_ops)
     kernels = []

@@ -2,6 +2,7 @@
 from llvmlite import ir
 
 from graphc.compiler.codegen import LOOP_RULES, OPAQUE_LOWERINGS
+from graphc.compiler.codegen import random as random_codegen
 from graphc.compiler.codegen.loop_kernel import kernel_targets, storages_used
 from graphc.compiler.codegen.views import KernelViews
 from graphc.compiler.codegen_gpu.gemm import THREADS, TILE, emit_gemm_launch
@@ -13,7 +14,6 @@ from graphc.compiler.codegen_gpu.plan import (GpuCodegenNotImplemented, LaunchPl
                                               blocks_for, dim_max, gpu_nests, launch_groups,
                                               parallel_elements)
 from graphc.framework.op_def import RANDOM_OP_TYPES
-from graphc.framework.random_state import random_state_name
 from kernels.loops import I64
 
 
@@ -108,7 +108,7 @@ def _row_launch(name, views, nest, reductions, block):
 def _count_runs(kernel, name):
     """After a kernel with random ops: one thread adds 1 to each op's run counter (the
     CPU's random.count_runs), so the next run draws new numbers."""
-    keys = list(dict.fromkeys(("var", random_state_name(n.name)) for n in kernel.nodes
+    keys = list(dict.fromkeys(random_codegen.state_storage(n) for n in kernel.nodes
                               if n.type in RANDOM_OP_TYPES))
     if not keys:
         return []
