@@ -47,6 +47,7 @@ import numpy as np
 from . import jit, shapes
 from .errors import FeedError, GuardFailure, RuntimeFailure, ShapeError
 from .executable import FORMAT_VERSION as SPEC_VERSION, Executable
+from .gpu import DeviceVariables, GpuExecutable, open_device
 from .gpu.spec import check_gpu_fields, is_gpu_target
 
 MAGIC = b"\x89GRAPHC\n"
@@ -491,7 +492,6 @@ class Model:
         self.device = device
         state = {e["name"]: np.array(file.array(e)) for e in file.header["state"]}
         if device is not None:
-            from .gpu import DeviceVariables
             state = DeviceVariables(device, state)
         self.state = state
         self._file = file
@@ -514,7 +514,6 @@ class Model:
         if exe is None:
             try:
                 if self.device is not None:
-                    from .gpu import GpuExecutable
                     exe = GpuExecutable(self._specs[i], self.device)
                 else:
                     exe = Executable(self._specs[i])
@@ -650,7 +649,6 @@ def load(path, verify_checksum=True, device=None):
     if device == "cpu":
         raise ValueError(f"{file.path} holds GPU code ({file.header['target']['arch']}); "
                          "load it with device='cuda' or device='emulated'")
-    from .gpu import open_device
     return Model(file, open_device(device or "cuda"))
 
 

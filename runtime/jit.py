@@ -76,7 +76,6 @@ def _blas_candidates():
     lib_dir = _config_blas_dir()
     if lib_dir:
         found += sorted(glob.glob(os.path.join(lib_dir, "lib*blas*")))
-    import ctypes.util
     for name in ("scipy_openblas64_", "scipy_openblas", "openblas", "cblas"):
         path = ctypes.util.find_library(name)
         if path:
@@ -139,7 +138,6 @@ def blas_thread_symbols():
     """(set, get): the exported names of the BLAS library's thread-count controls (C int
     arguments and results), or None when it exports none. Generated code that runs BLAS
     calls on its own thread team sets OpenBLAS to one thread around the team."""
-    import llvmlite.binding as llvm
     initialize()
     for prefix, suffix in (("scipy_openblas_", "64_"), ("scipy_openblas_", ""),
                            ("openblas_", "")):

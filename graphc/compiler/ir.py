@@ -382,7 +382,7 @@ class Module:
         lines = [f"module {self.name}({params}) {{"]
         for name, ref in self.variables.items():
             lines.append(f"  var &{name}: {format_type(ref.dtype, ref.dims)}")
-        lines.extend("  " + _node_text(n) for n in self.nodes)
+        lines.extend("  " + node_text(n) for n in self.nodes)
         outs = ", ".join(v.ref for v in self.outputs)
         roots = ", ".join(f"%{n.id}" for n in self.roots)
         lines.append(f"  return ({outs})" + (f" effects {{{roots}}}" if roots else ""))
@@ -552,7 +552,7 @@ def _attr_text(value):
     return repr(value)
 
 
-def _node_text(node):
+def node_text(node):
     if len(node.outputs) == 1:
         v = node.outputs[0]
         lhs, ty = f"%{node.id}", format_type(v.dtype, v.dims)

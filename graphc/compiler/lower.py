@@ -44,6 +44,7 @@ from graphc.compiler.kernel import dims_equal
 from graphc.framework.graph import Tensor
 from graphc.framework.op_def import RANDOM_OP_TYPES, READING_UPDATE_OPS
 from graphc.framework.random_state import random_state_name
+from graphc.framework.static_value import constant_value
 from graphc.framework.subgraph import prune, unfed_placeholder_error, value_inputs
 from graphc.framework.symbolic import GuardSet, SymDim, concrete
 from graphc.framework.tensor_shape import TensorShape
@@ -51,6 +52,13 @@ from graphc.framework.tensor_shape import TensorShape
 _module_counter = itertools.count(1)
 MAX_SPECIALIZED_ELEMENTS = 64  # larger integer feeds are data, never shape values
 _MAX_STAND_IN_ELEMENTS = 1 << 22  # per input, for the reference kernel's error message
+
+
+class LoweringError(NotImplementedError):
+    """What native code cannot do for this run signature yet: lowering (inference that
+    cannot take symbolic dims) or codegen (an op type without a rule, an axis that is not
+    a compile-time constant...). The Session runs such a signature with the reference
+    executor."""
 
 
 def lower(feeds, fetches, targets, feed_shapes, name=None, feed_values=None,
@@ -241,7 +249,6 @@ class _Lowering:
         ref = self.module.variables[name]
         dims = node.outputs[0].dims
         if ref.dims is not None and not dims_equal(ref.dims, dims):
-            from graphc.compiler.codegen.views import LoweringError
             raise LoweringError(f"variable {name} is assigned values of dims {ref.dims} and "
                                 f"{dims} in one run")
         ref.dims = normalize_dims(dims)
@@ -268,7 +275,6 @@ class _Lowering:
             raise errors.op_error(op, self._failure_message(op, e)) from None
         except (TypeError, ArithmeticError, IndexError, KeyError) as e:
             # inference that cannot take symbolic dims: the reference executor runs it
-            from graphc.compiler.codegen.views import LoweringError
             raise LoweringError(f"shape inference of {op.describe()} failed on symbolic "
                                 f"dims ({type(e).__name__}: {e})") from None
         if isinstance(specs, tuple) and len(specs) == 2 and isinstance(specs[1], dtypes.DType):
@@ -288,7 +294,6 @@ class _Lowering:
         """What the op's reference kernel says when it runs on inputs of this run's sizes
         (zeros, or the values known at compile time), or None if it does not fail: the
         error the reference executor gives for these feeds."""
-        from graphc.framework.static_value import constant_value
         d = op.op_def
         if d.uses_context or d.stateful or d.ref_inputs:
             return None

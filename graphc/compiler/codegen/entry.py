@@ -17,6 +17,7 @@ from graphc.compiler.ir import PARAMETER, STATE_VARIABLE
 from graphc.framework.op_def import READING_UPDATE_OPS, UPDATE_OPS
 from graphc.framework.symbolic import SymDim
 from kernels.loops import I32, I64, PTR
+from runtime import jit
 
 ENTRY = "graphc_main"
 PROFILE_GLOBAL = "graphc_profile_cycles"  # i64 per kernel call: cycles spent in it, summed
@@ -203,7 +204,6 @@ class Program:
         of overlapping runs (a process-wide count, runtime.jit.BLAS_PIN_GLOBAL) saves the
         library's thread count and sets 1; the last one restores it. Returns what emits
         the restoring, before each return of the entry."""
-        from runtime import jit
         blas = jit.blas_names().values() if jit.blas_library() else ()
         names = jit.blas_thread_symbols() if any(n in self.llvm.globals for n in blas) \
             else None

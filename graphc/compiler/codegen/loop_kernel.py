@@ -14,11 +14,14 @@ buffer, then the symbol values; it returns 0, or 1 + the error site that fired.
 """
 from contextlib import contextmanager
 
+import numpy as np
 from llvmlite import ir
 
 from graphc.compiler.codegen import parallel
 from graphc.compiler.codegen.expr import dims_key, walk
+from graphc.compiler.codegen.entry import MAX_ERROR_DETAILS
 from graphc.compiler.codegen.views import KernelViews
+from graphc.compiler.op_kinds import reduction_axes
 from graphc.framework.op_def import OpTypes
 from kernels import dtypes as kd
 from kernels.loops import (I32, I64, PTR, arg_better, combine_reduction, entry_alloca,
@@ -126,7 +129,7 @@ def emit_loop_function(llvm_module, name, views, nests, storages, dim_emitter, s
     buffers = dict(zip(storages, fn.args))
     if prologue is not None:
         prologue(builder, buffers, fn.args[-1])
-    emitter = _Emitter(builder, views, buffers, fn.args[-1], dim_emitter, scalar_ops)
+    emitter = Emitter(builder, views, buffers, fn.args[-1], dim_emitter, scalar_ops)
     if parallel.enabled():  # the nests run at the function's top level: splittable
         emitter.parallel = parallel.ParallelLoops(llvm_module, name)
     for nest in nests:
@@ -151,7 +154,7 @@ def targets_by_level(nest):
     return by_level
 
 
-class _Emitter:
+class Emitter:
     def __init__(self, builder, views, buffers, syms, dim_emitter, scalar_ops):
         self.b = builder
         self.views = views
@@ -173,7 +176,7 @@ class _Emitter:
     def fork(self, builder, buffers, syms):
         """An emitter of the same kernel's views into another function (a split loop's
         body), with no values emitted yet."""
-        return _Emitter(builder, self.views, buffers, syms, self.dim_emitter, self.scalar)
+        return Emitter(builder, self.views, buffers, syms, self.dim_emitter, self.scalar)
 
     # ---------------------------------------------------------------- nests
     def emit_nest(self, nest):
@@ -330,7 +333,6 @@ class _Emitter:
             self.b.store(self.b.select(first, value, self.b.load(dslot, typ=I64)), dslot)
 
     def _detail_slots(self):
-        from graphc.compiler.codegen.entry import MAX_ERROR_DETAILS
         if self.detail_slots is None:
             self.detail_slots = []
             if self.detail_base is not None:
@@ -476,7 +478,6 @@ def _accumulated_outputs(program, views, kernel):
     sums: BiasAddGrad, reduce over axis 0) become accumulating targets of the main loop.
     Returns (those values, their accumulating targets, the targets filling them with the
     reduction's identity first)."""
-    from graphc.compiler.op_kinds import reduction_axes
     folded, folds, fills = set(), [], []
     loop_dims = getattr(kernel, "dims", None)
     if not loop_dims:
@@ -520,7 +521,6 @@ def _placer(views, source, value, axes, keep):
 
 
 def _identity_const(views, kind, dtype):
-    import numpy as np
     if kind in ("sum", "any"):
         value = 0
     elif kind in ("prod", "all"):

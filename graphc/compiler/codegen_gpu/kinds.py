@@ -3,6 +3,7 @@ from llvmlite import ir
 
 from graphc.compiler.codegen import LOOP_RULES, OPAQUE_LOWERINGS
 from graphc.compiler.codegen import random as random_codegen
+from graphc.compiler.codegen.gemm_kernel import BLAS_DTYPES, product_buffer, product_node
 from graphc.compiler.codegen.loop_kernel import kernel_targets, storages_used
 from graphc.compiler.codegen.views import KernelViews
 from graphc.compiler.codegen_gpu.gemm import THREADS, TILE, emit_gemm_launch
@@ -37,13 +38,12 @@ def plan_gemm(program, kernel, name, block):
     """Float products: the tiled template, then the epilogue nests (loop template) over
     the product in place, as the CPU gemm kernel does; other types: the matmul loop
     rule (one thread per output element)."""
-    from graphc.compiler.codegen.gemm_kernel import BLAS_DTYPES, _product_buffer, _product_node
-    node = _product_node(kernel)
+    node = product_node(kernel)
     product = node.outputs[0]
     if product.dtype.name not in BLAS_DTYPES:
         return plan_loop(program, kernel, name, block)
     epilogue = [n for n in kernel.nodes if n is not node]
-    c_key, extra = _product_buffer(program, product, epilogue)
+    c_key, extra = product_buffer(program, product, epilogue)
     keys = [c_key] + [program.storage_of(v) for v in node.inputs]
     tiles = 1
     for d in product.dims[:-2]:
