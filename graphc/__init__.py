@@ -38,8 +38,8 @@ from graphc.variables import (Variable, assign, assign_add, assign_sub,  # noqa:
 from graphc.variable_scope import (AUTO_REUSE, VariableScope, get_variable,  # noqa: F401
                                    get_variable_scope, variable_scope)
 from graphc.gradients import gradients  # noqa: F401
-from graphc.session import (ConfigProto, InteractiveSession, Session,  # noqa: F401
-                            get_default_session)
+from graphc.session import ConfigProto, InteractiveSession, Session  # noqa: F401
+from graphc.framework.default_session import get_default_session  # noqa: F401
 from graphc.config import (ConfigProto, GPUOptions, GraphOptions,  # noqa: F401,E402
                            OptimizerOptions, RunMetadata, RunOptions)
 from graphc import debugging, nn, layers, losses, train  # noqa: F401,E402

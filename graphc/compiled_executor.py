@@ -32,22 +32,13 @@ from graphc import profiling
 from graphc.compiler.driver import GPU_ARCH, compile_signature, gpu_target
 from graphc.compiler.lower import ops_to_lower, unfed
 from graphc.framework.graph import warn_at_user
-from graphc.reference_executor import ReferenceExecutable, prune, value_inputs
+from graphc.framework.op_def import HOST_OP_TYPES, RANDOM_OP_TYPES
+from graphc.framework.random_state import random_state, random_state_name
+from graphc.framework.subgraph import prune, value_inputs
+from graphc.reference_executor import ReferenceExecutable
 from runtime import errors as rt
 from runtime.executable import Executable
 from runtime.variants import Variants
-
-HOST_OP_TYPES = frozenset("""IteratorGetNext MakeIterator ScalarSummary HistogramSummary
-    ImageSummary MergeSummary UninitializedNames IsVariableInitialized VariableValueOrDefault
-    LogUniformCandidateSampler UniformCandidateSampler Unique Where TopKV2 PyFunc Print
-    PrintV2 ParseExampleProtos""".split())
-# Why each is host-side: iterators and summaries are Python objects and strings (as are
-# the serialized tf.train.Example protos ParseExampleProtos reads); the
-# variable-status queries read the Session's store itself; the candidate samplers draw
-# sets without replacement (sequential, data-dependent); Where (the indices form) and
-# Unique have a data-dependent output size, which compiled code (fetch arrays allocated from the dims
-# before the call) cannot produce; TopKV2 is a sort, which no loop template lowers; PyFunc
-# calls the user's Python function, Print and PrintV2 write to the host's streams.
 
 _STAGE_FREE = frozenset({"VariableV2", "Const"})  # available to every stage
 
@@ -169,7 +160,6 @@ class NativeStage:
                  ops_to_lower=None):
         """ops: the stage's own ops; ops_to_lower: what lowering its signature needs
         (lower.ops_to_lower: with the constants and variables it reads), when known."""
-        from graphc.ops.random_ops import RANDOM_OP_TYPES
         self.feeds, self.fetches, self.targets = list(feeds), list(fetches), list(targets)
         self.exclude = exclude
         self._ops_to_lower = ops_to_lower
@@ -196,7 +186,6 @@ class NativeStage:
     def _create_random_states(self, state):
         """Random ops keep their key and run counter in the state (created on first use,
         by whichever backend runs the op first; compiled code reads and counts them)."""
-        from graphc.ops.random_ops import random_state, random_state_name
         for op in self.random_ops:
             # `in` first: reading a state a GPU run counted would copy it to the host
             if random_state_name(op.name) not in state.variables:

@@ -65,3 +65,8 @@ class KernelError(Exception):
     def __init__(self, message, cls=InvalidArgumentError):
         super().__init__(message)
         self.cls = cls
+
+
+def op_error(op, message, cls=InvalidArgumentError):
+    """The error of `op` failing with `message`, naming the node and where it was created."""
+    return cls(None, op, f"{message}\n\t [[node {op.describe()}]]")

@@ -28,9 +28,9 @@ from graphc import errors
 from graphc.compiler.driver import GPU_ARCH, compile_module, compile_options, gpu_target
 from graphc.compiler.ir import VariableRef
 from graphc.compiler.lower import lower
-from graphc.compiler.op_kinds import UPDATE_OPS
 from graphc.compiler.pipeline import STAGE_NAMES
 from graphc.framework.graph import Tensor
+from graphc.framework.op_def import UPDATE_OPS
 from graphc.framework.symbolic import SymDim
 from runtime import file_format, jit
 
@@ -128,14 +128,13 @@ def _random_states(sess, spec, state):
     """Starting states of the random ops codegen gave state entries (key and run counter,
     see graphc/ops/random_ops.py): the Session's current ones, so the exported model goes
     on drawing where the Session is."""
-    from graphc.ops.random_ops import random_state, random_state_name
+    from graphc.framework.random_state import random_op_name, random_state
     out = {}
     for v in spec["variables"]:
         name = v["name"]
-        if name in state or not name.endswith(":random_state"):
+        if name in state or random_op_name(name) is None:
             continue
-        op = sess.graph.get_operation_by_name(name[:-len(":random_state")])
-        assert random_state_name(op.name) == name
+        op = sess.graph.get_operation_by_name(random_op_name(name))
         out[name] = np.array(random_state(sess._state, op.name, op.attrs.get("seed"),
                                           op.attrs.get("seed2")))
     return out
@@ -155,7 +154,7 @@ def _freeze_read_only_variables(module, values):
         const = module.add_constant(value, before=node, name=node.name, location=node.location)
         module.replace_all_uses(node.outputs[0], const)
         module.remove_nodes([node])
-    used = {n.name for n in module.nodes if n.type == "VariableV2"} | ref_users
+    used = module.variables_used()
     for name in list(module.variables):
         if name not in used:
             del module.variables[name]

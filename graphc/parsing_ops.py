@@ -104,7 +104,8 @@ def _kernel(serialized, sparse_keys, sparse_types, dense_keys, dense_types, dens
     return indices + values + shapes + dense
 
 
-register_op("ParseExampleProtos", infer=_infer, kernel=_kernel)
+# host_only: it reads serialized tf.train.Example protos (strings) with protobuf
+register_op("ParseExampleProtos", infer=_infer, kernel=_kernel, kind="opaque", host_only=True)
 not_differentiable("ParseExampleProtos")
 
 

@@ -17,7 +17,6 @@ runtime.gpu.DeviceVariables store: on the device between runs, copied to the hos
 when host code reads them.
 """
 import os
-import threading
 import time
 from collections.abc import Mapping
 from typing import NamedTuple
@@ -27,9 +26,12 @@ import numpy as np
 from graphc import errors, profiling
 from graphc.config import ConfigProto
 from graphc.framework.graph import Tensor, get_default_graph, warn_at_user
+from graphc.framework.default_session import DefaultSession
 from graphc.framework.device_spec import device_type, parse_device
 from graphc.framework.indexed_slices import IndexedSlices, IndexedSlicesValue
-from graphc.reference_executor import ReferenceExecutable, SessionState, prune
+from graphc.framework.op_kernel import SessionState
+from graphc.framework.subgraph import prune
+from graphc.reference_executor import ReferenceExecutable
 
 _GROWTH_RUNS = 5  # runs in a row that each add ops before the Session warns
 _PROFILE = profiling.enabled()  # read once: run's fast path pays for one global load
@@ -177,7 +179,7 @@ class Session:
         self.close()
 
     def as_default(self):
-        return _DefaultSession(self)
+        return DefaultSession(self)
 
     def close(self):
         self._closed = True
@@ -511,48 +513,6 @@ class InteractiveSession(Session):
                 ctx.__exit__(None, None, None)
             except IndexError:
                 pass
-
-
-_local = threading.local()
-
-
-def _session_stack():
-    if not hasattr(_local, "stack"):
-        _local.stack = []
-    return _local.stack
-
-
-class _DefaultSession:
-    def __init__(self, sess):
-        self.sess = sess
-
-    def __enter__(self):
-        _session_stack().append(self.sess)
-        return self.sess
-
-    def __exit__(self, *exc):
-        stack = _session_stack()
-        if stack and stack[-1] is self.sess:
-            stack.pop()
-        elif self.sess in stack:
-            stack.remove(self.sess)
-
-
-def get_default_session():
-    stack = _session_stack()
-    return stack[-1] if stack else None
-
-
-def _session_for(session, graph):
-    session = session or get_default_session()
-    if session is None:
-        raise ValueError("Cannot evaluate tensor using `eval()`: No default session is "
-                         "registered. Use `with sess.as_default()` or pass an explicit session "
-                         "to `eval(session=sess)`")
-    if session.graph is not graph:
-        raise ValueError("Cannot use the given session to evaluate tensor: the tensor's graph "
-                         "is different from the session's graph.")
-    return session
 
 
 def _fetch_names(fetches, limit=4):

@@ -3,6 +3,7 @@ ScatterUpdate/ScatterAdd/ScatterSub update rows of it (TF1's state_ops.scatter_*
 import numpy as np
 
 from graphc import dtypes, errors
+from graphc.framework.default_session import session_for
 from graphc.framework.graph import GraphKeys, get_default_graph
 from graphc.framework.op_def import not_differentiable, register_op
 from graphc.framework.tensor_shape import TensorShape, as_shape
@@ -111,25 +112,33 @@ def _assign_infer(inputs, a):
 
 register_op("VariableV2", infer=lambda inputs, a: (a["shape"], a["dtype"]),
             kernel=lambda state, op: _read_variable(state, op), stateful=True, uses_context=True,
-            grad=None)
+            grad=None, kind="state", writes_state=False)
 def _value_or_default(state, op, ref, default):
     return state.variables.get(op.inputs[0].op.name, default)
 
 
 _STATE_OP = dict(stateful=True, uses_context=True, ref_inputs=(0,))
-register_op("Assign", infer=_assign_infer, kernel=_assign, **_STATE_OP)
-register_op("AssignAdd", infer=_ref_infer, kernel=_assign_update(1), **_STATE_OP)
-register_op("AssignSub", infer=_ref_infer, kernel=_assign_update(-1), **_STATE_OP)
-register_op("ScatterUpdate", infer=_scatter_infer, kernel=_scatter(_scatter_set), **_STATE_OP)
+_ASSIGN = dict(_STATE_OP, kind="state")
+# the row scatters are "opaque": a loop over the updates writing only the named rows
+_SCATTER = dict(_STATE_OP, kind="opaque", updates_variable="read_write")
+# host-only: they read the Session's store itself (whether the variable is there)
+_STATUS_QUERY = dict(_STATE_OP, kind="opaque", host_only=True, writes_state=False)
+register_op("Assign", infer=_assign_infer, kernel=_assign, updates_variable="overwrite",
+            **_ASSIGN)
+register_op("AssignAdd", infer=_ref_infer, kernel=_assign_update(1),
+            updates_variable="read_write", **_ASSIGN)
+register_op("AssignSub", infer=_ref_infer, kernel=_assign_update(-1),
+            updates_variable="read_write", **_ASSIGN)
+register_op("ScatterUpdate", infer=_scatter_infer, kernel=_scatter(_scatter_set), **_SCATTER)
 register_op("ScatterAdd", infer=_scatter_infer,
-            kernel=_scatter(lambda new, i, rows: np.add.at(new, i, rows)), **_STATE_OP)
+            kernel=_scatter(lambda new, i, rows: np.add.at(new, i, rows)), **_SCATTER)
 register_op("ScatterSub", infer=_scatter_infer,
-            kernel=_scatter(lambda new, i, rows: np.subtract.at(new, i, rows)), **_STATE_OP)
+            kernel=_scatter(lambda new, i, rows: np.subtract.at(new, i, rows)), **_SCATTER)
 register_op("IsVariableInitialized", infer=lambda inputs, a: (TensorShape([]), dtypes.bool),
             kernel=lambda state, op, ref: np.bool_(op.inputs[0].op.name in state.variables),
-            **_STATE_OP)
+            **_STATUS_QUERY)
 register_op("VariableValueOrDefault", infer=lambda inputs, a: (inputs[1].shape, inputs[1].dtype),
-            kernel=_value_or_default, **_STATE_OP)
+            kernel=_value_or_default, **_STATUS_QUERY)
 not_differentiable("Assign", "AssignAdd", "AssignSub", "ScatterUpdate", "ScatterAdd",
                    "ScatterSub", "IsVariableInitialized",
                    "VariableValueOrDefault")
@@ -309,8 +318,7 @@ class Variable:
         return self._variable.eval(session=session)
 
     def load(self, value, session=None):
-        from graphc.session import _session_for
-        sess = _session_for(session, self.graph)
+        sess = session_for(session, self.graph)
         arr = np.asarray(value, dtype=self.dtype.np)
         if not self.shape.is_compatible_with(arr.shape):
             raise ValueError(f"Cannot load value of shape {arr.shape} into variable "
@@ -401,7 +409,7 @@ def _names_kernel(*flags, names):
 
 
 register_op("UninitializedNames", infer=lambda inputs, a: (TensorShape([None]), dtypes.string),
-            kernel=_names_kernel)
+            kernel=_names_kernel, kind="opaque", host_only=True)
 
 
 def report_uninitialized_variables(var_list=None, name="report_uninitialized_variables"):

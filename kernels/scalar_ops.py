@@ -14,17 +14,18 @@ import numpy as np
 from llvmlite import ir
 
 from kernels import math_approx as ma
+from kernels.activation_constants import SELU_ALPHA, SELU_SCALE
 from kernels.dtypes import (bits, dtype_name, is_bool, is_float, is_integer, is_unsigned,
                             llvm_type)
 
-__all__ = ["emit_scalar", "SCALAR_OPS", "ELEMENTWISE_OP_TYPES"]
-
-_SELU_ALPHA = 1.6732632423543772848170429916717
-_SELU_SCALE = 1.0507009873554804934193349852946
+__all__ = ["emit_scalar", "register_scalar_op", "ScalarCall", "SCALAR_OPS",
+           "ELEMENTWISE_OP_TYPES"]
 
 
-class _Call:
-    """One emission: the builder, args, dtypes, attrs and the error callback."""
+class ScalarCall:
+    """One emission, what an emitter gets: the builder `b`, the operand Values `args`
+    (`x`, `y`), their dtype names `in_dtypes` (`dtype`: the operands'), the result's `out`,
+    the op's `attrs`, and `error(cond)` for ops that can fail at run time."""
 
     def __init__(self, builder, args, in_dtypes, out_dtype, attrs, on_error):
         self.b = builder
@@ -281,8 +282,8 @@ def _elu(c):
 
 def _selu(c):
     o = c.fops()
-    negative = o.mul(_SELU_ALPHA, ma.expm1(c.b, c.x))
-    return o.mul(_SELU_SCALE, o.sel(o.cmp(">", c.x, 0.0), c.x, negative))
+    negative = o.mul(SELU_ALPHA, ma.expm1(c.b, c.x))
+    return o.mul(SELU_SCALE, o.sel(o.cmp(">", c.x, 0.0), c.x, negative))
 
 
 def _softsign(c):
@@ -370,7 +371,7 @@ def _logical(name):
     return emit
 
 
-# op type -> emitter(_Call) -> Value
+# op type -> emitter(ScalarCall) -> Value
 SCALAR_OPS = {
     # arithmetic
     "Add": _arith("fadd", "add"),
@@ -433,10 +434,20 @@ SCALAR_OPS = {
     "OnesLike": _fill(1),
 }
 
-ELEMENTWISE_OP_TYPES = frozenset(SCALAR_OPS)
+# a live view: an op type added by register_scalar_op is elementwise from then on
+ELEMENTWISE_OP_TYPES = SCALAR_OPS.keys()
 
 # ops that may call on_error
 FALLIBLE_OP_TYPES = frozenset({"FloorDiv", "FloorMod", "Pow", "CheckNumerics"})
+
+
+def register_scalar_op(op_type, emitter):
+    """Adds the emitter (emitter(call: ScalarCall) -> llvmlite Value) of an elementwise op
+    type: with it, codegen lowers the op in loop kernels and gemm/conv epilogues on every
+    target; nothing else in kernels/ or the compiler names the op."""
+    if op_type in SCALAR_OPS:
+        raise KeyError(f"op type {op_type!r} already has a scalar emitter")
+    SCALAR_OPS[op_type] = emitter
 
 
 def emit_scalar(builder, op_type, args, in_dtypes, out_dtype, attrs=None, on_error=None):
@@ -454,8 +465,8 @@ def emit_scalar(builder, op_type, args, in_dtypes, out_dtype, attrs=None, on_err
     in_dtypes = list(in_dtypes)
     if op_type == "Select":
         in_dtypes = in_dtypes[1:]  # the operand dtype is that of x/y
-        call = _Call(builder, args, in_dtypes, out_dtype, attrs, on_error)
+        call = ScalarCall(builder, args, in_dtypes, out_dtype, attrs, on_error)
         call.args = list(args)
     else:
-        call = _Call(builder, args, in_dtypes, out_dtype, attrs, on_error)
+        call = ScalarCall(builder, args, in_dtypes, out_dtype, attrs, on_error)
     return emitter(call)

@@ -50,6 +50,7 @@ import numpy as np
 from . import jit, shapes, signing, verify
 from .errors import FeedError, NoVariantFits, RuntimeFailure, ShapeError
 from .executable import Executable
+from .gpu import DeviceVariables, GpuExecutable, open_device
 from .gpu.spec import is_gpu_target
 from .variants import Variants
 
@@ -311,7 +312,6 @@ class Model:
         self.device = device
         state = {e["name"]: np.array(file.array(e)) for e in file.header["state"]}
         if device is not None:
-            from .gpu import DeviceVariables
             state = DeviceVariables(device, state)
         self.state = state
         self._file = file
@@ -337,7 +337,6 @@ class Model:
         if exe is None:
             try:
                 if self.device is not None:
-                    from .gpu import GpuExecutable
                     exe = GpuExecutable(self._specs[i], self.device)
                 else:
                     exe = Executable(self._specs[i])
@@ -486,7 +485,6 @@ def load(path, verify_checksum=True, device=None, trusted_keys=None):
     if device == "cpu":
         raise ValueError(f"{file.path} holds GPU code ({file.header['target']['arch']}); "
                          "load it with device='cuda' or device='emulated'")
-    from .gpu import open_device
     return Model(file, open_device(device or "cuda"))
 
 

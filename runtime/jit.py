@@ -81,7 +81,6 @@ def _blas_candidates():
     lib_dir = _config_blas_dir()
     if lib_dir:
         found += sorted(glob.glob(os.path.join(lib_dir, "lib*blas*")))
-    import ctypes.util
     for name in ("scipy_openblas64_", "scipy_openblas", "openblas", "cblas"):
         path = ctypes.util.find_library(name)
         if path:
@@ -148,7 +147,6 @@ def blas_thread_symbols():
     """(set, get): the exported names of the BLAS library's thread-count controls (C int
     arguments and results), or None when it exports none. Generated code that runs BLAS
     calls on its own thread team sets OpenBLAS to one thread around the team."""
-    import llvmlite.binding as llvm
     initialize()
     for prefix, suffix in _BLAS_THREAD_SPELLINGS:
         names = (f"{prefix}set_num_threads{suffix}", f"{prefix}get_num_threads{suffix}")

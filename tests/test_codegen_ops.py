@@ -8,8 +8,7 @@ import pytest
 
 import graphc as gc
 from graphc import errors
-from graphc.compiled_executor import HOST_OP_TYPES
-from graphc.framework.op_def import OP_DEFS
+from graphc.framework.op_def import HOST_OP_TYPES, OP_DEFS
 
 REFERENCE = gc.ConfigProto(backend="reference")
 

@@ -137,7 +137,7 @@ def _count_prunes(monkeypatch):
     """Counts the calls of the subgraph walker `prune`, wherever a graphc module holds it."""
     import sys
     import types
-    from graphc.reference_executor import prune
+    from graphc.framework.subgraph import prune
     calls = []
 
     def counted(*args, **kwargs):

@@ -85,7 +85,7 @@ def test_gradient_of_an_op_without_a_gradient_function_is_a_lookup_error():
     # type registered here (and removed after) stands for a user's op without one
     from graphc.framework import op_def
     op_def.register_op("ParityNoGrad", infer=lambda ins, a: (ins[0].shape, ins[0].dtype),
-                       kernel=lambda x: x)
+                       kernel=lambda x: x, kind="elementwise")
     try:
         x = tf.placeholder(tf.float32, [3])
         y = tf.get_default_graph().create_op("ParityNoGrad", [x]).outputs[0]

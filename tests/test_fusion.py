@@ -14,11 +14,11 @@ import graphc as gc
 from graphc.compiler import lower, optimize
 from graphc.compiler.driver import compile_options, schedule_module
 from graphc.compiler.ir import PARAMETER, Value
-from graphc.compiler.op_kinds import KINDS, OP_KINDS, shape_only_inputs
+from graphc.compiler.op_kinds import shape_only_inputs
 from graphc.compiler.schedule.kernel import kernels_to_text
-from graphc.framework.op_def import OP_DEFS
+from graphc.framework.op_def import KINDS, OP_DEFS, OP_KINDS
+from graphc.framework.op_kernel import SessionState, run_kernel
 from graphc.framework.symbolic import SymDim, evaluate_json
-from graphc.reference_executor import SessionState, run_kernel
 
 RNG = np.random.default_rng(0)
 

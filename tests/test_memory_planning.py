@@ -15,7 +15,7 @@ import graphc as gc
 from graphc.compiler import lower, optimize
 from graphc.compiler.codegen import CpuBackend
 from graphc.compiler.driver import compile_options, schedule_module
-from graphc.compiler.op_kinds import OP_KINDS
+from graphc.framework.op_def import OP_KINDS
 from graphc.framework.symbolic import SymDim, evaluate_json
 
 RNG = np.random.default_rng(1)

@@ -10,8 +10,8 @@ import numpy as np
 
 from graphc import errors
 from graphc.compiler.ir import PARAMETER, Value, format_type
+from graphc.framework.op_kernel import SessionState, run_kernel
 from graphc.framework.symbolic import SymDim, check_guards, evaluate_json
-from graphc.reference_executor import SessionState, run_kernel
 
 
 class GuardError(ValueError):

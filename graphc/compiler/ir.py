@@ -20,6 +20,9 @@ Semantics (those of graphc/reference_executor.py):
   that changes state (assigns, random ops advancing their generator), so that a rewrite
   dropping the last use of such a node's value never drops its effect.
 - `control_deps` of a node: nodes that must run before it (TF control dependencies).
+- A node that keeps state of its own between runs (a random op's key and run count,
+  graphc/framework/random_state.py) names the module variable holding it in
+  `attrs[STATE_VARIABLE]`: it reads and writes that variable when it runs.
 
 Nodes and values mimic the attribute names of graphc's Operation and Tensor (name, type,
 attrs, inputs, outputs, op, shape, dtype, describe) so that the reference kernels that
@@ -32,13 +35,13 @@ import numpy as np
 
 from graphc import dtypes
 from graphc.framework.graph import format_location
-from graphc.framework.op_def import get_op_def
+from graphc.framework.op_def import READ_ONLY_STATE_OPS, get_op_def
 from graphc.framework.symbolic import SymDim, concrete
 from graphc.framework.tensor_shape import TensorShape
 
 PARAMETER = "Parameter"
+STATE_VARIABLE = "state_variable"  # the attr naming a node's own state variable
 # Stateful op types that only read state: they are not side-effect roots.
-READ_ONLY_STATE_OPS = frozenset({"VariableV2", "IsVariableInitialized", "VariableValueOrDefault"})
 
 _SHORT_DTYPE = {"float16": "f16", "float32": "f32", "float64": "f64", "int8": "s8",
                 "int16": "s16", "int32": "s32", "int64": "s64", "uint8": "u8", "bool": "pred",
@@ -300,6 +303,18 @@ class Module:
         return len(dead)
 
     # --------------------------------------------------------------- inspection
+    def variables_used(self):
+        """Names of the variables the nodes read or write: VariableV2 reads, ref inputs
+        and the nodes' own state variables."""
+        used = set()
+        for n in self.nodes:
+            if n.type == "VariableV2":
+                used.add(n.name)
+            used.update(v.name for v in n.inputs if isinstance(v, VariableRef))
+            if STATE_VARIABLE in n.attrs:
+                used.add(n.attrs[STATE_VARIABLE])
+        return used
+
     @property
     def constants(self):
         return [n for n in self.nodes if n.type == "Const"]
@@ -367,7 +382,7 @@ class Module:
         lines = [f"module {self.name}({params}) {{"]
         for name, ref in self.variables.items():
             lines.append(f"  var &{name}: {format_type(ref.dtype, ref.dims)}")
-        lines.extend("  " + _node_text(n) for n in self.nodes)
+        lines.extend("  " + node_text(n) for n in self.nodes)
         outs = ", ".join(v.ref for v in self.outputs)
         roots = ", ".join(f"%{n.id}" for n in self.roots)
         lines.append(f"  return ({outs})" + (f" effects {{{roots}}}" if roots else ""))
@@ -537,7 +552,7 @@ def _attr_text(value):
     return repr(value)
 
 
-def _node_text(node):
+def node_text(node):
     if len(node.outputs) == 1:
         v = node.outputs[0]
         lhs, ty = f"%{node.id}", format_type(v.dtype, v.dims)

@@ -4,7 +4,9 @@ The op selection is the reference executor's (`prune` over `value_inputs`, fed t
 cutting the graph), so a module computes exactly what ReferenceExecutable runs. As there,
 a variable is read when its consumer runs (TF1's ref semantics): each consumer of a
 VariableV2 output gets its own VariableV2 read node just before it, and a fetched
-variable is read after everything else.
+variable is read after everything else. A random op's state (its key and run count,
+graphc/framework/random_state.py) becomes a variable of the module too, which the node
+names in attrs[ir.STATE_VARIABLE].
 
 Shapes are symbolic (graphc/framework/symbolic.py). Unknown dim i of feed x becomes the
 symbol `x.i`, whose hint is its size in this run's feeds (a size of 0 or 1 is specialized
@@ -37,17 +39,26 @@ from collections.abc import Mapping
 import numpy as np
 
 from graphc import dtypes, errors
-from graphc.compiler.ir import PARAMETER, Module, normalize_dims
-from graphc.compiler.op_kinds import READING_UPDATE_OPS
+from graphc.compiler.ir import PARAMETER, STATE_VARIABLE, Module, normalize_dims
 from graphc.compiler.schedule.kernel import dims_equal
-from graphc.framework.graph import Tensor, format_location
+from graphc.framework.graph import Tensor
+from graphc.framework.op_def import RANDOM_OP_TYPES, READING_UPDATE_OPS
+from graphc.framework.random_state import random_state_name
+from graphc.framework.static_value import constant_value
+from graphc.framework.subgraph import prune, unfed_placeholder_error, value_inputs
 from graphc.framework.symbolic import GuardSet, SymDim, concrete
 from graphc.framework.tensor_shape import TensorShape
-from graphc.reference_executor import op_error, prune
 
 _module_counter = itertools.count(1)
 MAX_SPECIALIZED_ELEMENTS = 64  # larger integer feeds are data, never shape values
 _MAX_STAND_IN_ELEMENTS = 1 << 22  # per input, for the reference kernel's error message
+
+
+class LoweringError(NotImplementedError):
+    """What native code cannot do for this run signature yet: lowering (inference that
+    cannot take symbolic dims) or codegen (an op type without a rule, an axis that is not
+    a compile-time constant...). The Session runs such a signature with the reference
+    executor."""
 
 
 def lower(feeds, fetches, targets, feed_shapes, name=None, feed_values=None,
@@ -120,7 +131,9 @@ class _Lowering:
         self.specialized = {}  # fed Tensor -> the value the module is specialized on
         if ops is None:
             ops = ops_to_lower(fetches, targets, feeds, exclude)
-        _check_fed(ops)
+        unfed_error = unfed_placeholder_error(ops)
+        if unfed_error is not None:
+            raise unfed_error
         self.variable_shapes = variable_shapes or {}
         self.read_variables = _variables_read(ops, fetches)
         self.var_dims = {}  # variable name -> its dims in this module (decided once)
@@ -138,6 +151,14 @@ class _Lowering:
         roots = [self.nodes[op] for op in targets if op in self.nodes]
         roots += [n for n in m.nodes if n.has_side_effect]
         m.roots = list(dict.fromkeys(roots))
+
+    def _lower_random_state(self, op, node):
+        """A random op's key and run count live in the Session state next to the variables
+        (graphc/framework/random_state.py): the module declares that [k0, k1, runs] array
+        as a variable, and the node names it as the state it reads and advances."""
+        ref = self.module.add_variable(random_state_name(op.name), dtypes.int64, (3,),
+                                       op.location)
+        node.attrs[STATE_VARIABLE] = ref.name
 
     def _lower_feed(self, index, t, shape, guards):
         label = t.op.name if t.value_index == 0 else t.name
@@ -207,6 +228,8 @@ class _Lowering:
         self.nodes[op] = node
         for t, v in zip(op.outputs, node.outputs):
             self.values.setdefault(t, v)   # a fed output keeps its Parameter
+        if op.type in RANDOM_OP_TYPES:
+            self._lower_random_state(op, node)
         if op.type == "Assign" and self.var_dims.get(op.inputs[0].op.name) is None:
             self._assigned_dims(op, node)
 
@@ -240,7 +263,6 @@ class _Lowering:
         ref = self.module.variables[name]
         dims = node.outputs[0].dims
         if ref.dims is not None and not dims_equal(ref.dims, dims):
-            from graphc.compiler.codegen.views import LoweringError
             raise LoweringError(f"variable {name} is assigned values of dims {ref.dims} and "
                                 f"{dims} in one run")
         ref.dims = normalize_dims(dims)
@@ -264,10 +286,9 @@ class _Lowering:
         try:
             specs = op.op_def.infer([self.stand_in(t) for t in op.inputs], dict(op.attrs))
         except ValueError as e:  # impossible for this run's feeds, e.g. a reshape's size
-            raise op_error(op, self._failure_message(op, e)) from None
+            raise errors.op_error(op, self._failure_message(op, e)) from None
         except (TypeError, ArithmeticError, IndexError, KeyError) as e:
             # inference that cannot take symbolic dims: the reference executor runs it
-            from graphc.compiler.codegen.views import LoweringError
             raise LoweringError(f"shape inference of {op.describe()} failed on symbolic "
                                 f"dims ({type(e).__name__}: {e})") from None
         if isinstance(specs, tuple) and len(specs) == 2 and isinstance(specs[1], dtypes.DType):
@@ -287,7 +308,6 @@ class _Lowering:
         """What the op's reference kernel says when it runs on inputs of this run's sizes
         (zeros, or the values known at compile time), or None if it does not fail: the
         error the reference executor gives for these feeds."""
-        from graphc.framework.static_value import constant_value
         d = op.op_def
         if d.uses_context or d.stateful or d.ref_inputs:
             return None
@@ -421,23 +441,9 @@ def _graph_dims(t):
 def _variables_read(ops, fetches):
     """Names of the variables whose values the run reads (VariableV2 outputs used as
     values or fetched, and the variables updated by ops that read them too)."""
-    from graphc.reference_executor import value_inputs
     read = {t.op.name for t in fetches if t.op.type == "VariableV2"}
     for op in ops:
         read |= {t.op.name for t in value_inputs(op) if t.op.type == "VariableV2"}
         if op.type in READING_UPDATE_OPS:
             read.add(op.inputs[0].op.name)
     return read
-
-
-def _check_fed(ops):
-    """The reference executor's error for an unfed placeholder, raised while lowering."""
-    for op in ops:
-        if op.type == "Placeholder":
-            shape = op.attrs["shape"]
-            dims = "<unknown>" if shape.ndims is None else \
-                "[" + ",".join("?" if d.value is None else str(d.value) for d in shape) + "]"
-            raise errors.InvalidArgumentError(
-                None, op, f"You must feed a value for placeholder tensor '{op.name}' with "
-                          f"dtype {op.attrs['dtype'].name} and shape {dims}\n\t [[node "
-                          f"{op.name} (defined at {format_location(op.location)})]]")

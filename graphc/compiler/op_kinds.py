@@ -1,6 +1,7 @@
 """What kind of computation each op type is, as fusion and codegen see it.
 
-OP_KINDS maps every registered op type to one kind:
+Each op declares its kind where it is defined (register_op(..., kind=...); the live view
+graphc.framework.op_def.OP_KINDS maps op type -> kind), one of:
   "elementwise"  out[i] = f(inputs at i, with broadcasting): math, activations, BiasAdd,
                  Cast, Select, Identity, CheckNumerics...
   "index"        out[i] = an input at a remapped index (reshape, transpose, slice, pad,
@@ -34,66 +35,19 @@ over a non-trailing axis) is "opaque".
 import numpy as np
 
 from graphc.compiler.ir import PARAMETER
-from graphc.framework.op_def import READS_ONLY_INPUT_DIMS
+from graphc.compiler.schedule.kernel import dim_is
+from graphc.framework.op_def import OP_DEFS, get_op_def
+from graphc.framework.symbolic import SymDim
 
-KINDS = ("elementwise", "index", "reduction", "gemm", "conv", "window", "opaque", "state",
-         "random", "source", "control")
-
-_ELEMENTWISE = """Abs Add AddN BiasAdd Cast Ceil CheckNumerics Cos Elu Equal Erf Erfc Exp Expm1
-    Floor FloorDiv FloorMod Greater GreaterEqual Identity LeakyRelu Less LessEqual Log
-    Log1p LogicalAnd LogicalNot LogicalOr Maximum Minimum Mul Neg NotEqual Pow RealDiv
-    Reciprocal Relu Relu6 Round Rsqrt Select Selu Sigmoid Sign Sin Softplus Softsign Sqrt
-    Square SquaredDifference StopGradient Sub Tanh PlaceholderWithDefault"""
-_INDEX = """BroadcastTo ConcatV2 ExpandDims Fill GatherV2 MirrorPad OneHot OnesLike Pack Pad
-    PadV2 Range Rank Reshape Shape ShapeN Size Slice Split SplitV Squeeze StridedSlice
-    StridedSliceGrad Tile Transpose Unpack ZerosLike"""
-_REDUCTION = """All Any ArgMax ArgMin BiasAddGrad L2Loss LogSoftmax Max Mean Min Prod Softmax
-    SparseSoftmaxCrossEntropyWithLogits Sum SumToShape"""
-_WINDOW = "AvgPool AvgPoolGrad MaxPool MaxPoolGrad MaxPoolGradGrad"
-_OPAQUE = """Cumsum GatherGrad InvertPermutation IsVariableInitialized MirrorPadGrad
-    ScatterAdd ScatterSub ScatterUpdate Unique UninitializedNames
-    VariableValueOrDefault Where
-    HistogramSummary ImageSummary MergeSummary ScalarSummary IteratorGetNext MakeIterator
-    LogUniformCandidateSampler UniformCandidateSampler MpiAllgather MpiAllreduce MpiBroadcast
-    TopKV2 PyFunc Print PrintV2 ParseExampleProtos"""
-
-OP_KINDS = {}
-for _kind, _names in [("elementwise", _ELEMENTWISE), ("index", _INDEX),
-                      ("reduction", _REDUCTION), ("window", _WINDOW), ("opaque", _OPAQUE),
-                      ("gemm", "MatMul BatchMatMulV2"),
-                      ("conv", "Conv2D Conv2DBackpropInput Conv2DBackpropFilter"),
-                      ("state", "VariableV2 Assign AssignAdd AssignSub"),
-                      ("random", "RandomStandardNormal RandomUniform RandomUniformInt "
-                                 "TruncatedNormal"),
-                      ("source", "Const Placeholder"), ("control", "NoOp")]:
-    for _name in _names.split():
-        OP_KINDS[_name] = _kind
-
-SCATTER_OPS = frozenset({"ScatterUpdate", "ScatterAdd", "ScatterSub"})
-# Ops writing their variable input in place; all but Assign also read it (the rows or
-# elements they leave or combine with).
-UPDATE_OPS = frozenset({"Assign", "AssignAdd", "AssignSub"}) | SCATTER_OPS
-READING_UPDATE_OPS = UPDATE_OPS - {"Assign"}
 # Reductions whose output has the input's dims: the reduction is internal (row max/sum).
 ROW_NORMALIZERS = frozenset({"Softmax", "LogSoftmax"})
-
-# Inputs whose values are never read, only their dims (or the output's dims say it all):
-# op type -> input indices. They hold only when the dims involved are all known (ints or
-# SymDim expressions), see shape_only_inputs.
-_SHAPE_ONLY = {"Shape": "all", "ShapeN": "all", "Size": "all", "Rank": "all",
-               "ZerosLike": (0,), "OnesLike": (0,), "Reshape": (1,), "ExpandDims": (1,),
-               "Fill": (0,), "BroadcastTo": (1,), "SumToShape": (1,),
-               "RandomStandardNormal": (0,), "RandomUniform": (0,), "TruncatedNormal": (0,),
-               "RandomUniformInt": (0,)}
-# of those, READS_ONLY_INPUT_DIMS (graphc.framework.op_def) are the ones whose listed inputs'
-# own dims are what matters (not the output's)
 
 
 def kind_of(node):
     """The kind of one IR node (see the module docstring)."""
     if node.type == PARAMETER:
         return "source"
-    kind = OP_KINDS.get(node.type, "opaque")
+    kind = get_op_def(node.type).kind
     if kind == "reduction" and reduction_axes(node) is None:
         return "opaque"
     return kind
@@ -101,22 +55,24 @@ def kind_of(node):
 
 def dims_known(dims):
     """True when every dim is an int or a SymDim (not None, not an unknown rank)."""
-    from graphc.framework.symbolic import SymDim
     return dims is not None and all(isinstance(d, (int, SymDim)) and not isinstance(d, bool)
                                     for d in dims)
 
 
 def shape_only_inputs(node):
-    """Indices of node's inputs whose data compiled code never reads (only dims)."""
-    spec = _SHAPE_ONLY.get(node.type)
-    if spec is None:
+    """Indices of node's inputs whose data compiled code never reads (only dims): the op's
+    dims_only_inputs when their dims are known, its shape_inputs when its output's are."""
+    op_def = OP_DEFS.get(node.type)
+    if op_def is None:
         return frozenset()
-    indices = range(len(node.inputs)) if spec == "all" else spec
-    if node.type in READS_ONLY_INPUT_DIMS:
+    if op_def.dims_only_inputs:
+        spec = op_def.dims_only_inputs
+        indices = range(len(node.inputs)) if spec == "all" else spec
         ok = all(dims_known(node.inputs[i].dims) for i in indices)
     else:
+        indices = op_def.shape_inputs
         ok = all(dims_known(v.dims) for v in node.outputs)
-    return frozenset(indices) if ok else frozenset()
+    return frozenset(indices) if indices and ok else frozenset()
 
 
 def _const_ints(value):
@@ -156,7 +112,6 @@ def reduction_axes(node):
         out = node.outputs[0].dims
         if out is None or not dims_known(out) or not dims_known(x.dims):
             return None
-        from graphc.compiler.schedule.kernel import dim_is
         lead = rank - len(out)
         axes = tuple(range(lead)) + tuple(lead + i for i, d in enumerate(out)
                                           if dim_is(d, 1) and not dim_is(x.dims[lead + i], 1))

@@ -24,9 +24,9 @@ from graphc import dtypes, errors
 from graphc.data import structure
 from graphc.data.graph_function import GraphFunction, check_predicate
 from graphc.framework.graph import Tensor
+from graphc.framework.op_kernel import SessionState
 from graphc.framework.tensor_shape import TensorShape, as_shape
 from graphc.ops import random_ops
-from graphc.reference_executor import SessionState
 
 __all__ = ["Dataset"]
 

@@ -75,11 +75,12 @@ def _get_next(state, op):
     return element[0] if len(element) == 1 else tuple(element)
 
 
+# host-only: iterators are Python objects in the Session state
 register_op("MakeIterator", infer=lambda inputs, a: [], kernel=_make_iterator,
-            stateful=True, uses_context=True)
+            stateful=True, uses_context=True, kind="opaque", host_only=True)
 register_op("IteratorGetNext",
             infer=lambda inputs, a: list(zip(a["output_shapes"], a["output_types"])),
-            kernel=_get_next, stateful=True, uses_context=True)
+            kernel=_get_next, stateful=True, uses_context=True, kind="opaque", host_only=True)
 not_differentiable("MakeIterator", "IteratorGetNext")
 
 

@@ -160,11 +160,12 @@ _outputs = OutputBuffers()
 
 # host_only: the stage planner runs them on the host between native stages (MPI calls,
 # and Allgather's output size is known only once the ranks' first dims are).
-_COLLECTIVE = dict(stateful=True, uses_context=True)  # stateful: never folded nor merged
+_COLLECTIVE = dict(stateful=True, uses_context=True,  # stateful: never folded nor merged
+                   kind="opaque", host_only=True)
 for _type, _infer, _kernel in (("MpiAllreduce", _allreduce_infer, _allreduce_kernel),
                                ("MpiAllgather", _allgather_infer, _allgather_kernel),
                                ("MpiBroadcast", _broadcast_infer, _broadcast_kernel)):
-    register_op(_type, infer=_infer, kernel=_kernel, **_COLLECTIVE).host_only = True
+    register_op(_type, infer=_infer, kernel=_kernel, **_COLLECTIVE)
 COLLECTIVE_OP_TYPES = frozenset({"MpiAllreduce", "MpiAllgather", "MpiBroadcast"})
 
 

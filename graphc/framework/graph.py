@@ -12,6 +12,7 @@ import threading
 import warnings
 
 from graphc import dtypes
+from graphc.framework.default_session import session_for
 from graphc.framework.device_spec import merge_device
 from graphc.framework.op_def import get_op_def
 from graphc.framework.tensor_shape import TensorShape, as_shape
@@ -76,8 +77,7 @@ class Tensor:
         return [op for op in self.graph.get_operations() if self in op.inputs]
 
     def eval(self, feed_dict=None, session=None):
-        from graphc.session import _session_for
-        return _session_for(session, self.graph).run(self, feed_dict)
+        return session_for(session, self.graph).run(self, feed_dict)
 
     def __repr__(self):
         return f"<gc.Tensor '{self.name}' shape={self._shape} dtype={self._dtype.name}>"
@@ -140,8 +140,7 @@ class Operation:
             self._control_inputs.append(op)
 
     def run(self, feed_dict=None, session=None):
-        from graphc.session import _session_for
-        _session_for(session, self.graph).run(self, feed_dict)
+        session_for(session, self.graph).run(self, feed_dict)
 
     def describe(self):
         """Name, type and creation site, for error messages."""

@@ -13,15 +13,48 @@ An OpDef carries
   stateful: never constant-folded, never merged by CSE.
   ref_inputs: indices of inputs that name a variable to read or update (the output of a
       VariableV2 op) rather than pass its value; the executor passes None for them.
+and the op's compiler facts, declared here so that every table the compiler and the
+executors keep of op types is a view of this registry (OpTypes) and a new op is added in
+its definition alone:
+  kind: what computation it is, as fusion and codegen see it (KINDS; the compiler's
+      op_kinds module says what each means).
+  host_only: compiled code never runs it; the host runs its reference kernel (Python
+      objects, strings, the Session's own store, data-dependent output sizes).
+  epilogue: an elementwise activation that may be applied to a MatMul/Conv2D result in
+      place, as the gemm or conv kernel's epilogue.
+  updates_variable: None, or how it writes its ref input 0 in place: "overwrite" (every
+      element, without reading the old value: Assign) or "read_write" (it combines with or
+      leaves part of the old value: AssignAdd, the row scatters).
+  writes_state: whether a stateful op changes the Session state (default: stateful);
+      False for the reads (VariableV2, the variable-status queries).
+  dims_only_inputs: inputs whose dims it reads, never their values ("all", or indices):
+      Shape, Size, ZerosLike...; given known dims, no backend computes those inputs.
+  shape_inputs: inputs whose values its output's dims already say (a reshape's shape,
+      a fill's dims): compiled code with known output dims never reads them.
+  forwards_input: its output is input 0 itself (Identity, StopGradient).
+  aliases_input: its output holds input 0's elements in the same order, only the dims
+      may differ (the reshapes, and every op that forwards its input): it may share
+      input 0's buffer.
+  broadcasting: a binary elementwise op whose operands broadcast (NumPy rules).
 Attrs hold only plain data (numbers, strings, bools, lists/tuples of them, DType,
 TensorShape, NumPy arrays) so a graph can be written to a file without pickle.
 """
+from collections.abc import Mapping, Set
+
 import numpy as np
+
+KINDS = ("elementwise", "index", "reduction", "gemm", "conv", "window", "opaque", "state",
+         "random", "source", "control")
+UPDATES = (None, "overwrite", "read_write")
+FACTS = ("host_only", "epilogue", "updates_variable", "writes_state", "dims_only_inputs",
+         "shape_inputs", "forwards_input", "aliases_input", "broadcasting")
 
 
 class OpDef:
     def __init__(self, type, infer, kernel, grad=None, stateful=False, uses_context=False,
-                 ref_inputs=()):
+                 ref_inputs=(), *, kind, host_only=False, epilogue=False, updates_variable=None,
+                 writes_state=None, dims_only_inputs=(), shape_inputs=(),
+                 forwards_input=False, aliases_input=False, broadcasting=False):
         self.type = type
         self.ref_inputs = tuple(ref_inputs)
         self.infer = infer
@@ -30,27 +63,115 @@ class OpDef:
         self.stateful = stateful
         self.uses_context = uses_context
         self.differentiable = True
+        self.kind = kind
+        self.host_only = host_only
+        self.epilogue = epilogue
+        self.updates_variable = updates_variable
+        self.writes_state = stateful if writes_state is None else writes_state
+        self.dims_only_inputs = dims_only_inputs if dims_only_inputs == "all" \
+            else tuple(dims_only_inputs)
+        self.shape_inputs = tuple(shape_inputs)
+        self.forwards_input = forwards_input
+        self.aliases_input = aliases_input or forwards_input
+        self.broadcasting = broadcasting
+        _check_facts(self)
 
     def __repr__(self):
         return f"OpDef({self.type})"
 
 
+def _check_facts(d):
+    """Facts that contradict each other would make the compiler's views disagree."""
+    problems = []
+    if d.kind is None:
+        problems.append(f"kind is required (one of {', '.join(KINDS)})")
+    elif d.kind not in KINDS:
+        problems.append(f"kind {d.kind!r} is not one of {', '.join(KINDS)}")
+    if d.updates_variable not in UPDATES:
+        problems.append(f"updates_variable {d.updates_variable!r} is not one of {UPDATES}")
+    if d.updates_variable and (0 not in d.ref_inputs or not d.stateful):
+        problems.append("updates_variable needs a stateful op with ref input 0")
+    if d.epilogue and d.kind != "elementwise":
+        problems.append("an epilogue activation must be of kind 'elementwise'")
+    if d.writes_state and not d.stateful:
+        problems.append("writes_state needs stateful=True")
+    if problems:
+        raise ValueError(f"register_op({d.type!r}): " + "; ".join(problems))
+
+
 OP_DEFS = {}
+
+
+def register_op(type, *, infer, kernel, kind=None, grad=None, stateful=False, uses_context=False,
+                ref_inputs=(), **facts):
+    """Registers an op type with its compiler facts (module docstring); returns its OpDef.
+    Each type is registered once."""
+    if type in OP_DEFS:
+        raise KeyError(f"Op type {type!r} is already registered")
+    unknown = sorted(set(facts) - set(FACTS))
+    if unknown:
+        raise ValueError(f"register_op({type!r}): unknown fact {', '.join(unknown)} "
+                         f"(the facts are kind, {', '.join(FACTS)})")
+    op_def = OpDef(type, infer, kernel, grad, stateful, uses_context, ref_inputs, kind=kind,
+                   **facts)
+    OP_DEFS[type] = op_def
+    return op_def
+
+
+class OpTypes(Set):
+    """The registered op types whose OpDef has a fact: a live view of the registry, so an
+    op registered later (by a test, a plugin) is in it too. `fact` is an OpDef attribute
+    name or a predicate on an OpDef."""
+
+    def __init__(self, fact):
+        self._test = (lambda d: bool(getattr(d, fact))) if isinstance(fact, str) else fact
+        self._name = fact if isinstance(fact, str) else getattr(fact, "__name__", "?")
+
+    def __contains__(self, op_type):
+        op_def = OP_DEFS.get(op_type)
+        return op_def is not None and self._test(op_def)
+
+    def __iter__(self):
+        return (t for t, d in list(OP_DEFS.items()) if self._test(d))
+
+    def __len__(self):
+        return sum(1 for _ in self)
+
+    @classmethod
+    def _from_iterable(cls, types):
+        return frozenset(types)  # a set operation's result is a snapshot
+
+    def __repr__(self):
+        return f"OpTypes({self._name}: {sorted(self)})"
+
+
+class OpKinds(Mapping):
+    """op type -> kind, a live view of the registry."""
+
+    def __getitem__(self, op_type):
+        return OP_DEFS[op_type].kind
+
+    def __iter__(self):
+        return iter(list(OP_DEFS))
+
+    def __len__(self):
+        return len(OP_DEFS)
+
+
+OP_KINDS = OpKinds()
 
 # Op types that read only the dims of their inputs, never their values: given static (or
 # compile-time) shapes, every backend takes the result without computing the inputs, as
 # TF's grappler does (so the Shape of an op that would fail at run time still runs).
-READS_ONLY_INPUT_DIMS = frozenset({"Shape", "ShapeN", "Size", "Rank", "ZerosLike", "OnesLike"})
-
-
-def register_op(type, *, infer, kernel, grad=None, stateful=False, uses_context=False,
-                ref_inputs=()):
-    """Registers an op type; returns its OpDef. Each type is registered once."""
-    if type in OP_DEFS:
-        raise KeyError(f"Op type {type!r} is already registered")
-    op_def = OpDef(type, infer, kernel, grad, stateful, uses_context, ref_inputs)
-    OP_DEFS[type] = op_def
-    return op_def
+READS_ONLY_INPUT_DIMS = OpTypes("dims_only_inputs")
+HOST_OP_TYPES = OpTypes("host_only")
+# Ops writing their variable input in place; all but Assign also read it (the rows or
+# elements they leave or combine with).
+UPDATE_OPS = OpTypes("updates_variable")
+READING_UPDATE_OPS = OpTypes(lambda d: d.updates_variable == "read_write")
+# Stateful ops that only read the state: passes may drop them when unused.
+READ_ONLY_STATE_OPS = OpTypes(lambda d: d.stateful and not d.writes_state)
+RANDOM_OP_TYPES = OpTypes(lambda d: d.kind == "random")
 
 
 def register_gradient(type):

@@ -15,6 +15,7 @@ from graphc import dtypes
 from graphc.errors import KernelError
 from graphc.framework.graph import Tensor, name_scope
 from graphc.framework.op_def import not_differentiable, register_op
+from graphc.framework.slicing import dense_spec
 from graphc.framework.static_value import _scalar_or_none, constant_value
 from graphc.framework.symbolic import SymDim, concrete, slice_size
 from graphc.framework.tensor_shape import Dimension, TensorShape, broadcast_shapes
@@ -159,13 +160,14 @@ def _size_value(x, out_type):
     return np.array(x.size, dtype=out_type.np)
 
 
-register_op("Shape", infer=_shape_infer, kernel=_shape_value)
+register_op("Shape", infer=_shape_infer, kernel=_shape_value, kind="index", dims_only_inputs="all")
 register_op("ShapeN", infer=_shape_n_infer,
-            kernel=lambda *xs, out_type: tuple(_shape_value(x, out_type) for x in xs))
+            kernel=lambda *xs, out_type: tuple(_shape_value(x, out_type) for x in xs),
+            kind="index", dims_only_inputs="all")
 register_op("Size", infer=lambda inputs, a: (TensorShape([]), a["out_type"]),
-            kernel=_size_value)
+            kernel=_size_value, kind="index", dims_only_inputs="all")
 register_op("Rank", infer=lambda inputs, a: (TensorShape([]), dtypes.int32),
-            kernel=lambda x: np.array(x.ndim, dtype=np.int32))
+            kernel=lambda x: np.array(x.ndim, dtype=np.int32), kind="index", dims_only_inputs="all")
 not_differentiable("Shape", "ShapeN", "Size", "Rank")
 
 
@@ -245,7 +247,8 @@ def _to_shape_of(g, x):
 
 
 register_op("Reshape", infer=_reshape_infer, kernel=_reshape_kernel,
-            grad=lambda op, g: [_to_shape_of(g, op.inputs[0]), None])
+            grad=lambda op, g: [_to_shape_of(g, op.inputs[0]), None], kind="index",
+            shape_inputs=(1,), aliases_input=True)
 
 
 def reshape(tensor, shape, name=None):
@@ -281,7 +284,8 @@ def _fill_grad(op, g):
     return [None, reduce_sum(g)]
 
 
-register_op("Fill", infer=_fill_infer, kernel=_fill_kernel, grad=_fill_grad)
+register_op("Fill", infer=_fill_infer, kernel=_fill_kernel, grad=_fill_grad, kind="index",
+            shape_inputs=(0,))
 
 
 def fill(dims, value, name=None):
@@ -307,9 +311,9 @@ def ones(shape, dtype=dtypes.float32, name=None):
 
 
 register_op("ZerosLike", infer=lambda inputs, a: (inputs[0].shape, inputs[0].dtype),
-            kernel=np.zeros_like)
+            kernel=np.zeros_like, kind="index", dims_only_inputs=(0,))
 register_op("OnesLike", infer=lambda inputs, a: (inputs[0].shape, inputs[0].dtype),
-            kernel=np.ones_like)
+            kernel=np.ones_like, kind="index", dims_only_inputs=(0,))
 not_differentiable("ZerosLike", "OnesLike")
 
 
@@ -360,7 +364,8 @@ def _broadcast_to_kernel(x, shape):
 
 
 register_op("BroadcastTo", infer=_broadcast_to_infer, kernel=_broadcast_to_kernel,
-            grad=lambda op, g: [unbroadcast(g, op.inputs[0]), None])
+            grad=lambda op, g: [unbroadcast(g, op.inputs[0]), None], kind="index",
+            shape_inputs=(1,))
 
 
 def broadcast_to(input, shape, name=None):
@@ -372,7 +377,7 @@ def broadcast_to(input, shape, name=None):
 
 # ----------------------------------------------------------------------- StopGradient
 register_op("StopGradient", infer=lambda inputs, a: (inputs[0].shape, inputs[0].dtype),
-            kernel=lambda x: x)
+            kernel=lambda x: x, kind="elementwise", forwards_input=True)
 not_differentiable("StopGradient")
 
 
@@ -401,7 +406,8 @@ def _expand_dims_kernel(x, axis):
 
 
 register_op("ExpandDims", infer=_expand_dims_infer, kernel=_expand_dims_kernel,
-            grad=lambda op, g: [_to_shape_of(g, op.inputs[0]), None])
+            grad=lambda op, g: [_to_shape_of(g, op.inputs[0]), None], kind="index",
+            shape_inputs=(1,), aliases_input=True)
 
 
 def expand_dims(input, axis=None, name=None, dim=None):
@@ -451,7 +457,7 @@ def _squeeze_kernel(x, squeeze_dims):
 
 
 register_op("Squeeze", infer=_squeeze_infer, kernel=_squeeze_kernel,
-            grad=lambda op, g: [_to_shape_of(g, op.inputs[0])])
+            grad=lambda op, g: [_to_shape_of(g, op.inputs[0])], kind="index", aliases_input=True)
 
 
 def squeeze(input, axis=None, name=None, squeeze_dims=None):
@@ -521,9 +527,9 @@ def _unpack_kernel(x, num, axis):
 
 
 register_op("Pack", infer=_pack_infer, kernel=_pack_kernel,
-            grad=lambda op, g: unstack(g, num=len(op.inputs), axis=op.attrs["axis"]))
+            grad=lambda op, g: unstack(g, num=len(op.inputs), axis=op.attrs["axis"]), kind="index")
 register_op("Unpack", infer=_unpack_infer, kernel=_unpack_kernel,
-            grad=lambda op, *gs: [stack(list(gs), axis=op.attrs["axis"])])
+            grad=lambda op, *gs: [stack(list(gs), axis=op.attrs["axis"])], kind="index")
 
 
 def _holds_tensor(value):
@@ -658,7 +664,7 @@ def _concat_dense_grad(values, axis_t, axis, g):
     return list(parts) + [None]
 
 
-register_op("ConcatV2", infer=_concat_infer, kernel=_concat_kernel, grad=_concat_grad)
+register_op("ConcatV2", infer=_concat_infer, kernel=_concat_kernel, grad=_concat_grad, kind="index")
 
 
 def concat(values, axis, name="concat"):
@@ -714,7 +720,7 @@ def _tile_grad(op, g):
     return [dx, None]
 
 
-register_op("Tile", infer=_tile_infer, kernel=_tile_kernel, grad=_tile_grad)
+register_op("Tile", infer=_tile_infer, kernel=_tile_kernel, grad=_tile_grad, kind="index")
 
 
 def tile(input, multiples, name=None):
@@ -766,7 +772,7 @@ def _inverse_perm(perm):
 
 
 register_op("Transpose", infer=_transpose_infer, kernel=_transpose_kernel,
-            grad=lambda op, g: [transpose(g, _inverse_perm(op.inputs[1])), None])
+            grad=lambda op, g: [transpose(g, _inverse_perm(op.inputs[1])), None], kind="index")
 
 
 def transpose(a, perm=None, name="transpose", conjugate=False):
@@ -797,7 +803,7 @@ def _invert_permutation_infer(inputs, a):
 
 
 register_op("InvertPermutation", infer=_invert_permutation_infer,
-            kernel=_invert_permutation_kernel)
+            kernel=_invert_permutation_kernel, kind="opaque")
 not_differentiable("InvertPermutation")
 
 
@@ -885,9 +891,9 @@ def _split_v_kernel(x, size_splits, axis, num_split):
 
 
 register_op("Split", infer=_split_infer, kernel=_split_kernel,
-            grad=lambda op, *gs: [None, concat(list(gs), op.inputs[0])])
+            grad=lambda op, *gs: [None, concat(list(gs), op.inputs[0])], kind="index")
 register_op("SplitV", infer=_split_v_infer, kernel=_split_v_kernel,
-            grad=lambda op, *gs: [concat(list(gs), op.inputs[2]), None, None])
+            grad=lambda op, *gs: [concat(list(gs), op.inputs[2]), None, None], kind="index")
 
 
 def split(value, num_or_size_splits, axis=0, num=None, name="split"):
@@ -982,7 +988,7 @@ def _slice_grad(op, g):
     return [dx, None, None]
 
 
-register_op("Slice", infer=_slice_infer, kernel=_slice_kernel, grad=_slice_grad)
+register_op("Slice", infer=_slice_infer, kernel=_slice_kernel, grad=_slice_grad, kind="index")
 
 
 def slice(input_, begin, size, name=None):  # noqa: A001 - TF's name
@@ -998,59 +1004,11 @@ _UNKNOWN = "?"  # a begin/end/stride element not known at graph-build time
 _MASKS = ("begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask", "shrink_axis_mask")
 
 
-def _dense_spec(rank, begin, end, strides, masks, error):
-    """TF's sparse slice spec as one entry per output position:
-    ("new",) | ("shrink", dim, begin) | ("slice", dim, begin, end, stride), where a
-    masked begin/end is None (Python's "from the edge"). The ellipsis (explicit, or
-    implied at the end) stands for as many full slices as the real entries leave."""
-    n = len(begin)
-    if len(end) != n or len(strides) != n:
-        error(f"Expected begin, end, and strides to be 1D equal size tensors, but got "
-              f"shapes [{n}], [{len(end)}], and [{len(strides)}] instead.")
-    bit = [1 << i for i in builtins.range(n)]
-    kinds = []
-    for i in builtins.range(n):
-        if masks["ellipsis_mask"] & bit[i]:
-            kinds.append("ellipsis")
-        elif masks["new_axis_mask"] & bit[i]:
-            kinds.append("new")
-        elif masks["shrink_axis_mask"] & bit[i]:
-            kinds.append("shrink")
-        else:
-            kinds.append("slice")
-    if kinds.count("ellipsis") > 1:
-        error("Multiple ellipses in slice spec not allowed")
-    if "ellipsis" not in kinds:
-        kinds.append("ellipsis")
-    real = sum(k in ("shrink", "slice") for k in kinds)
-    if real > rank:
-        error(f"Index out of range using input dim {rank}; input has only {rank} dims")
-    entries, dim = [], 0
-    for i, kind in enumerate(kinds):
-        if kind == "ellipsis":
-            for _ in builtins.range(rank - real):
-                entries.append(("slice", dim, None, None, 1))
-                dim += 1
-        elif kind == "new":
-            entries.append(("new",))
-        elif kind == "shrink":
-            entries.append(("shrink", dim, begin[i]))
-            dim += 1
-        else:
-            b = None if masks["begin_mask"] & bit[i] else begin[i]
-            e = None if masks["end_mask"] & bit[i] else end[i]
-            if strides[i] == 0:
-                error(f"strides[{i}] must be non-zero")
-            entries.append(("slice", dim, b, e, strides[i]))
-            dim += 1
-    return entries
-
-
 def _strided_index(shape, begin, end, strides, masks, error):
     """The NumPy basic index equal to TF's slice spec on an array of `shape`; Python's
     slice clamping and negative-index rules are TF's, out-of-range shrinks are errors."""
     index = []
-    for entry in _dense_spec(len(shape), begin, end, strides, masks, error):
+    for entry in dense_spec(len(shape), begin, end, strides, masks, error):
         if entry[0] == "new":
             index.append(None)
         elif entry[0] == "shrink":
@@ -1074,7 +1032,7 @@ def _strided_slice_infer(inputs, a):
     begin, end, strides = [[_UNKNOWN if d is None else d for d in v] for v in values]
     dims = x.shape.as_list()
     out = []
-    for entry in _dense_spec(len(dims), begin, end, strides, a, _raise(ValueError)):
+    for entry in dense_spec(len(dims), begin, end, strides, a, _raise(ValueError)):
         if entry[0] == "new":
             out.append(1)
         elif entry[0] == "shrink":
@@ -1126,9 +1084,9 @@ def _strided_slice_grad_grad(op, g):
 
 
 register_op("StridedSlice", infer=_strided_slice_infer, kernel=_strided_slice_kernel,
-            grad=_strided_slice_grad)
+            grad=_strided_slice_grad, kind="index")
 register_op("StridedSliceGrad", infer=_strided_slice_grad_infer,
-            kernel=_strided_slice_grad_kernel, grad=_strided_slice_grad_grad)
+            kernel=_strided_slice_grad_kernel, grad=_strided_slice_grad_grad, kind="index")
 
 
 def _index_vector(values, dtype):
@@ -1316,7 +1274,9 @@ def _unique_infer(inputs, a):
                                              else x.shape, a["out_idx"])]
 
 
-register_op("Unique", infer=_unique_infer, kernel=_unique_kernel)
+# host-only: its output size depends on the data, and compiled code allocates its fetches
+# from the dims before it runs
+register_op("Unique", infer=_unique_infer, kernel=_unique_kernel, kind="opaque", host_only=True)
 not_differentiable("Unique")
 
 
@@ -1352,9 +1312,9 @@ def _gather_grad_infer(inputs, a):
     return TensorShape(known_values(shape_t)), grad.dtype
 
 
-register_op("GatherV2", infer=_gather_infer, kernel=_gather_kernel, grad=_gather_grad)
+register_op("GatherV2", infer=_gather_infer, kernel=_gather_kernel, grad=_gather_grad, kind="index")
 register_op("GatherGrad", infer=_gather_grad_infer, kernel=_gather_grad_kernel,
-            grad=_gather_grad_grad)
+            grad=_gather_grad_grad, kind="opaque")
 
 
 def gather(params, indices, validate_indices=None, name=None, axis=None, batch_dims=0):
@@ -1401,7 +1361,7 @@ def _one_hot_kernel(indices, depth, on_value, off_value, axis):
     return out if axis == -1 else np.moveaxis(out, -1, axis)
 
 
-register_op("OneHot", infer=_one_hot_infer, kernel=_one_hot_kernel)
+register_op("OneHot", infer=_one_hot_infer, kernel=_one_hot_kernel, kind="index")
 not_differentiable("OneHot")
 
 
@@ -1529,11 +1489,11 @@ def _mirror_pad_grad_grad(op, g):
             None]
 
 
-register_op("Pad", infer=_pad_infer, kernel=_pad_kernel, grad=_pad_grad)
-register_op("PadV2", infer=_pad_infer, kernel=_pad_kernel, grad=_pad_grad)
-register_op("MirrorPad", infer=_pad_infer, kernel=_mirror_pad_kernel, grad=_pad_grad)
+register_op("Pad", infer=_pad_infer, kernel=_pad_kernel, grad=_pad_grad, kind="index")
+register_op("PadV2", infer=_pad_infer, kernel=_pad_kernel, grad=_pad_grad, kind="index")
+register_op("MirrorPad", infer=_pad_infer, kernel=_mirror_pad_kernel, grad=_pad_grad, kind="index")
 register_op("MirrorPadGrad", infer=_mirror_pad_grad_infer, kernel=_mirror_pad_grad_kernel,
-            grad=_mirror_pad_grad_grad)
+            grad=_mirror_pad_grad_grad, kind="opaque")
 
 
 def pad(tensor, paddings, mode="CONSTANT", name=None, constant_values=0):
@@ -1585,7 +1545,7 @@ def _range_kernel(start, limit, delta):
     return (start + np.arange(n, dtype=start.dtype) * delta).astype(start.dtype)
 
 
-register_op("Range", infer=_range_infer, kernel=_range_kernel)
+register_op("Range", infer=_range_infer, kernel=_range_kernel, kind="index")
 not_differentiable("Range")
 
 _RANGE_DTYPES = [dtypes.int32, dtypes.int64, dtypes.float32, dtypes.float64]

@@ -27,7 +27,8 @@ def _sum_to_shape_grad(op, g):
 
 
 register_op("SumToShape", infer=lambda inputs, a: (shape_from_tensor(inputs[1]), inputs[0].dtype),
-            kernel=sum_to_shape_array, grad=_sum_to_shape_grad)
+            kernel=sum_to_shape_array, grad=_sum_to_shape_grad, kind="reduction",
+            shape_inputs=(1,))
 
 
 def unbroadcast(grad, x):

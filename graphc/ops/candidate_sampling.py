@@ -100,8 +100,9 @@ def _sampler_infer(inputs, a):
 
 
 for _type in _SAMPLERS:
+    # host-only: the sets are drawn without replacement (sequential, data-dependent)
     register_op(_type, infer=_sampler_infer, kernel=_sampler_kernel(_type), stateful=True,
-                uses_context=True)
+                uses_context=True, kind="opaque", host_only=True)
 not_differentiable(*_SAMPLERS)
 
 

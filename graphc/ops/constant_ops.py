@@ -14,7 +14,7 @@ def _const_kernel(value, dtype):
 
 
 register_op("Const", infer=lambda inputs, a: (TensorShape(a["value"].shape), a["dtype"]),
-            kernel=_const_kernel)
+            kernel=_const_kernel, kind="source")
 
 
 def _infer_dtype(value):
@@ -133,7 +133,7 @@ def _placeholder_kernel(dtype, shape):
 
 
 register_op("Placeholder", infer=lambda inputs, a: (a["shape"], a["dtype"]),
-            kernel=_placeholder_kernel)
+            kernel=_placeholder_kernel, kind="source")
 
 
 def placeholder(dtype, shape=None, name=None):
@@ -150,7 +150,8 @@ def _with_default_infer(inputs, a):
 
 
 register_op("PlaceholderWithDefault", infer=_with_default_infer,
-            kernel=lambda x, shape: x, grad=lambda op, g: [None])
+            kernel=lambda x, shape: x, grad=lambda op, g: [None], kind="elementwise",
+            forwards_input=True)
 
 
 def placeholder_with_default(input, shape, name=None):

@@ -8,9 +8,9 @@ from graphc.framework.graph import Operation, Tensor, get_default_graph
 from graphc.framework.op_def import register_op
 from graphc.ops.constant_ops import convert_to_tensor
 
-register_op("NoOp", infer=lambda inputs, a: [], kernel=lambda: ())
+register_op("NoOp", infer=lambda inputs, a: [], kernel=lambda: (), kind="control")
 register_op("Identity", infer=lambda inputs, a: (inputs[0].shape, inputs[0].dtype),
-            kernel=lambda x: x, grad=lambda op, g: [g])
+            kernel=lambda x: x, grad=lambda op, g: [g], kind="elementwise", forwards_input=True)
 
 
 def no_op(name=None):
@@ -76,7 +76,7 @@ def _float_only(inputs, a):
     return inputs[0].shape, inputs[0].dtype
 
 
-register_op("CheckNumerics", infer=_float_only, kernel=_check_numerics_kernel,
+register_op("CheckNumerics", infer=_float_only, kernel=_check_numerics_kernel, kind="elementwise",
             grad=lambda op, g: [check_numerics(g, "Not a number (NaN) or infinity (Inf) values "
                                                   "detected in gradient. " + op.attrs["message"])])
 

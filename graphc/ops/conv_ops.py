@@ -500,21 +500,26 @@ def _avg_pool_grad_grad(op, g):
     return [None, _create("AvgPool", [g], op.attrs)]
 
 
+# (type, infer, kernel, grad, kind): pooling and its gradients are "window" ops (gather
+# form: each output reads a window of its input)
 _OPS = [
-    ("Conv2D", _conv2d_infer, _conv2d_kernel, _conv2d_grad),
+    ("Conv2D", _conv2d_infer, _conv2d_kernel, _conv2d_grad, "conv"),
     ("Conv2DBackpropInput", _conv2d_backprop_input_infer, _conv2d_backprop_input_kernel,
-     _conv2d_backprop_input_grad),
+     _conv2d_backprop_input_grad, "conv"),
     ("Conv2DBackpropFilter", _conv2d_backprop_filter_infer, _conv2d_backprop_filter_kernel,
-     _conv2d_backprop_filter_grad),
-    ("MaxPool", _pool_infer(allowed_integer=True), _max_pool_kernel, _max_pool_grad),
-    ("MaxPoolGrad", _max_pool_grad_infer, _max_pool_grad_kernel, _max_pool_grad_grad),
+     _conv2d_backprop_filter_grad, "conv"),
+    ("MaxPool", _pool_infer(allowed_integer=True), _max_pool_kernel, _max_pool_grad, "window"),
+    ("MaxPoolGrad", _max_pool_grad_infer, _max_pool_grad_kernel, _max_pool_grad_grad,
+     "window"),
     ("MaxPoolGradGrad", _max_pool_grad_grad_infer, _max_pool_grad_grad_kernel,
-     _max_pool_grad_grad_grad),
-    ("AvgPool", _pool_infer(allowed_integer=False), _avg_pool_kernel, _avg_pool_grad),
-    ("AvgPoolGrad", _avg_pool_grad_infer, _avg_pool_grad_kernel, _avg_pool_grad_grad),
+     _max_pool_grad_grad_grad, "window"),
+    ("AvgPool", _pool_infer(allowed_integer=False), _avg_pool_kernel, _avg_pool_grad,
+     "window"),
+    ("AvgPoolGrad", _avg_pool_grad_infer, _avg_pool_grad_kernel, _avg_pool_grad_grad,
+     "window"),
 ]
-for _type, _infer, _kernel, _grad in _OPS:
-    register_op(_type, infer=_infer, kernel=_kernel, grad=_grad)
+for _type, _infer, _kernel, _grad, _kind in _OPS:
+    register_op(_type, infer=_infer, kernel=_kernel, grad=_grad, kind=_kind)
 
 
 # ----------------------------------------------------------------- public functions

@@ -58,8 +58,10 @@ def _print_kernel(state, op, x, *data):
     return x
 
 
+# host_only: both write to the host's streams (Print also counts its runs for first_n)
 register_op("Print", infer=lambda inputs, a: (inputs[0].shape, inputs[0].dtype),
-            kernel=_print_kernel, stateful=True, uses_context=True)
+            kernel=_print_kernel, stateful=True, uses_context=True, kind="opaque",
+            host_only=True)
 
 
 @register_gradient("Print")
@@ -106,7 +108,8 @@ def _print_v2_kernel(*values, texts, is_tensor, sep, end, output_stream, summari
     return []
 
 
-register_op("PrintV2", infer=lambda inputs, a: [], kernel=_print_v2_kernel, stateful=True)
+register_op("PrintV2", infer=lambda inputs, a: [], kernel=_print_v2_kernel, stateful=True,
+            kind="opaque", host_only=True)
 
 
 def _stream_name(stream):

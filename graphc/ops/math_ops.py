@@ -260,9 +260,11 @@ def _unary_function(op_type, public_name):
     return fn
 
 
+# activations that fuse into a MatMul/Conv2D epilogue (nn_ops has the others)
+_EPILOGUE = ("Tanh", "Sigmoid")
 for _type, (_kernel, _allowed, _grad) in _UNARY.items():
     register_op(_type, infer=_unary_infer(_allowed), kernel=_quiet(_kernel),
-                grad=_unary_grad(_grad))
+                grad=_unary_grad(_grad), kind="elementwise", epilogue=_type in _EPILOGUE)
 
 negative = _unary_function("Neg", "negative")
 abs = _unary_function("Abs", "abs")  # noqa: A001 - TF's name
@@ -293,7 +295,7 @@ def round(x, name=None):  # noqa: A001 - TF's name
     return _create("Round", [x], name=name)
 
 
-register_op("LogicalNot", infer=_unary_infer(BOOLS), kernel=np.logical_not)
+register_op("LogicalNot", infer=_unary_infer(BOOLS), kernel=np.logical_not, kind="elementwise")
 not_differentiable("LogicalNot")
 
 
@@ -401,10 +403,10 @@ def _binary_function(op_type, public_name):
 
 for _type, (_kernel, _allowed, _grad) in _BINARY.items():
     register_op(_type, infer=_binary_infer(_type, _allowed), kernel=_broadcasting(_kernel),
-                grad=_binary_grad(_grad))
+                grad=_binary_grad(_grad), kind="elementwise", broadcasting=True)
 for _type, (_kernel, _allowed) in _PREDICATES.items():
     register_op(_type, infer=_binary_infer(_type, _allowed, dtypes.bool),
-                kernel=_broadcasting(_kernel))
+                kernel=_broadcasting(_kernel), kind="elementwise", broadcasting=True)
 not_differentiable(*_PREDICATES)
 
 add = _binary_function("Add", "add")
@@ -505,8 +507,12 @@ def _where_infer(inputs, attrs):
     return TensorShape([None, inputs[0].shape.ndims]), dtypes.int64
 
 
-register_op("Select", infer=_select_infer, kernel=_select_kernel, grad=_select_grad)
-register_op("Where", infer=_where_infer, kernel=lambda c: np.argwhere(c).astype(np.int64))
+register_op("Select", infer=_select_infer, kernel=_select_kernel, grad=_select_grad,
+            kind="elementwise")
+# host-only: the indices form's row count depends on the data, and compiled code allocates
+# its fetches from the dims before it runs
+register_op("Where", infer=_where_infer, kernel=lambda c: np.argwhere(c).astype(np.int64),
+            kind="opaque", host_only=True)
 not_differentiable("Where")
 
 
@@ -547,7 +553,7 @@ def _add_n_infer(inputs, attrs):
     return shape, inputs[0].dtype
 
 
-register_op("AddN", infer=_add_n_infer, kernel=_add_n_kernel,
+register_op("AddN", infer=_add_n_infer, kernel=_add_n_kernel, kind="elementwise",
             grad=lambda op, g: [g] * len(op.inputs))
 
 
@@ -579,7 +585,8 @@ def _cast_grad(op, g):
     return [cast(g, src) if src.is_floating and g.dtype.is_floating else None]
 
 
-register_op("Cast", infer=_cast_infer, kernel=_cast_kernel, grad=_cast_grad)
+register_op("Cast", infer=_cast_infer, kernel=_cast_kernel, grad=_cast_grad,
+            kind="elementwise")
 
 
 def cast(x, dtype, name=None):

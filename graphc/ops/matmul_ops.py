@@ -115,10 +115,10 @@ def _matmul_grad(op, grad):
     return grads
 
 
-register_op("MatMul", infer=_matmul_infer, grad=_matmul_grad,
+register_op("MatMul", infer=_matmul_infer, grad=_matmul_grad, kind="gemm",
             kernel=lambda a, b, transpose_a, transpose_b: _matmul_array(a, b, transpose_a,
                                                                          transpose_b))
-register_op("BatchMatMulV2", infer=_batch_matmul_infer, grad=_matmul_grad,
+register_op("BatchMatMulV2", infer=_batch_matmul_infer, grad=_matmul_grad, kind="gemm",
             kernel=lambda a, b, adj_x, adj_y: _matmul_array(a, b, adj_x, adj_y))
 
 

@@ -17,6 +17,7 @@ from graphc.framework.tensor_shape import TensorShape
 from graphc.ops import array_ops, math_ops, random_ops, reduction_ops
 from graphc.ops.constant_ops import constant, convert_to_tensor
 from graphc.ops.math_ops import sigmoid, tanh
+from kernels.activation_constants import SELU_ALPHA, SELU_SCALE
 
 __all__ = [
     "relu", "relu6", "leaky_relu", "elu", "selu", "softplus", "softsign", "sigmoid", "tanh",
@@ -26,8 +27,6 @@ __all__ = [
     "l2_normalize", "moments", "batch_normalization", "fused_batch_norm", "embedding_lookup",
 ]
 
-_SELU_ALPHA = 1.6732632423543772848170429916717
-_SELU_SCALE = 1.0507009873554804934193349852946
 
 
 def _scalar(value, like):
@@ -81,9 +80,9 @@ def _elu_grad(x, y, g, a):
 def _selu_grad(x, y, g, a):
     # TF's SeluGrad: y < 0 ? dy * (y + scale * alpha) : dy * scale, with d/dx scale * alpha *
     # (exp(x) - 1) = y + scale * alpha; at x = 0 it takes the linear branch (scale)
-    negative = math_ops.multiply(g, math_ops.add(y, _scalar(_SELU_SCALE * _SELU_ALPHA, y)))
+    negative = math_ops.multiply(g, math_ops.add(y, _scalar(SELU_SCALE * SELU_ALPHA, y)))
     return math_ops.where(math_ops.less(y, _scalar(0, y)), negative,
-                          math_ops.multiply(g, _scalar(_SELU_SCALE, g)))
+                          math_ops.multiply(g, _scalar(SELU_SCALE, g)))
 
 
 def _softsign_grad(x, y, g, a):
@@ -105,7 +104,7 @@ _ACTIVATIONS = {
     "LeakyRelu": ("leaky_relu", lambda x, alpha: np.where(x > 0, x, x * x.dtype.type(alpha)),
                   _FLOATS, _leaky_relu_grad),
     "Elu": ("elu", _elu_kernel, _FLOATS, _elu_grad),
-    "Selu": ("selu", lambda x: _SELU_SCALE * np.where(x > 0, x, _SELU_ALPHA * _elu_kernel(x)),
+    "Selu": ("selu", lambda x: SELU_SCALE * np.where(x > 0, x, SELU_ALPHA * _elu_kernel(x)),
              _FLOATS, _selu_grad),
     "Softplus": ("softplus", _softplus_kernel, _FLOATS,
                  lambda x, y, g, a: math_ops.multiply(g, sigmoid(x))),
@@ -137,7 +136,7 @@ def _activation_function(op_type):
 
 for _type, (_public, _kernel, _allowed, _grad) in _ACTIVATIONS.items():
     register_op(_type, infer=_activation_infer(_allowed), kernel=_kernel,
-                grad=_activation_grad(_grad))
+                grad=_activation_grad(_grad), kind="elementwise", epilogue=True)
     if _type != "LeakyRelu":
         globals()[_public] = _activation_function(_type)
 
@@ -210,9 +209,10 @@ def _log_softmax_grad(op, g):
     return [math_ops.subtract(g, math_ops.multiply(_sum_keep(g, axis), math_ops.exp(y)))]
 
 
-register_op("Softmax", infer=_softmax_infer, kernel=_softmax_kernel, grad=_softmax_grad)
+register_op("Softmax", infer=_softmax_infer, kernel=_softmax_kernel, grad=_softmax_grad,
+            kind="reduction")
 register_op("LogSoftmax", infer=_softmax_infer, kernel=_log_softmax_kernel,
-            grad=_log_softmax_grad)
+            grad=_log_softmax_grad, kind="reduction")
 
 
 def _pick_axis(axis, dim, default=-1):
@@ -317,9 +317,10 @@ def _bias_add_grad_grad(op, gg):
     return [bias_add(array_ops.zeros_like(g), gg, data_format=op.attrs["data_format"])]
 
 
-register_op("BiasAdd", infer=_bias_add_infer, kernel=_bias_add_kernel, grad=_bias_add_grad)
+register_op("BiasAdd", infer=_bias_add_infer, kernel=_bias_add_kernel, grad=_bias_add_grad,
+            kind="elementwise")
 register_op("BiasAddGrad", infer=_bias_add_grad_infer, kernel=_bias_add_grad_kernel,
-            grad=_bias_add_grad_grad)
+            grad=_bias_add_grad_grad, kind="reduction")
 
 
 def _normalize_data_format(data_format):
@@ -480,7 +481,7 @@ def _sparse_xent_grad(op, g_loss, g_backprop):
 
 
 register_op("SparseSoftmaxCrossEntropyWithLogits", infer=_sparse_xent_infer,
-            kernel=_sparse_xent_kernel, grad=_sparse_xent_grad)
+            kernel=_sparse_xent_kernel, grad=_sparse_xent_grad, kind="reduction")
 
 
 def sparse_softmax_cross_entropy_with_logits(_sentinel=None, labels=None, logits=None, name=None):
@@ -545,7 +546,7 @@ def _l2_loss_infer(inputs, a):
 
 register_op("L2Loss", infer=_l2_loss_infer,
             kernel=lambda t: np.sum(np.square(t)) / 2,
-            grad=lambda op, g: [math_ops.multiply(op.inputs[0], g)])
+            grad=lambda op, g: [math_ops.multiply(op.inputs[0], g)], kind="reduction")
 
 
 def l2_loss(t, name=None):

@@ -3,7 +3,7 @@
 The numbers are counter-based (Philox4x32-10, below): element i of an op's output in its
 r-th run of a Session is a function of (key, r, i), the key coming from (seed, seed2) or,
 for an unseeded op, from OS entropy once per Session. The key and r live in the Session
-state (random_state), which the compiled backend reads and advances too, computing the
+state (graphc/framework/random_state.py), which the compiled backend reads and advances too, computing the
 same function (kernels/philox.py), so both backends draw the same numbers.
 """
 import numpy as np
@@ -11,6 +11,7 @@ import numpy as np
 from graphc import dtypes, errors
 from graphc.framework.graph import get_default_graph, name_scope
 from graphc.framework.op_def import register_op
+from graphc.framework.random_state import random_state
 from graphc.framework.static_value import shape_from_tensor
 from graphc.ops.constant_ops import convert_to_tensor
 
@@ -70,34 +71,6 @@ def philox4x32(counter, key):
         c = [(p1 >> np.uint64(32)) ^ c[1] ^ k0, p1 & _M32,
              (p0 >> np.uint64(32)) ^ c[3] ^ k1, p0 & _M32]
     return [w.astype(np.uint32) for w in c]
-
-
-def random_state_name(op_name):
-    """The Session state entry holding an op's key and run counter (':' cannot occur in
-    op names, so it never collides with a variable)."""
-    return f"{op_name}:random_state"
-
-
-def philox_key(seed, seed2):
-    """The two 32-bit key words of a seeded op."""
-    a, b = int(seed or 0) & (2 ** 64 - 1), int(seed2 or 0) & (2 ** 64 - 1)
-    return (a & 0xFFFFFFFF) ^ (b >> 32), (b & 0xFFFFFFFF) ^ (a >> 32)
-
-
-def random_state(state, op_name, seed, seed2):
-    """The op's int64 [k0, k1, runs so far] array in the session state (kept with the
-    variables, where compiled code reads it and counts the run); created on first use,
-    with an OS-random key for unseeded ops."""
-    name = random_state_name(op_name)
-    arr = state.variables.get(name)
-    if arr is None:
-        if seed is None and seed2 is None:
-            import secrets
-            key = (secrets.randbits(32), secrets.randbits(32))
-        else:
-            key = philox_key(seed, seed2)
-        arr = state.variables[name] = np.array([key[0], key[1], 0], np.int64)
-    return arr
 
 
 def _philox_words(state, op, shape, draws=1):
@@ -172,12 +145,12 @@ def _uniform_int(state, op, shape, minval, maxval):
 
 for _type, _kernel in [("RandomStandardNormal", _normal), ("RandomUniform", _uniform),
                        ("TruncatedNormal", _truncated)]:
-    register_op(_type, infer=_shape_infer, kernel=_kernel, stateful=True, uses_context=True)
+    register_op(_type, infer=_shape_infer, kernel=_kernel, stateful=True, uses_context=True,
+                kind="random", shape_inputs=(0,))
 register_op("RandomUniformInt", infer=lambda inputs, a: (shape_from_tensor(inputs[0]),
                                                           inputs[1].dtype),
-            kernel=_uniform_int, stateful=True, uses_context=True)
-RANDOM_OP_TYPES = ("RandomStandardNormal", "RandomUniform", "TruncatedNormal",
-                   "RandomUniformInt")
+            kernel=_uniform_int, stateful=True, uses_context=True, kind="random",
+            shape_inputs=(0,))
 
 
 def _random(op_type, shape, dtype, seed, name):

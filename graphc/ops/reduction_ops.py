@@ -224,7 +224,7 @@ _GRADS = {"Sum": _sum_grad, "Mean": _mean_grad, "Max": _min_or_max_grad,
 
 for _type in _KERNELS:
     register_op(_type, infer=_reduce_infer(_type in ("Any", "All")),
-                kernel=_reduce_kernel(_type), grad=_GRADS.get(_type))
+                kernel=_reduce_kernel(_type), grad=_GRADS.get(_type), kind="reduction")
 not_differentiable("Any", "All")
 
 
@@ -353,8 +353,8 @@ def _arg_kernel(numpy_fn):
     return kernel
 
 
-register_op("ArgMax", infer=_arg_infer, kernel=_arg_kernel(np.argmax))
-register_op("ArgMin", infer=_arg_infer, kernel=_arg_kernel(np.argmin))
+register_op("ArgMax", infer=_arg_infer, kernel=_arg_kernel(np.argmax), kind="reduction")
+register_op("ArgMin", infer=_arg_infer, kernel=_arg_kernel(np.argmin), kind="reduction")
 not_differentiable("ArgMax", "ArgMin")
 
 
@@ -418,7 +418,8 @@ def _cumsum_grad(op, grad):
                    reverse=not op.attrs["reverse"]), None]
 
 
-register_op("Cumsum", infer=_cumsum_infer, kernel=_cumsum_kernel, grad=_cumsum_grad)
+register_op("Cumsum", infer=_cumsum_infer, kernel=_cumsum_kernel, grad=_cumsum_grad,
+            kind="opaque")
 
 
 def cumsum(x, axis=0, exclusive=False, reverse=False, name=None):

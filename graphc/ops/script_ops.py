@@ -71,7 +71,9 @@ def _py_func_kernel(*arrays, token, Tout, stateful=True):
     return _results(token, value, Tout)
 
 
-register_op("PyFunc", infer=_py_func_infer, kernel=_py_func_kernel, stateful=True)
+# host_only: it calls the user's Python function
+register_op("PyFunc", infer=_py_func_infer, kernel=_py_func_kernel, stateful=True,
+            kind="opaque", host_only=True)
 not_differentiable("PyFunc")
 
 

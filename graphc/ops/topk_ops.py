@@ -64,7 +64,9 @@ def _top_k_grad(op, g_values, g_indices=None):
     return [array_ops.reshape(dx, dims), None]
 
 
-register_op("TopKV2", infer=_top_k_infer, kernel=_top_k_kernel, grad=_top_k_grad)
+# host_only: a sort, which no loop template lowers yet
+register_op("TopKV2", infer=_top_k_infer, kernel=_top_k_kernel, grad=_top_k_grad,
+            kind="opaque", host_only=True)
 
 
 def top_k(input, k=1, sorted=True, name=None):

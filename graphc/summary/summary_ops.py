@@ -184,10 +184,12 @@ def _merge_kernel(*inputs):
     return _serialized(merged)
 
 
-register_op("ScalarSummary", infer=_scalar_infer, kernel=_scalar_kernel)
-register_op("HistogramSummary", infer=_histogram_infer, kernel=_histogram_kernel)
-register_op("ImageSummary", infer=_image_infer, kernel=_image_kernel)
-register_op("MergeSummary", infer=_merge_infer, kernel=_merge_kernel)
+# host-only: a summary is a protocol buffer in a string
+_SUMMARY = dict(kind="opaque", host_only=True)
+register_op("ScalarSummary", infer=_scalar_infer, kernel=_scalar_kernel, **_SUMMARY)
+register_op("HistogramSummary", infer=_histogram_infer, kernel=_histogram_kernel, **_SUMMARY)
+register_op("ImageSummary", infer=_image_infer, kernel=_image_kernel, **_SUMMARY)
+register_op("MergeSummary", infer=_merge_infer, kernel=_merge_kernel, **_SUMMARY)
 not_differentiable("ScalarSummary", "HistogramSummary", "ImageSummary", "MergeSummary")
 
 

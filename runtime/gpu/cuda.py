@@ -10,6 +10,9 @@ variables, status) is shared with the emulated device and tested there. This fil
 one part of the GPU runtime that has never run on the machines the suite runs on.
 """
 import atexit
+import importlib.util
+
+from ..errors import TargetMismatch
 
 __all__ = ["GpuUnavailable", "CudaDevice", "load_gpu_module", "driver"]
 
@@ -22,7 +25,6 @@ class GpuUnavailable(RuntimeError):
 
 def driver():
     """pycuda.driver, initialized, with at least one GPU; GpuUnavailable otherwise."""
-    import importlib.util
     if importlib.util.find_spec("pycuda") is None:
         raise GpuUnavailable("the GPU target needs pycuda, which is not installed "
                              "(pip install graphc[gpu]; it builds against the CUDA toolkit)")
@@ -109,7 +111,6 @@ class CudaDevice:
         arch = spec["target"]["arch"]
         have = self._device.compute_capability()
         if tuple(have) < _arch_number(arch):
-            from ..errors import TargetMismatch
             raise TargetMismatch(f"the kernels were built for {arch}; {self.name} has "
                                  f"compute capability {have[0]}.{have[1]}")
         module = self._cuda.module_from_buffer(_ptx_bytes(spec["ptx"]))

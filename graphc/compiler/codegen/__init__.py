@@ -99,7 +99,6 @@ def generate(module, target=None, profile=False):
         raise LoweringError("the dims of " + ", ".join(
             f"{v.node.describe().splitlines()[0]}" for v in dynamic[:3]) +
             " depend on run-time data")
-    random_codegen.declare_states(module)
     program = Program(module)
     reuse = KernelReuse(program)
     calls, names = [], []
@@ -116,7 +115,7 @@ def generate(module, target=None, profile=False):
                         target or jit.host_target())
     if profile:
         spec["profile_kernels"] = names
-    return random_codegen.mark_states(spec)
+    return spec
 
 
 def _label(kernel):

@@ -35,10 +35,11 @@ from llvmlite import ir
 
 from graphc.compiler.codegen import conv_team, parallel
 from graphc.compiler.codegen.expr import Expr, dim_key, dims_key
-from graphc.compiler.codegen.gemm_kernel import BLAS_DTYPES, _product_buffer
-from graphc.compiler.codegen.loop_kernel import (Nest, StoreTarget, _Emitter,
+from graphc.compiler.codegen.gemm_kernel import BLAS_DTYPES, product_buffer
+from graphc.compiler.codegen.loop_kernel import (Emitter, Nest, StoreTarget,
                                                  emit_loop_function, kernel_targets,
                                                  lower_loop_kernel, plan_nests, storages_used)
+from graphc.compiler.codegen.scratch import scratch_storage
 from graphc.compiler.codegen.views import KernelViews, LoweringError
 from graphc.compiler.codegen.window_rules import (CONV_TYPES, UNROLL_CELLS, Window,
                                                   direct_conv_taps)
@@ -46,6 +47,7 @@ from graphc.framework.symbolic import SymDim
 from kernels import dtypes as kd
 from kernels import gemm
 from kernels.loops import I32, I64, PTR, for_range
+from runtime import jit
 
 SCRATCH = ("scratch", "cols")
 IMAGE = ("image", "out")   # the current chunk of the conv's result (a pointer in C)
@@ -200,7 +202,7 @@ class _ConvLowering:
         self.dtype = node.outputs[0].dtype.name
         self.product = node.outputs[0]
         self.epilogue = [n for n in kernel.nodes if n is not node]
-        self.c_key, self.extra = _product_buffer(program, self.product, self.epilogue)
+        self.c_key, self.extra = product_buffer(program, self.product, self.epilogue)
         computed = {v for n in self.epilogue for v in n.outputs}
 
         def storage_of(value):
@@ -247,7 +249,6 @@ class _ConvLowering:
         """The storage key of this kernel's arena scratch buffer, or None (malloc)."""
         if self.pointwise:
             return None
-        from graphc.compiler.codegen.scratch import scratch_storage
         return scratch_storage(self.program, self.kernel)
 
     def _gemm_inputs(self):
@@ -332,7 +333,7 @@ class _ConvLowering:
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         syms = fn.args[-1]
         buffers = dict(zip(storages, fn.args))
-        em = _Emitter(b, self.views, buffers, syms, program.emit_dim, self.scalar_ops)
+        em = Emitter(b, self.views, buffers, syms, program.emit_dim, self.scalar_ops)
         self.b, self.em, self.buffers = b, em, buffers
         self.storages = storages
         self._sizes(syms)
@@ -452,10 +453,8 @@ class _ConvLowering:
 
 
 def _blas(routine):
-    from runtime import jit
     return jit.blas_symbol(routine)
 
 
 def _blas_bits():
-    from runtime import jit
     return jit.blas_int_bits()

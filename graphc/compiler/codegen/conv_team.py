@@ -27,9 +27,9 @@ from llvmlite import ir
 from graphc.compiler.codegen import parallel
 from kernels import parallel as kp
 from kernels.loops import I32, I64, PTR, entry_alloca
+from runtime import jit
 
 def available():
-    from runtime import jit
     return parallel.enabled() and jit.blas_thread_symbols() is not None
 
 

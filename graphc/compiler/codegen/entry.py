@@ -13,10 +13,11 @@ import numpy as np
 from llvmlite import ir
 
 from graphc.compiler.codegen.expr import dim_key
-from graphc.compiler.ir import PARAMETER
-from graphc.compiler.op_kinds import READING_UPDATE_OPS, UPDATE_OPS
+from graphc.compiler.ir import PARAMETER, STATE_VARIABLE
+from graphc.framework.op_def import READING_UPDATE_OPS, UPDATE_OPS
 from graphc.framework.symbolic import SymDim
 from kernels.loops import I32, I64, PTR
+from runtime import jit
 
 ENTRY = "graphc_main"
 PROFILE_GLOBAL = "graphc_profile_cycles"  # i64 per kernel call: cycles spent in it, summed
@@ -203,7 +204,6 @@ class Program:
         of overlapping runs (a process-wide count, runtime.jit.BLAS_PIN_GLOBAL) saves the
         library's thread count and sets 1; the last one restores it. Returns what emits
         the restoring, before each return of the entry."""
-        from runtime import jit
         blas = jit.blas_names().values() if jit.blas_library() else ()
         names = jit.blas_thread_symbols() if any(n in self.llvm.globals for n in blas) \
             else None
@@ -290,6 +290,9 @@ class Program:
                 read.add(n.name)
             elif n.type in READING_UPDATE_OPS:
                 read.add(n.inputs[0].name)
+            if STATE_VARIABLE in n.attrs:  # a missing state is an error, never a fresh array
+                read.add(n.attrs[STATE_VARIABLE])
+                written.add(n.attrs[STATE_VARIABLE])
         return [self._variable_spec(name, name in written, name in read)
                 for name in self.variables]
 

@@ -15,19 +15,21 @@ from graphc.compiler.codegen.expr import dims_key
 from graphc.compiler.codegen.loop_kernel import (emit_loop_function, kernel_targets,
                                                  plan_nests, storages_used)
 from graphc.compiler.codegen.views import KernelViews, LoweringError
+from graphc.framework.op_def import OpTypes
 from kernels import gemm
 from kernels.loops import I64
+from runtime import jit  # the JIT that loads the BLAS knows its exported names
 
-GEMM_TYPES = ("MatMul", "BatchMatMulV2")
+GEMM_TYPES = OpTypes(lambda d: d.kind == "gemm")
 BLAS_DTYPES = {"float32": "cblas_sgemm", "float64": "cblas_dgemm"}
 
 
 def has_blas_gemm(kernel):
-    mm = _product_node(kernel)
+    mm = product_node(kernel)
     return mm.outputs[0].dtype.name in BLAS_DTYPES
 
 
-def _product_node(kernel):
+def product_node(kernel):
     for node in kernel.nodes:
         if node.type in GEMM_TYPES:
             return node
@@ -36,13 +38,12 @@ def _product_node(kernel):
 
 def lower_gemm_kernel(program, kernel, name, scalar_ops, rules):
     """The LLVM function of a "gemm" kernel and its storage keys (its pointer args)."""
-    from runtime import jit  # the JIT that loads the BLAS knows its exported names
-    mm = _product_node(kernel)
+    mm = product_node(kernel)
     product = mm.outputs[0]
     dtype = product.dtype.name
     routine = BLAS_DTYPES[dtype]
     epilogue = [n for n in kernel.nodes if n is not mm]
-    c_key, extra = _product_buffer(program, product, epilogue)
+    c_key, extra = product_buffer(program, product, epilogue)
     computed = {v for n in epilogue for v in n.outputs}
 
     def storage_of(value):
@@ -58,14 +59,14 @@ def lower_gemm_kernel(program, kernel, name, scalar_ops, rules):
 
     def prologue(builder, buffers, syms):
         gemm_team.emit_product(builder, program, mm, gemm_fn, buffers[a_key], buffers[b_key],
-                               buffers[c_key], syms, name, _batch_positions)
+                               buffers[c_key], syms, name, batch_positions)
 
     fn = emit_loop_function(program.llvm, name, views, nests, storages, program.emit_dim,
                             scalar_ops, prologue)
     return fn, storages
 
 
-def _product_buffer(program, product, epilogue):
+def product_buffer(program, product, epilogue):
     """(C's storage key, [(storage, value)] other stores of the product)."""
     stores = program.stores_of(product)
     if stores:
@@ -80,10 +81,7 @@ def _product_buffer(program, product, epilogue):
                         f"not a kernel output and no epilogue output has its dims and dtype")
 
 
-_transposes = gemm_team.transposes  # (the GPU codegen imports it from here)
-
-
-def _batch_positions(builder, index, batch, a_batch, b_batch, dim):
+def batch_positions(builder, index, batch, a_batch, b_batch, dim):
     """The batch positions in a and b of output batch `index` (numpy broadcasting)."""
     coords = []
     rest = index

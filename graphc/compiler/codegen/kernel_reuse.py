@@ -21,7 +21,7 @@ emitted.
 import numpy as np
 
 from graphc.compiler.codegen.expr import dim_key
-from graphc.ops.random_ops import RANDOM_OP_TYPES
+from graphc.framework.op_def import RANDOM_OP_TYPES
 from graphc.framework.symbolic import SymDim
 
 REUSABLE_KINDS = ("loop", "gemm")

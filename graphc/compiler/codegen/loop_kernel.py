@@ -14,14 +14,22 @@ buffer, then the symbol values; it returns 0, or 1 + the error site that fired.
 """
 from contextlib import contextmanager
 
+import numpy as np
 from llvmlite import ir
 
 from graphc.compiler.codegen import parallel
 from graphc.compiler.codegen.expr import dims_key, walk
+from graphc.compiler.codegen.entry import MAX_ERROR_DETAILS
 from graphc.compiler.codegen.views import KernelViews
+from graphc.compiler.op_kinds import reduction_axes
+from graphc.framework.op_def import OpTypes
 from kernels import dtypes as kd
 from kernels.loops import (I32, I64, PTR, arg_better, combine_reduction, entry_alloca,
                            for_range, reduction_identity)
+
+# whole-variable updates: a loop kernel writes the variable's buffer (the row scatters are
+# opaque kernels of their own)
+_ASSIGNS = OpTypes(lambda d: d.kind == "state" and d.updates_variable is not None)
 
 
 class StoreTarget:
@@ -121,7 +129,7 @@ def emit_loop_function(llvm_module, name, views, nests, storages, dim_emitter, s
     buffers = dict(zip(storages, fn.args))
     if prologue is not None:
         prologue(builder, buffers, fn.args[-1])
-    emitter = _Emitter(builder, views, buffers, fn.args[-1], dim_emitter, scalar_ops)
+    emitter = Emitter(builder, views, buffers, fn.args[-1], dim_emitter, scalar_ops)
     if parallel.enabled():  # the nests run at the function's top level: splittable
         emitter.parallel = parallel.ParallelLoops(llvm_module, name)
     for nest in nests:
@@ -146,7 +154,7 @@ def targets_by_level(nest):
     return by_level
 
 
-class _Emitter:
+class Emitter:
     def __init__(self, builder, views, buffers, syms, dim_emitter, scalar_ops):
         self.b = builder
         self.views = views
@@ -168,7 +176,7 @@ class _Emitter:
     def fork(self, builder, buffers, syms):
         """An emitter of the same kernel's views into another function (a split loop's
         body), with no values emitted yet."""
-        return _Emitter(builder, self.views, buffers, syms, self.dim_emitter, self.scalar)
+        return Emitter(builder, self.views, buffers, syms, self.dim_emitter, self.scalar)
 
     # ---------------------------------------------------------------- nests
     def emit_nest(self, nest):
@@ -325,7 +333,6 @@ class _Emitter:
             self.b.store(self.b.select(first, value, self.b.load(dslot, typ=I64)), dslot)
 
     def _detail_slots(self):
-        from graphc.compiler.codegen.entry import MAX_ERROR_DETAILS
         if self.detail_slots is None:
             self.detail_slots = []
             if self.detail_base is not None:
@@ -439,7 +446,7 @@ def kernel_targets(program, views, kernel_outputs, nodes, extra_stores=()):
         for storage in program.stores_of(value):
             add(storage, value, value.dims, value.dtype.name)
     for node in nodes:
-        if node.type in ("Assign", "AssignAdd", "AssignSub"):
+        if node.type in _ASSIGNS:
             ref = node.inputs[0]
             add(("var", ref.name), node.outputs[0], ref.dims, ref.dtype.name)
     for storage, value in extra_stores:
@@ -471,7 +478,6 @@ def _accumulated_outputs(program, views, kernel):
     sums: BiasAddGrad, reduce over axis 0) become accumulating targets of the main loop.
     Returns (those values, their accumulating targets, the targets filling them with the
     reduction's identity first)."""
-    from graphc.compiler.op_kinds import reduction_axes
     folded, folds, fills = set(), [], []
     loop_dims = getattr(kernel, "dims", None)
     if not loop_dims:
@@ -515,7 +521,6 @@ def _placer(views, source, value, axes, keep):
 
 
 def _identity_const(views, kind, dtype):
-    import numpy as np
     if kind in ("sum", "any"):
         value = 0
     elif kind in ("prod", "all"):

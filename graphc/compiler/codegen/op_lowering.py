@@ -11,14 +11,16 @@ data-dependent indices (gather, labels) are clamped with `v.checked_index(...)` 
 `v.x.check`) and an error site whose message shows the bad value found at run time, so
 nothing reads out of bounds.
 
-To add an op: write its rule here and put it in LOOP_RULES (elementwise types only
-need their scalar emitter and a name in ELEMENTWISE). Ops with their own templates
+To add an op: write its rule here and put it in LOOP_RULES (an elementwise type needs
+only its scalar emitter in kernels/scalar_ops.py: LOOP_RULES gives every type with an
+emitter the elementwise rule, broadcasting included). Ops with their own templates
 (gemm, conv, opaque) are lowered elsewhere in this package (see __init__.py).
 """
 import numpy as np
 
 from graphc.compiler.codegen.expr import dim_key
 from graphc.compiler.codegen.views import LoweringError, normalize_axes
+from graphc.framework.slicing import dense_spec
 from kernels.scalar_ops import ELEMENTWISE_OP_TYPES, FALLIBLE_OP_TYPES
 
 # What TF says when a fallible elementwise op fails (the reference kernels' messages).
@@ -420,7 +422,6 @@ def slice_(v, node, k, index):
 
 
 def strided_slice(v, node, k, index):
-    from graphc.ops.array_ops import _dense_spec  # TF's slice-spec rules live there
     x = node.inputs[0]
     begin, end, strides = ([int(a) for a in np.reshape(v.constant(t), -1)]
                            for t in node.inputs[1:4])
@@ -432,7 +433,7 @@ def strided_slice(v, node, k, index):
 
     in_index = [None] * len(x.dims)
     it = iter(index)
-    for entry in _dense_spec(len(x.dims), begin, end, strides, masks, error):
+    for entry in dense_spec(len(x.dims), begin, end, strides, masks, error):
         if entry[0] == "new":
             next(it)
         elif entry[0] == "shrink":
@@ -447,7 +448,6 @@ def strided_slice(v, node, k, index):
 def strided_slice_grad(v, node, k, index):
     """dy scattered into zeros of the input's dims: element p of a sliced dim comes from
     dy[(p - start) / stride] when that is a whole number in range."""
-    from graphc.ops.array_ops import _dense_spec
     out = _out(node)
     dy = node.inputs[4]
     begin, end, strides = ([int(a) for a in np.reshape(v.constant(t), -1)]
@@ -460,7 +460,7 @@ def strided_slice_grad(v, node, k, index):
 
     inside = v.x.const(True, "bool")
     dy_index = []
-    for entry in _dense_spec(len(out.dims), begin, end, strides, masks, error):
+    for entry in dense_spec(len(out.dims), begin, end, strides, masks, error):
         if entry[0] == "new":
             dy_index.append(v.x.const(0))
             continue
@@ -631,7 +631,27 @@ def one_hot(v, node, k, index):
     return v.x.select(hot, v.view(on, []), v.view(off, []))
 
 
-LOOP_RULES = {t: elementwise for t in ELEMENTWISE_OP_TYPES}
+class LoopRules(dict):
+    """op type -> loop rule. A type with a scalar emitter and no rule of its own gets the
+    elementwise rule, looked up when asked, so an emitter registered later (a new op) is
+    lowered without an entry here."""
+
+    def get(self, op_type, default=None):
+        rule = super().get(op_type)
+        if rule is None and op_type in ELEMENTWISE_OP_TYPES:
+            return elementwise
+        return default if rule is None else rule
+
+    def __missing__(self, op_type):
+        if op_type in ELEMENTWISE_OP_TYPES:
+            return elementwise
+        raise KeyError(op_type)
+
+    def __contains__(self, op_type):
+        return super().__contains__(op_type) or op_type in ELEMENTWISE_OP_TYPES
+
+
+LOOP_RULES = LoopRules()
 LOOP_RULES.update({
     "AddN": add_n, "BiasAdd": bias_add, "Select": select,
     "Identity": identity, "StopGradient": identity, "PlaceholderWithDefault": identity,

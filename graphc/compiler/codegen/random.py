@@ -5,42 +5,30 @@ the reference kernels in graphc/ops/random_ops.py compute the same function in N
 random op is an ordinary loop rule and fuses like an elementwise op.
 
 The key and the run counter live in the Session state next to the variables, as an int64
-array [k0, k1, runs] named random_ops.random_state_name(op name), created on first use by
-either backend (graphc.ops.random_ops.random_state). Codegen declares it as a variable of
-the module (`declare_states`), the rule loads it, and the kernel computing the op counts
-the run (`count_runs`: a wrapper calling the kernel function, then adding 1 to each of its
-ops' counters), so the reference and the compiled backend continue each other's stream.
+array [k0, k1, runs] (graphc/framework/random_state.py), created on first use by either
+backend. Lowering declares it as a variable of the module and names it in the node's
+attrs[ir.STATE_VARIABLE] (`state_storage`); the rule loads it, and the kernel computing
+the op counts the run (`count_runs`: a wrapper calling the kernel function, then adding 1
+to each of its ops' counters), so the reference and the compiled backend continue each
+other's stream.
 """
 from llvmlite import ir
 
-from graphc.compiler.ir import VariableRef
-from graphc.ops.random_ops import RANDOM_OP_TYPES, random_state_name
+from graphc.compiler.ir import STATE_VARIABLE
+from graphc.framework.op_def import RANDOM_OP_TYPES
 from kernels import philox
 from kernels.loops import I32, I64, PTR
 
 SAMPLE_OP = "PhiloxSample"  # the scalar op of one random element (emitted by this module)
 
 
-def declare_states(module):
-    """Adds the random state array of every random node to module.variables."""
-    for node in module.nodes:
-        if node.type in RANDOM_OP_TYPES:
-            name = random_state_name(node.name)
-            if name not in module.variables:
-                module.variables[name] = VariableRef(name, "int64", (3,), node.location)
-
-
-def mark_states(spec):
-    """Random states are read and written by the executable: a missing one is an error
-    (the Session creates them before running), never a fresh uninitialized array."""
-    for var in spec["variables"]:
-        if var["name"].endswith(":random_state"):
-            var["read"] = var["written"] = True
-    return spec
+def state_storage(node):
+    """The storage key of a random node's [k0, k1, runs] state variable."""
+    return ("var", node.attrs[STATE_VARIABLE])
 
 
 def _state(v, node, slot):
-    return v.load(("var", random_state_name(node.name)), [v.x.const(slot)], (3,), "int64")
+    return v.load(state_storage(node), [v.x.const(slot)], (3,), "int64")
 
 
 def random_rule(v, node, k, index):
@@ -91,7 +79,7 @@ def count_runs(program, kernel, name, fn, storages):
         return fn, storages
     keys = list(storages)
     for n in randoms:
-        key = ("var", random_state_name(n.name))
+        key = state_storage(n)
         if key not in keys:
             keys.append(key)
     wrapper = ir.Function(program.llvm, ir.FunctionType(I32, [PTR] * (len(keys) + 1)),
@@ -100,7 +88,7 @@ def count_runs(program, kernel, name, fn, storages):
     args = dict(zip(keys, wrapper.args))
     status = b.call(fn, [args[k] for k in storages] + [wrapper.args[-1]])
     for n in randoms:
-        ptr = b.gep(args[("var", random_state_name(n.name))], [ir.Constant(I64, 2)],
+        ptr = b.gep(args[state_storage(n)], [ir.Constant(I64, 2)],
                     source_etype=I64)
         b.store(b.add(b.load(ptr, typ=I64), ir.Constant(I64, 1)), ptr)
     b.ret(status)

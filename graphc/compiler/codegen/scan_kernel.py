@@ -18,7 +18,7 @@ from graphc.compiler.codegen.loop_kernel import (StoreTarget, emit_loop_function
 from graphc.compiler.codegen.views import KernelViews, LoweringError
 
 
-def _main(kernel, op_type):
+def main_node(kernel, op_type):
     main = getattr(kernel, "main", None)
     if main is not None and main.type == op_type:
         return main
@@ -37,7 +37,7 @@ def lower_cumsum_kernel(program, kernel, name, scalar_ops, rules, emit=None):
     """The kernel function and its storage keys; `emit(program, name, views, nests,
     scalar_ops)` replaces emit_targets (the GPU codegen takes the planned nests)."""
     emit = emit or emit_targets
-    node = _main(kernel, "Cumsum")
+    node = main_node(kernel, "Cumsum")
     x, axis_t = node.inputs
     out = node.outputs[0]
     views = KernelViews(set(), program.storage_of, program.error_site, rules)

@@ -12,14 +12,14 @@ InvalidArgumentError) and is clamped, so nothing is written out of bounds.
 import numpy as np
 
 from graphc.compiler.codegen.loop_kernel import StoreTarget, plan_nests
-from graphc.compiler.codegen.scan_kernel import _main, emit_targets
+from graphc.compiler.codegen.scan_kernel import emit_targets, main_node
 from graphc.compiler.codegen.views import KernelViews, LoweringError
 
 
 def lower_gather_grad_kernel(program, kernel, name, scalar_ops, rules, emit=None):
     """The kernel function and its storage keys; `emit` as in scan_kernel."""
     emit = emit or emit_targets
-    node = _main(kernel, "GatherGrad")
+    node = main_node(kernel, "GatherGrad")
     grad, indices, _, axis_t = node.inputs
     out = node.outputs[0]
     views = KernelViews(set(), program.storage_of, program.error_site, rules)

@@ -9,6 +9,7 @@ expression (and is emitted once).
 import numpy as np
 
 from graphc.compiler.codegen.expr import ExprBuilder, dim_key
+from graphc.compiler.lower import LoweringError
 from graphc.framework.symbolic import SymDim
 
 
@@ -22,11 +23,6 @@ def _broadcasts(in_dim, out_dim):
     if key == out_key:
         return False
     return key == 1 or (isinstance(in_dim, SymDim) and in_dim.hint == 1)
-
-class LoweringError(NotImplementedError):
-    """A node that loop codegen cannot lower (an op type without a rule, an axis that is
-    not a compile-time constant...)."""
-
 
 class KernelViews:
     """The views of one loop kernel's values.

@@ -18,9 +18,10 @@ import numpy as np
 
 from graphc.compiler.codegen.expr import dim_key
 from graphc.compiler.codegen.views import LoweringError
+from graphc.framework.op_def import OpTypes
 from graphc.framework.symbolic import SymDim
 
-CONV_TYPES = ("Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter")
+CONV_TYPES = OpTypes(lambda d: d.kind == "conv")
 
 
 def _accumulator(dtype):

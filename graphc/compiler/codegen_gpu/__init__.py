@@ -36,6 +36,7 @@ from graphc.compiler.codegen_gpu.plan import GpuCodegenNotImplemented
 from graphc.compiler.codegen_gpu.ptx import DEFAULT_ARCH, GPU_TRIPLE, emit_ptx
 from graphc.compiler.codegen_gpu.spec import gpu_spec
 from graphc.compiler.codegen_gpu.threads import thread_program
+from kernels import scalar_ops
 
 __all__ = ["generate_gpu", "GpuBackend", "emit_ptx", "GPU_TRIPLE", "DEFAULT_ARCH",
            "GpuModule", "GpuKernel", "GpuCodegenNotImplemented"]
@@ -88,13 +89,11 @@ class GpuModule:
 def generate_gpu(module, block=DEFAULT_BLOCK):
     """The GPU kernels of a fused, memory-planned module. block: threads per block of
     the launches whose templates do not fix their own (grid-stride and row kernels)."""
-    from kernels import scalar_ops
     dynamic = module.dynamic_values()
     if dynamic:
         raise LoweringError("the dims of " + ", ".join(
             v.node.describe().splitlines()[0] for v in dynamic[:3]) +
             " depend on run-time data")
-    random_codegen.declare_states(module)
     program = Program(module)
     scalar = random_codegen.ScalarOpsWithRandom(scalar_ops)
     kernels = []

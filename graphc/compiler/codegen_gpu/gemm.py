@@ -13,13 +13,14 @@ columns). Per step of DEPTH along the inner dimension:
 The accumulators live across the barriers in private slots (registers in PTX, arrays
 indexed by thread in the emulation). Blocks stride over the output tiles of every batch
 entry (the grid is a plain number of tiles, capped). Batch dims broadcast as in numpy
-(gemm_kernel._batch_positions, the CPU's own rule). The epilogue (bias add,
+(gemm_kernel.batch_positions, the CPU's own rule). The epilogue (bias add,
 activation) is a second launch: the CPU gemm kernel's epilogue nests, through the loop
 template, reading the product back in place.
 """
 from llvmlite import ir
 
-from graphc.compiler.codegen.gemm_kernel import _batch_positions, _transposes
+from graphc.compiler.codegen.gemm_kernel import batch_positions
+from graphc.compiler.codegen.gemm_team import transposes
 from graphc.compiler.codegen_gpu.loop import grid_stride_loop
 from kernels import dtypes as kd
 from kernels.loops import I64, for_range
@@ -38,7 +39,7 @@ def emit_gemm_launch(t, program, plan, scalar_ops):
     node = plan.details["node"]
     a_val, b_val = node.inputs
     out = node.outputs[0]
-    ta, tb = _transposes(node)
+    ta, tb = transposes(node)
     c_ptr, a_ptr, b_ptr = (t.args[plan.storages.index(k)] for k in plan.details["keys"])
     b = t.b
     dim = lambda d: program.emit_dim(b, d, t.syms)  # noqa: E731
@@ -61,7 +62,7 @@ def emit_gemm_launch(t, program, plan, scalar_ops):
         rest = b.urem(tile, per_batch)
         m0 = b.mul(b.udiv(rest, tiles_n), _c(TILE))
         n0 = b.mul(b.urem(rest, tiles_n), _c(TILE))
-        a_at, b_at = (_batch_positions(b, index, batch, a_val.dims[:-2], b_val.dims[:-2], dim)
+        a_at, b_at = (batch_positions(b, index, batch, a_val.dims[:-2], b_val.dims[:-2], dim)
                       if batch else (_c(0), _c(0)))
         a_base = b.gep(a_ptr, [b.mul(a_at, b.mul(m, k))], source_etype=ty)
         b_base = b.gep(b_ptr, [b.mul(b_at, b.mul(k, n))], source_etype=ty)

@@ -2,6 +2,8 @@
 from llvmlite import ir
 
 from graphc.compiler.codegen import LOOP_RULES, OPAQUE_LOWERINGS
+from graphc.compiler.codegen import random as random_codegen
+from graphc.compiler.codegen.gemm_kernel import BLAS_DTYPES, product_buffer, product_node
 from graphc.compiler.codegen.loop_kernel import kernel_targets, storages_used
 from graphc.compiler.codegen.views import KernelViews
 from graphc.compiler.codegen_gpu.gemm import THREADS, TILE, emit_gemm_launch
@@ -12,7 +14,7 @@ from graphc.compiler.codegen_gpu.scan import plan_scan
 from graphc.compiler.codegen_gpu.plan import (GpuCodegenNotImplemented, LaunchPlan,
                                               blocks_for, dim_max, gpu_nests, launch_groups,
                                               parallel_elements)
-from graphc.ops.random_ops import RANDOM_OP_TYPES, random_state_name
+from graphc.framework.op_def import RANDOM_OP_TYPES
 from kernels.loops import I64
 
 
@@ -36,13 +38,12 @@ def plan_gemm(program, kernel, name, block):
     """Float products: the tiled template, then the epilogue nests (loop template) over
     the product in place, as the CPU gemm kernel does; other types: the matmul loop
     rule (one thread per output element)."""
-    from graphc.compiler.codegen.gemm_kernel import BLAS_DTYPES, _product_buffer, _product_node
-    node = _product_node(kernel)
+    node = product_node(kernel)
     product = node.outputs[0]
     if product.dtype.name not in BLAS_DTYPES:
         return plan_loop(program, kernel, name, block)
     epilogue = [n for n in kernel.nodes if n is not node]
-    c_key, extra = _product_buffer(program, product, epilogue)
+    c_key, extra = product_buffer(program, product, epilogue)
     keys = [c_key] + [program.storage_of(v) for v in node.inputs]
     tiles = 1
     for d in product.dims[:-2]:
@@ -107,7 +108,7 @@ def _row_launch(name, views, nest, reductions, block):
 def _count_runs(kernel, name):
     """After a kernel with random ops: one thread adds 1 to each op's run counter (the
     CPU's random.count_runs), so the next run draws new numbers."""
-    keys = list(dict.fromkeys(("var", random_state_name(n.name)) for n in kernel.nodes
+    keys = list(dict.fromkeys(random_codegen.state_storage(n) for n in kernel.nodes
                               if n.type in RANDOM_OP_TYPES))
     if not keys:
         return []

@@ -7,7 +7,7 @@ all but the row loop, for a softmax) become one loop over their flattened index
 
 (consecutive threads take consecutive elements: coalesced loads and stores), and the
 rest of the nest (a row's reductions, then the row's elements) runs in that thread as
-on the CPU, emitted by the CPU loop emitter itself (loop_kernel._Emitter: the same
+on the CPU, emitted by the CPU loop emitter itself (loop_kernel.Emitter: the same
 views, expressions and scalar ops). Reductions that need no loop variable (a total used
 by every element) are computed by each thread before its loop. A nest whose iterations
 depend on each other (plan.loaded_elsewhere: a scan the scan template does not take,
@@ -19,14 +19,14 @@ emulation runs threads one at a time and folds with a plain load, add and store.
 """
 from llvmlite import ir
 
-from graphc.compiler.codegen.loop_kernel import _Emitter, targets_by_level
+from graphc.compiler.codegen.loop_kernel import Emitter, targets_by_level
 from graphc.compiler.codegen_gpu.plan import (GpuCodegenNotImplemented, flat_depth,
                                              loaded_elsewhere)
 from kernels import dtypes as kd
 from kernels.loops import I32, I64
 
 
-class GpuEmitter(_Emitter):
+class GpuEmitter(Emitter):
     """The CPU loop emitter with atomic folds (PTX) for accumulating targets."""
 
     nvptx = False

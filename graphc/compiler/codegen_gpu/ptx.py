@@ -5,6 +5,8 @@ ISA 7.0: what the installed ptxas (CUDA 13) accepts for sm_80 up to sm_120. Gene
 kernels call no external functions (transcendentals are inline polynomials, the rest
 are NVPTX intrinsics), so the PTX assembles on its own.
 """
+import llvmlite.binding as llvm
+
 GPU_TRIPLE = "nvptx64-nvidia-cuda"
 DEFAULT_ARCH = "sm_80"
 
@@ -14,7 +16,6 @@ _initialized = False
 def _initialize():
     global _initialized
     if not _initialized:
-        import llvmlite.binding as llvm
         llvm.initialize_all_targets()
         llvm.initialize_all_asmprinters()
         _initialized = True
@@ -22,7 +23,6 @@ def _initialize():
 
 def emit_ptx(llvm_ir, arch=DEFAULT_ARCH):
     """PTX text of an NVPTX LLVM module (O3, cpu `arch`, no features: PTX ISA 7.0)."""
-    import llvmlite.binding as llvm
     _initialize()
     tm = llvm.Target.from_triple(GPU_TRIPLE).create_target_machine(cpu=arch, features="",
                                                                   opt=3)

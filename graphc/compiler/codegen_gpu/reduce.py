@@ -144,7 +144,7 @@ def emit_row_launch(t, program, plan, scalar_ops):
     for e in extents:
         rows = b.mul(rows, e)
     with grid_stride_loop(b, t.ctaid, t.nctaid, rows, "row") as row:
-        row_values = _delinearize(b, row, row_vars, extents)
+        row_values = delinearize(b, row, row_vars, extents)
         for k, e in enumerate(reductions):
             ty = kd.llvm_type(e.dtype if e.kind == "reduce" else e.args[0].dtype)
             _emit_row_reduction(t, e, slots, values[ty], where, results[k], block,
@@ -170,7 +170,7 @@ def _row_extents(t, program, plan, row_vars):
     return [em.value(v.extent) for v in row_vars]
 
 
-def _delinearize(b, index, loop_vars, extents):
+def delinearize(b, index, loop_vars, extents):
     out, rest = [], index
     for k in range(len(loop_vars) - 1, -1, -1):
         out.append((loop_vars[k], b.urem(rest, extents[k]) if k else rest))
@@ -228,11 +228,11 @@ def _emit_row_reduction(t, e, slots, partials, where, result, block, new_emitter
                 reduction_identity(kind, ty, is_float, signed), value.mine.at(tid))
         if arg:
             b.store(_c(-1), position.mine.at(tid))
-        with b.if_then(b.icmp_signed("<", tid, _block_warps(t))):
+        with b.if_then(b.icmp_signed("<", tid, block_warps(t))):
             b.store(b.load(_at(b, partials, tid, ty), typ=ty), value.mine.at(tid))
             if arg:
                 b.store(b.load(_at(b, where, tid, I64), typ=I64), position.mine.at(tid))
-    fold.run(warps, lambda tid: _block_warps(t), store_result)
+    fold.run(warps, lambda tid: block_warps(t), store_result)
     t.barrier()
 
 
@@ -240,7 +240,7 @@ def _c(v):
     return ir.Constant(I64, v)
 
 
-def _block_warps(t):
+def block_warps(t):
     """The number of warps of the block (the last one maybe partial)."""
     return t.b.lshr(t.b.add(t.ntid, _c(WARP - 1)), _c(5))
 
@@ -312,7 +312,7 @@ def _thread_partial(t, em, e, tid, ty, is_float, signed):
             acc)
     b.store(ir.Constant(I64, -1), pos)
     with grid_stride_loop(b, tid, t.ntid, total, "j") as j:
-        for v, value in _delinearize(b, j, loop_vars, extents):
+        for v, value in delinearize(b, j, loop_vars, extents):
             em.var_values[v.id] = value
             em.defined.add(v.id)
         em.scopes.append({})
@@ -362,7 +362,7 @@ def _emit_row_elements(t, em, nest, depth, tid):
     for x in extents[1:]:
         total = b.mul(total, x)
     with grid_stride_loop(b, tid, t.ntid, total, "e") as j:
-        for v, value in _delinearize(b, j, inner, extents):
+        for v, value in delinearize(b, j, inner, extents):
             em.var_values[v.id] = value
             em.defined.add(v.id)
         em.scopes.append({})

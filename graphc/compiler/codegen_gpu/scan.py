@@ -40,11 +40,11 @@ import numpy as np
 from llvmlite import ir
 
 from graphc.compiler.codegen import LOOP_RULES
-from graphc.compiler.codegen.scan_kernel import _main
+from graphc.compiler.codegen.scan_kernel import main_node
 from graphc.compiler.codegen.views import KernelViews
 from graphc.compiler.codegen_gpu.loop import grid_stride_loop, make_emitter, report_errors
 from graphc.compiler.codegen_gpu.plan import LaunchPlan, blocks_for, walk
-from graphc.compiler.codegen_gpu.reduce import _block_warps, _delinearize
+from graphc.compiler.codegen_gpu.reduce import block_warps, delinearize
 from graphc.compiler.codegen_gpu.threads import WARP
 from kernels import dtypes as kd
 from kernels.loops import I64, entry_alloca, for_range
@@ -53,7 +53,7 @@ from kernels.loops import I64, entry_alloca, for_range
 def plan_scan(program, kernel, name, block):
     """The scan launch of a Cumsum kernel, or None where the CPU template's nests stay
     (float16, a bad axis: see the module doc)."""
-    node = _main(kernel, "Cumsum")
+    node = main_node(kernel, "Cumsum")
     x, axis_t = node.inputs
     out = node.outputs[0]
     dtype = out.dtype.name
@@ -131,7 +131,7 @@ def emit_scan_launch(t, program, plan, scalar_ops):
         return b.load(b.gep(totals, [index], source_etype=ty), typ=ty)
 
     with grid_stride_loop(b, t.ctaid, t.nctaid, lines, "line") as line:
-        line_values = _delinearize(b, line, d["line_vars"], extents)
+        line_values = delinearize(b, line, d["line_vars"], extents)
         turn = b.udiv(b.sub(line, t.ctaid), t.nctaid)  # lines this block scanned before
         with for_range(b, chunks, name="chunk") as chunk:
             parity = b.and_(b.add(b.mul(turn, chunks), chunk), _c(1))
@@ -193,6 +193,6 @@ def emit_scan_launch(t, program, plan, scalar_ops):
                         ptr = kd.element_pointer(b, buffers[storage], position, dtype)
                         kd.store_scalar(b, result, ptr, dtype)
                     report_errors(t, em)
-                with for_range(b, _block_warps(t), start=warp, name="after") as w:
+                with for_range(b, block_warps(t), start=warp, name="after") as w:
                     b.store(add(b.load(acc, typ=ty), total_at(b.add(half, w))), acc)
                 b.store(b.load(acc, typ=ty), carry.at(tid))

@@ -2,7 +2,6 @@
 Program.spec) less "entry" and "llvm_ir", plus "target", "ptx", "emulation_ir" and
 "launches" (kernel name, pointer args as JSON storage keys, grid, block, shared bytes),
 in schedule order."""
-from graphc.compiler.codegen import random as random_codegen
 from graphc.compiler.codegen.entry import dim_json
 
 
@@ -14,7 +13,7 @@ def gpu_spec(gpu, arch, ptx=True):
     spec["ptx"] = gpu.ptx(arch) if ptx else None
     spec["emulation_ir"] = gpu.emulation_ir
     spec["launches"] = [launch_json(program, launch) for launch in gpu.launches]
-    return random_codegen.mark_states(spec)
+    return spec
 
 
 def launch_json(program, launch):

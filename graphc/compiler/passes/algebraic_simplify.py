@@ -36,13 +36,11 @@ pow(x, 2) -> x*x is exact: both are the correctly rounded square.
 import numpy as np
 
 from graphc.compiler.ir import Value
+from graphc.framework.op_def import OpTypes
 
-IDENTITY_OPS = ("Identity", "StopGradient", "PlaceholderWithDefault")
+IDENTITY_OPS = OpTypes("forwards_input")
 # Elementwise binary ops that broadcast their operands (NumPy rules).
-BROADCASTING_BINARY = frozenset({
-    "Add", "Sub", "Mul", "RealDiv", "FloorDiv", "FloorMod", "Pow", "Maximum", "Minimum",
-    "SquaredDifference", "Equal", "NotEqual", "Less", "LessEqual", "Greater", "GreaterEqual",
-    "LogicalAnd", "LogicalOr"})
+BROADCASTING_BINARY = OpTypes("broadcasting")
 _MAX_SWEEPS = 8
 
 
@@ -70,7 +68,8 @@ def _unused(module, node):
 
 
 def _rules_for(node):
-    rules = [RULES[node.type]] if node.type in RULES else []
+    rules = [RULES[node.type]] if node.type in RULES else \
+        [_simplify_identity] if node.type in IDENTITY_OPS else []
     if node.type in BROADCASTING_BINARY:
         rules.append(_simplify_splat_operand)
     return rules
@@ -319,5 +318,4 @@ RULES = {
     "Reshape": _simplify_reshape,
     "BroadcastTo": _simplify_broadcast_to,
     "Pow": _simplify_pow,
-    **{t: _simplify_identity for t in IDENTITY_OPS},
 }

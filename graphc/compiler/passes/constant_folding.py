@@ -28,7 +28,7 @@ import numpy as np
 from graphc import errors
 from graphc.compiler.ir import PARAMETER, Value
 from graphc.framework.op_def import READS_ONLY_INPUT_DIMS
-from graphc.reference_executor import run_kernel
+from graphc.framework.op_kernel import run_kernel
 
 MAX_FOLDED_BYTES = 4 << 20
 EXPANDING_BYTES = 64 << 10

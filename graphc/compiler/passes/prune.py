@@ -10,7 +10,6 @@ Guarantees: the outputs' values and every side effect (assigns, random draws) ar
 unchanged; Parameters are kept (they are the module's interface) even when unused; the
 remaining nodes keep their order.
 """
-from graphc.compiler.ir import VariableRef
 
 
 def run(module):
@@ -18,7 +17,7 @@ def run(module):
     for noop in noops:  # in order, so a NoOp waiting on a NoOp sees it already flattened
         _bypass_noop(module, noop)
     dead = module.remove_dead()
-    unused = set(module.variables) - _variables_used(module)
+    unused = set(module.variables) - module.variables_used()
     for name in unused:
         del module.variables[name]
     return {"noops_removed": len(noops), "nodes_removed": dead - len(noops),
@@ -33,9 +32,3 @@ def _bypass_noop(module, noop):
     if noop in module.roots:
         module.roots = list(dict.fromkeys(
             r for root in module.roots for r in (noop.control_deps if root is noop else [root])))
-
-
-def _variables_used(module):
-    used = {n.name for n in module.nodes if n.type == "VariableV2"}
-    used.update(v.name for n in module.nodes for v in n.inputs if isinstance(v, VariableRef))
-    return used

@@ -58,17 +58,17 @@ module's order.
 import heapq
 
 from graphc.compiler.ir import Value, VariableRef
-from graphc.compiler.op_kinds import (ROW_NORMALIZERS, UPDATE_OPS, kind_of, reduction_axes,
-                                      shape_only_inputs)
+from graphc.compiler.op_kinds import ROW_NORMALIZERS, kind_of, reduction_axes, shape_only_inputs
 from graphc.compiler.schedule.kernel import Kernel, dim_is, dims_equal
+from graphc.framework.op_def import UPDATE_OPS, OpTypes
 
-ACTIVATIONS = frozenset({"Relu", "Relu6", "LeakyRelu", "Elu", "Selu", "Sigmoid", "Tanh",
-                         "Softplus", "Softsign"})
+# The op facts fusion reads, as views of the registry (declared where each op is defined)
+ACTIVATIONS = OpTypes("epilogue")  # may follow a MatMul/Conv2D in its epilogue
+RESHAPES = OpTypes("aliases_input")  # input 0's elements in order: alone, an alias
+# ops reading a variable through a ref input without updating it
+_REF_READERS = OpTypes(lambda d: bool(d.ref_inputs) and not d.updates_variable)
 LOOP_KINDS = frozenset({"elementwise", "index", "reduction", "window", "random", "state"})
 CHEAP_KINDS = frozenset({"elementwise", "index"})
-RESHAPES = frozenset({"Reshape", "ExpandDims", "Squeeze", "Identity", "StopGradient"})
-# ops reading a variable through a ref input without updating it
-_REF_READERS = frozenset({"IsVariableInitialized", "VariableValueOrDefault"})
 
 
 def run(module, fuse=True):
@@ -558,7 +558,7 @@ class Fusion:
             return False
         x, out = n.inputs[0], n.outputs[0]
         if out in self.fetched or not isinstance(x, Value) or \
-                x.node.type in ("VariableV2",) + tuple(UPDATE_OPS):
+                x.node.type == "VariableV2" or x.node.type in UPDATE_OPS:
             return False
         self.aliases[out] = self.aliases.get(x, x)
         return True

@@ -21,8 +21,8 @@ outputs) and writing its `outputs` to memory.
   epilogue the nodes after `main` in a gemm/conv kernel (BiasAdd or Add of a vector, then
            an activation), in order.
 """
-from graphc.compiler.ir import VariableRef, _node_text
-from graphc.compiler.op_kinds import UPDATE_OPS
+from graphc.compiler.ir import VariableRef, node_text
+from graphc.framework.op_def import UPDATE_OPS
 from graphc.framework.symbolic import SymDim, as_expr
 
 
@@ -51,7 +51,7 @@ class Kernel:
         if self.updates:
             parts.append("updates: " + ", ".join("&" + n for n in self.updated_variables))
         lines = [head + " (" + "; ".join(parts) + ") {"]
-        lines.extend("  " + _node_text(n) for n in self.nodes)
+        lines.extend("  " + node_text(n) for n in self.nodes)
         lines.append("}")
         return "\n".join(lines)
 
