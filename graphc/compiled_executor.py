@@ -42,6 +42,10 @@ HOST_OP_TYPES = frozenset("""IteratorGetNext MakeIterator ScalarSummary Histogra
 # before the call) cannot produce.
 
 _STAGE_FREE = frozenset({"VariableV2", "Const"})  # available to every stage
+# Control flow has no native lowering yet: a stage holding one runs on the reference
+# executor, with a warning (the compiler's regions for bodies come next)
+NOT_COMPILED_YET = frozenset("""If While TensorArrayV3 TensorArrayScatterV3 TensorArrayGatherV3
+    TensorArrayScatterGrad TensorArrayGatherGrad""".split())
 GPU_ARCH = "sm_80"  # the compute capability GPU stages are compiled for
 
 
@@ -150,6 +154,7 @@ class NativeStage:
         self.session = session
         self.device = device
         self.random_ops = [op for op in ops if op.type in RANDOM_OP_TYPES]
+        self.not_compiled = [op for op in ops if op.type in NOT_COMPILED_YET]
         self._variants = {}
         self._last = None
         self._unlowered = None
@@ -208,7 +213,11 @@ class NativeStage:
             raise _graphc_error(e, self.session.graph) from None
 
     def _compile(self, arrays, state):
-        from graphc.compiler.codegen import compile_executable
+        from graphc.compiler.codegen import LoweringError, compile_executable
+        if self.not_compiled:
+            op = self.not_compiled[0]
+            raise LoweringError(f"UnimplementedError: {op.type} ops are not compiled natively "
+                                f"yet (control flow, issue 12), e.g. {op.describe()}")
         self.session.compile_count += 1
         args = (self.feeds, self.fetches, self.targets, [a.shape for a in arrays], arrays,
                 _variable_shapes(state.variables))

@@ -8,13 +8,13 @@ import numpy as np
 
 from graphc import errors
 from graphc.framework.graph import format_location
-from graphc.framework.op_def import READS_ONLY_INPUT_DIMS, kernel_outputs
+from graphc.framework.op_def import READS_ONLY_INPUT_DIMS, kernel_outputs, ref_input_indices
 from runtime import memory
 
 
 def value_inputs(op):
     """The inputs whose values the op reads (all but its variable-reference inputs)."""
-    refs = op.op_def.ref_inputs
+    refs = ref_input_indices(op)
     return [t for i, t in enumerate(op.inputs) if i not in refs] if refs else op.inputs
 
 
@@ -200,7 +200,7 @@ class ReferenceExecutable:
             return env[t]
 
         for i, op in enumerate(self.ops):
-            refs = op.op_def.ref_inputs
+            refs = ref_input_indices(op)
             static = self._static[i]
             args = [None if j in refs else _static_stand_in(t) if t in static and t not in env
                     else value(t) for j, t in enumerate(op.inputs)]
