@@ -140,4 +140,11 @@ class FuncGraph(Graph):
 
 def function_of(op, attr):
     """The FuncGraph named by op's attr `attr`."""
-    return op.graph._functions[op.attrs[attr]]
+    from graphc import errors
+    try:
+        return op.graph._functions[op.attrs[attr]]
+    except KeyError:
+        raise errors.KernelError(
+            f"the body '{op.attrs.get(attr)}' of this {op.type} op is not in its graph (graph "
+            "files do not hold the bodies of control-flow ops yet)",
+            errors.UnimplementedError) from None

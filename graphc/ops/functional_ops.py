@@ -33,12 +33,11 @@ def _input_arrays(flat, n):
                         name="elems_ta").unstack(e) for e in flat]
 
 
-def _stacked(ta, static_n):
+def _stacked(ta, static_n, elem):
     """The stacked outputs, their static shape [n] + element shape; zero steps give an
     empty array of that shape when the element shape is known."""
     from graphc.ops.array_ops import concat, reshape
     out = ta.stack()
-    elem = ta.element_shape
     if elem.is_fully_defined():
         out = reshape(out, concat([[-1], elem.as_list()], 0) if elem.ndims else [-1])
     if static_n is not None and out.shape.ndims:
@@ -63,6 +62,7 @@ def map_fn(fn, elems, dtype=None, parallel_iterations=None, back_prop=True,
             [dtypes.as_dtype(d) for d in nest.flatten(dtype)]
         outputs = [TensorArray(d, size=n, infer_shape=infer_shape, name="result_ta")
                    for d in out_dtypes]
+        shapes = []  # of fn's results, known once the body is built
 
         def body(i, outs):
             x = nest.pack_sequence_as(elems, [ta.read(i) for ta in inputs])
@@ -70,13 +70,16 @@ def map_fn(fn, elems, dtype=None, parallel_iterations=None, back_prop=True,
             if len(y) != len(outs):
                 raise ValueError(f"map_fn: fn returned {len(y)} tensors, the structure of "
                                  f"dtype has {len(outs)}")
-            return i + 1, [ta.write(i, v) for ta, v in zip(outs, y)]
+            outs = [ta.write(i, v) for ta, v in zip(outs, y)]
+            shapes.extend(ta.element_shape for ta in outs)
+            return i + 1, outs
 
         from graphc.ops.math_ops import less
         _, outputs = while_loop(lambda i, outs: less(i, n), body, [0, outputs],
                                 parallel_iterations=parallel_iterations or 10,
                                 back_prop=back_prop)
-        return nest.pack_sequence_as(out_structure, [_stacked(ta, static_n) for ta in outputs])
+        return nest.pack_sequence_as(out_structure, [_stacked(ta, static_n, shape)
+                                                     for ta, shape in zip(outputs, shapes)])
 
 
 def _accumulate(fn, elems, initializer, reverse, keep_all, name, back_prop):
@@ -120,7 +123,8 @@ def _accumulate(fn, elems, initializer, reverse, keep_all, name, back_prop):
                                 [convert_to_tensor(start), flat_acc, outs],
                                 back_prop=back_prop)
     if keep_all:
-        return nest.pack_sequence_as(structure, [_stacked(ta, static_n) for ta in outs])
+        return nest.pack_sequence_as(structure, [_stacked(ta, static_n, a.shape)
+                                                 for ta, a in zip(outs, flat_acc)])
     return nest.pack_sequence_as(structure, final)
 
 

@@ -360,8 +360,7 @@ def _backward_body(name, op, body_g, var_ids, cap_ids, n, specs):
             back.inputs = [placeholder(dtype, shape, name=f"{back.name}/arg")
                            for shape, dtype in specs]
         k = math_ops.subtract(back.inputs[0], 1)
-        back.intermediate_source = lambda t: array_ops.gather(
-            back.capture(save_in_loop(op, t)), k)
+        back.intermediate_source = lambda t: _pop(back, save_in_loop(op, t), k)
         var_grads = back.inputs[1:1 + len(var_ids)]
         accs = back.inputs[1 + len(var_ids):]
         ys = [body_g.outputs[i] for i in var_ids]
@@ -374,6 +373,14 @@ def _backward_body(name, op, body_g, var_ids, cap_ids, n, specs):
             outs.append(acc if d is None else math_ops.add(acc, convert_to_tensor(d)))
     set_outputs(back, outs)
     return back
+
+
+def _pop(back, stack, k):
+    """Iteration k's value from a forward stack, read in the backward body `back` (built
+    there even while a body nested in it is the default graph)."""
+    from graphc.ops import array_ops
+    with back._as_builder():
+        return array_ops.gather(back.capture(stack), k)
 
 
 register_gradient("While")(_while_grad)
