@@ -99,6 +99,9 @@ def test_mean_over_an_empty_batch_is_nan(backend):
         assert np.isnan(sess.run(m, {x: np.zeros((0, 3), np.float32)})).all()
 
 
+# dynamic_rnn is a while_loop: the compiled backends run it on the reference executor until
+# control flow is compiled natively (issue 12's next step); the numbers are checked here
+@pytest.mark.filterwarnings("default:graphc could not compile")
 def test_dynamic_rnn_over_an_unknown_batch(backend):
     x = gc.placeholder(gc.float32, [None, 4, 2])
     cell = gc.nn.rnn_cell.BasicRNNCell(3, activation=gc.identity)
