@@ -143,10 +143,10 @@ def test_while_loop_trip_counts(dtype, n):
 def test_while_loop_data_dependent_and_single_var():
     # Collatz steps of 27: the trip count depends on the values
     n = gc.placeholder(gc.int64, [])
-    steps = gc.while_loop(lambda v: v[0] > 1,
-                          lambda v: [gc.stack([gc.where(gc.equal(v[0] % 2, 0), v[0] // 2, 3 * v[0] + 1),
-                                               v[1] + 1])],
-                          [gc.stack([n, gc.constant(0, gc.int64)])])
+    def collatz(v):
+        nxt = gc.where(gc.equal(v[0] % 2, 0), v[0] // 2, 3 * v[0] + 1)
+        return [gc.stack([nxt, v[1] + 1])]
+    steps = gc.while_loop(lambda v: v[0] > 1, collatz, [gc.stack([n, gc.constant(0, gc.int64)])])
     expected, v = 0, 27
     while v > 1:
         v, expected = (v // 2 if v % 2 == 0 else 3 * v + 1), expected + 1
@@ -400,3 +400,31 @@ def test_graph_files_and_dump_show_control_flow_ops(tmp_path, capsys):
         with gc.Session() as sess, pytest.raises(gc.errors.UnimplementedError,
                                                  match="bodies of control-flow ops"):
             sess.run("while:1", {"x:0": np.ones((2, 3), np.float32)})
+
+
+def test_variable_converted_inside_control_dependencies_in_a_body_reads_after_them():
+    v = gc.Variable(0.0)
+
+    def body(i, acc):
+        with gc.control_dependencies([gc.assign_add(v, 1.0)]):
+            return i + 1, acc + v   # TF2's compat.v1 variables read here, after the assign
+    _, acc = gc.while_loop(lambda i, a: i < 4, body, [0, 0.0])
+    assert run(acc) == 1.0 + 2.0 + 3.0 + 4.0
+
+
+def test_gradients_wrt_variables_read_by_reference_in_bodies():
+    w = gc.Variable(np.array([0.5, -0.25]), name="w")
+    x = gc.placeholder(gc.float64, [2])
+    _, h = gc.while_loop(lambda i, h: i < 3,
+                         lambda i, h: (i + 1, h * w.read_value() + 1.0), [0, x])
+    p = gc.placeholder(gc.bool, [])
+    c = gc.cond(p, lambda: w.read_value() * x * 3.0, lambda: x)
+    gw_loop = gc.gradients(gc.reduce_sum(h), w)[0]
+    gw_cond = gc.gradients(gc.reduce_sum(c), w)[0]
+    xv, wv = np.array([2.0, 3.0]), np.array([0.5, -0.25])
+    with gc.Session() as sess:
+        sess.run(w.initializer)
+        np.testing.assert_allclose(sess.run(gw_loop, {x: xv}), 3 * xv * wv ** 2 + 2 * wv + 1,
+                                   rtol=1e-12)
+        np.testing.assert_allclose(sess.run(gw_cond, {x: xv, p: True}), 3 * xv, rtol=1e-12)
+        np.testing.assert_allclose(sess.run(gw_cond, {x: xv, p: False}), 0 * xv)

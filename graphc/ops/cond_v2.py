@@ -19,7 +19,8 @@ from graphc.framework.func_graph import function_of
 from graphc.framework.graph import Operation, Tensor, get_default_graph
 from graphc.framework.op_def import register_gradient, register_op
 from graphc.framework.tensor_shape import TensorShape
-from graphc.ops.function_call import run_function, set_outputs, trace, zeros_of_static_shape
+from graphc.ops.function_call import (run_function, set_outputs, trace, zeros_for_gradient,
+                                      zeros_of_static_shape)
 
 __all__ = ["cond", "case", "switch_case"]
 
@@ -147,16 +148,19 @@ def save_intermediate(op, branch, t):
 def _if_grad(op, *grads):
     """An If of the branches' gradient bodies: each gives the gradients of all the
     forward If's captured inputs (zeros for the other branch's)."""
-    from graphc.ops.array_ops import zeros_like
     from graphc.ops.constant_ops import convert_to_tensor
     then_g, else_g = function_of(op, "then_branch"), function_of(op, "else_branch")
-    n_then = op.attrs["num_then_inputs"]
     n_out = len(op.outputs) - len(op.attrs["saved"])
     saved_names = list(op.attrs["saved"])
-    inputs = op.inputs[1:1 + n_then + len(else_g.inputs)]
+    # (branch, branch tensor) of each input after pred: captures, then variables by reference
+    owners = [("then", t) for _, t in then_g.captures] + [("else", t) for _, t in
+                                                           else_g.captures]
+    owners += [("then", t) for _, t in then_g.ref_captures] + [("else", t) for _, t in
+                                                                else_g.ref_captures]
+    inputs = op.inputs[1:]
     pairs = [(t, g) for t, g in zip(op.outputs, grads) if g is not None]
 
-    def branch_grad(branch, fg, own):
+    def branch_grad(branch, fg):
         def fn():
             from graphc.gradients import gradients
             ys, gys = [], []
@@ -169,34 +173,28 @@ def _if_grad(op, *grads):
                         continue
                     ys.append(fg.get_tensor_by_name(name))
                 gys.append(g)
-            xs = fg.inputs
-            dxs = gradients(ys, xs, grad_ys=gys) if ys else [None] * len(xs)
+            xs = [t for b, t in owners if b == branch]
+            dxs = iter(gradients(ys, xs, grad_ys=gys) if ys else [None] * len(xs))
             out = []
-            for k, outer in enumerate(inputs):
-                if not outer.dtype.is_floating:
-                    continue
-                mine = k - own[0]
-                d = dxs[mine] if 0 <= mine < own[1] else None
-                out.append(zeros_like(outer) if d is None else convert_to_tensor(d))
+            for (b, _), outer in zip(owners, inputs):
+                d = next(dxs) if b == branch else None
+                if outer.dtype.is_floating:
+                    out.append(zeros_for_gradient(outer) if d is None else convert_to_tensor(d))
             return out
         return fn
 
     g = get_default_graph()
     with g.name_scope("If_grad") as scope:
         then_b, then_res = _trace_grad("true_branch", then_g, op, "then",
-                                       branch_grad("then", then_g, (0, n_then)))
+                                       branch_grad("then", then_g))
         else_b, else_res = _trace_grad("false_branch", else_g, op, "else",
-                                       branch_grad("else", else_g,
-                                                   (n_then, len(else_g.inputs))))
+                                       branch_grad("else", else_g))
         set_outputs(then_b, then_res)
         set_outputs(else_b, else_res)
         grad_op = _make_if(op.inputs[0], then_b, else_b, scope[:-1] + "/")
     results = iter(grad_op.outputs)
-    in_grads = [None]
-    for t in inputs:
-        in_grads.append(next(results) if t.dtype.is_floating else None)
-    in_grads += [None] * (len(op.inputs) - len(in_grads))
-    return in_grads
+    return [None] + [next(results) if t.dtype.is_floating else None for t in inputs]
+
 
 
 def _trace_grad(name, forward, op, branch, fn):

@@ -7,11 +7,8 @@ op's own (it names that op and the user's line that created it).
 """
 import numpy as np
 
-from graphc.framework import nest
 from graphc.framework.func_graph import FuncGraph
-from graphc.framework.graph import Operation, Tensor, get_default_graph
-from graphc.framework.indexed_slices import IndexedSlices
-from graphc.framework.tensor_shape import TensorShape
+from graphc.framework.graph import Operation, get_default_graph
 
 
 def trace(name, fn, arg_specs=(), forward_graphs=()):
@@ -39,8 +36,6 @@ def set_outputs(fgraph, leaves):
             if isinstance(leaf, Operation):
                 with fgraph.control_dependencies([leaf]):
                     t = constant(True, name="control_output")
-            elif isinstance(leaf, IndexedSlices):
-                t = convert_to_tensor(leaf)
             else:
                 t = convert_to_tensor(leaf)
             outputs.append(fgraph.capture(t))
@@ -66,16 +61,10 @@ def zeros_of_static_shape(shape, dtype):
     return np.zeros([0 if d is None else d for d in dims], dtype.np)
 
 
-def leaves_of(structure):
-    return nest.flatten(structure)
-
-
-def output_specs(tensors):
-    return [(t.shape, t.dtype) for t in tensors]
-
-
-def plain_shape(shape):
-    return TensorShape(shape.as_list() if shape.ndims is not None else None)
-
-
-__all__ = ["trace", "set_outputs", "run_function", "Tensor"]
+def zeros_for_gradient(t):
+    """Zeros of t's shape (a gradient that is none); for a variable, from its static
+    shape, without reading it."""
+    from graphc.ops.array_ops import zeros, zeros_like
+    if t.op.type == "VariableV2" and t.shape.is_fully_defined():
+        return zeros(t.shape.as_list(), t.dtype)
+    return zeros_like(t)

@@ -27,7 +27,8 @@ from graphc.framework.func_graph import FuncGraph, function_of
 from graphc.framework.graph import Tensor, get_default_graph
 from graphc.framework.op_def import register_gradient, register_op
 from graphc.framework.tensor_shape import TensorShape, as_shape
-from graphc.ops.function_call import run_function, set_outputs, trace, zeros_of_static_shape
+from graphc.ops.function_call import (run_function, set_outputs, trace, zeros_for_gradient,
+                                      zeros_of_static_shape)
 
 __all__ = ["while_loop"]
 
@@ -313,31 +314,39 @@ def _while_grad(op, *grads):
                           "supported.")
     cond_g, body_g = function_of(op, "cond"), function_of(op, "body")
     n_cond = len(cond_g.inputs) - n
-    body_caps = op.inputs[n + n_cond:n + n_cond + len(body_g.inputs) - n]
+    # what the body reads besides the loop variables: its captured tensors, then the
+    # variables it captures by reference (the op's last inputs); (op input index, outer
+    # tensor, body tensor) of those that take a gradient
+    first_ref = len(op.inputs) - len(body_g.ref_captures)
+    reads = [(n + n_cond + j, outer, inner) for j, (outer, inner) in
+             enumerate(body_g.captures)]
+    reads += [(first_ref + j, outer, inner) for j, (outer, inner) in
+              enumerate(body_g.ref_captures)]
+    reads = [r for r in reads if r[1].dtype.is_floating]
     var_ids = [i for i in range(n) if op.outputs[i].dtype.is_floating]
-    cap_ids = [j for j, t in enumerate(body_caps) if t.dtype.is_floating]
-    if not var_ids and not cap_ids:
+    if not var_ids and not reads:
         return [None] * len(op.inputs)
     from graphc.ops.array_ops import zeros_like
     init = [op.outputs[n]]
     init += [grads[i] if grads[i] is not None else zeros_like(op.outputs[i]) for i in var_ids]
-    init += [zeros_like(body_caps[j]) for j in cap_ids]
+    init += [zeros_for_gradient(outer) for _, outer, _ in reads]
     shapes = [TensorShape([])] + [op.attrs["output_shapes"][i] for i in var_ids] + \
-        [body_caps[j].shape for j in cap_ids]
+        [outer.shape for _, outer, _ in reads]
     specs = [(s, t.dtype) for s, t in zip(shapes, init)]
     g = get_default_graph()
     with g.name_scope("while_grad") as scope:
         back_cond, pred = trace("cond", _counter_positive, specs)
         set_outputs(back_cond, [pred])
-        back_body = _backward_body("body", op, body_g, var_ids, cap_ids, n, specs)
+        back_body = _backward_body("body", op, body_g, var_ids, [r[2] for r in reads], specs)
         back = make_while(init, back_cond, back_body, shapes, False, scope[:-1] + "/")
-    results = iter(back.outputs[1:1 + len(var_ids) + len(cap_ids)])
+    results = iter(back.outputs[1:1 + len(var_ids) + len(reads)])
     in_grads = [None] * len(op.inputs)
     for i in var_ids:
         in_grads[i] = next(results)
-    for j in cap_ids:
-        in_grads[n + n_cond + j] = next(results)
+    for index, _, _ in reads:
+        in_grads[index] = next(results)
     return in_grads
+
 
 
 def _counter_positive(k, *rest):
@@ -345,7 +354,7 @@ def _counter_positive(k, *rest):
     return math_ops.greater(k, 0)
 
 
-def _backward_body(name, op, body_g, var_ids, cap_ids, n, specs):
+def _backward_body(name, op, body_g, var_ids, read_tensors, specs):
     """One backward iteration: the gradient of the forward body at iteration k - 1, its
     forward values popped from the stacks."""
     from graphc.gradients import gradients
@@ -364,7 +373,7 @@ def _backward_body(name, op, body_g, var_ids, cap_ids, n, specs):
         var_grads = back.inputs[1:1 + len(var_ids)]
         accs = back.inputs[1 + len(var_ids):]
         ys = [body_g.outputs[i] for i in var_ids]
-        xs = [body_g.inputs[i] for i in var_ids] + [body_g.inputs[n + j] for j in cap_ids]
+        xs = [body_g.inputs[i] for i in var_ids] + list(read_tensors)
         dxs = gradients(ys, xs, grad_ys=var_grads) if ys else [None] * len(xs)
         outs = [k]
         for d, gv in zip(dxs[:len(var_ids)], var_grads):
