@@ -428,3 +428,10 @@ def test_gradients_wrt_variables_read_by_reference_in_bodies():
                                    rtol=1e-12)
         np.testing.assert_allclose(sess.run(gw_cond, {x: xv, p: True}), 3 * xv, rtol=1e-12)
         np.testing.assert_allclose(sess.run(gw_cond, {x: xv, p: False}), 0 * xv)
+
+
+def test_export_of_control_flow_says_it_cannot_compile_yet(tmp_path):
+    x = gc.placeholder(gc.float32, [3], name="x")
+    y = gc.while_loop(lambda v: gc.reduce_sum(v) < 100.0, lambda v: v * 2.0, [x])
+    with gc.Session() as sess, pytest.raises(ValueError, match="cannot be compiled yet.*While"):
+        gc.export(sess, str(tmp_path / "m.gcx"), inputs={"x": x}, outputs={"y": y})

@@ -262,3 +262,25 @@ def test_dynamic_rnn_trains_on_variable_length_sequences():
             sess.run(train, feed)
         last = sess.run(loss, feed)
     assert last < 0.5 * first
+
+
+def test_tutorial_last_output_over_unknown_steps_trains():
+    """The TF1 tutorial pattern that failed with "bad operand type for abs(): 'SymDim'":
+    inputs of unknown batch and time, outputs[:, -1, :] into a dense layer, Adam."""
+    x = gc.placeholder(gc.float32, [None, None, 4])
+    y = gc.placeholder(gc.int32, [None])
+    outputs, state = gc.nn.dynamic_rnn(rnn_cell.BasicLSTMCell(6), x, dtype=gc.float32)
+    last = outputs[:, -1, :]
+    logits = gc.layers.dense(last, 3)
+    loss = gc.reduce_mean(gc.nn.sparse_softmax_cross_entropy_with_logits(labels=y,
+                                                                         logits=logits))
+    train = gc.train.AdamOptimizer(0.01).minimize(loss)
+    rng = np.random.default_rng(12)
+    with gc.Session() as sess:
+        sess.run(gc.global_variables_initializer())
+        for steps in (5, 9, 1):
+            feed = {x: rng.standard_normal((4, steps, 4)).astype(np.float32),
+                    y: rng.integers(0, 3, 4)}
+            got_last, got_h, got_loss, _ = sess.run([last, state.h, loss, train], feed)
+            np.testing.assert_array_equal(got_last, got_h)   # no sequence_length: the end
+            assert np.isfinite(got_loss)
