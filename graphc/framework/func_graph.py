@@ -117,6 +117,13 @@ class FuncGraph(Graph):
         self.inputs.append(inner)
         return inner
 
+    def outer_of(self, inner):
+        """The enclosing graph's tensor that the placeholder `inner` captures, else None."""
+        for outer, placeholder in self.captures:
+            if placeholder is inner:
+                return outer
+        return None
+
     def _current_control_inputs(self):
         own = []
         for op in super()._current_control_inputs():

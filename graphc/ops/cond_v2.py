@@ -197,13 +197,21 @@ def _if_grad(op, *grads):
 
 
 
+def _forward_value(forward, op, branch, t):
+    """The tensor giving the forward branch tensor t to a gradient branch: what it
+    captures, or an output of the forward If saving it."""
+    outer = forward.outer_of(t)
+    return outer if outer is not None else save_intermediate(op, branch, t)
+
+
 def _trace_grad(name, forward, op, branch, fn):
     """A gradient body of `forward`, reading its intermediates as outputs of op."""
     from graphc.framework.func_graph import FuncGraph
     outer = get_default_graph()
     grad_g = FuncGraph(outer.unique_name(name), outer, forward_graphs=(forward,))
     outer._functions[grad_g.name] = grad_g
-    grad_g.intermediate_source = lambda t: grad_g.capture(save_intermediate(op, branch, t))
+    grad_g.intermediate_source = lambda t: grad_g.capture(_forward_value(forward, op,
+                                                                         branch, t))
     with grad_g.as_default():
         result = fn()
     return grad_g, result

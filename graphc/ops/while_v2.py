@@ -369,7 +369,7 @@ def _backward_body(name, op, body_g, var_ids, read_tensors, specs):
             back.inputs = [placeholder(dtype, shape, name=f"{back.name}/arg")
                            for shape, dtype in specs]
         k = math_ops.subtract(back.inputs[0], 1)
-        back.intermediate_source = lambda t: _pop(back, save_in_loop(op, t), k)
+        back.intermediate_source = lambda t: _forward_value(back, op, body_g, t, k)
         var_grads = back.inputs[1:1 + len(var_ids)]
         accs = back.inputs[1 + len(var_ids):]
         ys = [body_g.outputs[i] for i in var_ids]
@@ -384,12 +384,17 @@ def _backward_body(name, op, body_g, var_ids, read_tensors, specs):
     return back
 
 
-def _pop(back, stack, k):
-    """Iteration k's value from a forward stack, read in the backward body `back` (built
-    there even while a body nested in it is the default graph)."""
+def _forward_value(back, op, body_g, t, k):
+    """The value that the body tensor t had in forward iteration k, in the backward body:
+    a captured input is the same every iteration (read as it is, not stacked); any other
+    tensor is popped from its stack (built in `back` even while a body nested in it is
+    the default graph)."""
     from graphc.ops import array_ops
+    outer = body_g.outer_of(t)
+    if outer is not None:
+        return back.capture(outer)
     with back._as_builder():
-        return array_ops.gather(back.capture(stack), k)
+        return array_ops.gather(back.capture(save_in_loop(op, t)), k)
 
 
 register_gradient("While")(_while_grad)
