@@ -435,3 +435,18 @@ def test_export_of_control_flow_says_it_cannot_compile_yet(tmp_path):
     y = gc.while_loop(lambda v: gc.reduce_sum(v) < 100.0, lambda v: v * 2.0, [x])
     with gc.Session() as sess, pytest.raises(ValueError, match="cannot be compiled yet.*While"):
         gc.export(sess, str(tmp_path / "m.gcx"), inputs={"x": x}, outputs={"y": y})
+
+
+def test_while_loop_maximum_iterations_gradient_and_python_numbers():
+    def fn(x):
+        # the cond alone would run 10 times; maximum_iterations stops it after 3
+        return gc.while_loop(lambda i, h: i < 10, lambda i, h: (i + 1, gc.sin(h) * 1.5),
+                             [0, x], maximum_iterations=3)[1]
+    check_gradients(fn, [np.array([0.4, -1.1])])
+    x = np.array([0.4, -1.1])
+    for _ in range(3):
+        x = np.sin(x) * 1.5
+    np.testing.assert_allclose(run(fn(gc.constant(np.array([0.4, -1.1])))), x, rtol=1e-12)
+    # a Python number returned for a float64 loop variable is a float64
+    r = gc.while_loop(lambda v: v < 3.0, lambda v: 5.0, [gc.constant(1.0, gc.float64)])
+    assert r.dtype == gc.float64 and run(r) == 5.0

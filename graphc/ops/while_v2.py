@@ -239,8 +239,9 @@ def _build_loop(scope, cond, body, structure, invariants, back_prop):
                         f"{pred.dtype.name} of shape {pred.shape}")
     set_outputs(cond_g, [pred])
     body_g, out = trace("body", body_fn, specs)
-    with body_g.as_default():
-        out_flat = [convert_to_tensor(t) for t in _flat(_with_arrays(structure, out))]
+    with body_g.as_default():  # a Python number returned for a loop variable takes its dtype
+        out_flat = [convert_to_tensor(t, dtype_hint=v.dtype)
+                    for t, v in zip(_flat(_with_arrays(structure, out)), flat)]
     _check_body_outputs(flat, out_flat, shapes)
     set_outputs(body_g, out_flat)
     op = make_while(flat, cond_g, body_g, shapes, back_prop, scope[:-1] + "/")
