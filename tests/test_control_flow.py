@@ -450,3 +450,26 @@ def test_while_loop_maximum_iterations_gradient_and_python_numbers():
     # a Python number returned for a float64 loop variable is a float64
     r = gc.while_loop(lambda v: v < 3.0, lambda v: 5.0, [gc.constant(1.0, gc.float64)])
     assert r.dtype == gc.float64 and run(r) == 5.0
+
+
+def test_gradients_through_cond_in_loop_reading_a_variable_and_tensor_array_ops():
+    w = gc.Variable(np.array([0.5, -0.25]), name="w")
+    x = gc.placeholder(gc.float64, [2])
+
+    def body(i, h):
+        return i + 1, gc.cond(gc.equal(i % 2, 0), lambda: h * w.read_value(),
+                              lambda: h + w.read_value())
+    _, h = gc.while_loop(lambda i, h: i < 3, body, [0, x])
+    gw, gx = gc.gradients(gc.reduce_sum(h), [w, x])
+    ta = gc.TensorArray(gc.float64, size=3).write(0, x * 2.0).write(2, x * x)
+    picked = ta.gather([2, 0])
+    g_ta = gc.gradients(gc.reduce_sum(ta.stack()) + gc.reduce_sum(picked * 3.0), x)[0]
+    xv, wv = np.array([2.0, 3.0]), np.array([0.5, -0.25])
+    with gc.Session() as sess:
+        sess.run(w.initializer)
+        got_h, got_w, got_x, got_ta = sess.run([h, gw, gx, g_ta], {x: xv})
+    # h = (x w + w) w
+    np.testing.assert_allclose(got_h, (xv * wv + wv) * wv, rtol=1e-12)
+    np.testing.assert_allclose(got_w, 2 * xv * wv + 2 * wv, rtol=1e-12)
+    np.testing.assert_allclose(got_x, wv ** 2, rtol=1e-12)
+    np.testing.assert_allclose(got_ta, 2 + 2 * xv + 3 * (2 * xv + 2), rtol=1e-12)
