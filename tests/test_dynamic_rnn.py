@@ -284,3 +284,32 @@ def test_tutorial_last_output_over_unknown_steps_trains():
             got_last, got_h, got_loss, _ = sess.run([last, state.h, loss, train], feed)
             np.testing.assert_array_equal(got_last, got_h)   # no sequence_length: the end
             assert np.isfinite(got_loss)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: rnn_cell.LSTMCell(4, use_peepholes=True, cell_clip=0.8, num_proj=3),
+    lambda: rnn_cell.BasicRNNCell(3),
+    lambda: rnn_cell.MultiRNNCell([rnn_cell.GRUCell(3),
+                                   rnn_cell.BasicLSTMCell(2, state_is_tuple=False)])])
+def test_dynamic_rnn_cells_match_static_rnn_with_gradients(make):
+    rng = np.random.default_rng(13)
+    xv = rng.standard_normal((2, 4, 3))
+    x = gc.placeholder(gc.float64, [None, 4, 3])
+    init = gc.random_uniform_initializer(-0.5, 0.5, seed=3)
+    with gc.variable_scope("d", initializer=init):
+        d_out, _ = gc.nn.dynamic_rnn(make(), x, sequence_length=[4, 3], dtype=gc.float64)
+    with gc.variable_scope("s", initializer=init):
+        s_out, _ = gc.nn.static_rnn(make(), gc.unstack(x, axis=1), sequence_length=[4, 3],
+                                    dtype=gc.float64)
+        s_out = gc.stack(s_out, 1)
+    d_vars = [v for v in gc.trainable_variables() if v.op.name.startswith("d/")]
+    s_vars = [v for v in gc.trainable_variables() if v.op.name.startswith("s/")]
+    d_grads = gc.gradients(gc.reduce_sum(gc.sin(d_out)), d_vars + [x])
+    s_grads = gc.gradients(gc.reduce_sum(gc.sin(s_out)), s_vars + [x])
+    copies = [gc.assign(d, s) for d, s in zip(d_vars, s_vars)]   # the same weights in both
+    with gc.Session() as sess:
+        sess.run(gc.global_variables_initializer())
+        sess.run(copies)
+        a, b = sess.run([[d_out] + d_grads, [s_out] + s_grads], {x: xv})
+    for ga, gb in zip(a, b):
+        np.testing.assert_allclose(ga, gb, rtol=1e-10, atol=1e-12)
