@@ -10,8 +10,12 @@ from graphc.framework.tensor_shape import Dimension, TensorShape, dimension_valu
 from graphc.ops import tensor_operators  # noqa: F401  (x + y, x[1:], ...)
 from graphc.ops.constant_ops import (constant, convert_to_tensor, placeholder,  # noqa: F401
                                      placeholder_with_default)
-from graphc.ops.control_flow_ops import (add_check_numerics_ops, check_numerics,  # noqa: F401
-                                         group, identity, no_op, tuple)
+from graphc.ops.control_flow_ops import (Assert, add_check_numerics_ops,  # noqa: F401
+                                         check_numerics, group, identity, no_op, tuple)
+from graphc.ops.cond_v2 import case, cond, switch_case  # noqa: F401
+from graphc.ops.while_v2 import while_loop  # noqa: F401
+from graphc.ops.tensor_array_ops import TensorArray  # noqa: F401
+from graphc.ops.functional_ops import foldl, foldr, map_fn, scan  # noqa: F401
 from graphc.ops.random_ops import (random_normal, random_uniform, set_random_seed,  # noqa: F401
                                    truncated_normal)
 from graphc.ops.math_ops import *  # noqa: F401,F403

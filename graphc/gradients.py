@@ -7,7 +7,9 @@ tensor from several consumers, and calls each op's gradient function inside a
 `gradients/<op name>_grad` name scope. Ops created there remember the forward op they
 differentiate, so a run-time error in them names the forward op and its source line.
 The gradient of a gather's params is an IndexedSlices (graphc/framework/indexed_slices.py),
-kept sparse as TF1 does.
+kept sparse as TF1 does. The gradients of cond and while_loop are If and While ops of their
+bodies' gradient bodies (graphc/ops/cond_v2.py, while_v2.py), built by this same walk run
+inside a gradient body.
 """
 from graphc.framework.graph import Tensor
 from graphc.framework.indexed_slices import IndexedSlices
@@ -94,6 +96,15 @@ def _dense(g, op):
     return g
 
 
+def _building_graph(graph):
+    """Where the gradient ops go: the graph of ys, or the default graph when that is the
+    gradient body of a cond or loop whose forward body holds ys (framework/func_graph.py;
+    the forward body's tensors it reads are its saved intermediates)."""
+    from graphc.framework.graph import get_default_graph
+    default = get_default_graph()
+    return default if default is graph or default._reads_from(graph) else graph
+
+
 def gradients(ys, xs, grad_ys=None, name="gradients", colocate_gradients_with_ops=False,
               gate_gradients=False, aggregation_method=None, stop_gradients=None):
     """d(sum(ys))/d(x) for each x in xs, as a list of Tensors (None where unconnected),
@@ -105,11 +116,12 @@ def gradients(ys, xs, grad_ys=None, name="gradients", colocate_gradients_with_op
     if not ys:
         raise ValueError("gradients: ys must not be empty")
     graph = ys[0].graph
+    build = _building_graph(graph)
     if grad_ys is not None and not isinstance(grad_ys, (list, tuple)):
         grad_ys = [grad_ys]
     if grad_ys is not None and len(grad_ys) != len(ys):
         raise ValueError(f"Passed {len(grad_ys)} grad_ys for {len(ys)} ys")
-    with graph.as_default(), graph.name_scope(name):
+    with build.as_default(), build.name_scope(name):
         grads = {}
         for i, y in enumerate(ys):
             gy = None if grad_ys is None else grad_ys[i]
@@ -142,7 +154,7 @@ def gradients(ys, xs, grad_ys=None, name="gradients", colocate_gradients_with_op
             if grad_fn is None:
                 raise LookupError(f"No gradient defined for operation '{op.name}' "
                                   f"(op type: {op.type})")
-            with graph.name_scope(op.name + "_grad"), graph.gradient_of(op):
+            with build.name_scope(op.name + "_grad"), build.gradient_of(op):
                 out_grads = [_dense(g, op) for g in out_grads]
                 if len(out_grads) > 1:
                     out_grads = [array_ops.zeros_like(t) if g is None and t.dtype.is_floating

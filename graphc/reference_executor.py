@@ -6,6 +6,7 @@ many times; run() takes the fed arrays and the session state and returns the fet
 """
 import numpy as np
 
+from graphc.framework.op_def import ref_input_indices
 from graphc.framework.op_kernel import run_kernel
 from graphc.framework.subgraph import (has_reshapable_variable, prune, reshaped_by_variables,
                                        statically_shaped_inputs, unfed_placeholder_error,
@@ -58,7 +59,7 @@ class ReferenceExecutable:
             return env[t]
 
         for i, op in enumerate(self.ops):
-            refs = op.op_def.ref_inputs
+            refs = ref_input_indices(op)
             static = self._static[i]
             args = [None if j in refs else _static_stand_in(t) if t in static and t not in env
                     else value(t) for j, t in enumerate(op.inputs)]

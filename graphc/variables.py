@@ -276,7 +276,8 @@ class Variable:
         # as TF2's compat.v1 variables: converted inside a control_dependencies block, the
         # variable is read there, after the block's control inputs (its snapshot may run
         # before them and miss an assign the block waits for)
-        if self.graph._current_control_inputs():
+        # (the default graph's block: inside a cond or loop body, the body's)
+        if get_default_graph()._current_control_inputs():
             return self.read_value()
         return self._snapshot
 

@@ -6,6 +6,8 @@ one size is reused for others under its guards, and every result is compared wit
 Static evaluation (graphc/framework/static_value.py) must never raise an op's run-time
 error while building or compiling: a value it cannot know stays unknown.
 """
+import warnings
+
 import numpy as np
 import pytest
 
@@ -103,7 +105,10 @@ def test_dynamic_rnn_over_an_unknown_batch(backend):
     x = gc.placeholder(gc.float32, [None, 4, 2])
     cell = gc.nn.rnn_cell.BasicRNNCell(3, activation=gc.identity)
     out, state = gc.nn.dynamic_rnn(cell, x, dtype=gc.float32)
-    with gc.Session() as sess:
+    # dynamic_rnn is a while_loop: the compiled backends run it on the reference executor
+    # until control flow is compiled natively (issue 12's next step)
+    with warnings.catch_warnings(), gc.Session() as sess:
+        warnings.filterwarnings("ignore", "graphc could not compile")
         sess.run(gc.global_variables_initializer())
         kernel, bias = sess.run(cell.weights)
         for n in (3, 1, 0, 2):

@@ -1,5 +1,6 @@
 """gc.contrib.rnn: TF1's tf.contrib.rnn names for the cells and static RNNs of gc.nn."""
-from graphc.ops.rnn import static_bidirectional_rnn, static_rnn  # noqa: F401
+from graphc.ops.rnn import (bidirectional_dynamic_rnn, dynamic_rnn,  # noqa: F401
+                            static_bidirectional_rnn, static_rnn)
 from graphc.ops.rnn_cell import *  # noqa: F401,F403
 from graphc.ops.rnn_cell import __all__ as _cells
 

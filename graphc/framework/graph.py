@@ -197,6 +197,7 @@ class Graph:
         self._last_id = 0
         self.seed = None
         self._variable_scope_state = None  # owned by graphc.variable_scope
+        self._functions = {}  # name -> FuncGraph: bodies of If/While ops (func_graph.py)
         self._lock = threading.Lock()
         self.version = 0
 
@@ -207,6 +208,21 @@ class Graph:
     # ----------------------------------------------------------------- default graph
     @contextlib.contextmanager
     def as_default(self):
+        """Makes this graph the default; while a cond or loop body reading this graph is
+        being built, the body stays the default (`x.graph.as_default()` in library code
+        must not take the body's ops out of it)."""
+        stack = _graph_stack()
+        builder = stack[-1] if stack else None
+        stack.append(builder if builder is not None and builder._reads_from(self) else self)
+        try:
+            yield self
+        finally:
+            stack.pop()
+
+    @contextlib.contextmanager
+    def _as_builder(self):
+        """This graph is the default even while a body reading it is being built: a
+        gradient computes a small value (a shape) in the forward body, to save that."""
         stack = _graph_stack()
         stack.append(self)
         try:
@@ -301,13 +317,31 @@ class Graph:
 
     # ------------------------------------------------------------------ op creation
     def create_op(self, op_type, inputs, attrs=None, name=None):
-        """Creates an op, inferring its output shapes and dtypes. Returns the Operation."""
+        """Creates an op, inferring its output shapes and dtypes. Returns the Operation.
+        While a cond or loop body that reads this graph is being built (the default
+        graph), the op is created in the body (framework/func_graph.py)."""
+        builder = get_default_graph()
+        if builder is not self and builder._reads_from(self):
+            return builder.create_op(op_type, inputs, attrs, name)
+        return self._create_op(op_type, inputs, attrs, name)
+
+    def _reads_from(self, graph):
+        """Whether this graph may use tensors of `graph` (a FuncGraph its outer ones')."""
+        return False
+
+    def _own_inputs(self, inputs):
+        """The inputs as tensors of this graph (a FuncGraph captures outer ones)."""
+        return list(inputs)
+
+    def _create_op(self, op_type, inputs, attrs=None, name=None):
         if self._finalized:
             raise RuntimeError("Graph is finalized and cannot be modified.")
         op_def = get_op_def(op_type)
         for t in inputs:
             if not isinstance(t, Tensor):
                 raise TypeError(f"Input to op {op_type} must be a Tensor, got {t!r}")
+        inputs = self._own_inputs(inputs)
+        for t in inputs:
             if t.graph is not self:
                 raise ValueError(f"Tensor {t.name} must be from the same graph as the op "
                                  f"{op_type} being created.")

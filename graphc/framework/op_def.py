@@ -12,7 +12,9 @@ An OpDef carries
   grad(op, *output_grads) -> list with one gradient Tensor (or None) per input.
   stateful: never constant-folded, never merged by CSE.
   ref_inputs: indices of inputs that name a variable to read or update (the output of a
-      VariableV2 op) rather than pass its value; the executor passes None for them.
+      VariableV2 op) rather than pass its value; the executor passes None for them. An op
+      may name more in its attr `ref_input_indices` (If and While: the variables their
+      bodies capture by reference); ref_input_indices(op) gives them all.
 and the op's compiler facts, declared here so that every table the compiler and the
 executors keep of op types is a view of this registry (OpTypes) and a new op is added in
 its definition alone:
@@ -198,6 +200,12 @@ def kernel_outputs(op, out):
             isinstance(out[0], (np.ndarray, np.generic)):
         return [out[0]]
     return [out]
+
+
+def ref_input_indices(op):
+    """The indices of op's inputs that name a variable rather than pass its value."""
+    extra = op.attrs.get("ref_input_indices")
+    return op.op_def.ref_inputs + tuple(extra) if extra else op.op_def.ref_inputs
 
 
 def get_op_def(type):

@@ -4,12 +4,12 @@ ops. Fed tensors cut the graph; variable-reference inputs are not values (value_
 """
 from graphc import errors
 from graphc.framework.graph import format_location
-from graphc.framework.op_def import READS_ONLY_INPUT_DIMS
+from graphc.framework.op_def import READS_ONLY_INPUT_DIMS, ref_input_indices
 
 
 def value_inputs(op):
     """The inputs whose values the op reads (all but its variable-reference inputs)."""
-    refs = op.op_def.ref_inputs
+    refs = ref_input_indices(op)
     return [t for i, t in enumerate(op.inputs) if i not in refs] if refs else op.inputs
 
 

@@ -1,4 +1,5 @@
-"""NoOp, Identity, group, tuple and CheckNumerics."""
+"""NoOp, Identity, group, tuple, CheckNumerics and Assert; cond, case, switch_case and
+while_loop (functional If and While ops: cond_v2.py, while_v2.py)."""
 import builtins
 
 import numpy as np
@@ -97,3 +98,34 @@ def add_check_numerics_ops():
                 with g.control_dependencies(checks[-1:]):
                     checks.append(check_numerics(t, f"{op.name}:{t.value_index}").op)
     return group(*checks)
+
+
+def _assert_kernel(condition, *data, message, summarize):
+    if not bool(np.all(condition)):
+        values = ", ".join(np.array2string(np.asarray(d).reshape(-1)[:summarize], separator=" ")
+                           for d in data)
+        raise errors.KernelError(f"assertion failed: [{message}]" +
+                                 (f" [{values}]" if values else ""))
+    return ()
+
+
+def _assert_infer(inputs, a):
+    if inputs[0].dtype.name != "bool":
+        raise TypeError(f"Assert's condition must be a bool tensor, got {inputs[0].dtype.name}")
+    return []
+
+
+# host_only: it formats its data tensors into the error message on the host
+register_op("Assert", infer=_assert_infer, kernel=_assert_kernel, stateful=True,
+            kind="opaque", host_only=True, writes_state=False)
+
+
+def Assert(condition, data, summarize=None, name=None):  # noqa: N802 - TF's name
+    """An op failing with InvalidArgumentError (the strings of `data`, then its tensors'
+    values) when `condition` is false; run it through a control dependency."""
+    cond_t = convert_to_tensor(condition)
+    texts = [d for d in data if isinstance(d, str)]
+    tensors = [convert_to_tensor(d) for d in data if not isinstance(d, str)]
+    return cond_t.graph.create_op("Assert", [cond_t] + tensors,
+                                  {"message": " ".join(texts), "summarize": summarize or 3},
+                                  name or "Assert")

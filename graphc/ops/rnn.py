@@ -1,19 +1,26 @@
-"""RNNs unrolled statically over a Python list of time steps: gc.nn.static_rnn,
-static_bidirectional_rnn, and dynamic_rnn for inputs whose number of steps is known
-when the graph is built (it is unrolled the same way; there is no while loop).
+"""RNNs: gc.nn.static_rnn and static_bidirectional_rnn unrolled over a Python list of time
+steps; dynamic_rnn, bidirectional_dynamic_rnn and raw_rnn as one while_loop over the time
+axis (its length may be known only at run time; the graph does not grow with it).
 
 With sequence_length, a step at or past an example's length outputs zeros and passes
 that example's state through unchanged, as TF1's _rnn_step does (TF skips the cell
-with a cond when every example is done; here the select alone gives the same values).
+with a cond when every example is done; here the select alone gives the same values),
+so the final state is each example's state at its length.
+
+A cell's variables are created before the loop (a first call of the cell, outside it,
+whose other ops never run): variables cannot be created inside a loop body
+(framework/func_graph.py), and TF1 names them the same way (rnn/<cell>/kernel).
 """
 from graphc import dtypes
+from graphc.framework import nest
 from graphc.framework.tensor_shape import TensorShape
 from graphc.ops import array_ops, math_ops
 from graphc.ops.constant_ops import constant, convert_to_tensor
 from graphc.ops.rnn_cell import flatten, map_structure, pack_sequence_as
 from graphc.variable_scope import variable_scope
 
-__all__ = ["static_rnn", "static_bidirectional_rnn", "dynamic_rnn"]
+__all__ = ["static_rnn", "static_bidirectional_rnn", "dynamic_rnn",
+           "bidirectional_dynamic_rnn", "raw_rnn"]
 
 
 def _with_rank_at_least(shape, rank):
@@ -135,19 +142,171 @@ def static_bidirectional_rnn(cell_fw, cell_bw, inputs, initial_state_fw=None,
     return outputs, state_fw, state_bw
 
 
+def _to_time_major(x):
+    """[batch, time, ...] -> [time, batch, ...] (and back: the same swap)."""
+    perm = [1, 0] + list(range(2, x.shape.ndims))
+    return array_ops.transpose(x, perm)
+
+
+def _time_major_inputs(inputs, time_major):
+    flat = [convert_to_tensor(x) for x in nest.flatten(inputs)]
+    for x in flat:
+        if x.shape.ndims is None or x.shape.ndims < 3:
+            raise ValueError(f"dynamic_rnn: inputs must have rank at least 3 ([batch, time, "
+                             f"depth], or [time, batch, depth] when time_major), got "
+                             f"{x.shape} ({x.name})")
+        if x.shape[2:].is_fully_defined() is False:
+            raise ValueError("Input size (depth of inputs) must be accessible via shape "
+                             f"inference, but saw value None (shape {x.shape}).")
+    return flat if time_major else [_to_time_major(x) for x in flat]
+
+
+def _build_cell(cell, step_inputs, state):
+    """Creates the cell's variables outside the loop (see the module docstring); returns
+    the structure of its output."""
+    output, _ = cell(step_inputs, state)
+    return output
+
+
 def dynamic_rnn(cell, inputs, sequence_length=None, initial_state=None, dtype=None,
                 parallel_iterations=None, swap_memory=False, time_major=False, scope=None):
-    """TF1's dynamic_rnn for inputs [batch, time, depth] (or [time, batch, depth] when
-    time_major) whose number of time steps is static: unrolled like static_rnn.
+    """TF1's dynamic_rnn: the cell run over the time axis of `inputs` ([batch, time, depth],
+    or [time, batch, depth] when time_major; a nest of such tensors) by one while_loop.
     Returns (outputs stacked on the time axis, final_state)."""
-    inputs = convert_to_tensor(inputs)
-    shape = _with_rank_at_least(inputs.shape, 3)
+    from graphc.ops.tensor_array_ops import TensorArray
+    from graphc.ops.while_v2 import while_loop
+    with variable_scope(scope or "rnn"):
+        flat = _time_major_inputs(inputs, time_major)
+        batch = flat[0].shape[1].value
+        batch_size = batch if batch is not None else array_ops.shape(flat[0])[1]
+        state = _initial_state(cell, initial_state, batch_size, dtype)
+        lengths = None if sequence_length is None else _sequence_length(sequence_length)
+        steps = array_ops.shape(flat[0])[0]
+        inputs_tas = [TensorArray(x.dtype, size=steps, element_shape=x.shape[1:],
+                                  name="input_ta").unstack(x) for x in flat]
+        out_structure = _build_cell(cell, nest.pack_sequence_as(inputs, [x[0] for x in flat]),
+                                    state)
+        flat_out = nest.flatten(out_structure)
+        outputs_tas = [TensorArray(o.dtype, size=steps, element_shape=o.shape,
+                                   name="output_ta") for o in flat_out]
+
+        def body(time, out_tas, state):
+            x = nest.pack_sequence_as(inputs, [ta.read(time) for ta in inputs_tas])
+            output, new_state = cell(x, state)
+            if lengths is not None:
+                output, new_state = _masked_time_step(time, lengths, output, new_state, state)
+            out_tas = [ta.write(time, o) for ta, o in zip(out_tas, nest.flatten(output))]
+            return time + 1, out_tas, new_state
+
+        _, outputs_tas, final_state = while_loop(
+            lambda time, out_tas, state: math_ops.less(time, steps), body,
+            [0, outputs_tas, state], parallel_iterations=parallel_iterations or 32,
+            swap_memory=swap_memory)
+        outputs = [_stacked_steps(ta, o, flat[0]) for ta, o in zip(outputs_tas, flat_out)]
+        if not time_major:
+            outputs = [_to_time_major(o) for o in outputs]
+        return nest.pack_sequence_as(out_structure, outputs), final_state
+
+
+def _stacked_steps(ta, step_output, first_input):
+    """The outputs [time, batch, ...] of a TensorArray of steps, with the static time and
+    batch sizes of the inputs (zero steps give [0, batch, ...])."""
+    out = ta.stack()
+    depth = step_output.shape[1:]
+    if depth.is_fully_defined():  # zero steps: an empty stack knows no batch size
+        out = array_ops.reshape(out, array_ops.concat(
+            [array_ops.shape(first_input)[:2], constant(depth.as_list(), dtype=dtypes.int32)],
+            0))
+    out.set_shape(TensorShape([first_input.shape[0].value]).concatenate(step_output.shape))
+    return out
+
+
+def _masked_time_step(time, lengths, output, new_state, state):
+    """_masked_step for a time step known at run time."""
+    done = math_ops.greater_equal(time, lengths)
+    output = map_structure(lambda o: math_ops.where(done, array_ops.zeros_like(o), o), output)
+    state = map_structure(lambda old, new: math_ops.where(done, old, new), state, new_state)
+    return output, state
+
+
+def _reverse_time(x, lengths, time_axis):
+    """x reversed along time_axis; with lengths, only each example's first length steps
+    (TF's reverse_sequence), for a number of steps known at run time."""
+    steps = array_ops.shape(x)[time_axis]
+    t = array_ops.range(0, steps)
+    if lengths is None:
+        return array_ops.gather(x, math_ops.subtract(math_ops.subtract(steps, 1), t),
+                                axis=time_axis)
+    batch_major = x if time_axis == 1 else _to_time_major(x)
+    t = array_ops.expand_dims(t, 1)  # [T, 1]
+    source = math_ops.where(math_ops.less(t, lengths), lengths - 1 - t, t + 0 * lengths)
+    picked = array_ops.gather(batch_major, array_ops.transpose(source), axis=1, batch_dims=1)
+    return picked if time_axis == 1 else _to_time_major(picked)
+
+
+def bidirectional_dynamic_rnn(cell_fw, cell_bw, inputs, sequence_length=None,
+                              initial_state_fw=None, initial_state_bw=None, dtype=None,
+                              parallel_iterations=None, swap_memory=False, time_major=False,
+                              scope=None):
+    """A forward and a backward dynamic_rnn; returns ((output_fw, output_bw),
+    (output_state_fw, output_state_bw)), the backward outputs back in input order."""
+    lengths = None if sequence_length is None else _sequence_length(sequence_length)
     time_axis = 0 if time_major else 1
-    steps = shape[time_axis].value
-    if steps is None:
-        raise ValueError("dynamic_rnn here unrolls the time axis, which must have a static "
-                         f"size; inputs have shape {shape}")
-    step_inputs = array_ops.unstack(inputs, num=steps, axis=time_axis)
-    outputs, state = static_rnn(cell, step_inputs, initial_state, dtype, sequence_length,
-                                scope)
-    return map_structure(lambda *o: array_ops.stack(list(o), axis=time_axis), *outputs), state
+    with variable_scope(scope or "bidirectional_rnn"):
+        with variable_scope("fw") as fw_scope:
+            output_fw, state_fw = dynamic_rnn(cell_fw, inputs, lengths, initial_state_fw,
+                                              dtype, parallel_iterations, swap_memory,
+                                              time_major, scope=fw_scope)
+        with variable_scope("bw") as bw_scope:
+            reversed_inputs = nest.map_structure(
+                lambda x: _reverse_time(convert_to_tensor(x), lengths, time_axis), inputs)
+            tmp, state_bw = dynamic_rnn(cell_bw, reversed_inputs, lengths, initial_state_bw,
+                                        dtype, parallel_iterations, swap_memory, time_major,
+                                        scope=bw_scope)
+    output_bw = nest.map_structure(lambda o: _reverse_time(o, lengths, time_axis), tmp)
+    return (output_fw, output_bw), (state_fw, state_bw)
+
+
+def raw_rnn(cell, loop_fn, parallel_iterations=None, swap_memory=False, scope=None):
+    """TF1's raw_rnn: loop_fn(time, cell_output, cell_state, loop_state) -> (finished,
+    next_input, next_cell_state, emit_output, next_loop_state) drives the cell until every
+    example is finished. Returns (emit_ta, final_state, final_loop_state); a finished
+    example emits zeros and keeps its state."""
+    from graphc.ops.tensor_array_ops import TensorArray
+    from graphc.ops.while_v2 import while_loop
+    if not callable(loop_fn):
+        raise TypeError("loop_fn must be a callable")
+    with variable_scope(scope or "rnn"):
+        time = constant(0, dtype=dtypes.int32)
+        finished, first_input, state, emit_structure, loop_state = loop_fn(time, None, None,
+                                                                           None)
+        finished = convert_to_tensor(finished)
+        output = _build_cell(cell, first_input, state)
+        emit_structure = output if emit_structure is None else emit_structure
+        emit_tas = [TensorArray(e.dtype, size=0, dynamic_size=True, element_shape=e.shape,
+                                name="rnn_output_ta") for e in nest.flatten(emit_structure)]
+        no_loop_state = loop_state is None
+        carried = constant(0) if no_loop_state else loop_state
+
+        def body(time, finished, x, state, emit_tas, loop_state):
+            output, cell_state = cell(x, state)
+            nest.assert_same_structure(state, cell_state)
+            nxt = loop_fn(time + 1, output, cell_state, None if no_loop_state else loop_state)
+            next_finished, next_input, next_state, emit, next_loop_state = nxt
+            emit = output if emit is None else emit
+            emit = map_structure(
+                lambda e: math_ops.where(finished, array_ops.zeros_like(e), e), emit)
+            next_state = map_structure(lambda old, new: math_ops.where(finished, old, new),
+                                       state, next_state)
+            emit_tas = [ta.write(time, e) for ta, e in zip(emit_tas, nest.flatten(emit))]
+            return (time + 1, math_ops.logical_or(finished, next_finished), next_input,
+                    next_state, emit_tas, loop_state if no_loop_state else next_loop_state)
+
+        from graphc.ops.reduction_ops import reduce_all
+        result = while_loop(
+            lambda time, finished, *rest: math_ops.logical_not(reduce_all(finished)), body,
+            [time, finished, first_input, state, emit_tas, carried],
+            parallel_iterations=parallel_iterations or 32, swap_memory=swap_memory)
+        _, _, _, final_state, emit_tas, final_loop_state = result
+        emit_ta = nest.pack_sequence_as(emit_structure, emit_tas)
+        return emit_ta, final_state, None if no_loop_state else final_loop_state

@@ -1,0 +1,327 @@
+"""TensorArray (tf.compat.v1.TensorArray) as values: no resource, two flow tensors.
+
+A TensorArray is the pair of tensors (values [size, *element_shape], written [size]
+bool); every write returns a new TensorArray holding new flows, as TF1's API already
+demands (`ta = ta.write(...)`). That is what a while_loop threads through its loop
+variables, what the reference executor holds (one dense array), and what the native
+lowering will plan as one buffer. Three ops do the work:
+  TensorArrayV3(size)                              -> (values of zeros, written = false)
+  TensorArrayScatterV3(values, written, indices, x)-> rows `indices` of values := x
+  TensorArrayGatherV3(values, written, indices)    -> rows `indices` of values
+write/read/stack/unstack/gather/scatter/concat are made of them. As TF1: writing an index
+twice, or past the size unless dynamic_size (which grows the array), is an error; so is
+reading an index never written (unless the element shape is fully known: zeros); all
+elements have one shape (infer_shape=True), merged into element_shape as they are
+written. Differs from TF on purpose: clear_after_read is accepted but a read does not
+clear the element (values are immutable here; reading an element twice is allowed).
+Gradients: of a scatter, the rows gathered (and, for the old values, the gradient with
+those rows zeroed); of a gather, the gradient scattered back (summed).
+"""
+import numpy as np
+
+from graphc import dtypes, errors
+from graphc.framework.op_def import register_gradient, register_op
+from graphc.framework.static_value import constant_value
+from graphc.framework.tensor_shape import TensorShape, as_shape
+
+__all__ = ["TensorArray"]
+
+
+def _create_infer(inputs, a):
+    n = constant_value(inputs[0])
+    rows = TensorShape([None if n is None or a["dynamic_size"] else int(n)])
+    elem = a["element_shape"]
+    values = rows.concatenate(elem) if elem.ndims is not None else TensorShape(None)
+    return [(values, a["dtype"]), (rows, dtypes.bool)]
+
+
+def _create_kernel(size, dtype, element_shape, dynamic_size):
+    n = int(size)
+    if n < 0:
+        raise errors.KernelError(f"TensorArray size must be >= 0, got {n}")
+    elem = [] if element_shape.ndims is None else \
+        [0 if d is None else d for d in element_shape.as_list()]
+    return np.zeros([n] + elem, dtype.np), np.zeros([n], bool)
+
+
+register_op("TensorArrayV3", infer=_create_infer, kernel=_create_kernel, kind="opaque")
+
+
+def _elements(values):
+    return values[1:] if values.ndims is not None else TensorShape(None)
+
+
+def _scatter_infer(inputs, a):
+    values, written, indices, x = inputs
+    if x.dtype != values.dtype:
+        raise TypeError(f"TensorArray dtype is {values.dtype.name} but Op is trying to write "
+                        f"dtype {x.dtype.name}")
+    elem = _elements(values.shape)
+    given = x.shape[1:] if x.shape.ndims is not None else TensorShape(None)
+    if not elem.is_compatible_with(given):
+        raise ValueError(f"Inconsistent shapes: saw {given} but expected {elem}")
+    elem = elem.merge_with(given)
+    rows = values.shape[:1] if values.shape.ndims is not None and not a["dynamic_size"] \
+        else TensorShape([None])
+    out = rows.concatenate(elem) if elem.ndims is not None else TensorShape(None)
+    return [(out, values.dtype), (rows, dtypes.bool)]
+
+
+def _scatter_kernel(values, written, indices, x, dynamic_size):
+    indices = np.asarray(indices).reshape(-1)
+    x = np.asarray(x)
+    if x.shape[:1] != (len(indices),):
+        raise errors.KernelError(f"Expected len(indices) == values.shape[0], but saw: "
+                                 f"{len(indices)} vs. {x.shape[0] if x.ndim else 'a scalar'}")
+    elem = x.shape[1:]
+    if values.shape[1:] != elem:
+        if written.any():
+            raise errors.KernelError(
+                f"Could not write to TensorArray because the value shape is {list(elem)} "
+                f"which is incompatible with the TensorArray's inferred element shape: "
+                f"{list(values.shape[1:])}")
+        values = np.zeros((values.shape[0],) + elem, values.dtype)
+    size = values.shape[0]
+    if len(indices) and (indices.min() < 0 or (indices.max() >= size and not dynamic_size)):
+        bad = int(indices.min()) if indices.min() < 0 else int(indices.max())
+        raise errors.KernelError(f"Tried to write to index {bad} but array is not resizeable "
+                                 f"and size is: {size}")
+    if len(indices) and indices.max() >= size:
+        grow = int(indices.max()) + 1 - size
+        values = np.concatenate([values, np.zeros((grow,) + elem, values.dtype)])
+        written = np.concatenate([written, np.zeros(grow, bool)])
+    for i in indices:
+        if written[i]:
+            raise errors.KernelError(f"Could not write to TensorArray index {int(i)} because "
+                                     "it has already been written to.")
+    values, written = values.copy(), written.copy()
+    values[indices] = x
+    written[indices] = True
+    return values, written
+
+
+register_op("TensorArrayScatterV3", infer=_scatter_infer, kernel=_scatter_kernel,
+            kind="opaque")
+
+
+def _gather_infer(inputs, a):
+    values, written, indices = inputs
+    elem = a["element_shape"].merge_with(_elements(values.shape)) \
+        if a["element_shape"].ndims is not None else _elements(values.shape)
+    if indices.shape.ndims is None or elem.ndims is None:
+        return TensorShape(None), values.dtype
+    return indices.shape.concatenate(elem), values.dtype
+
+
+def _gather_kernel(values, written, indices, element_shape):
+    indices = np.asarray(indices)
+    flat = indices.reshape(-1)
+    size = values.shape[0]
+    for i in flat:
+        if i < 0 or i >= size:
+            raise errors.KernelError(f"Tried to read from index {int(i)} but array size is: "
+                                     f"{size}")
+        if not written[i] and not element_shape.is_fully_defined():
+            raise errors.KernelError(f"Could not read from TensorArray index {int(i)} because "
+                                     "it has not yet been written to.")
+    return values[flat].reshape(indices.shape + values.shape[1:])
+
+
+register_op("TensorArrayGatherV3", infer=_gather_infer, kernel=_gather_kernel,
+            kind="opaque")
+
+
+def _scatter_grad_kernel(g, old_rows, indices):
+    """The gradient of a scatter's old values: the rows it overwrote get none, the rows a
+    dynamic_size array grew by are not its. Old values never written (zeros of no element
+    shape yet) come from TensorArrayV3, which takes no gradient: they get the element
+    shape of g, so that a loop's saved values keep one shape every iteration."""
+    rows = int(np.asarray(old_rows).reshape(-1)[0])
+    out = np.array(g[:rows])
+    indices = np.asarray(indices).reshape(-1)
+    out[indices[indices < rows]] = 0
+    return out
+
+
+register_op("TensorArrayScatterGrad", infer=lambda inputs, a: (TensorShape(None),
+                                                                inputs[0].dtype),
+            kernel=_scatter_grad_kernel, kind="opaque")
+
+
+def _gather_grad_kernel(g, shape, indices):
+    out = np.zeros(tuple(int(d) for d in shape), g.dtype)
+    flat = np.asarray(indices).reshape(-1)
+    np.add.at(out, flat, g.reshape((len(flat),) + out.shape[1:]))
+    return out
+
+
+register_op("TensorArrayGatherGrad", infer=lambda inputs, a: (TensorShape(None),
+                                                               inputs[0].dtype),
+            kernel=_gather_grad_kernel, kind="opaque")
+
+
+def _forward_shape(t):
+    """Shape of t computed where t is (a loop body then saves the small shape for the
+    gradient, not t itself)."""
+    from graphc.ops.array_ops import shape
+    with t.graph._as_builder():
+        return shape(t)
+
+
+@register_gradient("TensorArrayScatterV3")
+def _scatter_grad(op, g_values, g_written):
+    from graphc.ops.array_ops import gather, reshape
+    values, _, indices, x = op.inputs
+    if g_values is None:
+        return [None, None, None, None]
+    g = g_values.graph.create_op("TensorArrayScatterGrad",
+                                 [g_values, _forward_shape(op.inputs[1]), indices]).outputs[0]
+    gx = reshape(gather(g_values, reshape(indices, [-1])), _forward_shape(x))
+    return [g, None, None, gx]
+
+
+@register_gradient("TensorArrayGatherV3")
+def _gather_grad(op, grad):
+    values, _, indices = op.inputs
+    g = grad.graph.create_op("TensorArrayGatherGrad",
+                             [grad, _forward_shape(values), indices]).outputs[0]
+    g.set_shape(values.shape)
+    return [g, None, None]
+
+
+from graphc.framework.op_def import not_differentiable  # noqa: E402
+
+not_differentiable("TensorArrayV3", "TensorArrayScatterGrad", "TensorArrayGatherGrad")
+
+
+class TensorArray:
+    """tf.compat.v1.TensorArray: a list of same-shaped tensors, written once each."""
+
+    def __init__(self, dtype, size=None, dynamic_size=None, clear_after_read=None,
+                 tensor_array_name=None, handle=None, flow=None, infer_shape=True,
+                 element_shape=None, colocate_with_first_write_call=True, name=None):
+        from graphc.ops.constant_ops import convert_to_tensor
+        self._dtype = dtypes.as_dtype(dtype)
+        self._dynamic_size = bool(dynamic_size)
+        self._clear_after_read = True if clear_after_read is None else clear_after_read
+        self._element_shape = as_shape(element_shape) if element_shape is not None \
+            else TensorShape(None)
+        self._infer_shape = infer_shape
+        if flow is not None:
+            self._flows = list(flow)
+            return
+        if size is None:
+            raise ValueError("Size must be provided if handle is not provided")
+        size = convert_to_tensor(size, dtype=dtypes.int32, name="size")
+        op = size.graph.create_op("TensorArrayV3", [size],
+                                  {"dtype": self._dtype, "element_shape": self._element_shape,
+                                   "dynamic_size": self._dynamic_size},
+                                  name or tensor_array_name or "TensorArray")
+        self._flows = list(op.outputs)
+
+    dtype = property(lambda self: self._dtype)
+    dynamic_size = property(lambda self: self._dynamic_size)
+    flows = property(lambda self: list(self._flows))
+    flow = property(lambda self: self._flows[0])
+    handle = flow
+
+    @property
+    def element_shape(self):
+        values = self._flows[0].shape
+        known = values[1:] if values.ndims is not None else TensorShape(None)
+        if self._element_shape.ndims is None:
+            return known
+        return self._element_shape.merge_with(known) if known.ndims is not None \
+            else self._element_shape
+
+    def with_flows(self, flows):
+        """This TensorArray's configuration on other flow tensors (a loop's)."""
+        ta = TensorArray(self._dtype, dynamic_size=self._dynamic_size,
+                         clear_after_read=self._clear_after_read, flow=flows,
+                         infer_shape=self._infer_shape, element_shape=self.element_shape)
+        return ta
+
+    def flow_invariants(self):
+        elem = self.element_shape
+        values = TensorShape([None]).concatenate(elem) if elem.ndims is not None \
+            else TensorShape(None)
+        return [values, TensorShape([None])]
+
+    def identity(self):
+        return self
+
+    def size(self, name=None):
+        from graphc.ops.array_ops import shape
+        return shape(self._flows[0], name=name or "TensorArraySize")[0] \
+            if self._flows[0].shape.ndims is not None else \
+            shape(self._flows[1], name=name or "TensorArraySize")[0]
+
+    def scatter(self, indices, value, name=None):
+        from graphc.ops.constant_ops import convert_to_tensor
+        indices = convert_to_tensor(indices, dtype=dtypes.int32)
+        value = convert_to_tensor(value, dtype=self._dtype)
+        values, written = self._flows
+        op = values.graph.create_op("TensorArrayScatterV3", [values, written, indices, value],
+                                    {"dynamic_size": self._dynamic_size},
+                                    name or "TensorArrayScatter")
+        return self.with_flows(op.outputs)
+
+    def write(self, index, value, name=None):
+        from graphc.ops.array_ops import expand_dims, reshape
+        from graphc.ops.constant_ops import convert_to_tensor
+        index = convert_to_tensor(index, dtype=dtypes.int32)
+        value = convert_to_tensor(value, dtype=self._dtype)
+        if not self.element_shape.is_compatible_with(value.shape):
+            raise ValueError(f"Inconsistent shapes: saw {value.shape} but expected "
+                             f"{self.element_shape} (TensorArray element shape)")
+        return self.scatter(reshape(index, [1]), expand_dims(value, 0), name=name or
+                            "TensorArrayWrite")
+
+    def gather(self, indices, name=None):
+        from graphc.ops.constant_ops import convert_to_tensor
+        indices = convert_to_tensor(indices, dtype=dtypes.int32)
+        values, written = self._flows
+        return values.graph.create_op("TensorArrayGatherV3", [values, written, indices],
+                                      {"element_shape": self.element_shape},
+                                      name or "TensorArrayGather").outputs[0]
+
+    def read(self, index, name=None):
+        from graphc.ops.array_ops import reshape
+        from graphc.ops.constant_ops import convert_to_tensor
+        index = convert_to_tensor(index, dtype=dtypes.int32)
+        out = reshape(self.gather(reshape(index, [1])), self._read_shape())
+        out.set_shape(self.element_shape)
+        return out
+
+    def _read_shape(self):
+        from graphc.ops.array_ops import shape
+        values = self._flows[0]
+        return shape(values)[1:]
+
+    def stack(self, name=None):
+        from graphc.ops.array_ops import range as range_
+        return self.gather(range_(0, self.size()), name=name or "TensorArrayStack")
+
+    def unstack(self, value, name=None):
+        from graphc.ops.array_ops import shape
+        from graphc.ops.constant_ops import convert_to_tensor
+        from graphc.ops.array_ops import range as range_
+        value = convert_to_tensor(value, dtype=self._dtype)
+        return self.scatter(range_(0, shape(value)[0]), value, name=name or
+                            "TensorArrayUnstack")
+
+    def concat(self, name=None):
+        from graphc.ops.array_ops import concat, reshape, shape
+        stacked = self.stack()
+        if stacked.shape.ndims is not None and stacked.shape.ndims < 2:
+            raise ValueError("Concatenating scalars in TensorArray is unsupported")
+        dims = shape(stacked)
+        return reshape(stacked, concat([[-1], dims[2:]], 0), name=name or "TensorArrayConcat")
+
+    def close(self, name=None):
+        from graphc.ops.control_flow_ops import no_op
+        return no_op(name=name or "TensorArrayClose")
+
+    def grad(self, source, flow=None, name=None):
+        raise NotImplementedError("TensorArray.grad: gradients of TensorArrays come from "
+                                  "gc.gradients (no gradient arrays by hand in graphc)")

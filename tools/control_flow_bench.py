@@ -1,0 +1,84 @@
+"""dynamic_rnn (one while_loop) against static_rnn (unrolled): graph size, build time, and
+one training step's time, over the number of time steps.
+
+    python tools/control_flow_bench.py [--steps 32 128 512] [--backend reference]
+
+The graph of dynamic_rnn does not grow with the steps (its ops, bodies included, are
+counted); static_rnn's does. Until control flow is compiled natively (issue 12's next
+step) dynamic_rnn runs on the reference executor on every backend, so its step time is
+NumPy's; the saved forward values (the stacks the backward loop pops) are reported in
+bytes."""
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import graphc as gc  # noqa: E402
+
+BATCH, DEPTH, UNITS = 16, 16, 32
+
+
+def all_ops(graph):
+    ops = graph.get_operations()
+    return len(ops) + sum(all_ops(f) for f in graph._functions.values())
+
+
+def build(steps, kind):
+    g = gc.Graph()
+    with g.as_default():
+        gc.set_random_seed(0)
+        x = gc.placeholder(gc.float32, [BATCH, steps, DEPTH])
+        cell = gc.nn.rnn_cell.BasicLSTMCell(UNITS)
+        if kind == "dynamic":
+            out, _ = gc.nn.dynamic_rnn(cell, x, dtype=gc.float32)
+        else:
+            out = gc.stack(gc.nn.static_rnn(cell, gc.unstack(x, axis=1), dtype=gc.float32)[0], 1)
+        loss = gc.reduce_mean(out * out)
+        train = gc.train.GradientDescentOptimizer(0.1).minimize(loss)
+        init = gc.global_variables_initializer()
+    return g, x, loss, train, init
+
+
+def saved_bytes(graph, sess, x, xv):
+    """Bytes of the stacks the forward loops keep for the gradient."""
+    stacks = [t for op in graph.get_operations() if op.type == "While"
+              for t in op.outputs[op.attrs["num_loop_vars"] + 1:]]
+    return sum(a.nbytes for a in sess.run(stacks, {x: xv})) if stacks else 0
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--steps", type=int, nargs="+", default=[32, 128, 512])
+    parser.add_argument("--backend", default=os.environ.get("GRAPHC_BACKEND", "reference"))
+    args = parser.parse_args()
+    os.environ["GRAPHC_BACKEND"] = args.backend
+    import warnings
+    warnings.filterwarnings("ignore", "graphc could not compile")
+    print(f"LSTM {UNITS} units, batch {BATCH}, depth {DEPTH}, backend {args.backend}")
+    print(f"{'kind':8} {'steps':>6} {'ops':>7} {'build s':>8} {'first run s':>11} "
+          f"{'step s':>8} {'saved MB':>9}")
+    for steps in args.steps:
+        xv = np.random.default_rng(0).standard_normal((BATCH, steps, DEPTH)).astype(np.float32)
+        for kind in ("dynamic", "static"):
+            t0 = time.perf_counter()
+            g, x, loss, train, init = build(steps, kind)
+            built = time.perf_counter() - t0
+            with gc.Session(graph=g) as sess:
+                sess.run(init)
+                t0 = time.perf_counter()
+                sess.run(train, {x: xv})
+                first = time.perf_counter() - t0
+                t0 = time.perf_counter()
+                for _ in range(3):
+                    sess.run(train, {x: xv})
+                step = (time.perf_counter() - t0) / 3
+                saved = saved_bytes(g, sess, x, xv) / 2 ** 20
+            print(f"{kind:8} {steps:6d} {all_ops(g):7d} {built:8.2f} {first:11.2f} {step:8.3f} "
+                  f"{saved:9.2f}")
+
+
+if __name__ == "__main__":
+    main()
