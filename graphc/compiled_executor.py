@@ -122,7 +122,7 @@ def _plan_stages(ops, fed, feeds, fetches, targets, session, device):
                               ops, session, device)]
         # the whole signature in one stage: its ops are the ones lowering needs
         return [NativeStage(_stage_feeds(feeds, NativeStage), fetches, targets, frozenset(),
-                            ops, session, device, ops_to_lower=ops)]
+                            ops, session, device, lowering_ops=ops)]
     stages, done = [], set()
     for i, number in enumerate(numbers):
         mine = [op for op in ops if stage_of.get(op) == number]
@@ -161,12 +161,12 @@ class NativeStage:
     """The compiled variants of one native stage (runtime.variants.Variants chooses)."""
 
     def __init__(self, feeds, fetches, targets, exclude, ops, session, device=None,
-                 ops_to_lower=None):
-        """ops: the stage's own ops; ops_to_lower: what lowering its signature needs
+                 lowering_ops=None):
+        """ops: the stage's own ops; lowering_ops: what lowering its signature needs
         (lower.ops_to_lower: with the constants and variables it reads), when known."""
         self.feeds, self.fetches, self.targets = list(feeds), list(fetches), list(targets)
         self.exclude = exclude
-        self._ops_to_lower = ops_to_lower
+        self._lowering_ops = lowering_ops
         self.session = session
         self.device = device
         self.random_ops = [op for op in ops if op.type in RANDOM_OP_TYPES]
@@ -251,10 +251,10 @@ class NativeStage:
     def _lowered_ops(self):
         """The ops lowering this stage's signature needs: pruned once, for every variant
         compiled (and for the CPU fallback of a GPU compile)."""
-        if self._ops_to_lower is None:
-            self._ops_to_lower = ops_to_lower(self.fetches, self.targets, self.feeds,
+        if self._lowering_ops is None:
+            self._lowering_ops = ops_to_lower(self.fetches, self.targets, self.feeds,
                                               self.exclude)
-        return self._ops_to_lower
+        return self._lowering_ops
 
 
 def _variable_shapes(store):
