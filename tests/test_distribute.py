@@ -224,8 +224,8 @@ OPTIMIZER_WORKER = """
     out = {f"before{i}": v for i, v in enumerate(before)}
     out.update({f"start{i}": v for i, v in enumerate(start)})
     out.update({f"end{i}": v for i, v in enumerate(end)})
-    np.savez(os.path.join(os.environ["OUT"], f"rank{r}.npz"), allreduces=types.count("MpiAllreduce"),
-             allgathers=types.count("MpiAllgather"), **out)
+    np.savez(os.path.join(os.environ["OUT"], f"rank{r}.npz"), **out,
+             allreduces=types.count("MpiAllreduce"), allgathers=types.count("MpiAllgather"))
 """
 
 
@@ -310,14 +310,13 @@ def test_one_process_job_runs_the_same_script():
     it does on several ranks) runs its collectives and leaves the gradients as they are."""
     hvd.init()
     assert (hvd.size(), hvd.rank(), hvd.local_size(), hvd.local_rank()) == (1, 0, 1, 0)
-    start = [np.asarray(v) for v in
-             _initial_values("float64")]
+    start = _initial_values("float64")
     results = []
-    for wrap in (False, True):  # DistributedOptimizer, then reduce_gradients
+    for through_collectives in (False, True):
         gc.reset_default_graph()
         (ids, x, labels), loss = model("float64")
         opt = make_optimizer("adam")
-        if wrap:  # the DistributedOptimizer of several ranks, in a job of one
+        if through_collectives:  # what DistributedOptimizer builds on several ranks
             grads_and_vars = opt.compute_gradients(loss)
             reduced = hvd.reduce_gradients([g for g, _ in grads_and_vars])
             train = opt.apply_gradients(zip(reduced, [v for _, v in grads_and_vars]))
@@ -326,7 +325,7 @@ def test_one_process_job_runs_the_same_script():
         variables = gc.trainable_variables()
         types = [o.type for o in gc.get_default_graph().get_operations()]
         assert (types.count("MpiAllreduce"), types.count("MpiAllgather")) == \
-            ((1, 2) if wrap else (0, 0))  # dense ones fused; the embedding's gathered
+            ((1, 2) if through_collectives else (0, 0))  # dense fused; the sparse gathered
         with gc.Session() as sess:
             sess.run(gc.global_variables_initializer())
             for v, value in zip(variables, start):
@@ -361,9 +360,8 @@ def test_collective_errors_name_the_op():
     with pytest.raises(TypeError, match="wraps a graphc optimizer"):
         hvd.DistributedOptimizer(object())
     b = hvd.broadcast(gc.constant([1.0]), 1, name="from_rank_1")
-    with gc.Session() as sess, pytest.raises(gc.errors.InvalidArgumentError,
-                                             match="(?s)root_rank 1 is not a rank of this job "
-                                                   "of 1 processes.*from_rank_1.*test_distribute.py"):
+    expected = "(?s)root_rank 1 is not a rank of this job of 1 processes.*from_rank_1.*test_distr"
+    with gc.Session() as sess, pytest.raises(gc.errors.InvalidArgumentError, match=expected):
         sess.run(b)
 
 
