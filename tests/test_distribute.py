@@ -563,3 +563,26 @@ def test_reused_output_buffers_never_change_a_value_someone_holds(backend):
         np.testing.assert_array_equal(first, [1.0, 2.0, 3.0])
         np.testing.assert_array_equal(second, [9.0, 8.0, 9.0])
         np.testing.assert_array_equal(sess.run(v), [4.0, 5.0, 6.0])
+
+
+@needs_mpi
+def test_distributed_mnist_example_reaches_the_one_process_accuracy(tmp_path):
+    """examples/mnist_mlp_distributed.py on 2 processes and on 1: the same accuracy (up to
+    the dropout masks each process draws), rank 0's checkpoint alone."""
+    example = os.path.join(ROOT, "examples", "mnist_mlp_distributed.py")
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    accuracies = []
+    for launcher in ([MPIEXEC, "-n", "2"], []):
+        out_dir = tmp_path / f"out{len(launcher)}"
+        proc = subprocess.run(launcher + [sys.executable, example, "--epochs", "5", "--out",
+                                          str(out_dir)], capture_output=True, text=True,
+                              env=env, cwd=ROOT, timeout=JOB_TIMEOUT)
+        check_ok(proc)
+        processes = 2 if launcher else 1
+        assert f"on {processes} processes" in proc.stdout
+        assert proc.stdout.count("test accuracy") == 1  # printed by rank 0 only
+        accuracies.append(float(re.search(r"^test accuracy: ([\d.]+)", proc.stdout,
+                                          re.M).group(1)))
+        assert "checkpoint" in os.listdir(out_dir)
+    assert min(accuracies) > 0.85
+    assert abs(accuracies[0] - accuracies[1]) < 0.03, accuracies
