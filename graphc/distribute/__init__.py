@@ -23,13 +23,12 @@ MonitoredTrainingSession or session hooks yet; run broadcast_global_variables(0)
 the initializer instead.
 """
 from graphc.distribute import world as _world
-from graphc.distribute.collective_ops import (COLLECTIVE_OP_TYPES, Average, Sum,  # noqa: F401
-                                              allgather, allreduce, broadcast)
-from graphc.distribute.optimizer import DistributedOptimizer, reduce_gradients  # noqa: F401
+from graphc.distribute.collective_ops import Average, Sum, allgather, allreduce, broadcast
+from graphc.distribute.optimizer import DistributedOptimizer, reduce_gradients
 
 __all__ = ["init", "is_initialized", "size", "rank", "local_size", "local_rank", "Average",
            "Sum", "allreduce", "allgather", "broadcast", "broadcast_global_variables",
-           "broadcast_variables", "DistributedOptimizer"]
+           "broadcast_variables", "DistributedOptimizer", "reduce_gradients"]
 
 
 def init(abort_on_error=True):

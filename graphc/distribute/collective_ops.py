@@ -166,7 +166,6 @@ for _type, _infer, _kernel in (("MpiAllreduce", _allreduce_infer, _allreduce_ker
                                ("MpiAllgather", _allgather_infer, _allgather_kernel),
                                ("MpiBroadcast", _broadcast_infer, _broadcast_kernel)):
     register_op(_type, infer=_infer, kernel=_kernel, **_COLLECTIVE)
-COLLECTIVE_OP_TYPES = frozenset({"MpiAllreduce", "MpiAllgather", "MpiBroadcast"})
 
 
 @register_gradient("MpiAllreduce")
