@@ -57,9 +57,8 @@ GPU_FALLBACKS = collections.Counter()
 
 
 def is_host_op(op):
-    # host_only: declared by an op's own definition (graphc.distribute's collectives)
-    return op.type in HOST_OP_TYPES or getattr(op.op_def, "host_only", False) \
-        or any(t.dtype.name == "string" for t in op.outputs) or reshapes_variable(op)
+    return op.type in HOST_OP_TYPES or any(t.dtype.name == "string" for t in op.outputs) \
+        or reshapes_variable(op)
 
 
 def reshapes_variable(op):
