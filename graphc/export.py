@@ -22,6 +22,8 @@ runs on a GPU through pycuda, or on the host with runtime.load(path, device="emu
 Besides the code, the file carries what graphc-dump shows: the graph before and after the
 passes, each pass's counts and its text dump, the kernel clusters and the memory plan.
 """
+from typing import TYPE_CHECKING, Mapping, Optional
+
 import numpy as np
 
 from graphc import errors
@@ -34,6 +36,9 @@ from graphc.framework.op_def import UPDATE_OPS
 from graphc.framework.symbolic import SymDim
 from runtime import file_format, jit
 
+if TYPE_CHECKING:  # pragma: no cover - the Session imports the compiler, not the reverse
+    from graphc.session import Session
+
 __all__ = ["export"]
 
 _HINT = 8            # size assumed for unknown dims while compiling (any size > 1 works)
@@ -41,7 +46,9 @@ _ELIDE_ELEMENTS = 16  # arrays bigger than this are summarized in the stored gra
 _UPDATE_OPS = UPDATE_OPS
 
 
-def export(sess, path, inputs, outputs, target="cpu", arch=None, sign_with=None):
+def export(sess: "Session", path: str, inputs: Mapping[str, Tensor],
+           outputs: Mapping[str, Tensor], target: str = "cpu", arch: Optional[str] = None,
+           sign_with=None) -> str:
     """Compiles `outputs` as functions of `inputs` (dicts {name: Tensor}) with the current
     variable values of `sess` and writes one compiled file to `path`; returns `path`.
     target: "cpu" (this machine's CPU) or "gpu" (PTX for `arch`, default sm_80).

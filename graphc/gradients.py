@@ -11,6 +11,9 @@ kept sparse as TF1 does. The gradients of cond and while_loop are If and While o
 bodies' gradient bodies (graphc/ops/cond_v2.py, while_v2.py), built by this same walk run
 inside a gradient body.
 """
+from typing import List, Union
+
+from graphc.framework.api_types import Optional, Sequence, TensorLike
 from graphc.framework.graph import Tensor
 from graphc.framework.indexed_slices import IndexedSlices
 
@@ -105,8 +108,12 @@ def _building_graph(graph):
     return default if default is graph or default._reads_from(graph) else graph
 
 
-def gradients(ys, xs, grad_ys=None, name="gradients", colocate_gradients_with_ops=False,
-              gate_gradients=False, aggregation_method=None, stop_gradients=None):
+def gradients(ys: Union[Tensor, Sequence[Tensor]], xs: Union[TensorLike, Sequence[TensorLike]],
+              grad_ys: Optional[Sequence[Optional[TensorLike]]] = None, name: str = "gradients",
+              colocate_gradients_with_ops: bool = False, gate_gradients: bool = False,
+              aggregation_method=None,
+              stop_gradients: Optional[Sequence[Tensor]] = None
+              ) -> List[Optional[Union[Tensor, IndexedSlices]]]:
     """d(sum(ys))/d(x) for each x in xs, as a list of Tensors (None where unconnected),
     or IndexedSlices where all that reaches x is sparse (the params of a gather)."""
     from graphc.ops import array_ops

@@ -24,8 +24,11 @@ from typing import NamedTuple
 import numpy as np
 
 from graphc import errors, profiling
-from graphc.config import ConfigProto
-from graphc.framework.graph import Tensor, get_default_graph, warn_at_user
+from typing import Any, Optional
+
+from graphc.config import ConfigProto, RunMetadata, RunOptions
+from graphc.framework.api_types import FeedDict, Fetches
+from graphc.framework.graph import Graph, Tensor, get_default_graph, warn_at_user
 from graphc.framework.default_session import DefaultSession
 from graphc.framework.device_spec import device_type, parse_device
 from graphc.framework.indexed_slices import IndexedSlices, IndexedSlicesValue
@@ -130,7 +133,8 @@ class _FetchStructure:
 class Session:
     """tf.compat.v1.Session: runs parts of a graph, keeping variable values between runs."""
 
-    def __init__(self, target="", graph=None, config=None):
+    def __init__(self, target: str = "", graph: Optional[Graph] = None,
+                 config: Optional[ConfigProto] = None):
         self.graph = graph if graph is not None else get_default_graph()
         self.config = config if config is not None else ConfigProto()
         self.backend = (getattr(self.config, "backend", None)
@@ -178,10 +182,10 @@ class Session:
         self._default_ctx.pop().__exit__(*exc)
         self.close()
 
-    def as_default(self):
+    def as_default(self) -> DefaultSession:
         return DefaultSession(self)
 
-    def close(self):
+    def close(self) -> None:
         self._closed = True
         self._cache.clear()
         self._plans.clear()
@@ -206,7 +210,9 @@ class Session:
         return devices
 
     # -------------------------------------------------------------------- run
-    def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
+    def run(self, fetches: Fetches, feed_dict: FeedDict = None,
+            options: Optional[RunOptions] = None, run_metadata: Optional[RunMetadata] = None
+            ) -> Any:
         """Runs the ops needed for `fetches` given `feed_dict`; returns values in the shape
         of `fetches`. A repeated call with the same fetches and feed keys takes a fast path
         (a plan made by the first call) that only checks and binds the fed arrays."""

@@ -44,6 +44,7 @@ import mmap
 import os
 import struct
 import tempfile
+from typing import Dict, List, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
@@ -352,15 +353,17 @@ class Model:
     def compile_seconds(self):
         return sum(e.compile_seconds for e in self._executables if e is not None)
 
-    def get_inputs(self):
+    def get_inputs(self) -> List["TensorInfo"]:
         """The inputs, in the file's order (ONNX Runtime's InferenceSession.get_inputs)."""
         return list(self.inputs)
 
-    def get_outputs(self):
+    def get_outputs(self) -> List["TensorInfo"]:
         """The outputs, in the file's order (ONNX Runtime's get_outputs)."""
         return list(self.outputs)
 
-    def run(self, output_names, feeds=None):
+    def run(self, output_names: Union[Mapping[str, np.ndarray], Sequence[str], None],
+            feeds: Optional[Mapping[str, np.ndarray]] = None
+            ) -> Union[Dict[str, np.ndarray], List[np.ndarray]]:
         """Runs the graph once. Two forms:
 
             run({input name: array})                 -> {output name: array}
@@ -466,7 +469,8 @@ def _info(entry):
                       shapes.dims_text(dims))
 
 
-def load(path, verify_checksum=True, device=None, trusted_keys=None):
+def load(path: str, verify_checksum: bool = True, device=None,
+         trusted_keys: Optional[Sequence] = None) -> "Model":
     """Loads a compiled graph file: `runtime.load(path).run({"x": array})`.
 
     trusted_keys: Ed25519 public keys (or their 32 raw bytes); when given, only a file

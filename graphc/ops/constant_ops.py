@@ -4,6 +4,7 @@ import numbers
 import numpy as np
 
 from graphc import dtypes
+from graphc.framework.api_types import DTypeLike, Optional, ShapeLike, TensorLike
 from graphc.framework.graph import Tensor, get_default_graph
 from graphc.framework.op_def import register_op
 from graphc.framework.tensor_shape import TensorShape, as_shape
@@ -61,7 +62,8 @@ def _fits(arr, np_dtype):
     return int(arr.min()) >= info.min and int(arr.max()) <= info.max
 
 
-def constant(value, dtype=None, shape=None, name="Const", verify_shape=False):
+def constant(value: TensorLike, dtype: Optional[DTypeLike] = None, shape: ShapeLike = None,
+             name: str = "Const", verify_shape: bool = False) -> Tensor:
     arr = to_numpy(value, dtype)
     if shape is not None:
         arr = _fill_shape(arr, shape, verify_shape)
@@ -136,7 +138,7 @@ register_op("Placeholder", infer=lambda inputs, a: (a["shape"], a["dtype"]),
             kernel=_placeholder_kernel, kind="source")
 
 
-def placeholder(dtype, shape=None, name=None):
+def placeholder(dtype: DTypeLike, shape: ShapeLike = None, name: Optional[str] = None) -> Tensor:
     """A value fed at run time. `shape=None` accepts any shape; dims may be None."""
     attrs = {"dtype": dtypes.as_dtype(dtype), "shape": TensorShape(None if shape is None else shape)}
     return get_default_graph().create_op("Placeholder", [], attrs, name or "Placeholder").outputs[0]
@@ -154,7 +156,8 @@ register_op("PlaceholderWithDefault", infer=_with_default_infer,
             forwards_input=True)
 
 
-def placeholder_with_default(input, shape, name=None):
+def placeholder_with_default(input: TensorLike, shape: ShapeLike,
+                             name: Optional[str] = None) -> Tensor:
     x = convert_to_tensor(input)
     return x.graph.create_op("PlaceholderWithDefault", [x], {"shape": as_shape(shape)},
                              name or "PlaceholderWithDefault").outputs[0]

@@ -6,8 +6,11 @@ can fuse each update into one kernel). Slots (per-variable state such as Adam's 
 and v) are non-trainable global variables named "<var>/<Optimizer>", "<var>/<Optimizer>_1",
 ... as in TF1 checkpoints; non-slot state (Adam's beta1_power) is named as given.
 """
+from typing import Iterable, List, Tuple, Union
+
 from graphc import dtypes
-from graphc.framework.graph import GraphKeys, Tensor, get_default_graph
+from graphc.framework.api_types import Optional, Sequence, TensorLike
+from graphc.framework.graph import GraphKeys, Operation, Tensor, get_default_graph
 from graphc.framework.indexed_slices import IndexedSlices
 from graphc.gradients import gradients
 from graphc.ops import array_ops, math_ops
@@ -37,9 +40,11 @@ class Optimizer:
         return self._name
 
     # ------------------------------------------------------------------ public API
-    def minimize(self, loss, global_step=None, var_list=None, gate_gradients=GATE_OP,
-                 aggregation_method=None, colocate_gradients_with_ops=False, name=None,
-                 grad_loss=None):
+    def minimize(self, loss: Tensor, global_step: Optional[Variable] = None,
+                 var_list: Optional[Sequence[Variable]] = None, gate_gradients: int = GATE_OP,
+                 aggregation_method=None, colocate_gradients_with_ops: bool = False,
+                 name: Optional[str] = None, grad_loss: Optional[TensorLike] = None
+                 ) -> "Operation":
         grads_and_vars = self.compute_gradients(
             loss, var_list=var_list, gate_gradients=gate_gradients,
             aggregation_method=aggregation_method,
@@ -51,9 +56,11 @@ class Optimizer:
                 f"and loss {loss}.")
         return self.apply_gradients(grads_and_vars, global_step=global_step, name=name)
 
-    def compute_gradients(self, loss, var_list=None, gate_gradients=GATE_OP,
-                          aggregation_method=None, colocate_gradients_with_ops=False,
-                          grad_loss=None):
+    def compute_gradients(self, loss: Tensor, var_list: Optional[Sequence[Variable]] = None,
+                          gate_gradients: int = GATE_OP, aggregation_method=None,
+                          colocate_gradients_with_ops: bool = False,
+                          grad_loss: Optional[TensorLike] = None
+                          ) -> List[Tuple[Optional[Union[Tensor, IndexedSlices]], Variable]]:
         """[(gradient or None, variable)] for each variable of var_list (default: the
         trainable variables)."""
         if callable(loss):
@@ -83,7 +90,9 @@ class Optimizer:
             grads = tensor_tuple(grads)
         return list(zip(grads, var_list))
 
-    def apply_gradients(self, grads_and_vars, global_step=None, name=None):
+    def apply_gradients(self, grads_and_vars: Iterable[Tuple[Optional[TensorLike], Variable]],
+                        global_step: Optional[Variable] = None,
+                        name: Optional[str] = None) -> "Operation":
         """One op that applies every non-None gradient and then, if given, increments
         global_step by one."""
         grads_and_vars = list(grads_and_vars)
