@@ -37,8 +37,9 @@ from graphc.framework.tensor_shape import TensorShape
 from graphc.tf_formats import graph_def as tf_graph_def, protos
 from graphc.variables import Variable
 
-__all__ = ["JsonGraphDef", "as_graph_def", "json_graph_def", "export_json_meta_graph", "write_graph", "read_graph_def", "import_graph_def",
-           "export_meta_graph", "import_meta_graph"]
+__all__ = ["JsonGraphDef", "as_graph_def", "json_graph_def", "write_graph", "read_graph_def",
+           "import_graph_def", "export_meta_graph", "export_json_meta_graph",
+           "import_meta_graph"]
 
 GRAPH_FORMAT = "graphc.GraphDef"
 META_FORMAT = "graphc.MetaGraphDef"
@@ -180,7 +181,8 @@ def export_meta_graph(filename=None, meta_info_def=None, graph_def=None, saver_d
         nodes = [dict(n, device="") for n in nodes]
     meta.graph_def.CopyFrom(tf_graph_def.graph_def_proto(nodes) if graph_def is None
                             else _to_proto_graph_def(graph_def))
-    meta.meta_info_def.stripped_default_attrs = False
+    if meta_info_def is not None:
+        meta.meta_info_def.CopyFrom(meta_info_def)
     if saver_def is not None:
         meta.saver_def.CopyFrom(saver_def)
     for key, items in _collections(graph, collection_list).items():
