@@ -141,8 +141,11 @@ def test_saver_writes_tf_v2_checkpoints(tmp_path, dtype):
     for k, v in values.items():
         assert got[k].dtype == v.dtype
         np.testing.assert_array_equal(got[k], v)
-    with pytest.raises(ValueError, match="not V1"):
-        gc.train.Saver(write_version=gc.train.SaverDef.V1)
+    with pytest.warns(UserWarning, match="does not write TF's V1 checkpoint format; "
+                                         "writing V2"):
+        assert gc.train.Saver(write_version=gc.train.SaverDef.V1)._write_tf_format
+    with pytest.raises(ValueError, match="write_version 7"):
+        gc.train.Saver(write_version=7)
 
 
 def test_damaged_checkpoints_name_file_and_field(tmp_path):

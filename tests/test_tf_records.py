@@ -71,7 +71,8 @@ def test_damaged_files_name_the_file_and_record(tmp_path):
              "truncated": good[:-3], "header": good[:first + 5]}
     messages = {"data": "record 1 at byte offset %d: corrupted record .the data's" % first,
                 "length": "record 1 at byte offset %d: corrupted record .the length's" % first,
-                "truncated": "record 2 .*truncated record", "header": "record 1 at byte offset %d: truncated record header" % first}
+                "truncated": "record 2 .*truncated record",
+                "header": "record 1 at byte offset %d: truncated record header" % first}
     for kind, content in cases.items():
         path = tmp_path / f"{kind}.tfrecord"
         path.write_bytes(content)
