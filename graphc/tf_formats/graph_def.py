@@ -186,17 +186,20 @@ def _scalar_from_list(_, field, item, where):
     return {"i": int, "f": float, "b": bool}[field](item)
 
 
+# (ListValue field, test) for the items of a list attr, most specific first
+_LIST_FIELDS = (("b", lambda v: isinstance(v, (bool, np.bool_))),
+                ("i", lambda v: isinstance(v, numbers.Integral)),
+                ("f", lambda v: isinstance(v, numbers.Real)),
+                ("s", lambda v: isinstance(v, (str, bytes))),
+                ("type", lambda v: isinstance(v, dtypes.DType)),
+                ("shape", lambda v: isinstance(v, TensorShape)),
+                ("tensor", lambda v: isinstance(v, np.ndarray)))
+
+
 def _list_field(items):
     """The ListValue field of a list attr's items, or None when no field holds them all."""
-    tests = [("b", lambda v: isinstance(v, (bool, np.bool_))),
-             ("i", lambda v: isinstance(v, numbers.Integral)),
-             ("f", lambda v: isinstance(v, numbers.Real)),
-             ("s", lambda v: isinstance(v, (str, bytes))),
-             ("type", lambda v: isinstance(v, dtypes.DType)),
-             ("shape", lambda v: isinstance(v, TensorShape)),
-             ("tensor", lambda v: isinstance(v, np.ndarray))]
-    for field, test in tests:
-        if all(test(v) for v in items):
+    for field, test in _LIST_FIELDS:
+        if all(map(test, items)):
             return field
     return None
 

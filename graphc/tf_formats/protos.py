@@ -13,6 +13,7 @@ EXTRA_HINT = ("reading and writing TensorFlow's file formats needs the `tensorbo
               "`google-crc32c` packages. Install them with: pip install graphc[tf-formats]")
 
 
+@functools.lru_cache(maxsize=None)  # a failed import raises, so it is not cached
 def _import(module):
     try:
         return importlib.import_module(module)
