@@ -175,3 +175,31 @@ def test_damaged_checkpoints_name_file_and_field(tmp_path):
         gc.train.load_checkpoint(prefix + ".index")
     with pytest.raises(errors.NotFoundError, match="nope.index"):
         gc.train.load_checkpoint(str(tmp_path / "nope"))
+
+
+def test_tf2_object_checkpoint_with_string_tensors(tmp_path):
+    """tf2_object: written once by real TF 2.21's tf.train.Checkpoint (a float variable, a
+    string variable, and the object graph TF keeps as a scalar string)."""
+    prefix = os.path.join(DATA, "tf2_object")
+    reader = gc.train.load_checkpoint(prefix)
+    assert reader.get_variable_to_shape_map() == {
+        "_CHECKPOINTABLE_OBJECT_GRAPH": [], "dense/.ATTRIBUTES/VARIABLE_VALUE": [2, 3],
+        "words/.ATTRIBUTES/VARIABLE_VALUE": [3]}
+    assert reader.get_variable_to_dtype_map()["words/.ATTRIBUTES/VARIABLE_VALUE"] == gc.string
+    words = reader.get_tensor("words/.ATTRIBUTES/VARIABLE_VALUE")
+    assert list(words) == [b"alpha", b"", "\u03b2eta".encode()]
+    np.testing.assert_array_equal(reader.get_tensor("dense/.ATTRIBUTES/VARIABLE_VALUE"),
+                                  np.arange(6, dtype=np.float32).reshape(2, 3))
+    graph = reader.get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH")
+    assert graph.shape == () and b"dense" in graph.item()
+    # a flipped byte in the strings' bytes fails the entry's checksum
+    for suffix in (".index", ".data-00000-of-00001"):
+        data = open(prefix + suffix, "rb").read()
+        if suffix.startswith(".data"):
+            at = data.index(b"alpha")
+            data = data[:at] + b"A" + data[at + 1:]
+        (tmp_path / ("copy" + suffix)).write_bytes(data)
+    damaged = gc.train.load_checkpoint(str(tmp_path / "copy"))
+    with pytest.raises(errors.DataLossError, match="checksum mismatch for "
+                                                   "'words/.ATTRIBUTES/VARIABLE_VALUE'"):
+        damaged.get_tensor("words/.ATTRIBUTES/VARIABLE_VALUE")
