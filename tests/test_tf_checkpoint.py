@@ -43,21 +43,24 @@ def block(entries):
     return body, body + b"\0" + struct.pack("<I", records.masked_crc32c(body + b"\0"))
 
 
-def hand_made_checkpoint(prefix, tensors):
-    """A TF V2 checkpoint written from the format's description, not graphc's writer."""
+def hand_made_checkpoint(prefix, tensors, num_shards=1):
+    """A TF V2 checkpoint written from the format's description, not graphc's writer;
+    tensor i goes to shard i % num_shards (as a sharded TF1 Saver spreads them)."""
     pb = protos.tensor_bundle_pb2()
-    data, entries = b"", []
-    for name, array in tensors:
+    data, entries = [b""] * num_shards, []
+    for i, (name, array) in enumerate(tensors):
+        shard = i % num_shards
         blob = array.astype(array.dtype.newbyteorder("<")).tobytes()
         dtype = {np.float32: types_pb2.DT_FLOAT, np.float64: types_pb2.DT_DOUBLE,
                  np.int64: types_pb2.DT_INT64}[array.dtype.type]
         shape = tensor_shape_pb2.TensorShapeProto(
             dim=[tensor_shape_pb2.TensorShapeProto.Dim(size=d) for d in array.shape])
-        entry = pb.BundleEntryProto(dtype=dtype, shape=shape, offset=len(data),
-                                    size=len(blob), crc32c=records.masked_crc32c(blob))
+        entry = pb.BundleEntryProto(dtype=dtype, shape=shape, shard_id=shard,
+                                    offset=len(data[shard]), size=len(blob),
+                                    crc32c=records.masked_crc32c(blob))
         entries.append((name.encode(), entry.SerializeToString()))
-        data += blob
-    header = pb.BundleHeaderProto(num_shards=1)
+        data[shard] += blob
+    header = pb.BundleHeaderProto(num_shards=num_shards)
     header.version.producer = 1
     body, data_block = block([(b"", header.SerializeToString())] + sorted(entries))
     _, meta_block = block([])
@@ -68,8 +71,9 @@ def hand_made_checkpoint(prefix, tensors):
               + varint(len(index_body))).ljust(40, b"\0") + struct.pack("<Q", 0xDB4775248B80FB57)
     with open(prefix + ".index", "wb") as f:
         f.write(data_block + meta_block + index_block + footer)
-    with open(prefix + ".data-00000-of-00001", "wb") as f:
-        f.write(data)
+    for shard, blob in enumerate(data):
+        with open(f"{prefix}.data-{shard:05d}-of-{num_shards:05d}", "wb") as f:
+            f.write(blob)
 
 
 def test_hand_made_checkpoint_reads(tmp_path):
@@ -86,6 +90,24 @@ def test_hand_made_checkpoint_reads(tmp_path):
         assert got.dtype == want.dtype and got.shape == want.shape
         np.testing.assert_array_equal(got, want)
     assert gc.train.list_variables(prefix) == [("a", [2, 3]), ("c", []), ("scope/b", [2])]
+
+
+def test_sharded_checkpoint_reads_every_shard(tmp_path):
+    prefix = str(tmp_path / "sharded")
+    tensors = [(f"v{i}", np.full([i + 1], i, np.float64)) for i in range(5)]
+    hand_made_checkpoint(prefix, tensors, num_shards=2)
+    assert sorted(os.listdir(tmp_path)) == ["sharded.data-00000-of-00002",
+                                            "sharded.data-00001-of-00002", "sharded.index"]
+    reader = gc.train.load_checkpoint(prefix)
+    for name, want in tensors:
+        np.testing.assert_array_equal(reader.get_tensor(name), want)
+    variables = [gc.Variable(np.zeros(i + 1), name=f"v{i}") for i in range(5)]
+    with gc.Session() as sess:
+        gc.train.Saver().restore(sess, prefix)
+        assert [float(v[-1]) for v in sess.run(variables)] == [0, 1, 2, 3, 4]
+    os.remove(prefix + ".data-00001-of-00002")
+    with pytest.raises(errors.NotFoundError, match="data-00001-of-00002: the data file"):
+        gc.train.load_checkpoint(prefix).get_tensor("v1")
 
 
 def matching_graph():
