@@ -451,3 +451,13 @@ def test_tf_ops_that_are_other_ops_here(dtype, np_dtype):
     assert got.dtype == np_dtype
     np.testing.assert_array_equal(got, want)
     np.testing.assert_allclose(got_bmm, av @ av.transpose(0, 2, 1))
+
+
+def test_function_library_is_refused_by_name():
+    """TF2-era GraphDefs keep tf.function bodies in a library graphc cannot run."""
+    gd = graph_pb2.GraphDef()
+    node(gd, "x", "Placeholder", dtype=T_F32)
+    gd.library.function.add().signature.name = "__inference_step_42"
+    with gc.Graph().as_default():
+        with pytest.raises(ValueError, match="function library .__inference_step_42"):
+            gc.import_graph_def(gd)
