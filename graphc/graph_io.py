@@ -420,8 +420,7 @@ class _Importer:
                 outputs = composite(inputs, node, self.name(node["name"]))
                 op = outputs[0].op
             else:
-                op = g.create_op(node["op"], inputs, node["attrs"],
-                                 name=self.name(node["name"]) + "/")
+                op = self._create_op(node, inputs)
                 outputs = op.outputs
         for c in node.get("control_inputs", []):
             if c in self.ops:
@@ -442,6 +441,18 @@ class _Importer:
             op.forward_op = self.ops[fwd]
         self.ops[node["name"]] = op
         self.outputs[node["name"]] = list(outputs)
+
+    def _create_op(self, node, inputs):
+        """The op of one node; an attr the op needs and the file lacks is named."""
+        try:
+            return self.graph.create_op(node["op"], inputs, node["attrs"],
+                                        name=self.name(node["name"]) + "/")
+        except KeyError as e:
+            raise ValueError(f"graph def node '{node['name']}' (op: '{node['op']}') lacks "
+                             f"attr {e.args[0]!r}") from None
+        except IndexError:
+            raise ValueError(f"graph def node '{node['name']}' (op: '{node['op']}') has "
+                             f"{len(inputs)} inputs, too few for its op") from None
 
     def returns(self, names):
         if names is None:

@@ -461,3 +461,18 @@ def test_function_library_is_refused_by_name():
     with gc.Graph().as_default():
         with pytest.raises(ValueError, match="function library .__inference_step_42"):
             gc.import_graph_def(gd)
+
+
+@pytest.mark.parametrize("op, inputs, attrs, message", [
+    ("Const", [], {"dtype": T_F32}, "node 'n' .op: 'Const'. lacks attr 'value'"),
+    ("Placeholder", [], {}, "node 'n' .op: 'Placeholder'. lacks attr 'dtype'"),
+    ("Conv2D", ["p", "p"], {"T": T_F32}, "node 'n' .op: 'Conv2D'. lacks attr 'padding'"),
+    ("MatMul", ["p"], {"T": T_F32}, "'import/n' .op: 'MatMul'"),
+])
+def test_malformed_nodes_are_named(op, inputs, attrs, message):
+    gd = graph_pb2.GraphDef()
+    node(gd, "p", "Placeholder", dtype=T_F32, shape=attr(shape=shape([2, 2, 2, 2])))
+    node(gd, "n", op, inputs, **attrs)
+    with gc.Graph().as_default():
+        with pytest.raises(ValueError, match=message):
+            gc.import_graph_def(gd)
