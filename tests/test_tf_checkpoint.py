@@ -15,6 +15,7 @@ pytest.importorskip("google_crc32c")
 from tensorboard.compat.proto import tensor_shape_pb2, types_pb2  # noqa: E402
 
 from graphc.tf_formats import protos, records  # noqa: E402
+from graphc.tf_formats.table import build_table  # noqa: E402
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "tf_formats")
 TF_PREFIX = os.path.join(DATA, "convnet-tf")
@@ -193,6 +194,20 @@ def test_damaged_checkpoints_name_file_and_field(tmp_path):
         damaged(data_bytes=data[:-1] + b"\x01").get_tensor("a")
     with pytest.raises(errors.DataLossError, match="00001: truncated: 'a' needs bytes 0..16"):
         damaged(data_bytes=data[:8]).get_tensor("a")
+    pb = protos.tensor_bundle_pb2()
+    for field, value, message in (("offset", -8, "field offset -8 or size 16 is negative"),
+                                  ("shard_id", 3, "field shard_id 3 is not below num_shards 1"),
+                                  ("size", 12, "field size is 12, shape \\[4\\] of float32 "
+                                               "needs 16")):
+        entry = pb.BundleEntryProto(dtype=1, offset=0, size=16)
+        entry.shape.dim.add(size=4)
+        setattr(entry, field, value)
+        header = pb.BundleHeaderProto(num_shards=1)
+        table = build_table([(b"", header.SerializeToString()),
+                             (b"a", entry.SerializeToString())])
+        with pytest.raises(errors.DataLossError, match=f"{prefix}.index: "
+                                                       f"BundleEntryProto of 'a': {message}"):
+            damaged(table)
     with pytest.raises(errors.NotFoundError, match="pass its prefix"):
         gc.train.load_checkpoint(prefix + ".index")
     with pytest.raises(errors.NotFoundError, match="nope.index"):

@@ -148,6 +148,9 @@ class BundleReader:
         if dtype != dtypes.string and entry.size != count * dtype.size:
             self._corrupt(f"BundleEntryProto of {name!r}: field size is {entry.size}, shape "
                           f"{shape} of {dtype.name} needs {count * dtype.size}")
+        if entry.offset < 0 or entry.size < 0:
+            self._corrupt(f"BundleEntryProto of {name!r}: field offset {entry.offset} or size "
+                          f"{entry.size} is negative")
         if not 0 <= entry.shard_id < self._num_shards:
             self._corrupt(f"BundleEntryProto of {name!r}: field shard_id {entry.shard_id} "
                           f"is not below num_shards {self._num_shards}")
