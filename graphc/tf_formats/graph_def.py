@@ -161,17 +161,17 @@ _RANDOM_OPS = ("RandomUniform", "RandomStandardNormal", "TruncatedNormal", "Rand
 def _attr_from_proto(value, where):
     kind = value.WhichOneof("value")
     if kind == "list":
-        return [_scalar_from_list(value.list, field, item, where)
+        return [_attr_item(field, item, where)
                 for field in ("s", "i", "f", "b", "type", "shape", "tensor")
                 for item in getattr(value.list, field)]
     if kind in (None, "s", "i", "f", "b", "type", "shape", "tensor"):
-        return None if kind is None else _scalar_from_list(value, kind, getattr(value, kind),
-                                                           where)
+        return None if kind is None else _attr_item(kind, getattr(value, kind), where)
     raise FormatError(f"{where}: attr kind {kind!r} (functions, placeholders) is not "
                       "supported by graphc")
 
 
-def _scalar_from_list(_, field, item, where):
+def _attr_item(field, item, where):
+    """The graphc value of one AttrValue item held in `field`."""
     if field == "s":
         try:
             return item.decode("utf-8")
@@ -230,10 +230,7 @@ def attr_proto(value, where):
     if field is None:
         raise FormatError(f"{where}: value {value!r} of type {type(value).__name__} has no "
                           "AttrValue form")
-    item = _proto_item(field, value)
-    if field in ("shape", "tensor"):
-        return pb.AttrValue(**{field: item})
-    return pb.AttrValue(**{field: item})
+    return pb.AttrValue(**{field: _proto_item(field, value)})
 
 
 # ------------------------------------------------------------------ import
@@ -271,7 +268,8 @@ def node_dict(node):
             "output_shapes": [None if s.ndims is None else s.as_list()
                               for s in extra.get(SHAPES_ATTR) or []] or None,
             "location": [location[0], int(location[1]), location[2]]
-            if isinstance(location, list) and len(location) == 3 else None,
+            if isinstance(location, list) and len(location) == 3
+            and str(location[1]).isdigit() else None,
             "gradient_of": extra.get(GRADIENT_OF_ATTR)}
 
 
