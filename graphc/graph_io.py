@@ -34,11 +34,12 @@ from graphc.compiler.ir import decode_attrs, encode_attrs
 from graphc.framework.graph import Graph, Operation, Tensor, get_default_graph
 from graphc.framework.op_def import OP_DEFS
 from graphc.framework.tensor_shape import TensorShape
-from graphc.tf_formats import graph_def as tf_graph_def, protos
+from graphc.tf_formats import graph_def as tf_graph_def, meta_graph as tf_meta_graph, protos
 from graphc.variables import Variable
 
-__all__ = ["JsonGraphDef", "as_graph_def", "json_graph_def", "export_json_meta_graph", "write_graph", "read_graph_def", "import_graph_def",
-           "export_meta_graph", "import_meta_graph"]
+__all__ = ["JsonGraphDef", "as_graph_def", "json_graph_def", "write_graph", "read_graph_def",
+           "import_graph_def", "export_meta_graph", "export_json_meta_graph",
+           "import_meta_graph"]
 
 GRAPH_FORMAT = "graphc.GraphDef"
 META_FORMAT = "graphc.MetaGraphDef"
@@ -180,11 +181,12 @@ def export_meta_graph(filename=None, meta_info_def=None, graph_def=None, saver_d
         nodes = [dict(n, device="") for n in nodes]
     meta.graph_def.CopyFrom(tf_graph_def.graph_def_proto(nodes) if graph_def is None
                             else _to_proto_graph_def(graph_def))
-    meta.meta_info_def.stripped_default_attrs = False
+    if meta_info_def is not None:
+        meta.meta_info_def.CopyFrom(meta_info_def)
     if saver_def is not None:
         meta.saver_def.CopyFrom(saver_def)
     for key, items in _collections(graph, collection_list).items():
-        _add_collection_def(meta.collection_def, key, items)
+        tf_meta_graph.add_collection_def(meta.collection_def, key, items)
     if filename:
         _write_proto(filename, meta, as_text)
     return meta
@@ -215,66 +217,6 @@ def _collections(graph, collection_list):
         if items:
             collections[key] = items
     return collections
-
-
-def _add_collection_def(collection_def, key, items):
-    """One CollectionDef of encoded items, when they are all of one of its kinds (a
-    collection mixing kinds has no CollectionDef and is left out)."""
-    kinds = {next(iter(item)) for item in items}
-    values = [next(iter(item.values())) for item in items]
-    if kinds == {"variable"}:
-        var_pb2 = protos.variable_pb2()
-        collection_def[key].bytes_list.value.extend(var_pb2.VariableDef(
-            variable_name=v["tensor"], initializer_name=v["initializer"],
-            snapshot_name=v["snapshot"], initial_value_name=v["initial_value"],
-            trainable=v["trainable"]).SerializeToString() for v in values)
-    elif kinds <= {"tensor", "op"}:
-        collection_def[key].node_list.value.extend(values)
-    elif kinds == {"value"} and all(isinstance(v, str) for v in values):
-        collection_def[key].bytes_list.value.extend(v.encode() for v in values)
-    elif kinds == {"value"} and all(isinstance(v, (bool, int)) for v in values):
-        collection_def[key].int64_list.value.extend(int(v) for v in values)
-    elif kinds == {"value"} and all(isinstance(v, (int, float)) for v in values):
-        collection_def[key].float_list.value.extend(float(v) for v in values)
-
-
-# TF's collections whose bytes_list items are VariableDef protos
-_VARIABLE_COLLECTIONS = frozenset({"variables", "trainable_variables", "local_variables",
-                                   "model_variables", "moving_average_variables",
-                                   "metric_variables"})
-
-
-def _collection_items(key, collection_def, where):
-    """graphc's encoded items of one TF CollectionDef."""
-    kind = collection_def.WhichOneof("kind")
-    if kind is None:
-        return []
-    values = list(getattr(collection_def, kind).value)
-    if kind == "node_list":
-        return [{"tensor": v} if ":" in v else {"op": v} for v in values]
-    if kind == "bytes_list" and key in _VARIABLE_COLLECTIONS:
-        var_pb2 = protos.variable_pb2()
-        items = []
-        for raw in values:
-            v = parse_tf_message(raw, var_pb2.VariableDef, f"{where}, collection {key!r}",
-                                 text_allowed=False)
-            items.append({"variable": {
-                "tensor": v.variable_name, "initializer": v.initializer_name,
-                "snapshot": v.snapshot_name, "initial_value": v.initial_value_name,
-                "trainable": v.trainable}})
-        return items
-    if kind == "bytes_list":
-        return [{"value": _str_if_text(v)} for v in values]
-    if kind in ("int64_list", "float_list"):
-        return [{"value": v} for v in values]
-    return []  # any_list: protos graphc has no meaning for
-
-
-def _str_if_text(raw):
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError:
-        return bytes(raw)
 
 
 def _encode_item(item):
@@ -312,7 +254,7 @@ def read_graph_def(path):
         if data.get("format") == META_FORMAT:
             data = data.get("graph_def")
         return JsonGraphDef(_graph_def_dict(data)["nodes"])
-    return parse_tf_message(raw, protos.graph_pb2().GraphDef, path)
+    return protos.parse_message(raw, protos.graph_pb2().GraphDef, path)
 
 
 def _read_bytes(path):
@@ -325,40 +267,6 @@ def _read_bytes(path):
 
 def _looks_like_json(raw):
     return raw.lstrip()[:1] == b"{"
-
-
-def parse_tf_message(raw, message_class, what, text_allowed=True):
-    """A TF proto message from binary protobuf or (a file's) protobuf text: bytes that
-    are all printable UTF-8 are read as text, falling back to binary."""
-    from google.protobuf import message as pb_message, text_format
-    message = message_class()
-    name = message_class.DESCRIPTOR.name
-    text = _as_text(raw) if text_allowed else None
-    if text is not None:
-        try:
-            text_format.Parse(text, message)
-            return message
-        except (text_format.ParseError, RecursionError) as e:
-            text_error = e
-    try:
-        message.ParseFromString(raw)
-    except (pb_message.DecodeError, RecursionError) as e:
-        form, error = ("protobuf text", text_error) if text is not None else \
-            ("binary protobuf", e)
-        raise ValueError(f"{what} is not a TensorFlow {name} ({form} that does not parse: "
-                         f"{str(error)[:160]})") from None
-    return message
-
-
-def _as_text(raw):
-    """The text of bytes that are printable UTF-8 (protobuf text, JSON), else None."""
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
-    if any(ord(c) < 32 and c not in "\t\n\r" for c in text[:4096]):
-        return None
-    return text
 
 
 def _read_json(path):
@@ -396,7 +304,7 @@ def _tf_message_kind(raw):
         return None
     for message_class, nodes in candidates:
         try:
-            message = parse_tf_message(raw, message_class, "")
+            message = protos.parse_message(raw, message_class, "")
         except ValueError:
             continue
         if len(nodes(message)) and all(n.op for n in nodes(message)):
@@ -512,8 +420,7 @@ class _Importer:
                 outputs = composite(inputs, node, self.name(node["name"]))
                 op = outputs[0].op
             else:
-                op = g.create_op(node["op"], inputs, node["attrs"],
-                                 name=self.name(node["name"]) + "/")
+                op = self._create_op(node, inputs)
                 outputs = op.outputs
         for c in node.get("control_inputs", []):
             if c in self.ops:
@@ -534,6 +441,18 @@ class _Importer:
             op.forward_op = self.ops[fwd]
         self.ops[node["name"]] = op
         self.outputs[node["name"]] = list(outputs)
+
+    def _create_op(self, node, inputs):
+        """The op of one node; an attr the op needs and the file lacks is named."""
+        try:
+            return self.graph.create_op(node["op"], inputs, node["attrs"],
+                                        name=self.name(node["name"]) + "/")
+        except KeyError as e:
+            raise ValueError(f"graph def node '{node['name']}' (op: '{node['op']}') lacks "
+                             f"attr {e.args[0]!r}") from None
+        except IndexError:
+            raise ValueError(f"graph def node '{node['name']}' (op: '{node['op']}') has "
+                             f"{len(inputs)} inputs, too few for its op") from None
 
     def returns(self, names):
         if names is None:
@@ -635,13 +554,13 @@ def _meta_parts(meta, what="meta graph"):
         what = os.fspath(meta)
         raw = _read_bytes(meta)
         meta = _parse_json(raw, what) if _looks_like_json(raw) else \
-            parse_tf_message(raw, protos.meta_graph_pb2().MetaGraphDef, what)
+            protos.parse_message(raw, protos.meta_graph_pb2().MetaGraphDef, what)
     if _is_proto(meta, "MetaGraphDef"):
         nodes = tf_graph_def.node_dicts(meta.graph_def)
         saver_scope = meta.saver_def.restore_op_name.rpartition("/")[0]
         if saver_scope:
             nodes = [n for n in nodes if not n["name"].startswith(saver_scope + "/")]
-        return nodes, {key: _collection_items(key, c, what)
+        return nodes, {key: tf_meta_graph.collection_items(key, c, what)
                        for key, c in meta.collection_def.items()}
     if not isinstance(meta, dict) or meta.get("format") != META_FORMAT:
         raise ValueError(f"import_meta_graph: {what} is neither a TensorFlow MetaGraphDef nor "

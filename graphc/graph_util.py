@@ -4,8 +4,7 @@ convert_variables_to_constants keeps what `output_node_names` need (extract_sub_
 and replaces each variable by a Const holding its value in `sess`, the GraphDef that
 TF1's freeze_graph writes and that import_graph_def (here or in TF) loads without a
 checkpoint. Both take and return TF's GraphDef proto."""
-from graphc.tf_formats import graph_def as tf_graph_def
-from graphc.tf_formats.tensors import tensor_proto
+from graphc.tf_formats.tensors import graphc_dtype, tensor_proto
 
 __all__ = ["extract_sub_graph", "convert_variables_to_constants"]
 
@@ -56,7 +55,7 @@ def convert_variables_to_constants(sess, input_graph_def, output_node_names,
     for node in sub.node:
         new = out.node.add()
         if node.name in values:
-            dtype = tf_graph_def.graphc_dtype(node.attr["dtype"].type,
+            dtype = graphc_dtype(node.attr["dtype"].type,
                                               f"variable '{node.name}'")
             new.name, new.op, new.device = node.name, "Const", node.device
             new.attr["dtype"].type = node.attr["dtype"].type

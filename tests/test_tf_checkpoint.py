@@ -15,6 +15,7 @@ pytest.importorskip("google_crc32c")
 from tensorboard.compat.proto import tensor_shape_pb2, types_pb2  # noqa: E402
 
 from graphc.tf_formats import protos, records  # noqa: E402
+from graphc.tf_formats.table import build_table  # noqa: E402
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "tf_formats")
 TF_PREFIX = os.path.join(DATA, "convnet-tf")
@@ -43,21 +44,24 @@ def block(entries):
     return body, body + b"\0" + struct.pack("<I", records.masked_crc32c(body + b"\0"))
 
 
-def hand_made_checkpoint(prefix, tensors):
-    """A TF V2 checkpoint written from the format's description, not graphc's writer."""
+def hand_made_checkpoint(prefix, tensors, num_shards=1):
+    """A TF V2 checkpoint written from the format's description, not graphc's writer;
+    tensor i goes to shard i % num_shards (as a sharded TF1 Saver spreads them)."""
     pb = protos.tensor_bundle_pb2()
-    data, entries = b"", []
-    for name, array in tensors:
+    data, entries = [b""] * num_shards, []
+    for i, (name, array) in enumerate(tensors):
+        shard = i % num_shards
         blob = array.astype(array.dtype.newbyteorder("<")).tobytes()
         dtype = {np.float32: types_pb2.DT_FLOAT, np.float64: types_pb2.DT_DOUBLE,
                  np.int64: types_pb2.DT_INT64}[array.dtype.type]
         shape = tensor_shape_pb2.TensorShapeProto(
             dim=[tensor_shape_pb2.TensorShapeProto.Dim(size=d) for d in array.shape])
-        entry = pb.BundleEntryProto(dtype=dtype, shape=shape, offset=len(data),
-                                    size=len(blob), crc32c=records.masked_crc32c(blob))
+        entry = pb.BundleEntryProto(dtype=dtype, shape=shape, shard_id=shard,
+                                    offset=len(data[shard]), size=len(blob),
+                                    crc32c=records.masked_crc32c(blob))
         entries.append((name.encode(), entry.SerializeToString()))
-        data += blob
-    header = pb.BundleHeaderProto(num_shards=1)
+        data[shard] += blob
+    header = pb.BundleHeaderProto(num_shards=num_shards)
     header.version.producer = 1
     body, data_block = block([(b"", header.SerializeToString())] + sorted(entries))
     _, meta_block = block([])
@@ -68,8 +72,9 @@ def hand_made_checkpoint(prefix, tensors):
               + varint(len(index_body))).ljust(40, b"\0") + struct.pack("<Q", 0xDB4775248B80FB57)
     with open(prefix + ".index", "wb") as f:
         f.write(data_block + meta_block + index_block + footer)
-    with open(prefix + ".data-00000-of-00001", "wb") as f:
-        f.write(data)
+    for shard, blob in enumerate(data):
+        with open(f"{prefix}.data-{shard:05d}-of-{num_shards:05d}", "wb") as f:
+            f.write(blob)
 
 
 def test_hand_made_checkpoint_reads(tmp_path):
@@ -86,6 +91,24 @@ def test_hand_made_checkpoint_reads(tmp_path):
         assert got.dtype == want.dtype and got.shape == want.shape
         np.testing.assert_array_equal(got, want)
     assert gc.train.list_variables(prefix) == [("a", [2, 3]), ("c", []), ("scope/b", [2])]
+
+
+def test_sharded_checkpoint_reads_every_shard(tmp_path):
+    prefix = str(tmp_path / "sharded")
+    tensors = [(f"v{i}", np.full([i + 1], i, np.float64)) for i in range(5)]
+    hand_made_checkpoint(prefix, tensors, num_shards=2)
+    assert sorted(os.listdir(tmp_path)) == ["sharded.data-00000-of-00002",
+                                            "sharded.data-00001-of-00002", "sharded.index"]
+    reader = gc.train.load_checkpoint(prefix)
+    for name, want in tensors:
+        np.testing.assert_array_equal(reader.get_tensor(name), want)
+    variables = [gc.Variable(np.zeros(i + 1), name=f"v{i}") for i in range(5)]
+    with gc.Session() as sess:
+        gc.train.Saver().restore(sess, prefix)
+        assert [float(v[-1]) for v in sess.run(variables)] == [0, 1, 2, 3, 4]
+    os.remove(prefix + ".data-00001-of-00002")
+    with pytest.raises(errors.NotFoundError, match="data-00001-of-00002: the data file"):
+        gc.train.load_checkpoint(prefix).get_tensor("v1")
 
 
 def matching_graph():
@@ -141,8 +164,11 @@ def test_saver_writes_tf_v2_checkpoints(tmp_path, dtype):
     for k, v in values.items():
         assert got[k].dtype == v.dtype
         np.testing.assert_array_equal(got[k], v)
-    with pytest.raises(ValueError, match="not V1"):
-        gc.train.Saver(write_version=gc.train.SaverDef.V1)
+    with pytest.warns(UserWarning, match="does not write TF's V1 checkpoint format; "
+                                         "writing V2"):
+        assert gc.train.Saver(write_version=gc.train.SaverDef.V1)._write_tf_format
+    with pytest.raises(ValueError, match="write_version 7"):
+        gc.train.Saver(write_version=7)
 
 
 def test_damaged_checkpoints_name_file_and_field(tmp_path):
@@ -168,7 +194,49 @@ def test_damaged_checkpoints_name_file_and_field(tmp_path):
         damaged(data_bytes=data[:-1] + b"\x01").get_tensor("a")
     with pytest.raises(errors.DataLossError, match="00001: truncated: 'a' needs bytes 0..16"):
         damaged(data_bytes=data[:8]).get_tensor("a")
+    pb = protos.tensor_bundle_pb2()
+    for field, value, message in (("offset", -8, "field offset -8 or size 16 is negative"),
+                                  ("shard_id", 3, "field shard_id 3 is not below num_shards 1"),
+                                  ("size", 12, "field size is 12, shape \\[4\\] of float32 "
+                                               "needs 16")):
+        entry = pb.BundleEntryProto(dtype=1, offset=0, size=16)
+        entry.shape.dim.add(size=4)
+        setattr(entry, field, value)
+        header = pb.BundleHeaderProto(num_shards=1)
+        table = build_table([(b"", header.SerializeToString()),
+                             (b"a", entry.SerializeToString())])
+        with pytest.raises(errors.DataLossError, match=f"{prefix}.index: "
+                                                       f"BundleEntryProto of 'a': {message}"):
+            damaged(table)
     with pytest.raises(errors.NotFoundError, match="pass its prefix"):
         gc.train.load_checkpoint(prefix + ".index")
     with pytest.raises(errors.NotFoundError, match="nope.index"):
         gc.train.load_checkpoint(str(tmp_path / "nope"))
+
+
+def test_tf2_object_checkpoint_with_string_tensors(tmp_path):
+    """tf2_object: written once by real TF 2.21's tf.train.Checkpoint (a float variable, a
+    string variable, and the object graph TF keeps as a scalar string)."""
+    prefix = os.path.join(DATA, "tf2_object")
+    reader = gc.train.load_checkpoint(prefix)
+    assert reader.get_variable_to_shape_map() == {
+        "_CHECKPOINTABLE_OBJECT_GRAPH": [], "dense/.ATTRIBUTES/VARIABLE_VALUE": [2, 3],
+        "words/.ATTRIBUTES/VARIABLE_VALUE": [3]}
+    assert reader.get_variable_to_dtype_map()["words/.ATTRIBUTES/VARIABLE_VALUE"] == gc.string
+    words = reader.get_tensor("words/.ATTRIBUTES/VARIABLE_VALUE")
+    assert list(words) == [b"alpha", b"", "\u03b2eta".encode()]
+    np.testing.assert_array_equal(reader.get_tensor("dense/.ATTRIBUTES/VARIABLE_VALUE"),
+                                  np.arange(6, dtype=np.float32).reshape(2, 3))
+    graph = reader.get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH")
+    assert graph.shape == () and b"dense" in graph.item()
+    # a flipped byte in the strings' bytes fails the entry's checksum
+    for suffix in (".index", ".data-00000-of-00001"):
+        data = open(prefix + suffix, "rb").read()
+        if suffix.startswith(".data"):
+            at = data.index(b"alpha")
+            data = data[:at] + b"A" + data[at + 1:]
+        (tmp_path / ("copy" + suffix)).write_bytes(data)
+    damaged = gc.train.load_checkpoint(str(tmp_path / "copy"))
+    with pytest.raises(errors.DataLossError, match="checksum mismatch for "
+                                                   "'words/.ATTRIBUTES/VARIABLE_VALUE'"):
+        damaged.get_tensor("words/.ATTRIBUTES/VARIABLE_VALUE")

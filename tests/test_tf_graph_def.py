@@ -51,7 +51,7 @@ T_F32 = attr(type=F32)
 def const(gd, name, array):
     """A Const node with its value as raw little-endian bytes (tensor_content)."""
     array = np.asarray(array)
-    dtype = {np.float32: F32, np.int32: I32}[array.dtype.type]
+    dtype = {np.float32: F32, np.float64: types_pb2.DT_DOUBLE, np.int32: I32}[array.dtype.type]
     node(gd, name, "Const", value=attr(tensor=tensor(
         dtype, list(array.shape), tensor_content=array.astype(array.dtype.newbyteorder("<"))
         .tobytes())), dtype=attr(type=dtype))
@@ -151,10 +151,9 @@ def convnet_reference(x):
     return probs, both.mean(axis=1), both.sum(axis=1), np.array(both.shape, np.int32)
 
 
-@pytest.mark.parametrize("dtype", [np.float32])
-def test_frozen_graph_built_from_protos_runs_compiled(dtype):
+def test_frozen_graph_built_from_protos_runs_compiled():
     gd = graph_pb2.GraphDef.FromString(frozen_convnet().SerializeToString())
-    x = RNG.randn(3, 9, 8, 2).astype(dtype)
+    x = RNG.randn(3, 9, 8, 2).astype(np.float32)
     with gc.Graph().as_default():
         fetched = gc.import_graph_def(gd, name="net", return_elements=[
             "probs:0", "mean_out:0", "total:0", "both_shape:0", "bn"])
@@ -166,6 +165,46 @@ def test_frozen_graph_built_from_protos_runs_compiled(dtype):
     np.testing.assert_allclose(mean, want[1], rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(total, want[2], rtol=1e-5, atol=1e-6)
     np.testing.assert_array_equal(both_shape, want[3])
+
+
+def test_float64_graph_def_computes_in_float64():
+    """A DT_DOUBLE model stays float64 end to end (a float32 detour would lose ~1e-8)."""
+    t64 = attr(type=types_pb2.DT_DOUBLE)
+    w = np.random.RandomState(1).randn(5, 4) / 3
+    b = np.array([1e-9, -2e-9, 3e-9, 0.0])
+    gd = graph_pb2.GraphDef()
+    node(gd, "x", "Placeholder", dtype=t64, shape=attr(shape=shape([-1, 5])))
+    const(gd, "w", w)
+    const(gd, "b", b)
+    node(gd, "mm", "MatMul", ["x", "w"], T=t64)
+    node(gd, "biased", "BiasAdd", ["mm", "b"], T=t64)
+    node(gd, "probs", "Softmax", ["biased"], T=t64)
+    const(gd, "axes", np.array([0, 1], np.int32))
+    node(gd, "mean", "Mean", ["probs", "axes"], T=t64, Tidx=attr(type=I32))
+    x = np.random.RandomState(2).randn(7, 5)
+    with gc.Graph().as_default():
+        probs, mean = gc.import_graph_def(gd, name="", return_elements=["probs:0", "mean:0"])
+        assert probs.dtype == gc.float64
+        with gc.Session() as sess:
+            got_probs, got_mean = sess.run([probs, mean], {"x:0": x})
+    want = softmax(x @ w + b)
+    assert got_probs.dtype == np.float64
+    np.testing.assert_allclose(got_probs, want, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(got_mean, want.mean(), rtol=1e-12)
+
+
+def test_string_const_and_placeholder_import():
+    gd = graph_pb2.GraphDef()
+    node(gd, "s", "Const", dtype=attr(type=types_pb2.DT_STRING), value=attr(tensor=tensor(
+        types_pb2.DT_STRING, [2], string_val=[b"ab", b"\xff"])))
+    node(gd, "p", "Placeholder", dtype=attr(type=types_pb2.DT_STRING))
+    node(gd, "q", "Identity", ["p"], T=attr(type=types_pb2.DT_STRING))
+    with gc.Graph().as_default():
+        s, q = gc.import_graph_def(gd, name="", return_elements=["s:0", "q:0"])
+        assert s.dtype == gc.string
+        with gc.Session() as sess:
+            got_s, got_q = sess.run([s, q], {"p:0": np.array([b"z"], dtype=object)})
+    assert list(got_s) == [b"ab", b"\xff"] and list(got_q) == [b"z"]
 
 
 def test_frozen_graph_recorded_by_tensorflow():
@@ -412,3 +451,28 @@ def test_tf_ops_that_are_other_ops_here(dtype, np_dtype):
     assert got.dtype == np_dtype
     np.testing.assert_array_equal(got, want)
     np.testing.assert_allclose(got_bmm, av @ av.transpose(0, 2, 1))
+
+
+def test_function_library_is_refused_by_name():
+    """TF2-era GraphDefs keep tf.function bodies in a library graphc cannot run."""
+    gd = graph_pb2.GraphDef()
+    node(gd, "x", "Placeholder", dtype=T_F32)
+    gd.library.function.add().signature.name = "__inference_step_42"
+    with gc.Graph().as_default():
+        with pytest.raises(ValueError, match="function library .__inference_step_42"):
+            gc.import_graph_def(gd)
+
+
+@pytest.mark.parametrize("op, inputs, attrs, message", [
+    ("Const", [], {"dtype": T_F32}, "node 'n' .op: 'Const'. lacks attr 'value'"),
+    ("Placeholder", [], {}, "node 'n' .op: 'Placeholder'. lacks attr 'dtype'"),
+    ("Conv2D", ["p", "p"], {"T": T_F32}, "node 'n' .op: 'Conv2D'. lacks attr 'padding'"),
+    ("MatMul", ["p"], {"T": T_F32}, "'import/n' .op: 'MatMul'"),
+])
+def test_malformed_nodes_are_named(op, inputs, attrs, message):
+    gd = graph_pb2.GraphDef()
+    node(gd, "p", "Placeholder", dtype=T_F32, shape=attr(shape=shape([2, 2, 2, 2])))
+    node(gd, "n", op, inputs, **attrs)
+    with gc.Graph().as_default():
+        with pytest.raises(ValueError, match=message):
+            gc.import_graph_def(gd)

@@ -71,7 +71,8 @@ def test_damaged_files_name_the_file_and_record(tmp_path):
              "truncated": good[:-3], "header": good[:first + 5]}
     messages = {"data": "record 1 at byte offset %d: corrupted record .the data's" % first,
                 "length": "record 1 at byte offset %d: corrupted record .the length's" % first,
-                "truncated": "record 2 .*truncated record", "header": "record 1 at byte offset %d: truncated record header" % first}
+                "truncated": "record 2 .*truncated record",
+                "header": "record 1 at byte offset %d: truncated record header" % first}
     for kind, content in cases.items():
         path = tmp_path / f"{kind}.tfrecord"
         path.write_bytes(content)
@@ -116,3 +117,12 @@ def test_without_the_extra_import_works_and_tf_formats_name_it(tmp_path):
                          cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "ok"
+
+
+def test_a_huge_length_with_a_valid_checksum_is_truncation(tmp_path):
+    length = struct.pack("<Q", 2 ** 62)
+    path = tmp_path / "huge.tfrecord"
+    path.write_bytes(length + struct.pack("<I", records.masked_crc32c(length)) + b"abc")
+    with pytest.raises(errors.DataLossError, match="record 0 at byte offset 0: truncated "
+                                                   "record .length 4611686018427387904, 3 bytes"):
+        list(gc.python_io.tf_record_iterator(str(path)))

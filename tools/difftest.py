@@ -667,6 +667,7 @@ NOT_GENERATED = {
     **dict.fromkeys(["HistogramSummary", "ImageSummary", "MergeSummary", "ScalarSummary"],
                     "summaries are host-side strings, not numbers to compare"),
     **dict.fromkeys(["IteratorGetNext", "MakeIterator"], "tf.data pipelines are host-side"),
+    "ParseExampleProtos": "parses serialized tf.train.Example strings: test_tf_example",
     **dict.fromkeys(["LogUniformCandidateSampler", "UniformCandidateSampler"],
                     "host-side samplers with their own generator"),
     **dict.fromkeys(["IsVariableInitialized", "UninitializedNames", "VariableValueOrDefault"],

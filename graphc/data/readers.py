@@ -1,5 +1,7 @@
 """tf.data.TFRecordDataset: the records of TFRecord files (tf_formats/records.py), one
 scalar string element per record, file after file."""
+import os
+
 import numpy as np
 
 from graphc import dtypes, errors
@@ -39,8 +41,12 @@ class TFRecordDataset(Dataset):
                 raise ValueError(f"filenames must be a scalar or a vector, got shape "
                                  f"{filenames.shape}")
         else:
-            filenames = [filenames] if isinstance(filenames, (str, bytes)) else list(filenames)
-            _file_names(filenames)  # a bad name fails here, at the user's line
+            filenames = [filenames] if isinstance(filenames, (str, bytes, os.PathLike)) \
+                else list(filenames)
+            filenames = [os.fspath(n) if isinstance(n, os.PathLike) else n for n in filenames]
+            bad = [n for n in filenames if not isinstance(n, (str, bytes))]
+            if bad:
+                raise TypeError(f"TFRecordDataset filenames must be strings, got {bad[0]!r}")
         self._filenames = filenames
         self._params = [filenames]
         self._compression = records.compression_type(compression_type)

@@ -431,7 +431,7 @@ class Graph:
                          f"{kinds}.{form}")
 
     def as_graph_def(self, from_version=None, add_shapes=False):
-        """tf.Graph.as_graph_def: a GraphDef of this graph (graph_io's writer); add_shapes
+        """tf.Graph.as_graph_def: TensorFlow's GraphDef proto of this graph; add_shapes
         records each output's static shape, as TF's `_output_shapes` attr."""
         from graphc import graph_io
         return graph_io.as_graph_def(self, add_shapes=add_shapes, from_version=from_version)

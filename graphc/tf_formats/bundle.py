@@ -7,9 +7,13 @@
     <prefix>.data-00000-of-00001    the tensors' bytes, C order, little-endian, one after
                                     another at their entries' offsets
 
-graphc writes one shard; it reads any number. String tensors and partitioned (sliced)
-variables are refused with an error naming the tensor."""
+A string tensor's bytes are: the varint64 length of each element, the masked CRC32C of
+those varints (uint32), then the elements' bytes; its entry's crc32c covers all of it.
+graphc writes one shard of numeric tensors; it reads any number of shards, numeric and
+string tensors (TF2's object checkpoints hold their object graph as one). Partitioned
+(sliced) variables are refused with an error naming the tensor."""
 import os
+import struct
 import tempfile
 
 import numpy as np
@@ -17,7 +21,7 @@ import numpy as np
 from graphc import dtypes, errors
 from graphc.tf_formats import protos
 from graphc.tf_formats.records import masked_crc32c
-from graphc.tf_formats.table import TableError, build_table, read_table
+from graphc.tf_formats.table import TableError, build_table, get_varint, read_table
 from graphc.tf_formats.tensors import FormatError, data_type, graphc_dtype, graphc_shape, \
     shape_proto
 
@@ -140,12 +144,13 @@ class BundleReader:
         if None in shape:
             self._corrupt(f"BundleEntryProto of {name!r}: field shape {shape} is not fully "
                           "defined")
-        if dtype == dtypes.string:
-            self._corrupt(f"{name!r} is a string tensor: not supported")
         count = int(np.prod(shape, dtype=np.int64))
-        if entry.size != count * dtype.size:
+        if dtype != dtypes.string and entry.size != count * dtype.size:
             self._corrupt(f"BundleEntryProto of {name!r}: field size is {entry.size}, shape "
                           f"{shape} of {dtype.name} needs {count * dtype.size}")
+        if entry.offset < 0 or entry.size < 0:
+            self._corrupt(f"BundleEntryProto of {name!r}: field offset {entry.offset} or size "
+                          f"{entry.size} is negative")
         if not 0 <= entry.shard_id < self._num_shards:
             self._corrupt(f"BundleEntryProto of {name!r}: field shard_id {entry.shard_id} "
                           f"is not below num_shards {self._num_shards}")
@@ -182,9 +187,42 @@ class BundleReader:
         if len(blob) != entry.size:
             raise errors.DataLossError(None, None, f"{path}: truncated: {name!r} needs bytes "
                                                    f"{entry.offset}..{entry.offset + entry.size}")
+        if dtype == dtypes.string:
+            return self._strings(blob, shape, name, path, entry.crc32c)
         if masked_crc32c(blob) != entry.crc32c:
-            raise errors.DataLossError(None, None, f"{path}: checksum mismatch for {name!r} "
-                                                   "(BundleEntryProto.crc32c): the data is "
-                                                   "damaged")
+            raise _checksum_mismatch(path, name)
         little = dtype.np.newbyteorder("<")
         return np.frombuffer(blob, little).astype(dtype.np).reshape(shape)
+
+    @staticmethod
+    def _strings(blob, shape, name, path, entry_crc):
+        """A string tensor's elements. TF's checksums cover the lengths as uint32 (uint64
+        beyond 4 GB), not as the varints the file holds."""
+        count = int(np.prod(shape, dtype=np.int64))
+        lengths, pos = [], 0
+        try:
+            for _ in range(count):
+                length, pos = get_varint(blob, pos, f"{path}: string tensor {name!r}")
+                lengths.append(length)
+        except TableError as e:
+            raise errors.DataLossError(None, None, str(e)) from None
+        as_ints = b"".join(struct.pack("<I" if n <= 0xFFFFFFFF else "<Q", n) for n in lengths)
+        check = blob[pos:pos + 4]
+        body = blob[pos + 4:]
+        if len(check) < 4 or struct.unpack("<I", check)[0] != masked_crc32c(as_ints) or \
+                len(body) != sum(lengths):
+            raise errors.DataLossError(None, None, f"{path}: string tensor {name!r}: its "
+                                                   "lengths do not match their checksum or "
+                                                   "its size")
+        if masked_crc32c(as_ints + check + body) != entry_crc:
+            raise _checksum_mismatch(path, name)
+        out = np.empty(count, dtype=object)
+        offsets = np.cumsum([0] + lengths)
+        for i in range(count):
+            out[i] = body[offsets[i]:offsets[i + 1]]
+        return out.reshape(shape)
+
+
+def _checksum_mismatch(path, name):
+    return errors.DataLossError(None, None, f"{path}: checksum mismatch for {name!r} "
+                                            "(BundleEntryProto.crc32c): the data is damaged")

@@ -161,17 +161,17 @@ _RANDOM_OPS = ("RandomUniform", "RandomStandardNormal", "TruncatedNormal", "Rand
 def _attr_from_proto(value, where):
     kind = value.WhichOneof("value")
     if kind == "list":
-        return [_scalar_from_list(value.list, field, item, where)
+        return [_attr_item(field, item, where)
                 for field in ("s", "i", "f", "b", "type", "shape", "tensor")
                 for item in getattr(value.list, field)]
     if kind in (None, "s", "i", "f", "b", "type", "shape", "tensor"):
-        return None if kind is None else _scalar_from_list(value, kind, getattr(value, kind),
-                                                           where)
+        return None if kind is None else _attr_item(kind, getattr(value, kind), where)
     raise FormatError(f"{where}: attr kind {kind!r} (functions, placeholders) is not "
                       "supported by graphc")
 
 
-def _scalar_from_list(_, field, item, where):
+def _attr_item(field, item, where):
+    """The graphc value of one AttrValue item held in `field`."""
     if field == "s":
         try:
             return item.decode("utf-8")
@@ -186,17 +186,20 @@ def _scalar_from_list(_, field, item, where):
     return {"i": int, "f": float, "b": bool}[field](item)
 
 
+# (ListValue field, test) for the items of a list attr, most specific first
+_LIST_FIELDS = (("b", lambda v: isinstance(v, (bool, np.bool_))),
+                ("i", lambda v: isinstance(v, numbers.Integral)),
+                ("f", lambda v: isinstance(v, numbers.Real)),
+                ("s", lambda v: isinstance(v, (str, bytes))),
+                ("type", lambda v: isinstance(v, dtypes.DType)),
+                ("shape", lambda v: isinstance(v, TensorShape)),
+                ("tensor", lambda v: isinstance(v, np.ndarray)))
+
+
 def _list_field(items):
     """The ListValue field of a list attr's items, or None when no field holds them all."""
-    tests = [("b", lambda v: isinstance(v, (bool, np.bool_))),
-             ("i", lambda v: isinstance(v, numbers.Integral)),
-             ("f", lambda v: isinstance(v, numbers.Real)),
-             ("s", lambda v: isinstance(v, (str, bytes))),
-             ("type", lambda v: isinstance(v, dtypes.DType)),
-             ("shape", lambda v: isinstance(v, TensorShape)),
-             ("tensor", lambda v: isinstance(v, np.ndarray))]
-    for field, test in tests:
-        if all(test(v) for v in items):
+    for field, test in _LIST_FIELDS:
+        if all(map(test, items)):
             return field
     return None
 
@@ -227,10 +230,7 @@ def attr_proto(value, where):
     if field is None:
         raise FormatError(f"{where}: value {value!r} of type {type(value).__name__} has no "
                           "AttrValue form")
-    item = _proto_item(field, value)
-    if field in ("shape", "tensor"):
-        return pb.AttrValue(**{field: item})
-    return pb.AttrValue(**{field: item})
+    return pb.AttrValue(**{field: _proto_item(field, value)})
 
 
 # ------------------------------------------------------------------ import
@@ -268,7 +268,8 @@ def node_dict(node):
             "output_shapes": [None if s.ndims is None else s.as_list()
                               for s in extra.get(SHAPES_ATTR) or []] or None,
             "location": [location[0], int(location[1]), location[2]]
-            if isinstance(location, list) and len(location) == 3 else None,
+            if isinstance(location, list) and len(location) == 3
+            and str(location[1]).isdigit() else None,
             "gradient_of": extra.get(GRADIENT_OF_ATTR)}
 
 

@@ -13,6 +13,7 @@ EXTRA_HINT = ("reading and writing TensorFlow's file formats needs the `tensorbo
               "`google-crc32c` packages. Install them with: pip install graphc[tf-formats]")
 
 
+@functools.lru_cache(maxsize=None)  # a failed import raises, so it is not cached
 def _import(module):
     try:
         return importlib.import_module(module)
@@ -66,6 +67,40 @@ def text_format():
 
 def crc32c_module():
     return _import("google_crc32c")
+
+
+def parse_message(raw, message_class, what, text_allowed=True):
+    """A TF proto message from binary protobuf or (a file's) protobuf text: bytes that
+    are all printable UTF-8 are read as text, falling back to binary."""
+    pb_message, text_format_ = _import("google.protobuf.message"), text_format()
+    message = message_class()
+    name = message_class.DESCRIPTOR.name
+    text = as_text(raw) if text_allowed else None
+    if text is not None:
+        try:
+            text_format_.Parse(text, message)
+            return message
+        except (text_format_.ParseError, RecursionError) as e:
+            text_error = e
+    try:
+        message.ParseFromString(raw)
+    except (pb_message.DecodeError, RecursionError) as e:
+        form, error = ("protobuf text", text_error) if text is not None else \
+            ("binary protobuf", e)
+        raise ValueError(f"{what} is not a TensorFlow {name} ({form} that does not parse: "
+                         f"{str(error)[:160]})") from None
+    return message
+
+
+def as_text(raw):
+    """The text of bytes that are printable UTF-8 (protobuf text, JSON), else None."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    if any(ord(c) < 32 and c not in "\t\n\r" for c in text[:4096]):
+        return None
+    return text
 
 
 # ------------------------------------------------------------ messages TF has, tensorboard lacks

@@ -135,6 +135,8 @@ def read_records(path, compression=""):
     path = os.fspath(path)
     kind = compression_type(compression)
     f = _open_for_reading(path, kind)
+    # a plain file's size bounds a record's length before reading it
+    size = os.path.getsize(path) if kind == "" else None
     try:
         offset, index = 0, 0
         while True:
@@ -149,6 +151,11 @@ def read_records(path, compression=""):
                 if masked_crc32c(header[:8]) != length_crc:
                     raise errors.DataLossError(None, None, f"{where}: corrupted record (the "
                                                            "length's checksum does not match)")
+                if size is not None and offset + _HEADER.size + length + _FOOTER.size > size:
+                    raise errors.DataLossError(None, None, f"{where}: truncated record "
+                                                           f"(length {length}, "
+                                                           f"{size - offset - _HEADER.size} "
+                                                           "bytes left)")
                 body = f.read(length + _FOOTER.size)
             except (OSError, EOFError, zlib.error) as e:
                 raise errors.DataLossError(None, None, f"{path}: not a {kind}-compressed "

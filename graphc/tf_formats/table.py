@@ -35,7 +35,7 @@ def _put_varint(out, value):
     out.append(value)
 
 
-def _get_varint(data, pos, what):
+def get_varint(data, pos, what):
     value = shift = 0
     while True:
         if pos >= len(data) or shift > 63:
@@ -115,8 +115,8 @@ def build_table(items):
 
 # ------------------------------------------------------------------ reading
 def _block(data, handle, what):
-    offset, pos = _get_varint(handle, 0, what)
-    size, _ = _get_varint(handle, pos, what)
+    offset, pos = get_varint(handle, 0, what)
+    size, _ = get_varint(handle, pos, what)
     end = offset + size
     if end + _TRAILER_SIZE > len(data):
         raise TableError(f"{what}: block at offset {offset} (size {size}) runs past the end "
@@ -141,9 +141,9 @@ def _entries(block, what):
         raise TableError(f"{what}: bad restart count {num_restarts}")
     pos, key = 0, b""
     while pos < limit:
-        shared, pos = _get_varint(block, pos, what)
-        non_shared, pos = _get_varint(block, pos, what)
-        value_length, pos = _get_varint(block, pos, what)
+        shared, pos = get_varint(block, pos, what)
+        non_shared, pos = get_varint(block, pos, what)
+        value_length, pos = get_varint(block, pos, what)
         if shared > len(key) or pos + non_shared + value_length > limit:
             raise TableError(f"{what}: bad entry at offset {pos}")
         key = key[:shared] + block[pos:pos + non_shared]
@@ -162,8 +162,8 @@ def read_table(data, what):
     if magic != MAGIC:
         raise TableError(f"{what}: bad table magic number {magic:#x} (expected {MAGIC:#x}): "
                          "not a TF checkpoint index")
-    _, pos = _get_varint(footer, 0, f"{what} footer")   # metaindex offset
-    _, pos = _get_varint(footer, pos, f"{what} footer")  # metaindex size
+    _, pos = get_varint(footer, 0, f"{what} footer")   # metaindex offset
+    _, pos = get_varint(footer, pos, f"{what} footer")  # metaindex size
     index = _block(data, footer[pos:40], f"{what} index block")
     items = []
     for _, handle in _entries(index, f"{what} index block"):

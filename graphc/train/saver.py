@@ -17,7 +17,7 @@ import os
 import time
 
 from graphc import errors
-from graphc.framework.graph import Tensor
+from graphc.framework.graph import Tensor, warn_at_user
 from graphc.ops.constant_ops import placeholder
 from graphc.ops.control_flow_ops import group
 from graphc.tf_formats import bundle
@@ -56,13 +56,17 @@ def _named_refs(var_list):
 def _writes_tf_format(write_version):
     """Saver(write_version=...): None (the default) writes graphc's checkpoint file;
     tf.train.SaverDef.V2 (2) writes TensorFlow's V2 checkpoint (.index + .data), which real
-    TF restores. TF's V1 format is not written."""
+    TF restores. TF's V1 format is not written: V1 asks for TF's format, and V2 is the TF
+    format graphc writes (TF reads both), so it gets V2, with a warning."""
     if write_version is None:
         return False
-    if write_version == 2:
-        return True
-    raise ValueError(f"write_version {write_version!r}: graphc writes TensorFlow's V2 "
-                     "checkpoints (tf.train.SaverDef.V2) or its own (None), not V1")
+    if write_version == 1:
+        warn_at_user("Saver(write_version=SaverDef.V1): graphc does not write TF's V1 "
+                     "checkpoint format; writing V2 (.index + .data), which TF restores too")
+    elif write_version != 2:
+        raise ValueError(f"write_version {write_version!r}: expected tf.train.SaverDef.V1, "
+                         "V2 or None (graphc's own checkpoint file)")
+    return True
 
 
 def _shape_str(dims):
