@@ -132,9 +132,9 @@ def _compile(sess, feeds, fetches, shapes, target, with_debug):
 
 
 def _random_states(sess, spec, state):
-    """Starting states of the random ops codegen gave state entries (key and run counter,
-    see graphc/ops/random_ops.py): the Session's current ones, so the exported model goes
-    on drawing where the Session is."""
+    """Starting states of the random ops whose state variables (key and run counter,
+    graphc/framework/random_state.py) lowering declared: the Session's current ones, so
+    the exported model goes on drawing where the Session is."""
     from graphc.framework.random_state import random_op_name, random_state
     out = {}
     for v in spec["variables"]:

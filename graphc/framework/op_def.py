@@ -101,7 +101,21 @@ def _check_facts(d):
         raise ValueError(f"register_op({d.type!r}): " + "; ".join(problems))
 
 
-OP_DEFS = {}
+class _Registry(dict):
+    """op type -> OpDef. `version` counts registrations and removals, so that the views
+    below know when to look again (an OpDef's facts are fixed when it is registered)."""
+    version = 0
+
+    def __setitem__(self, op_type, op_def):
+        super().__setitem__(op_type, op_def)
+        self.version += 1
+
+    def __delitem__(self, op_type):
+        super().__delitem__(op_type)
+        self.version += 1
+
+
+OP_DEFS = _Registry()
 
 
 def register_op(type, *, infer, kernel, kind=None, grad=None, stateful=False, uses_context=False,
@@ -128,16 +142,26 @@ class OpTypes(Set):
     def __init__(self, fact):
         self._test = (lambda d: bool(getattr(d, fact))) if isinstance(fact, str) else fact
         self._name = fact if isinstance(fact, str) else getattr(fact, "__name__", "?")
+        self._version = None
+        self._types = frozenset()
+
+    def _current(self):
+        # the passes ask per node: a set rebuilt when the registry changes, not a scan
+        if self._version != OP_DEFS.version:
+            self._types = frozenset(t for t, d in OP_DEFS.items() if self._test(d))
+            self._version = OP_DEFS.version
+        return self._types
 
     def __contains__(self, op_type):
-        op_def = OP_DEFS.get(op_type)
-        return op_def is not None and self._test(op_def)
+        if self._version != OP_DEFS.version:
+            self._current()
+        return op_type in self._types
 
     def __iter__(self):
-        return (t for t, d in list(OP_DEFS.items()) if self._test(d))
+        return iter(sorted(self._current()))
 
     def __len__(self):
-        return sum(1 for _ in self)
+        return len(self._current())
 
     @classmethod
     def _from_iterable(cls, types):
