@@ -24,6 +24,17 @@ COMPILER_LAYERS = ("graphc.compiler", "graphc.framework", "graphc.dtypes", "grap
 
 # importer -> (modules it may import inside functions, why they cannot be at the top)
 INNER_IMPORTS = {
+    "graphc.compiler.driver": (
+        {"graphc.compiler.codegen", "graphc.compiler.codegen_gpu"},
+        "a target's backend is imported when a compile first asks for that target: the "
+        "backends are the largest part of the compiler, and the GPU one is rarely used"),
+    "runtime.executable": (
+        {"runtime.verify"},
+        "a cycle: the verifier checks GPU specs through runtime.gpu, which builds on "
+        "runtime.executable"),
+    "runtime.signing": (
+        {"cryptography.hazmat.primitives.asymmetric", "cryptography.exceptions"},
+        "cryptography is an optional dependency (signed files only, graphc[signing])"),
     "graphc.compiler.codegen": (
         {"graphc.compiler.lower", "graphc.compiler.pipeline", "graphc.compiler.schedule.fusion",
          "graphc.compiler.schedule.memory_planning", "graphc.compiler.spec_cache",

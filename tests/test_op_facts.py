@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 
 import graphc as gc
-from graphc.compiler import lower, optimize
+from graphc.compiled_executor import NOT_COMPILED_YET  # control flow: issue 12
+from graphc.compiler import lower
+from graphc.compiler.driver import schedule_module
 from graphc.compiler.codegen import LOOP_RULES, OPAQUE_LOWERINGS
 from graphc.compiler.op_kinds import kind_of
 from graphc.framework import op_def
@@ -57,7 +59,7 @@ def test_a_new_activation_fuses_into_the_matmul_epilogue_with_no_other_table(squ
                                                                               dtype):
     x, y, _, _ = _dense(dtype, square_leak)
     module = lower([x], [y], [], [(5, 6)])
-    optimize(module)
+    schedule_module(module)
     (kernel,) = module.kernels
     assert kernel.kind == "gemm" and kernel.main.type == "MatMul"
     assert [n.type for n in kernel.epilogue] == ["BiasAdd", NEW_OP]
@@ -84,7 +86,7 @@ def test_every_registered_op_has_consistent_facts():
         assert d.kind in KINDS, t
         if d.kind in LOOP_KINDS and not d.host_only:
             assert t in LOOP_RULES, f"{t} ({d.kind}) has no loop rule"
-        if d.kind == "opaque" and not d.host_only:
+        if d.kind == "opaque" and not d.host_only and t not in NOT_COMPILED_YET:
             # an opaque op is its own kernel: a template, or the loop of its rule
             assert t in OPAQUE_LOWERINGS or t in LOOP_RULES, f"{t} has no native lowering"
         if d.kind == "elementwise":

@@ -5,7 +5,8 @@ matching downstream."""
 import numpy as np
 
 import graphc as gc
-from graphc.compiler import codegen, lower, optimize
+from graphc.compiler import codegen, lower
+from graphc.compiler.driver import schedule_module
 from graphc.compiler.ir import STATE_VARIABLE
 from graphc.framework.random_state import random_op_name, random_state_name
 
@@ -21,7 +22,7 @@ def test_lowering_declares_each_random_ops_state_as_a_module_variable():
         assert name == random_state_name(node.name) and random_op_name(name) == node.name
         ref = module.variables[name]
         assert ref.dtype == gc.int64 and ref.dims == (3,)
-    optimize(module)  # prune keeps the states of the random ops that stay
+    schedule_module(module)  # prune keeps the states of the random ops that stay
     states = {n.attrs[STATE_VARIABLE] for n in randoms}
     assert states <= set(module.variables) and states <= module.variables_used()
     spec = codegen.generate(module)

@@ -25,6 +25,7 @@ from graphc.compiler import spec_cache
 from graphc.compiler.lower import lower
 from graphc.compiler.pipeline import ModuleDumps, disabled_passes, optimize
 from graphc.compiler.schedule import schedule
+from runtime import jit
 
 __all__ = ["CompileOptions", "CompileResult", "compile_options", "compile_signature",
            "compile_module", "schedule_module", "gpu_target", "GPU_ARCH"]
@@ -143,5 +144,4 @@ def _backend(target):
 
 
 def _host_target():
-    from runtime import jit
     return jit.host_target()
