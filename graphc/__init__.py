@@ -25,6 +25,7 @@ from graphc.ops.einsum_ops import einsum  # noqa: F401
 from graphc.ops.topk_ops import in_top_k  # noqa: F401
 from graphc.ops.script_ops import numpy_function, py_func  # noqa: F401
 from graphc.ops.logging_ops import Print, print  # noqa: F401,A004
+from graphc.ops.queue_ops import FIFOQueue, QueueBase, RandomShuffleQueue  # noqa: F401
 from graphc.framework.indexed_slices import IndexedSlices, IndexedSlicesValue  # noqa: F401
 from graphc.init_ops import *  # noqa: F401,F403
 from graphc.variables import (Variable, assign, assign_add, assign_sub,  # noqa: F401
@@ -50,6 +51,7 @@ from graphc.graph_io import GraphDef, import_graph_def  # noqa: F401,E402
 from graphc.export import export  # noqa: F401,E402
 
 from graphc.train.moving_averages import moving_average_variables  # noqa: F401,E402
+from graphc.train.queue_runner import start_queue_runners  # noqa: F401,E402
 
 initializers = init_ops
 

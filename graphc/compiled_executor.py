@@ -35,13 +35,15 @@ from runtime import errors as rt
 HOST_OP_TYPES = frozenset("""IteratorGetNext MakeIterator ScalarSummary HistogramSummary
     ImageSummary MergeSummary UninitializedNames IsVariableInitialized VariableValueOrDefault
     LogUniformCandidateSampler UniformCandidateSampler Unique Where TopKV2 PyFunc Print
-    PrintV2""".split())
+    PrintV2 FIFOQueueV2 RandomShuffleQueueV2 QueueEnqueueV2 QueueEnqueueManyV2 QueueDequeueV2
+    QueueDequeueManyV2 QueueDequeueUpToV2 QueueCloseV2 QueueSizeV2 QueueIsClosedV2""".split())
 # Why each is host-side: iterators and summaries are Python objects and strings; the
 # variable-status queries read the Session's store itself; the candidate samplers draw
 # sets without replacement (sequential, data-dependent); Where (the indices form) and
 # Unique have a data-dependent output size, which compiled code (fetch arrays allocated from the dims
 # before the call) cannot produce; TopKV2 is a sort, which no loop template lowers; PyFunc
-# calls the user's Python function, Print and PrintV2 write to the host's streams.
+# calls the user's Python function, Print and PrintV2 write to the host's streams; the
+# queue ops hold Python state in the Session and wait on other threads.
 
 _STAGE_FREE = frozenset({"VariableV2", "Const"})  # available to every stage
 GPU_ARCH = "sm_80"  # the compute capability GPU stages are compiled for
