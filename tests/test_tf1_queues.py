@@ -130,3 +130,34 @@ def test_monitored_session_runs_the_queue_runners():
     with tf.train.MonitoredSession() as sess:
         got = [sess.run(x) for _ in range(5)]
     assert got == [1.0, 2.0, 3.0, 4.0, 5.0]
+
+
+def test_train_batch_and_shuffle_batch():
+    images = tf.constant(np.arange(12, dtype=np.float32).reshape(6, 2))
+    labels = tf.constant(np.arange(6, dtype=np.int32))
+    image, label = tf.train.slice_input_producer([images, labels], shuffle=False)
+    xb, yb = tf.train.batch([image, label], batch_size=4, capacity=8)
+    assert xb.shape.as_list() == [4, 2] and yb.shape.as_list() == [4]
+    # a second producer: two pipelines reading one producer would share its elements
+    image2, label2 = tf.train.slice_input_producer([images, labels], shuffle=False)
+    shuffled = tf.train.shuffle_batch({"x": image2, "y": label2}, batch_size=6, capacity=20,
+                                      min_after_dequeue=6, seed=1)
+    with tf.train.MonitoredSession() as sess:
+        xs, ys = sess.run([xb, yb])
+        xs2, ys2 = sess.run([xb, yb])
+        mix = sess.run(shuffled)
+    # the producer repeats the rows in order; the batches see them in that order
+    np.testing.assert_array_equal(np.concatenate([ys, ys2]), [0, 1, 2, 3, 4, 5, 0, 1])
+    np.testing.assert_array_equal(xs, np.arange(8, dtype=np.float32).reshape(4, 2))
+    # each shuffled element is a (row, label) pair the producer made
+    np.testing.assert_array_equal(mix["x"], np.stack([mix["y"] * 2, mix["y"] * 2 + 1], 1))
+
+
+def test_slice_input_producer_shuffles_each_pass():
+    labels = tf.constant(np.arange(8, dtype=np.int32))
+    (label,) = tf.train.slice_input_producer([labels], shuffle=True, seed=5)
+    with tf.train.MonitoredSession() as sess:
+        first = [int(sess.run(label)) for _ in range(8)]
+        second = [int(sess.run(label)) for _ in range(8)]
+    assert sorted(first) == list(range(8)) and sorted(second) == list(range(8))
+    assert first != list(range(8)) or second != list(range(8))
