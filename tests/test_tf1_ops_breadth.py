@@ -107,6 +107,8 @@ def test_einsum_errors(backend):
         tf.einsum("ij->iz", tf.ones([3, 4]))
     with pytest.raises(ValueError, match="2 inputs but 1"):
         tf.einsum("ij,jk->ik", tf.ones([3, 4]))
+    with pytest.raises(TypeError, match="equation must be a string"):
+        tf.einsum(tf.ones([3, 4]), tf.ones([4, 3]))
 
 
 # ------------------------------------------------------------------------ convolutions
@@ -284,6 +286,8 @@ def test_py_func_errors(backend):
         raise ValueError("bad value in my function")
     raising = tf.py_func(fails, [x], tf.float32, name="my_func")
     count = tf.py_func(lambda a: [a, a], [x], [tf.float32])
+    with pytest.raises(TypeError, match="func must be callable"):
+        tf.py_func("not a function", [x], tf.float32)
     with tf.Session() as sess:
         with pytest.raises(tf.errors.InvalidArgumentError, match="is float64, but expects "
                                                                  "float32"):
