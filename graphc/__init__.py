@@ -29,7 +29,7 @@ from graphc.ops.queue_ops import FIFOQueue, QueueBase, RandomShuffleQueue  # noq
 from graphc.ops.multinomial_ops import multinomial  # noqa: F401
 from graphc.framework.indexed_slices import IndexedSlices, IndexedSlicesValue  # noqa: F401
 from graphc.init_ops import *  # noqa: F401,F403
-from graphc.variables import (Variable, assign, assign_add, assign_sub,  # noqa: F401
+from graphc.variables import (Variable, assign, assign_add, assign_sub, count_up_to,  # noqa: F401,E501
                               global_variables, global_variables_initializer,
                               initialize_all_variables, initialize_local_variables,
                               initialize_variables,

@@ -36,14 +36,16 @@ HOST_OP_TYPES = frozenset("""IteratorGetNext MakeIterator ScalarSummary Histogra
     ImageSummary MergeSummary UninitializedNames IsVariableInitialized VariableValueOrDefault
     LogUniformCandidateSampler UniformCandidateSampler Unique Where TopKV2 PyFunc Print
     PrintV2 FIFOQueueV2 RandomShuffleQueueV2 QueueEnqueueV2 QueueEnqueueManyV2 QueueDequeueV2
-    QueueDequeueManyV2 QueueDequeueUpToV2 QueueCloseV2 QueueSizeV2 QueueIsClosedV2""".split())
+    QueueDequeueManyV2 QueueDequeueUpToV2 QueueCloseV2 QueueSizeV2 QueueIsClosedV2
+    CountUpTo""".split())
 # Why each is host-side: iterators and summaries are Python objects and strings; the
 # variable-status queries read the Session's store itself; the candidate samplers draw
 # sets without replacement (sequential, data-dependent); Where (the indices form) and
 # Unique have a data-dependent output size, which compiled code (fetch arrays allocated from the dims
 # before the call) cannot produce; TopKV2 is a sort, which no loop template lowers; PyFunc
 # calls the user's Python function, Print and PrintV2 write to the host's streams; the
-# queue ops hold Python state in the Session and wait on other threads.
+# queue ops hold Python state in the Session and wait on other threads; CountUpTo raises
+# OutOfRangeError at its limit, which native code has no way to signal.
 
 _STAGE_FREE = frozenset({"VariableV2", "Const"})  # available to every stage
 GPU_ARCH = "sm_80"  # the compute capability GPU stages are compiled for

@@ -389,6 +389,7 @@ NOT_FLOAT_OPS = {
     "FIFOQueueV2", "RandomShuffleQueueV2", "QueueEnqueueV2", "QueueEnqueueManyV2",
     "QueueDequeueV2", "QueueDequeueManyV2", "QueueDequeueUpToV2", "QueueCloseV2",
     "QueueSizeV2", "QueueIsClosedV2",  # queues move values unchanged: test_tf1_queues
+    "CountUpTo",            # int variables only
 }
 # Random ops: their values are graphc's own stream (not NumPy's); checked for dtype/range.
 RANDOM_OPS = {"RandomUniform": lambda dt: tf.random_uniform([400], dtype=dt, seed=1),

@@ -161,3 +161,34 @@ def test_slice_input_producer_shuffles_each_pass():
         second = [int(sess.run(label)) for _ in range(8)]
     assert sorted(first) == list(range(8)) and sorted(second) == list(range(8))
     assert first != list(range(8)) or second != list(range(8))
+
+
+def test_count_up_to_and_num_epochs():
+    v = tf.Variable(0, dtype=tf.int64)
+    count = v.count_up_to(2)
+    with tf.Session() as sess:
+        sess.run(v.initializer)
+        assert [sess.run(count), sess.run(count)] == [0, 1]
+        with pytest.raises(tf.errors.OutOfRangeError, match="Reached limit of 2"):
+            sess.run(count)
+    with pytest.raises(TypeError, match="int32 or int64 variable"):
+        tf.count_up_to(tf.Variable(0.0), 3)
+    labels = tf.constant(np.arange(5, dtype=np.int32))
+    (label,) = tf.train.slice_input_producer([labels], num_epochs=2, shuffle=False)
+    (batch,) = tf.train.batch([label], batch_size=3, allow_smaller_final_batch=True)
+    assert [v.name.endswith("limit_epochs/epochs:0") for v in tf.local_variables()] == [True]
+    got = []
+    with tf.Session() as sess:
+        sess.run([tf.global_variables_initializer(), tf.local_variables_initializer()])
+        coord = tf.train.Coordinator()
+        threads = tf.train.start_queue_runners(sess, coord)
+        try:
+            while not coord.should_stop():
+                got.append(sess.run(batch).tolist())
+        except tf.errors.OutOfRangeError:
+            pass
+        finally:
+            coord.request_stop()
+        coord.join(threads, stop_grace_period_secs=10)
+    # two epochs of 0..4 in order, the last batch smaller
+    assert got == [[0, 1, 2], [3, 4, 0], [1, 2, 3], [4]]

@@ -55,7 +55,7 @@ _OPAQUE = """Cumsum GatherGrad InvertPermutation IsVariableInitialized MirrorPad
     HistogramSummary ImageSummary MergeSummary ScalarSummary IteratorGetNext MakeIterator
     LogUniformCandidateSampler UniformCandidateSampler TopKV2 PyFunc Print PrintV2
     FIFOQueueV2 RandomShuffleQueueV2 QueueEnqueueV2 QueueEnqueueManyV2 QueueDequeueV2
-    QueueDequeueManyV2 QueueDequeueUpToV2 QueueCloseV2 QueueSizeV2 QueueIsClosedV2"""
+    QueueDequeueManyV2 QueueDequeueUpToV2 QueueCloseV2 QueueSizeV2 QueueIsClosedV2 CountUpTo"""
 
 OP_KINDS = {}
 for _kind, _names in [("elementwise", _ELEMENTWISE), ("index", _INDEX),

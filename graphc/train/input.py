@@ -1,5 +1,5 @@
-"""tf.train.batch, shuffle_batch and slice_input_producer: queue pipelines as TF1 builds
-them (a queue, its enqueue op run by a QueueRunner in num_threads threads, and a
+"""tf.train.batch, shuffle_batch, slice_input_producer and limit_epochs: queue pipelines
+as TF1 builds them (a queue, its enqueue op run by a QueueRunner in num_threads threads, and a
 dequeue_many of batch_size), so they need start_queue_runners or a MonitoredSession."""
 from graphc.framework.graph import Tensor, name_scope
 from graphc.framework.tensor_shape import TensorShape
@@ -9,7 +9,8 @@ from graphc.ops.queue_ops import FIFOQueue, RandomShuffleQueue
 from graphc.ops.topk_ops import top_k
 from graphc.train.queue_runner import QueueRunner, add_queue_runner
 
-__all__ = ["batch", "shuffle_batch", "slice_input_producer", "range_input_producer"]
+__all__ = ["batch", "shuffle_batch", "slice_input_producer", "range_input_producer",
+           "limit_epochs"]
 
 
 def _as_list(tensors):
@@ -79,19 +80,35 @@ def shuffle_batch(tensors, batch_size, capacity, min_after_dequeue, num_threads=
                          num_threads, enqueue_many, allow_smaller_final_batch)
 
 
+def limit_epochs(tensor, num_epochs=None, name=None):
+    """tensor, num_epochs times: then OutOfRangeError. The count is a local variable
+    "epochs" (run local_variables_initializer, as in TF1)."""
+    if num_epochs is None:
+        return tensor
+    if num_epochs <= 0:
+        raise ValueError(f"num_epochs must be > 0 not {num_epochs}.")
+    from graphc import dtypes
+    from graphc.framework.graph import GraphKeys, control_dependencies
+    from graphc.ops.control_flow_ops import identity
+    from graphc.variables import Variable
+    with name_scope(name, "limit_epochs", [tensor]) as scope:
+        counter = Variable(array_ops.zeros([], dtypes.int64), name="epochs", trainable=False,
+                           collections=[GraphKeys.LOCAL_VARIABLES])
+        with control_dependencies([counter.count_up_to(num_epochs)]):
+            return identity(tensor, name=scope)
+
+
 def range_input_producer(limit, num_epochs=None, shuffle=True, seed=None, capacity=32,
                          shared_name=None, name=None):
     """A queue of the integers 0 .. limit-1, over and over (each pass shuffled if
-    `shuffle`), filled by a QueueRunner."""
-    if num_epochs is not None:
-        raise NotImplementedError("range_input_producer(num_epochs=...) is not supported by "
-                                  "graphc: the producer repeats forever")
+    `shuffle`), or num_epochs times before the queue closes, filled by a QueueRunner."""
     with name_scope(name, "input_producer", [limit]):
         indices = array_ops.range(limit)
         if shuffle:
             # the order of random keys: a uniformly random permutation each pass
             keys = random_ops.random_uniform(array_ops.shape(indices), seed=seed)
             indices = top_k(keys, k=array_ops.size(indices))[1]
+        indices = limit_epochs(indices, num_epochs)
         queue = FIFOQueue(capacity, [indices.dtype], [[]])
         add_queue_runner(QueueRunner(queue, [queue.enqueue_many([indices])]))
         return queue
@@ -100,7 +117,8 @@ def range_input_producer(limit, num_epochs=None, shuffle=True, seed=None, capaci
 def slice_input_producer(tensor_list, num_epochs=None, shuffle=True, seed=None, capacity=32,
                          shared_name=None, name=None):
     """One slice (along the first dim) of each tensor per dequeue, the same index for
-    all, the indices repeating forever (shuffled each pass if `shuffle`)."""
+    all, the indices repeating (shuffled each pass if `shuffle`) forever or num_epochs
+    times, after which the dequeue raises OutOfRangeError."""
     with name_scope(name, "input_producer", tensor_list):
         tensors = [convert_to_tensor(t) for t in tensor_list]
         if not tensors:
