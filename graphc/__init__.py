@@ -29,9 +29,11 @@ from graphc.ops.einsum_ops import einsum  # noqa: F401
 from graphc.ops.topk_ops import in_top_k  # noqa: F401
 from graphc.ops.script_ops import numpy_function, py_func  # noqa: F401
 from graphc.ops.logging_ops import Print, print  # noqa: F401,A004
+from graphc.ops.queue_ops import FIFOQueue, QueueBase, RandomShuffleQueue  # noqa: F401
+from graphc.ops.multinomial_ops import multinomial  # noqa: F401
 from graphc.framework.indexed_slices import IndexedSlices, IndexedSlicesValue  # noqa: F401
 from graphc.init_ops import *  # noqa: F401,F403
-from graphc.variables import (Variable, assign, assign_add, assign_sub,  # noqa: F401
+from graphc.variables import (Variable, assign, assign_add, assign_sub, count_up_to,  # noqa: F401,E501
                               global_variables, global_variables_initializer,
                               initialize_all_variables, initialize_local_variables,
                               initialize_variables,
@@ -58,6 +60,7 @@ from graphc.export import export  # noqa: F401,E402
 from graphc import distribute  # noqa: F401,E402  (the collective op types: graph files load)
 
 from graphc.train.moving_averages import moving_average_variables  # noqa: F401,E402
+from graphc.train.queue_runner import start_queue_runners  # noqa: F401,E402
 
 initializers = init_ops
 

@@ -23,7 +23,8 @@ What each field does in graphc (the Session reads them; see Session.__init__ and
                isolate_session_state, RunOptions.report_tensor_allocations_upon_oom,
                output_partition_graphs.
   not done,    device_count["CPU"] > 1 and gpu_options.visible_device_list other than "0"
-  warns        (graphc drives one CPU device and GPU 0), operation_timeout_in_ms and
+  warns        (graphc drives one CPU device and GPU 0), operation_timeout_in_ms (it bounds
+               only a queue's enqueue/dequeue waits, with DeadlineExceededError) and
                RunOptions.timeout_in_ms (runs are not cancelled), RunOptions.trace_level
                (RunMetadata stays empty), device_filters, cluster_def.
 """
@@ -124,7 +125,8 @@ class ConfigProto(_Message):
             notes.append(f"gpu_options.visible_device_list="
                          f"{self.gpu_options.visible_device_list!r}: graphc drives GPU 0 only")
         if self.operation_timeout_in_ms > 0:
-            notes.append("operation_timeout_in_ms: runs are not cancelled")
+            notes.append("operation_timeout_in_ms except in queue waits: runs are not "
+                         "cancelled")
         if self.device_filters:
             notes.append("device_filters: graphc has no remote devices")
         if self.cluster_def is not None:

@@ -43,6 +43,10 @@ class ResourceExhaustedError(OpError):
     pass
 
 
+class DeadlineExceededError(OpError):
+    pass
+
+
 class AlreadyExistsError(OpError):
     pass
 

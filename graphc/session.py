@@ -144,6 +144,8 @@ class Session:
         # 0 means "the cores available", which the runtime picks when this is None
         self.num_threads = int(self.config.intra_op_parallelism_threads or 0) or None
         self._state = SessionState()
+        # the longest a queue's enqueue/dequeue waits (graphc/ops/queue_ops.py); 0: no end
+        self._state.operation_timeout_ms = int(self.config.operation_timeout_in_ms or 0)
         self._cache = {}
         self._closed = False
         self._last_version = None

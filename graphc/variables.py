@@ -139,9 +139,44 @@ register_op("IsVariableInitialized", infer=lambda inputs, a: (TensorShape([]), d
             **_STATUS_QUERY)
 register_op("VariableValueOrDefault", infer=lambda inputs, a: (inputs[1].shape, inputs[1].dtype),
             kernel=_value_or_default, **_STATUS_QUERY)
+
+
+def _count_up_to(state, op, ref):
+    """The variable's value, then the variable + 1; OutOfRangeError once it reached limit
+    (TF1's CountUpTo: how limit_epochs ends an input)."""
+    var_op = op.inputs[0].op
+    old = _read_variable(state, var_op)
+    if old >= op.attrs["limit"]:
+        raise errors.KernelError(f"Reached limit of {op.attrs['limit']}",
+                                 errors.OutOfRangeError)
+    _store(state, var_op, old + 1)
+    return np.array(old)
+
+
+def _count_up_to_infer(inputs, a):
+    ref, = inputs
+    if ref.op.type != "VariableV2" or ref.dtype not in (dtypes.int32, dtypes.int64):
+        raise TypeError(f"count_up_to needs an int32 or int64 variable, got {ref.name} "
+                        f"({ref.dtype.name})")
+    if ref.shape.ndims not in (None, 0):
+        raise ValueError(f"count_up_to needs a scalar variable, got shape {ref.shape}")
+    return TensorShape([]), ref.dtype
+
+
+# host-only: reaching the limit raises OutOfRangeError, which native code cannot signal
+register_op("CountUpTo", infer=_count_up_to_infer, kernel=_count_up_to, kind="opaque",
+            host_only=True, updates_variable="read_write", **_STATE_OP)
 not_differentiable("Assign", "AssignAdd", "AssignSub", "ScatterUpdate", "ScatterAdd",
                    "ScatterSub", "IsVariableInitialized",
-                   "VariableValueOrDefault")
+                   "VariableValueOrDefault", "CountUpTo")
+
+
+def count_up_to(ref, limit, name=None):
+    """Increments the int variable ref and returns its value before; OutOfRangeError when
+    that value has reached limit."""
+    ref_t = ref._ref() if isinstance(ref, Variable) else ref
+    return ref_t.graph.create_op("CountUpTo", [ref_t], {"limit": int(limit)},
+                                 name or "CountUpTo").outputs[0]
 
 
 def _ref_op(ref, op_type, value, use_locking, name, attrs=None):
@@ -305,6 +340,9 @@ class Variable:
     def assign_sub(self, delta, use_locking=False, name=None, read_value=True):
         out = assign_sub(self._variable, delta, use_locking=use_locking, name=name)
         return out if read_value else out.op
+
+    def count_up_to(self, limit):
+        return count_up_to(self, limit)
 
     def scatter_add(self, sparse_delta, use_locking=False, name=None):
         return _scatter_slices(scatter_add, self, sparse_delta, name)

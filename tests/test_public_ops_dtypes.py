@@ -398,6 +398,10 @@ NOT_FLOAT_OPS = {
     "LogUniformCandidateSampler", "UniformCandidateSampler",  # int samples
     "MaxPoolGradGrad",      # second derivative of max-pool: test_nn_ops' gradchecks
     "PrintV2",              # tf.print: no output, writes text (test_tf1_ops_breadth)
+    "FIFOQueueV2", "RandomShuffleQueueV2", "QueueEnqueueV2", "QueueEnqueueManyV2",
+    "QueueDequeueV2", "QueueDequeueManyV2", "QueueDequeueUpToV2", "QueueCloseV2",
+    "QueueSizeV2", "QueueIsClosedV2",  # queues move values unchanged: test_tf1_queues
+    "CountUpTo",            # int variables only
 }
 # Random ops: their values are graphc's own stream (not NumPy's); checked for dtype/range.
 RANDOM_OPS = {"RandomUniform": lambda dt: tf.random_uniform([400], dtype=dt, seed=1),

@@ -107,6 +107,8 @@ def test_einsum_errors(backend):
         tf.einsum("ij->iz", tf.ones([3, 4]))
     with pytest.raises(ValueError, match="2 inputs but 1"):
         tf.einsum("ij,jk->ik", tf.ones([3, 4]))
+    with pytest.raises(TypeError, match="equation must be a string"):
+        tf.einsum(tf.ones([3, 4]), tf.ones([4, 3]))
 
 
 # ------------------------------------------------------------------------ convolutions
@@ -284,6 +286,8 @@ def test_py_func_errors(backend):
         raise ValueError("bad value in my function")
     raising = tf.py_func(fails, [x], tf.float32, name="my_func")
     count = tf.py_func(lambda a: [a, a], [x], [tf.float32])
+    with pytest.raises(TypeError, match="func must be callable"):
+        tf.py_func("not a function", [x], tf.float32)
     with tf.Session() as sess:
         with pytest.raises(tf.errors.InvalidArgumentError, match="is float64, but expects "
                                                                  "float32"):
@@ -353,3 +357,20 @@ def test_top_level_summary_proto(backend):
     s = tf.Summary(value=[tf.Summary.Value(tag="loss", simple_value=0.25)])
     assert s.value[0].tag == "loss" and s.value[0].simple_value == 0.25
     assert tf.Summary is tf.summary.Summary
+
+
+# ------------------------------------------------------------------------ multinomial
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_multinomial_frequencies(backend, dtype):
+    with np.errstate(divide="ignore"):  # log(0) = -inf: a class that is never drawn
+        logits = np.log(np.array([[0.1, 0.2, 0.7, 0.0], [0.25, 0.25, 0.25, 0.25]], dtype))
+    n = 4000
+    draws = run_graph(lambda lg: tf.multinomial(lg, n, seed=7), logits)
+    assert draws.shape == (2, n) and draws.dtype == np.int64
+    assert not (draws[0] == 3).any()  # probability 0 (logit -inf): never drawn
+    for row, p in zip(draws, np.exp(logits.astype(np.float64))):
+        freq = np.bincount(row, minlength=4) / n
+        # 5 standard deviations of a binomial proportion
+        np.testing.assert_array_less(np.abs(freq - p), 5 * np.sqrt(p * (1 - p) / n) + 1e-12)
+    again = run_graph(lambda lg: tf.random.categorical(lg, n, seed=7, dtype=tf.int32), logits)
+    assert again.dtype == np.int32

@@ -201,3 +201,38 @@ def test_conv2d_transpose_layer(dtype, kernel_size, stride, padding):
                                    padding) + 0.5
     assert y.shape.as_list() == [None] + list(expected.shape[1:])
     np.testing.assert_allclose(out, expected, **_tol(dtype))
+
+
+def _adamw_ref(w, grads, wd, lr, b1, b2, eps, decayed_rows=None):
+    lr, b1, b2, eps, wd = _f32(lr, b1, b2, eps, wd)
+    m, v, out = np.zeros_like(w), np.zeros_like(w), []
+    # beta1_power/beta2_power are float32 variables (made from Python floats) multiplied in
+    # float32 after each step, as TF1's
+    p1, p2 = np.float32(b1), np.float32(b2)
+    for g in grads:
+        rows = np.ones_like(w, bool) if decayed_rows is None else decayed_rows
+        w = np.where(rows, w - wd * w, w)
+        m = b1 * m + (1 - b1) * g
+        v = b2 * v + (1 - b2) * g * g
+        lr_t = lr * np.sqrt(1 - float(p2)) / (1 - float(p1))
+        w = w - lr_t * m / (np.sqrt(v) + eps)
+        p1, p2 = np.float32(p1 * np.float32(b1)), np.float32(p2 * np.float32(b2))
+        out.append(w.copy())
+    return out
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("sparse", [False, True])
+def test_adamw(dtype, sparse):
+    w0 = rng.standard_normal((4, 2))
+    target = rng.standard_normal((4, 2))
+    opt = tf.contrib.opt.AdamWOptimizer(0.1, learning_rate=0.05)
+    values, grads = _train(opt, dtype, w0, target, 3, sparse)
+    rows = None
+    if sparse:  # the gathered rows (2 and 0) decay; the others only follow Adam's m, v
+        rows = np.zeros((4, 2), bool)
+        rows[[0, 2]] = True
+    expected = _adamw_ref(w0.astype(np.float64), [g.astype(np.float64) for g in grads], 0.1,
+                          0.05, 0.9, 0.999, 1e-8, rows)
+    for got, want in zip(values, expected):
+        np.testing.assert_allclose(got, want, **_tol(dtype))

@@ -119,7 +119,7 @@ def _collection_list(collections, name):
     return [collections] if isinstance(collections, str) else list(collections)
 
 
-def _collect_output(outputs_collections, sc_name, outputs):
+def _collect_output(outputs_collections, outputs):
     for key in _collection_list(outputs_collections, None):
         get_default_graph().add_to_collection(key, outputs)
     return outputs
@@ -147,7 +147,7 @@ def fully_connected(inputs, num_outputs, activation_fn=nn_ops.relu, normalizer_f
     if in_dim is None:
         raise ValueError(f"fully_connected: the last dimension of the inputs must be known, "
                          f"got shape {x.shape}")
-    with variable_scope(scope, "fully_connected", [x], reuse=reuse) as sc:
+    with variable_scope(scope, "fully_connected", [x], reuse=reuse):
         weights = _model_variable("weights", [in_dim, num_outputs], x.dtype,
                                   weights_initializer or xavier_initializer(),
                                   weights_regularizer, trainable, variables_collections)
@@ -157,7 +157,7 @@ def fully_connected(inputs, num_outputs, activation_fn=nn_ops.relu, normalizer_f
                                      biases_regularizer, trainable, variables_collections)
             outputs = nn_ops.bias_add(outputs, biases)
         outputs = _finish(outputs, normalizer_fn, normalizer_params, activation_fn)
-        return _collect_output(outputs_collections, sc.name, outputs)
+        return _collect_output(outputs_collections, outputs)
 
 
 def _pair(value):
@@ -186,7 +186,7 @@ def conv2d(inputs, num_outputs, kernel_size, stride=1, padding="SAME", data_form
     kh, kw = _pair(kernel_size)
     sh, sw = _pair(stride)
     rh, rw = _pair(rate)
-    with variable_scope(scope, "Conv", [x], reuse=reuse) as sc:
+    with variable_scope(scope, "Conv", [x], reuse=reuse):
         weights = _model_variable("weights", [kh, kw, channels, num_outputs], x.dtype,
                                   weights_initializer or xavier_initializer(),
                                   weights_regularizer, trainable, variables_collections)
@@ -199,7 +199,7 @@ def conv2d(inputs, num_outputs, kernel_size, stride=1, padding="SAME", data_form
                                      biases_regularizer, trainable, variables_collections)
             outputs = nn_ops.bias_add(outputs, biases, data_format=fmt)
         outputs = _finish(outputs, normalizer_fn, normalizer_params, activation_fn)
-        return _collect_output(outputs_collections, sc.name, outputs)
+        return _collect_output(outputs_collections, outputs)
 
 
 convolution2d = conv2d
@@ -215,9 +215,9 @@ def _model_variable_collections(var, collections):
 @add_arg_scope
 def flatten(inputs, outputs_collections=None, scope=None):
     """[batch, ...] -> [batch, k]."""
-    with name_scope(scope, "Flatten", [inputs]) as sc:
+    with name_scope(scope, "Flatten", [inputs]):
         outputs = core_layers.flatten(inputs)
-        return _collect_output(outputs_collections, sc, outputs)
+        return _collect_output(outputs_collections, outputs)
 
 
 @add_arg_scope
@@ -242,10 +242,10 @@ def _pool(pool, default_name, inputs, kernel_size, stride, padding, data_format,
     sh, sw = _pair(stride)
     ksize = [1, kh, kw, 1] if data_format == "NHWC" else [1, 1, kh, kw]
     strides = [1, sh, sw, 1] if data_format == "NHWC" else [1, 1, sh, sw]
-    with name_scope(scope, default_name, [inputs]) as sc:
+    with name_scope(scope, default_name, [inputs]):
         outputs = pool(convert_to_tensor(inputs), ksize, strides, padding.upper(),
                        data_format=data_format)
-        return _collect_output(outputs_collections, sc, outputs)
+        return _collect_output(outputs_collections, outputs)
 
 
 @add_arg_scope
@@ -253,10 +253,10 @@ def dropout(inputs, keep_prob=0.5, noise_shape=None, is_training=True,
             outputs_collections=None, scope=None, seed=None):
     """Keeps each unit with probability keep_prob (scaled by 1/keep_prob) when
     is_training (a bool or a bool tensor); the identity otherwise."""
-    with name_scope(scope, "Dropout", [inputs]) as sc:
+    with name_scope(scope, "Dropout", [inputs]):
         outputs = core_layers.dropout(inputs, rate=1 - keep_prob, noise_shape=noise_shape,
                                       seed=seed, training=is_training)
-        return _collect_output(outputs_collections, sc, outputs)
+        return _collect_output(outputs_collections, outputs)
 
 
 @add_arg_scope
@@ -312,7 +312,7 @@ def batch_norm(inputs, decay=0.999, center=True, scale=False, epsilon=0.001,
                         graph.add_to_collection(key, u)
         if activation_fn is not None:
             outputs = activation_fn(outputs)
-        return _collect_output(outputs_collections, sc.name, outputs)
+        return _collect_output(outputs_collections, outputs)
 
 
 @add_arg_scope
@@ -334,7 +334,7 @@ def layer_norm(inputs, center=True, scale=True, activation_fn=None, reuse=None,
     if not params_shape.is_fully_defined():
         raise ValueError(f"Inputs {x.name}: shape[{begin_params_axis}:] is not fully "
                          f"defined: {x.shape}")
-    with variable_scope(scope, "LayerNorm", [x], reuse=reuse) as sc:
+    with variable_scope(scope, "LayerNorm", [x], reuse=reuse):
         shape = params_shape.as_list()
         beta = _model_variable("beta", shape, x.dtype, init_ops.zeros_initializer(), None,
                                trainable, variables_collections) if center else None
@@ -345,4 +345,4 @@ def layer_norm(inputs, center=True, scale=True, activation_fn=None, reuse=None,
         outputs.set_shape(x.shape)
         if activation_fn is not None:
             outputs = activation_fn(outputs)
-        return _collect_output(outputs_collections, sc.name, outputs)
+        return _collect_output(outputs_collections, outputs)

@@ -181,6 +181,7 @@ class GraphKeys:
     READY_OP = "ready_op"
     READY_FOR_LOCAL_INIT_OP = "ready_for_local_init_op"
     SUMMARY_OP = "summary_op"
+    QUEUE_RUNNERS = "queue_runners"
 
 
 class Graph:

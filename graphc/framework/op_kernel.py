@@ -16,6 +16,8 @@ class SessionState:
         self.rngs = {}
         self.iterators = {}  # tf.data iterator positions by name (graphc/data/iterator_ops.py)
         self.print_counts = {}  # runs so far of each Print op, by name (its first_n)
+        self.queues = {}  # FIFOQueue/RandomShuffleQueue elements by queue name (queue_ops)
+        self.operation_timeout_ms = 0  # the longest a queue wait lasts; 0: no limit
 
     def rng_for(self, op):
         """The op's generator: seeded by (seed, seed2) when set, else from OS entropy."""

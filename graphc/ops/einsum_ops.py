@@ -24,6 +24,8 @@ _ELLIPSIS_LETTERS = "".join(sorted(set(string.ascii_uppercase + string.ascii_low
 
 
 def _parse(equation, operands):
+    if not isinstance(equation, str):
+        raise TypeError(f"einsum: the equation must be a string, got {equation!r}")
     eq = equation.replace(" ", "")
     lhs, arrow, out = eq.partition("->")
     terms = lhs.split(",")

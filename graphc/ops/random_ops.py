@@ -200,3 +200,7 @@ def random_uniform(shape, minval=0, maxval=None, dtype=dtypes.float32, seed=None
         lo = convert_to_tensor(minval, dtype=dtype)
         hi = convert_to_tensor(maxval, dtype=dtype)
         return _scale_shift(x, math_ops.subtract(hi, lo), lo, scope)
+
+
+# tf.random.categorical / multinomial (defined over the ops above)
+from graphc.ops.multinomial_ops import categorical, multinomial  # noqa: F401,E402

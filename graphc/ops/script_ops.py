@@ -80,6 +80,8 @@ not_differentiable("PyFunc")
 def py_func(func, inp, Tout, stateful=True, name=None):  # noqa: N803 - TF's name
     """func(*input arrays) as an op: a Tensor for a single Tout dtype, a list for a list.
     Output shapes are unknown (set_shape them where known)."""
+    if not callable(func):
+        raise TypeError(f"py_func: func must be callable, got {func!r}")
     single = not isinstance(Tout, (list, tuple))
     tout = [dtypes.as_dtype(t) for t in ([Tout] if single else Tout)]
     inputs = [x if isinstance(x, Tensor) else convert_to_tensor(x) for x in inp]

@@ -7,7 +7,8 @@ checkpoint_dir, or running the init op), and then wraps each run: the hooks' bef
 fetches and feeds are added to the caller's in one Session.run, their after_run sees the
 results, and a hook's request_stop() makes should_stop() true. Leaving its `with` block
 calls the hooks' end() and closes the Session; an OutOfRangeError (the end of the input)
-ends the block quietly, as in TF1.
+ends the block quietly, as in TF1. The graph's queue runners start with the Session and
+stop with it (its Coordinator).
 
 graphc runs one process: there are no workers, so is_chief=False is refused, and no
 session is re-created after an AbortedError.
@@ -19,6 +20,7 @@ from graphc.ops.control_flow_ops import group
 from graphc.train.basic_session_run_hooks import (CheckpointSaverHook, StepCounterHook,
                                                   SummarySaverHook)
 from graphc.train.coordinator import Coordinator
+from graphc.train.queue_runner import start_queue_runners
 from graphc.train.session_run_hook import SessionRunArgs, SessionRunContext, SessionRunValues
 
 __all__ = ["Scaffold", "ChiefSessionCreator", "SessionCreator", "MonitoredSession",
@@ -155,6 +157,7 @@ class MonitoredSession:
         self._coord = Coordinator()
         self._should_stop = False
         self._closed = False
+        start_queue_runners(self._sess, self._coord)
         for hook in self._hooks:
             hook.after_create_session(self._sess, self._coord)
 

@@ -1,0 +1,128 @@
+"""tf.train.batch, shuffle_batch, slice_input_producer and limit_epochs: queue pipelines
+as TF1 builds them (a queue, its enqueue op run by a QueueRunner in num_threads threads, and a
+dequeue_many of batch_size), so they need start_queue_runners or a MonitoredSession."""
+from graphc.framework.graph import Tensor, name_scope
+from graphc.framework.tensor_shape import TensorShape
+from graphc.ops import array_ops, random_ops
+from graphc.ops.constant_ops import convert_to_tensor
+from graphc.ops.queue_ops import FIFOQueue, RandomShuffleQueue
+from graphc.ops.topk_ops import top_k
+from graphc.train.queue_runner import QueueRunner, add_queue_runner
+
+__all__ = ["batch", "shuffle_batch", "slice_input_producer", "range_input_producer",
+           "limit_epochs"]
+
+
+def _as_list(tensors):
+    """(list of tensors, names or None) of a list, tuple, dict or single tensor."""
+    if isinstance(tensors, dict):
+        names = sorted(tensors)
+        return [convert_to_tensor(tensors[n]) for n in names], names
+    if isinstance(tensors, (list, tuple)):
+        return [convert_to_tensor(t) for t in tensors], None
+    return [convert_to_tensor(tensors)], None
+
+
+def _element_shapes(tensors, shapes, enqueue_many):
+    if shapes is not None:
+        return [TensorShape(s) for s in shapes]
+    out = []
+    for t in tensors:
+        shape = t.shape[1:] if enqueue_many and t.shape.ndims else t.shape
+        if not shape.is_fully_defined():
+            raise ValueError(f"All shapes must be fully defined: the element shape of "
+                             f"{t.name} is {shape}; pass shapes=")
+        out.append(shape)
+    return out
+
+
+def _packed(outputs, names, single):
+    if names is not None:
+        return dict(zip(names, outputs))
+    if single:
+        return outputs[0]
+    return outputs if isinstance(outputs, list) else list(outputs)
+
+
+def _pipeline(queue, tensors, names, single, batch_size, num_threads, enqueue_many,
+              allow_smaller_final_batch):
+    enqueue = queue.enqueue_many(tensors) if enqueue_many else queue.enqueue(tensors)
+    add_queue_runner(QueueRunner(queue, [enqueue] * num_threads))
+    out = (queue.dequeue_up_to(batch_size) if allow_smaller_final_batch
+           else queue.dequeue_many(batch_size))
+    outputs = [out[n] for n in names] if isinstance(out, dict) else (
+        [out] if isinstance(out, Tensor) else list(out))
+    return _packed(outputs, names, single)
+
+
+def batch(tensors, batch_size, num_threads=1, capacity=32, enqueue_many=False, shapes=None,
+          dynamic_pad=False, allow_smaller_final_batch=False, shared_name=None, name=None):
+    """Batches of batch_size elements in the order the runner threads enqueue them."""
+    if dynamic_pad:
+        raise NotImplementedError("tf.train.batch(dynamic_pad=True) is not supported by graphc")
+    with name_scope(name, "batch", list(_as_list(tensors)[0])):
+        ts, names = _as_list(tensors)
+        queue = FIFOQueue(capacity, [t.dtype for t in ts],
+                          _element_shapes(ts, shapes, enqueue_many), names=None)
+        return _pipeline(queue, ts, names, isinstance(tensors, Tensor), batch_size,
+                         num_threads, enqueue_many, allow_smaller_final_batch)
+
+
+def shuffle_batch(tensors, batch_size, capacity, min_after_dequeue, num_threads=1, seed=None,
+                  enqueue_many=False, shapes=None, allow_smaller_final_batch=False,
+                  shared_name=None, name=None):
+    """Batches drawn at random from a queue kept above min_after_dequeue elements."""
+    with name_scope(name, "shuffle_batch", list(_as_list(tensors)[0])):
+        ts, names = _as_list(tensors)
+        queue = RandomShuffleQueue(capacity, min_after_dequeue, [t.dtype for t in ts],
+                                   _element_shapes(ts, shapes, enqueue_many), seed=seed)
+        return _pipeline(queue, ts, names, isinstance(tensors, Tensor), batch_size,
+                         num_threads, enqueue_many, allow_smaller_final_batch)
+
+
+def limit_epochs(tensor, num_epochs=None, name=None):
+    """tensor, num_epochs times: then OutOfRangeError. The count is a local variable
+    "epochs" (run local_variables_initializer, as in TF1)."""
+    if num_epochs is None:
+        return tensor
+    if num_epochs <= 0:
+        raise ValueError(f"num_epochs must be > 0 not {num_epochs}.")
+    from graphc import dtypes
+    from graphc.framework.graph import GraphKeys, control_dependencies
+    from graphc.ops.control_flow_ops import identity
+    from graphc.variables import Variable
+    with name_scope(name, "limit_epochs", [tensor]) as scope:
+        counter = Variable(array_ops.zeros([], dtypes.int64), name="epochs", trainable=False,
+                           collections=[GraphKeys.LOCAL_VARIABLES])
+        with control_dependencies([counter.count_up_to(num_epochs)]):
+            return identity(tensor, name=scope)
+
+
+def range_input_producer(limit, num_epochs=None, shuffle=True, seed=None, capacity=32,
+                         shared_name=None, name=None):
+    """A queue of the integers 0 .. limit-1, over and over (each pass shuffled if
+    `shuffle`), or num_epochs times before the queue closes, filled by a QueueRunner."""
+    with name_scope(name, "input_producer", [limit]):
+        indices = array_ops.range(limit)
+        if shuffle:
+            # the order of random keys: a uniformly random permutation each pass
+            keys = random_ops.random_uniform(array_ops.shape(indices), seed=seed)
+            indices = top_k(keys, k=array_ops.size(indices))[1]
+        indices = limit_epochs(indices, num_epochs)
+        queue = FIFOQueue(capacity, [indices.dtype], [[]])
+        add_queue_runner(QueueRunner(queue, [queue.enqueue_many([indices])]))
+        return queue
+
+
+def slice_input_producer(tensor_list, num_epochs=None, shuffle=True, seed=None, capacity=32,
+                         shared_name=None, name=None):
+    """One slice (along the first dim) of each tensor per dequeue, the same index for
+    all, the indices repeating (shuffled each pass if `shuffle`) forever or num_epochs
+    times, after which the dequeue raises OutOfRangeError."""
+    with name_scope(name, "input_producer", tensor_list):
+        tensors = [convert_to_tensor(t) for t in tensor_list]
+        if not tensors:
+            raise ValueError("Expected at least one tensor in slice_input_producer().")
+        size = array_ops.shape(tensors[0])[0]
+        index = range_input_producer(size, num_epochs, shuffle, seed, capacity).dequeue()
+        return [array_ops.gather(t, index) for t in tensors]
