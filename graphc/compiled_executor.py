@@ -41,10 +41,6 @@ from runtime.executable import Executable
 from runtime.variants import Variants
 
 _STAGE_FREE = frozenset({"VariableV2", "Const"})  # available to every stage
-# Control flow has no native lowering yet: a stage holding one runs on the reference
-# executor, with a warning (the compiler's regions for bodies come next)
-NOT_COMPILED_YET = frozenset("""If While TensorArrayV3 TensorArrayScatterV3 TensorArrayGatherV3
-    TensorArrayScatterGrad TensorArrayGatherGrad""".split())
 
 
 class GpuFallbackWarning(RuntimeWarning):
@@ -170,7 +166,6 @@ class NativeStage:
         self.device = device
         self.random_ops = [op for op in ops if op.type in RANDOM_OP_TYPES]
         self.op_count = len(ops)
-        self.not_compiled = [op for op in ops if op.type in NOT_COMPILED_YET]
         self.variants = Variants()
         self._unlowered = None
 
@@ -215,11 +210,6 @@ class NativeStage:
             raise _graphc_error(e, self.session.graph) from None
 
     def _compile(self, arrays, state):
-        from graphc.compiler.lower import LoweringError
-        if self.not_compiled:
-            op = self.not_compiled[0]
-            raise LoweringError(f"UnimplementedError: {op.type} ops are not compiled natively "
-                                f"yet (control flow, issue 12), e.g. {op.describe()}")
         self.session.compile_count += 1
         args = (self.feeds, self.fetches, self.targets, [a.shape for a in arrays], arrays,
                 _variable_shapes(state.variables))

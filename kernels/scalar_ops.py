@@ -296,6 +296,20 @@ def _select(c):
     return c.b.select(c.args[0], c.args[1], c.args[2])
 
 
+def _is_nan(c):
+    return c.fops().isnan(c.x)
+
+
+def _is_inf(c):
+    o = c.fops()
+    return o.cmp("==", o.fabs(c.x), float("inf"))  # ordered: nan is not inf
+
+
+def _is_finite(c):
+    o = c.fops()
+    return o.cmp("<", o.fabs(c.x), float("inf"))  # ordered: false for nan
+
+
 def _check_numerics(c):
     o = c.fops()
     c.error(o.ucmp("==", o.fabs(c.x), float("inf")))  # nan (unordered) or +-inf
@@ -430,6 +444,9 @@ SCALAR_OPS = {
     "Identity": _identity,
     "StopGradient": _identity,
     "CheckNumerics": _check_numerics,
+    "IsNan": _is_nan,
+    "IsInf": _is_inf,
+    "IsFinite": _is_finite,
     "ZerosLike": _fill(0),
     "OnesLike": _fill(1),
 }

@@ -749,3 +749,30 @@ def test_float16_keeps_its_dtype():
     for fn in (gc.exp, gc.sigmoid, gc.erf, lambda t: t * t + 1.0):
         got = run_graph(fn, x)
         assert got.dtype == np.float16
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n", [0, 1, 7, 1023])
+def test_is_nan_is_inf_is_finite(dtype, n):
+    """TF1's tf.is_nan / is_inf / is_finite on values with nans, both infinities, zeros,
+    the largest finite number and subnormals; written without NumPy's isnan: a nan is the
+    one value unequal to itself, an inf the one whose magnitude exceeds the largest."""
+    big = np.finfo(dtype).max
+    pool = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, big, -big,
+                     np.finfo(dtype).tiny / 4, 1.5, -2.0], dtype)
+    values = pool[np.random.default_rng(n).integers(0, len(pool), n)]
+    x = gc.placeholder(dtype, [None])
+    got = run([gc.is_nan(x), gc.is_inf(x), gc.is_finite(x), gc.is_finite(x * 2)], {x: values})
+    nan = np.array([v != v for v in values.tolist()], bool)
+    inf = np.array([v == v and abs(v) > big for v in values.tolist()], bool)
+    doubled = values.astype(np.float64) * 2  # exact in float64; inf where values are
+    assert [g.dtype for g in got] == [np.bool_] * 4
+    np.testing.assert_array_equal(got[0], nan)
+    np.testing.assert_array_equal(got[1], inf)
+    np.testing.assert_array_equal(got[2], ~nan & ~inf)
+    # x * 2 overflows to inf in the input's dtype for |x| near the largest
+    with np.errstate(over="ignore", invalid="ignore"):
+        np.testing.assert_array_equal(got[3], np.abs(doubled.astype(dtype)) <= big)
+    assert gc.is_nan(x).shape.as_list() == [None]
+    with pytest.raises(TypeError):
+        gc.is_nan(gc.constant([1, 2]))

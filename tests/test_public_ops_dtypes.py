@@ -351,6 +351,21 @@ CASES = [
     ("py_func", "nn", "x", lambda x: tf.py_func(lambda a: a * 2, [x], x.dtype),
      lambda x: x * 2, "exact"),
     ("Print", "nn", "x", lambda x: tf.Print(x, [x], first_n=0), lambda x: x, "exact"),
+    # control flow (host stages until the compiler has regions): cond's taken branch, a
+    # loop of 3 doublings, a TensorArray written in a loop and stacked, map_fn (a While
+    # over a TensorArray: scatter, then gather), and the gradient of a loop (the
+    # TensorArray grads); Assert passes its data through a control dependency
+    ("cond", "control", "x", lambda x: tf.cond(tf.reduce_sum(x) > -1e9, lambda: x * 2,
+                                               lambda: x - 1), lambda x: x * 2, "exact"),
+    ("while_loop", "control", "x",
+     lambda x: tf.while_loop(lambda i, v: i < 3, lambda i, v: (i + 1, v * 2), [0, x])[1],
+     lambda x: x * 8, "exact"),
+    ("map_fn", "control", "x", lambda x: tf.map_fn(lambda row: row * row, x),
+     lambda x: x * x, "exact"),
+    ("tensor_array_grad", "control", "x",
+     lambda x: tf.gradients(tf.reduce_sum(tf.map_fn(lambda row: row * row, x)), x)[0],
+     lambda x: 2 * x, "exact"),
+    ("assert", "control", "x", lambda x: _asserted(x), lambda x: x, "exact"),
     ("softmax_xent_v1", "nn", "x probs",
      lambda a, p: tf.nn.softmax_cross_entropy_with_logits(labels=p, logits=a),
      lambda a, p: -(p * (a - np_logsumexp(a, 1)[:, None])).sum(1), "trans"),
@@ -415,6 +430,11 @@ def _first_occurrences(a):
     """The distinct values of a in order of first occurrence (tf.unique's order)."""
     _, first = np.unique(a, return_index=True)
     return a[np.sort(first)]
+
+
+def _asserted(x):
+    with tf.control_dependencies([tf.Assert(tf.reduce_all(tf.is_finite(x)), [x])]):
+        return tf.identity(x)
 
 
 def _build(cases, dtype):

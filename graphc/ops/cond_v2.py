@@ -45,10 +45,10 @@ def _if_kernel(state, op, pred, *args):
     return outs
 
 
-# opaque until the compiler has regions: compiled_executor.NOT_COMPILED_YET runs it on the
-# reference executor
+# host-only until the compiler has regions for bodies (issue 12): the host runs it between
+# native stages, its bodies on the reference executor; the rest of the run stays native
 register_op("If", infer=_if_infer, kernel=_if_kernel, stateful=True, uses_context=True,
-            kind="opaque")
+            kind="opaque", host_only=True)
 
 
 def cond(pred, true_fn=None, false_fn=None, strict=False, name=None, fn1=None, fn2=None):

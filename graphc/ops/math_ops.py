@@ -22,7 +22,8 @@ __all__ = [
     "negative", "abs", "sign", "square", "sqrt", "rsqrt", "reciprocal", "exp", "log", "log1p",
     "expm1", "pow", "maximum", "minimum", "squared_difference", "tanh", "sigmoid", "sin", "cos",
     "floor", "ceil", "round", "erf", "erfc", "equal", "not_equal", "less", "less_equal",
-    "greater", "greater_equal", "logical_and", "logical_or", "logical_xor", "logical_not", "where",
+    "greater", "greater_equal", "logical_and", "logical_or", "logical_xor", "logical_not",
+    "is_nan", "is_inf", "is_finite", "where",
     "clip_by_value", "add_n", "cast", "to_float", "to_int32", "to_int64",
 ]
 
@@ -297,6 +298,29 @@ def round(x, name=None):  # noqa: A001 - TF's name
 
 register_op("LogicalNot", infer=_unary_infer(BOOLS), kernel=np.logical_not, kind="elementwise")
 not_differentiable("LogicalNot")
+
+
+def _float_test_infer(inputs, attrs):
+    """IsNan, IsInf, IsFinite: a float tensor in, a bool tensor of its shape out."""
+    _check_allowed(inputs[0].dtype, FLOATS)
+    return inputs[0].shape, dtypes.bool
+
+
+for _type, _kernel in (("IsNan", np.isnan), ("IsInf", np.isinf), ("IsFinite", np.isfinite)):
+    register_op(_type, infer=_float_test_infer, kernel=_kernel, kind="elementwise")
+not_differentiable("IsNan", "IsInf", "IsFinite")
+
+
+def is_nan(x, name=None):
+    return _create("IsNan", [convert_to_tensor(x)], name=name)
+
+
+def is_inf(x, name=None):
+    return _create("IsInf", [convert_to_tensor(x)], name=name)
+
+
+def is_finite(x, name=None):
+    return _create("IsFinite", [convert_to_tensor(x)], name=name)
 
 
 # -------------------------------------------------------------------- binary op table

@@ -44,7 +44,8 @@ def _create_kernel(size, dtype, element_shape, dynamic_size):
     return np.zeros([n] + elem, dtype.np), np.zeros([n], bool)
 
 
-register_op("TensorArrayV3", infer=_create_infer, kernel=_create_kernel, kind="opaque")
+# host-only, as the loops that carry them (while_v2.py), until the compiler has regions
+register_op("TensorArrayV3", infer=_create_infer, kernel=_create_kernel, kind="opaque", host_only=True)
 
 
 def _elements(values):
@@ -101,7 +102,7 @@ def _scatter_kernel(values, written, indices, x, dynamic_size):
 
 
 register_op("TensorArrayScatterV3", infer=_scatter_infer, kernel=_scatter_kernel,
-            kind="opaque")
+            kind="opaque", host_only=True)
 
 
 def _gather_infer(inputs, a):
@@ -128,7 +129,7 @@ def _gather_kernel(values, written, indices, element_shape):
 
 
 register_op("TensorArrayGatherV3", infer=_gather_infer, kernel=_gather_kernel,
-            kind="opaque")
+            kind="opaque", host_only=True)
 
 
 def _scatter_grad_kernel(g, old_rows, indices):
@@ -145,7 +146,7 @@ def _scatter_grad_kernel(g, old_rows, indices):
 
 register_op("TensorArrayScatterGrad", infer=lambda inputs, a: (TensorShape(None),
                                                                 inputs[0].dtype),
-            kernel=_scatter_grad_kernel, kind="opaque")
+            kernel=_scatter_grad_kernel, kind="opaque", host_only=True)
 
 
 def _gather_grad_kernel(g, shape, indices):
@@ -157,7 +158,7 @@ def _gather_grad_kernel(g, shape, indices):
 
 register_op("TensorArrayGatherGrad", infer=lambda inputs, a: (TensorShape(None),
                                                                inputs[0].dtype),
-            kernel=_gather_grad_kernel, kind="opaque")
+            kernel=_gather_grad_kernel, kind="opaque", host_only=True)
 
 
 def _forward_shape(t):

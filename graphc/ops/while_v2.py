@@ -69,10 +69,10 @@ def _stacked(t, values):
             errors.UnimplementedError) from None
 
 
-# opaque until the compiler has regions: compiled_executor.NOT_COMPILED_YET runs it on the
-# reference executor
+# host-only until the compiler has regions for bodies (issue 12): the host runs it between
+# native stages, its bodies on the reference executor; the rest of the run stays native
 register_op("While", infer=_while_infer, kernel=_while_kernel, stateful=True,
-            uses_context=True, kind="opaque")
+            uses_context=True, kind="opaque", host_only=True)
 
 
 # --------------------------------------------------------------------- while_loop
