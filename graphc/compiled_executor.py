@@ -34,8 +34,9 @@ from runtime import errors as rt
 
 HOST_OP_TYPES = frozenset("""IteratorGetNext MakeIterator ScalarSummary HistogramSummary
     ImageSummary MergeSummary UninitializedNames IsVariableInitialized VariableValueOrDefault
-    LogUniformCandidateSampler UniformCandidateSampler Unique Where""".split())
-# Why each is host-side: iterators and summaries are Python objects and strings; the
+    LogUniformCandidateSampler UniformCandidateSampler Unique Where Assert""".split())
+# Why each is host-side: iterators and summaries are Python objects and strings; an
+# Assert's failure is a message built from its data (no value to compute natively); the
 # variable-status queries read the Session's store itself; the candidate samplers draw
 # sets without replacement (sequential, data-dependent); Where (the indices form) and
 # Unique have a data-dependent output size, which compiled code (fetch arrays allocated from the dims

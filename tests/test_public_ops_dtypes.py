@@ -379,6 +379,9 @@ NOT_FLOAT_OPS = {
     "IteratorGetNext", "MakeIterator",                # tf.data
     "LogUniformCandidateSampler", "UniformCandidateSampler",  # int samples
     "MaxPoolGradGrad",      # second derivative of max-pool: test_nn_ops' gradchecks
+    "Assert",               # a bool condition
+    "If", "While", "TensorArrayV3", "TensorArrayScatterV3", "TensorArrayGatherV3",
+    "TensorArrayScatterGrad", "TensorArrayGatherGrad",  # float32/64: test_control_flow
 }
 # Random ops: their values are graphc's own stream (not NumPy's); checked for dtype/range.
 RANDOM_OPS = {"RandomUniform": lambda dt: tf.random_uniform([400], dtype=dt, seed=1),

@@ -677,6 +677,11 @@ NOT_GENERATED = {
     "GatherGrad": "generated only when a gradient crosses a gather: seed-dependent",
     "MirrorPadGrad": "generated only when a gradient crosses a reflect pad: seed-dependent",
     "MaxPoolGrad": "generated only when a gradient crosses a max-pool: seed-dependent",
+    **dict.fromkeys(["If", "While", "TensorArrayV3", "TensorArrayScatterV3",
+                     "TensorArrayGatherV3", "TensorArrayScatterGrad", "TensorArrayGatherGrad",
+                     "Assert"],
+                    "control flow: not compiled natively yet (every backend runs it on the "
+                    "reference executor); tests/test_control_flow.py checks it"),
 }
 
 

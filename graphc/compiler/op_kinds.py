@@ -53,7 +53,9 @@ _OPAQUE = """Cumsum GatherGrad InvertPermutation IsVariableInitialized MirrorPad
     ScatterAdd ScatterSub ScatterUpdate Unique UninitializedNames
     VariableValueOrDefault Where
     HistogramSummary ImageSummary MergeSummary ScalarSummary IteratorGetNext MakeIterator
-    LogUniformCandidateSampler UniformCandidateSampler"""
+    LogUniformCandidateSampler UniformCandidateSampler Assert
+    If While TensorArrayV3 TensorArrayScatterV3 TensorArrayGatherV3 TensorArrayScatterGrad
+    TensorArrayGatherGrad"""
 
 OP_KINDS = {}
 for _kind, _names in [("elementwise", _ELEMENTWISE), ("index", _INDEX),
