@@ -406,7 +406,12 @@ def _compiled_philox(counter, key):
 
 # ------------------------------------------------------------- every op type lowers
 NOT_COMPUTED = {"Placeholder": "a feed", "Const": "data in the spec",
-                "NoOp": "ordering only (run as a target below)"}
+                "NoOp": "ordering only (run as a target below)",
+                **dict.fromkeys(["If", "While", "TensorArrayV3", "TensorArrayScatterV3",
+                                 "TensorArrayGatherV3", "TensorArrayScatterGrad",
+                                 "TensorArrayGatherGrad"],
+                                "control flow: not compiled natively yet, runs on the "
+                                "reference executor (test_control_flow checks the fallback)")}
 
 
 def _unary(fn, positive=False):
