@@ -272,17 +272,24 @@ def test_variables_cannot_be_created_in_a_body():
         gc.while_loop(lambda i: i < 2, lambda i: i + gc.cast(gc.Variable(1.0), gc.int32), [0])
 
 
-def test_compiled_backend_falls_back_with_a_reason(monkeypatch):
+def test_compiled_backend_runs_the_loop_on_the_host_and_the_rest_natively(monkeypatch):
+    """Until the compiler has regions, If and While are host ops: the ops before and after
+    the loop compile (two native stages around the host one), with no fallback warning."""
     monkeypatch.setenv("GRAPHC_BACKEND", "compiled")
-    x = gc.placeholder(gc.float32, [])
-    y = gc.while_loop(lambda v: v < 10.0, lambda v: v + 3.0, [x])
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+    x = gc.placeholder(gc.float64, [3])
+    start = gc.tanh(x) * 2.0
+    y = gc.while_loop(lambda v: gc.reduce_sum(v) < 10.0, lambda v: v + 1.0, [start])
+    out = gc.sqrt(y * y + 1.0)
+    xv = np.array([0.5, -1.0, 2.0])
+    want = np.tanh(xv) * 2.0
+    while want.sum() < 10.0:
+        want = want + 1.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "could not compile" fallback
         with gc.Session() as sess:
-            assert sess.run(y, {x: 1.0}) == 10.0
-    messages = [str(w.message) for w in caught]
-    assert any("UnimplementedError: While ops are not compiled natively yet" in m and
-               "reference executor" in m for m in messages), messages
+            np.testing.assert_allclose(sess.run(out, {x: xv}), np.sqrt(want * want + 1.0),
+                                       rtol=1e-14)
+            assert sess.compile_count == 2
 
 
 # ------------------------------------------------------------------------- TensorArray
@@ -389,14 +396,14 @@ def test_graph_files_and_dump_show_control_flow_ops(tmp_path, capsys):
     y = gc.cond(gc.reduce_sum(x) > 0, lambda: x * 2, lambda: x - 1)
     _, s = gc.while_loop(lambda i, s: i < 3, lambda i, s: (i + 1, s * 2), [0, y])
     gc.gradients(gc.reduce_sum(s), x)
-    graph_io.write_graph(gc.get_default_graph(), str(tmp_path), "cf.pb", as_text=False)
-    assert dump_main([str(tmp_path / "cf.pb")]) == 0
+    graph_io.write_graph(gc.get_default_graph(), str(tmp_path), "cf.json", as_text=False)
+    assert dump_main([str(tmp_path / "cf.json")]) == 0
     out = capsys.readouterr().out
     assert re.search(r"\bcond\s+If\b", out) and re.search(r"\bwhile\s+While\b", out)
     # the file holds the ops, not their bodies yet: running one says so
     g = gc.Graph()
     with g.as_default():
-        gc.import_graph_def(graph_io.read_graph_def(str(tmp_path / "cf.pb")), name="")
+        gc.import_graph_def(graph_io.read_graph_def(str(tmp_path / "cf.json")), name="")
         with gc.Session() as sess, pytest.raises(gc.errors.UnimplementedError,
                                                  match="bodies of control-flow ops"):
             sess.run("while:1", {"x:0": np.ones((2, 3), np.float32)})
