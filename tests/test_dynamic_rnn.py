@@ -5,10 +5,18 @@ import numpy as np
 import pytest
 
 import graphc as gc
+from graphc.ops import rnn
 from tests.gradcheck import check_gradients
 
-pytestmark = pytest.mark.filterwarnings("ignore:graphc could not compile this run")
 rnn_cell = gc.nn.rnn_cell
+
+
+@pytest.fixture(autouse=True, params=["loop", "unrolled"])
+def rnn_path(request, monkeypatch):
+    """Every case on both of dynamic_rnn's paths: the while_loop, and the unrolled steps a
+    short length known when the graph is built takes (rnn.UNROLL_MAX_STEPS)."""
+    monkeypatch.setattr(rnn, "UNROLL_MAX_STEPS", 0 if request.param == "loop" else 64)
+    return request.param
 
 
 def sigmoid(x):

@@ -78,21 +78,26 @@ def static_rnn(cell, inputs, initial_state=None, dtype=None, sequence_length=Non
     if not inputs:
         raise ValueError("inputs must not be empty")
     with variable_scope(scope or "rnn") as varscope:
-        inputs = [map_structure(convert_to_tensor, x) for x in inputs]
-        batch_size = _batch_size(inputs)
-        state = _initial_state(cell, initial_state, batch_size, dtype)
-        lengths = None if sequence_length is None else _sequence_length(sequence_length)
-        outputs = []
-        for time, x in enumerate(inputs):
-            if time > 0:
-                varscope.reuse_variables()
-            output, new_state = cell(x, state)
-            if lengths is None:
-                state = new_state
-            else:
-                output, state = _masked_step(time, lengths, output, new_state, state)
-            outputs.append(output)
-        return outputs, state
+        return _run_steps(cell, inputs, initial_state, dtype, sequence_length, varscope)
+
+
+def _run_steps(cell, inputs, initial_state, dtype, sequence_length, varscope):
+    """static_rnn's steps inside its variable scope `varscope`."""
+    inputs = [map_structure(convert_to_tensor, x) for x in inputs]
+    batch_size = _batch_size(inputs)
+    state = _initial_state(cell, initial_state, batch_size, dtype)
+    lengths = None if sequence_length is None else _sequence_length(sequence_length)
+    outputs = []
+    for time, x in enumerate(inputs):
+        if time > 0:
+            varscope.reuse_variables()
+        output, new_state = cell(x, state)
+        if lengths is None:
+            state = new_state
+        else:
+            output, state = _masked_step(time, lengths, output, new_state, state)
+        outputs.append(output)
+    return outputs, state
 
 
 def _reverse_seq(steps, lengths):
@@ -168,15 +173,28 @@ def _build_cell(cell, step_inputs, state):
     return output
 
 
+# Until the compiler lowers while loops natively (issue 12), a loop's body runs on the
+# host's reference executor, 10-100x slower than compiled code. A sequence whose length is
+# known when the graph is built, and at most this long, is unrolled instead (static_rnn:
+# the same values and final state), so it compiles natively; longer or unknown lengths use
+# the loop, whose graph does not grow with the length.
+UNROLL_MAX_STEPS = 64
+
+
 def dynamic_rnn(cell, inputs, sequence_length=None, initial_state=None, dtype=None,
                 parallel_iterations=None, swap_memory=False, time_major=False, scope=None):
     """TF1's dynamic_rnn: the cell run over the time axis of `inputs` ([batch, time, depth],
-    or [time, batch, depth] when time_major; a nest of such tensors) by one while_loop.
+    or [time, batch, depth] when time_major; a nest of such tensors) by one while_loop
+    (unrolled for short static lengths: UNROLL_MAX_STEPS).
     Returns (outputs stacked on the time axis, final_state)."""
     from graphc.ops.tensor_array_ops import TensorArray
     from graphc.ops.while_v2 import while_loop
-    with variable_scope(scope or "rnn"):
+    with variable_scope(scope or "rnn") as varscope:
         flat = _time_major_inputs(inputs, time_major)
+        steps = flat[0].shape[0].value
+        if steps is not None and 0 < steps <= UNROLL_MAX_STEPS:
+            return _unrolled_rnn(cell, inputs, flat, steps, sequence_length, initial_state,
+                                 dtype, time_major, varscope)
         batch = flat[0].shape[1].value
         batch_size = batch if batch is not None else array_ops.shape(flat[0])[1]
         state = _initial_state(cell, initial_state, batch_size, dtype)
@@ -206,6 +224,18 @@ def dynamic_rnn(cell, inputs, sequence_length=None, initial_state=None, dtype=No
         if not time_major:
             outputs = [_to_time_major(o) for o in outputs]
         return nest.pack_sequence_as(out_structure, outputs), final_state
+
+
+def _unrolled_rnn(cell, inputs, flat, steps, sequence_length, initial_state, dtype,
+                  time_major, varscope):
+    """dynamic_rnn over `steps` known steps as static_rnn does them, in dynamic_rnn's
+    variable scope `varscope`: flat holds the inputs time-major."""
+    per_step = list(zip(*[array_ops.unstack(x, num=steps, axis=0) for x in flat]))
+    step_inputs = [nest.pack_sequence_as(inputs, list(xs)) for xs in per_step]
+    outputs, state = _run_steps(cell, step_inputs, initial_state, dtype, sequence_length,
+                                varscope)
+    axis = 0 if time_major else 1
+    return map_structure(lambda *o: array_ops.stack(list(o), axis=axis), *outputs), state
 
 
 def _stacked_steps(ta, step_output, first_input):
