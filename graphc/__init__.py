@@ -65,13 +65,6 @@ from graphc.train.queue_runner import start_queue_runners  # noqa: F401,E402
 initializers = init_ops
 
 
-def __getattr__(name):  # PEP 562: TF1's top-level proto classes (tf.Summary, tf.Event, ...)
-    from graphc.summary import _PROTO_CLASSES
-    if name in _PROTO_CLASSES:
-        return getattr(summary, name)
-    raise AttributeError(f"module 'graphc' has no attribute {name!r}")
-
-
 linalg = __import__("graphc.ops.linalg", fromlist=["x"])
 newaxis = None
 
@@ -80,10 +73,15 @@ _TF_PROTO_CLASSES = {"GraphDef": "graph_pb2", "NodeDef": "node_def_pb2",
                      "AttrValue": "attr_value_pb2", "MetaGraphDef": "meta_graph_pb2"}
 
 
-def __getattr__(name):  # PEP 562: TF's proto classes need tensorboard, loaded when asked for
+def __getattr__(name):
+    """PEP 562: TF1's top-level proto classes (tf.Summary, tf.Event, tf.GraphDef, ...) need
+    tensorboard's protos, loaded when first asked for."""
     if name in _TF_PROTO_CLASSES:
         from graphc.tf_formats import protos
         return getattr(getattr(protos, _TF_PROTO_CLASSES[name])(), name)
+    from graphc.summary import _PROTO_CLASSES
+    if name in _PROTO_CLASSES:
+        return getattr(summary, name)
     raise AttributeError(f"module 'graphc' has no attribute {name!r}")
 
 

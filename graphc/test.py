@@ -115,7 +115,7 @@ class TestCase(unittest.TestCase):
 
     def evaluate(self, tensors):
         """The values of tensors (nested) in the default Session, or this test's."""
-        from graphc.session import get_default_session
+        from graphc.framework.default_session import get_default_session
         sess = get_default_session()
         if sess is not None:
             return sess.run(tensors)

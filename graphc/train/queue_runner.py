@@ -106,7 +106,7 @@ def start_queue_runners(sess=None, coord=None, daemon=True, start=True,
                         collection=GraphKeys.QUEUE_RUNNERS):
     """Starts the threads of every QueueRunner in the collection; returns them."""
     if sess is None:
-        from graphc.session import get_default_session
+        from graphc.framework.default_session import get_default_session
         sess = get_default_session()
         if sess is None:
             raise ValueError("Cannot start queue runners: No default session is registered. "
