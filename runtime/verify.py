@@ -245,28 +245,57 @@ def symbol_ranges(guards, symbols):
     on a lone symbol narrows its range. Other guards are not used: bounds stay sound."""
     ranges = {name: (0, MAX_DIM) for name in symbols}
     for lhs, op, rhs, outcome in guards:
-        name = _lone_symbol(lhs)
-        if name is None or not isinstance(rhs, list) or _constant(rhs) is None:
+        linear = _one_symbol_linear(lhs)
+        if linear is None or not isinstance(rhs, (list, int)) or _constant(rhs) is None:
             continue
-        c = _constant(rhs)
+        name, a, b = linear
         if not outcome:
-            op = {"==": "!=", "!=": "==", "<": ">=", "<=": ">", ">": "<=", ">=": "<"}[op]
+            op = _NEGATED[op]
+        if a < 0:  # a*s + b op c  <=>  -a*s + -b (op mirrored) -c
+            a, b, c, op = -a, -b, -_constant(rhs), _MIRRORED[op]
+        else:
+            c = _constant(rhs)
+        # a*s op c - b, a > 0: the integer bounds of s
         lo, hi = ranges.get(name, (0, MAX_DIM))
+        floor_q, ceil_q = (c - b) // a, -((b - c) // a)
         if op == "==":
-            lo, hi = max(lo, c), min(hi, c)
-        elif op in (">", ">="):
-            lo = max(lo, c + (op == ">"))
-        elif op in ("<", "<="):
-            hi = min(hi, c - (op == "<"))
+            if (c - b) % a:
+                continue  # no integer admits it: nothing runs; keep the sound default
+            lo, hi = max(lo, floor_q), min(hi, floor_q)
+        elif op == ">=":
+            lo = max(lo, ceil_q)
+        elif op == ">":
+            lo = max(lo, floor_q + 1)
+        elif op == "<=":
+            hi = min(hi, floor_q)
+        elif op == "<":
+            hi = min(hi, ceil_q - 1)
         ranges[name] = (lo, hi)
     return ranges
 
 
-def _lone_symbol(e):
-    if isinstance(e, list) and len(e) == 1 and e[0][0] == 1 and len(e[0][1]) == 1 \
-            and isinstance(e[0][1][0][0], str) and e[0][1][0][1] == 1:
-        return e[0][1][0][0]
-    return None
+_NEGATED = {"==": "!=", "!=": "==", "<": ">=", "<=": ">", ">": "<=", ">=": "<"}
+_MIRRORED = {"==": "==", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
+
+
+def _one_symbol_linear(e):
+    """(symbol, a, b) when the dim expression e is a*symbol + b (a != 0), else None: the
+    guards a compile records on a lone dim (`H - 2 >= 0` for a VALID 3x3 window)."""
+    if not isinstance(e, list):
+        return None
+    name, a, b = None, 0, 0
+    for term in e:
+        if not (isinstance(term, list) and len(term) == 2 and isinstance(term[0], int)):
+            return None
+        coeff, mono = term
+        if not mono:
+            b += coeff
+        elif len(mono) == 1 and isinstance(mono[0][0], str) and mono[0][1] == 1 and \
+                name in (None, mono[0][0]):
+            name, a = mono[0][0], a + coeff
+        else:
+            return None
+    return (name, a, b) if name is not None and a != 0 else None
 
 
 def _constant(e):

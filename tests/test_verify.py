@@ -318,3 +318,29 @@ def test_a_bad_in_memory_spec_names_its_field(monkeypatch):
         runtime.Executable(dict(spec, error_detail_slots=-1))
     with pytest.raises(verify.InvalidSpec, match="declares function 'system'"):
         verify.verify_spec(dict(spec, llvm_ir=spec["llvm_ir"] + SYSTEM_CALL), check_calls=True)
+
+
+def test_guards_on_a_dim_plus_a_constant_bound_it():
+    """A VALID window records `H - 2 >= 0`: the verifier narrows H to [2, ...] from it, so
+    the arena of a strided VALID conv over unknown spatial dims is provably non-negative
+    (it was refused as 'may be negative', failing every such compile)."""
+    from runtime.verify import symbol_ranges
+    h = [[1, [["H", 1]]], [-2, []]]                    # H - 2
+    w = [[-3, [["W", 1]]], [30, []]]                   # 30 - 3W
+    guards = [[h, ">=", [], True], [w, "<", [], False], [[[2, [["N", 1]]]], "==", 8, True]]
+    ranges = symbol_ranges(guards, ["H", "W", "N"])
+    assert ranges["H"][0] == 2 and ranges["W"] == (0, 10) and ranges["N"] == (4, 4)
+    # a guard the verifier cannot read leaves the default range: bounds stay sound
+    assert symbol_ranges([[[[1, [["H", 2]]]], ">=", 9, True]], ["H"])["H"][0] == 0
+
+
+@pytest.mark.parametrize("padding", ["VALID", "SAME"])
+def test_strided_conv_over_unknown_dims_compiles_and_runs(padding):
+    x = tf.placeholder(tf.float32, [1, None, None, 3])
+    w = np.arange(54, dtype=np.float32).reshape(2, 3, 3, 3) / 50
+    y = tf.nn.conv2d(x, tf.constant(w), strides=[1, 2, 2, 1], padding=padding)
+    xv = np.random.default_rng(0).standard_normal((1, 5, 7, 3)).astype(np.float32)
+    with tf.Session(config=tf.ConfigProto(backend="reference")) as ref:
+        want = ref.run(y, {x: xv})
+    with tf.Session() as sess:
+        np.testing.assert_allclose(sess.run(y, {x: xv}), want, rtol=1e-5, atol=1e-5)

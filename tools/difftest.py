@@ -313,7 +313,12 @@ UNARY_EXACT = ["tf.floor({x})", "tf.ceil({x})", "tf.round({x})", "tf.sign({x})",
                "tf.reduce_min({x}, axis={ax}, keepdims=True)",
                "tf.cast(tf.greater({x}, 0.25), tf.float32)", "tf.count_nonzero({x}, axis={ax})",
                "tf.where(tf.less_equal({x}, 0.5), {x}, -{x})",
-               "tf.reduce_sum(tf.unique(tf.reshape({x}, [-1]))[0])"]
+               "tf.reduce_sum(tf.unique(tf.reshape({x}, [-1]))[0])",
+               # x / 0: +-inf, or nan at 0; x * 1e300 overflows float32 where x != 0
+               "tf.cast(tf.is_nan({x} / ({x} - {x})), tf.int32)",
+               "tf.cast(tf.is_inf({x} / ({x} - {x})), tf.int32)",
+               "tf.cast(tf.logical_and(tf.is_finite({x}), tf.is_finite({x} * 1e300)), "
+               "tf.int32)"]
 UNARY_ANY = ["tf.reduce_sum({x}, axis={ax})", "tf.reduce_mean({x}, axis={ax}, keepdims=True)",
              "tf.reduce_prod(tf.clip_by_value({x}, -1.5, 1.5), axis={ax})",
              "tf.reduce_sum({x})", "tf.transpose({x})", "tf.expand_dims({x}, {ax})",
