@@ -474,14 +474,16 @@ class HeaderVerifier:
                 self.fail(w, "malformed guard")
             self.expr(g[0], w, symbols)
             self.expr(g[2], w, symbols)
-        for i, g in enumerate(spec.get("value_guards", [])
-                              if isinstance(spec.get("value_guards", []), list) else [None]):
+        value_guards = spec.get("value_guards", [])
+        if not isinstance(value_guards, list):
+            self.fail(where, "field 'value_guards' is not a list")
+        for i, g in enumerate(value_guards):
             self.value_guard(g, f"{where} value guard {i}", feeds)
         ranges = symbol_ranges(guards, symbols)
         self.arena(spec, where, symbols, ranges)
         self.error_sites(spec, where, symbols)
-        if isinstance(spec.get("profile_kernels"), (list, type(None))) is False or \
-                not all(isinstance(n, str) for n in spec.get("profile_kernels") or []):
+        profiled = spec.get("profile_kernels") or []
+        if not isinstance(profiled, list) or not all(isinstance(n, str) for n in profiled):
             self.fail(where, "field 'profile_kernels' is not a list of names")
         target = spec.get("target")
         if target is not None and target != self.header["target"]:
