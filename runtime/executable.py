@@ -29,8 +29,8 @@ import numpy as np
 from . import jit, memory, shapes
 
 _RECYCLE_BYTES = 1 << 20  # fetch arrays this big are reused once the caller drops them
-from .errors import (FeedError, GuardFailure, KernelFailure, UninitializedVariable,
-                     VariableMismatch)
+from .errors import (FeedError, GuardFailure, KernelFailure, ShapeError,
+                     UninitializedVariable, VariableMismatch)
 
 FORMAT_VERSION = 1
 _DTYPES = {name: np.dtype(name) for name in (
@@ -384,6 +384,9 @@ class Executable:
                                                  if f.get("source", "kernel") == "kernel"),
                                                 self._kernel_dtypes)]
         plan.arena_bytes = shapes.evaluate(self._arena_expr, env)
+        if plan.arena_bytes < 0:
+            raise ShapeError(f"the feed shapes {[list(k) for k in key]} give the negative "
+                             f"arena size {plan.arena_bytes} ({shapes.to_text(self._arena_expr)})")
         plan.var_shapes = [shapes.evaluate_dims(v["dims"], env) for v in self.variables]
         self._check_memory(plan)
         if len(self._memo) >= _MEMO_LIMIT:
