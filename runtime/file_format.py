@@ -24,19 +24,19 @@ The header holds plain data only:
      "blobs": [{"offset", "nbytes"}]}
 
 Reading never runs anything from the file and never trusts it: the magic and version are
-checked first, the signature when the caller names trusted keys (a newer version gets its own message), every size and offset is checked
-against the file's length before it is read, the checksum before the JSON is parsed, the
-JSON size is capped, dtypes come from a whitelist, dim expressions are bounded in size and
-may only name the file's own symbols; a GPU spec's launches are checked too (storage keys
-in range, arena offsets and grids as dim expressions of the file's symbols, block and
-shared memory sizes bounded, every kernel present in the PTX and in the emulation IR with
-the parameters its launches pass: runtime/gpu/spec.py). Every problem is a
-FileFormatError naming the file and the problem. runtime/verify.py checks the header
-completely (duplicate keys, every cross reference, sizes by bounds over the symbolic dims,
-the code's calls and the interface the code was compiled for) before anything runs. Blobs are read in place from a memory
-map (np.frombuffer, read-only).
+checked first (a newer version gets its own message), every size and offset is checked
+against the file's length before it is read, the checksum before the JSON is parsed, then
+the signature when the caller names trusted keys; the JSON size is capped.
+runtime/verify.py then checks the header completely before anything runs: duplicate keys,
+dtypes from a whitelist, dim expressions bounded in size and naming only the file's own
+symbols, every cross reference, sizes by bounds over the symbolic dims, a GPU spec's
+launches (runtime/gpu/spec.py), the code's calls and the interface the code was compiled
+for. Every problem is a FileFormatError naming the file and the field. Blobs are read in
+place from a memory map (np.frombuffer, read-only).
 
-Running a file runs its native code: only load files you trust as you would a library.
+Running a file runs its native code. The verifier limits what that code may call, but it
+cannot prove code harmless: only a signature (trusted_keys) says who wrote a file; load
+files you trust as you would a library.
 """
 import hashlib
 import json

@@ -11,7 +11,7 @@ import ctypes
 import numpy as np
 
 from . import memory, shapes
-from .errors import FeedError, GuardFailure, KernelFailure
+from .errors import FeedError, GuardFailure, KernelFailure, ShapeError
 
 __all__ = ["Signature", "ShapeBinding", "FORMAT_VERSION", "spec_dtype"]
 
@@ -143,6 +143,10 @@ class Signature:
                                                     if f.get("source", "kernel") == "kernel"),
                                                    self.kernel_dtypes)]
         binding.arena_bytes = shapes.evaluate(self.arena_expr, env)
+        if binding.arena_bytes < 0:  # a VALID window over an input smaller than itself
+            raise ShapeError(f"the feed shapes {[list(k) for k in key]} give the negative "
+                             f"arena size {binding.arena_bytes} "
+                             f"({shapes.to_text(self.arena_expr)})")
         binding.var_shapes = [shapes.evaluate_dims(v["dims"], env) for v in self.variables]
         self._check_memory(binding)
         if len(self.memo) >= _MEMO_LIMIT:

@@ -10,7 +10,10 @@ writer or on purpose) and re-checksummed must still be refused cleanly. What is 
   blobs inside the data area and after the header, signature against every executable,
   stored state against the variables read, value guards, error sites and their details);
 - sizes by bounds over every value of the symbolic dims the guards admit, not a sample:
-  the arena size can never be negative, a GPU launch's arena offsets lie inside the arena;
+  an arena size or GPU arena offset that is wrong for every admitted value is refused
+  here; one wrong only for some values is refused by the run for those feed shapes
+  (runtime.Executable: a negative arena; the GPU executable: an offset outside the arena),
+  before anything is allocated;
 - the code: the LLVM IR parses, declares only the functions the runtime provides
   (runtime.jit.allowed_external_functions: libm, the thread team, BLAS), calls nothing
   through a pointer or inline assembly, and carries the interface it was compiled for
@@ -503,14 +506,16 @@ class HeaderVerifier:
                 self.fail(w, "malformed guard")
             self.expr(g[0], w, symbols)
             self.expr(g[2], w, symbols)
-        for i, g in enumerate(spec.get("value_guards", [])
-                              if isinstance(spec.get("value_guards", []), list) else [None]):
+        value_guards = spec.get("value_guards", [])
+        if not isinstance(value_guards, list):
+            self.fail(where, "field 'value_guards' is not a list")
+        for i, g in enumerate(value_guards):
             self.value_guard(g, f"{where} value guard {i}", feeds)
         ranges = symbol_ranges(guards, symbols)
         self.arena(spec, where, symbols, ranges)
         self.error_sites(spec, where, symbols)
-        if isinstance(spec.get("profile_kernels"), (list, type(None))) is False or \
-                not all(isinstance(n, str) for n in spec.get("profile_kernels") or []):
+        profiled = spec.get("profile_kernels") or []
+        if not isinstance(profiled, list) or not all(isinstance(n, str) for n in profiled):
             self.fail(where, "field 'profile_kernels' is not a list of names")
         target = spec.get("target")
         if target is not None and target != self.header["target"]:
@@ -592,12 +597,16 @@ class HeaderVerifier:
             self.fail(where, "field 'name' is not a string")
 
     def arena(self, spec, where, symbols, ranges):
+        """An arena size negative for every admitted dim is a lie. One negative only for
+        some (a VALID convolution's (n - k) // s + 1 below the kernel's size) is left to
+        the run: those feed shapes give negative dims, which the runtime refuses, and the
+        Executable refuses a negative arena before allocating (bounds see neither)."""
         arena = spec.get("arena_bytes", 0)
         self.expr(arena, f"{where} arena_bytes", symbols)
-        lo, _ = expr_bounds(arena, ranges)
-        if lo < 0:
-            self.fail(f"{where} arena_bytes", "may be negative for dims the guards admit "
-                                              f"(lowest value {lo})")
+        _, hi = expr_bounds(arena, ranges)
+        if hi < 0:
+            self.fail(f"{where} arena_bytes", "is negative for every dim the guards admit "
+                                              f"(at most {hi})")
 
     def error_sites(self, spec, where, symbols):
         slots = spec.get("error_detail_slots", 0)
@@ -618,16 +627,19 @@ class HeaderVerifier:
                     self.fail(w, f"detail {a!r} is neither a kind name nor an index")
 
     def gpu_arena_offsets(self, spec, where, ranges):
+        """Offsets outside the arena for every admitted dim; the GPU executable checks
+        each offset against the arena again for the dims of each run."""
         arena = spec.get("arena_bytes", 0)
         for i, launch in enumerate(spec["launches"]):
             for k, (kind, index) in enumerate(launch["args"]):
                 if kind != "arena":
                     continue
                 w = f"{where} launch {i} arg {k}"
-                if expr_bounds(index, ranges)[0] < 0:
-                    self.fail(w, "arena offset may be negative")
-                if expr_bounds(difference(arena, index), ranges)[0] < 0:
-                    self.fail(w, "arena offset may lie past the arena's end")
+                if expr_bounds(index, ranges)[1] < 0:
+                    self.fail(w, "arena offset is negative for every dim the guards admit")
+                if expr_bounds(difference(arena, index), ranges)[1] < 0:
+                    self.fail(w, "arena offset lies past the arena's end for every dim the "
+                                 "guards admit")
 
     def code(self, spec, where, field):
         declared = check_code(spec[field], self.fail, f"{where} {field}")

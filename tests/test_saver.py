@@ -418,3 +418,46 @@ def test_next_save_removes_temp_files_of_a_killed_save(tmp_path):
         gc.train.Saver([v]).save(sess, prefix, global_step=2)
     remaining = sorted(f for f in os.listdir(tmp_path) if ".tmp" in f)
     assert remaining == sorted([live.name, user.name])
+
+
+def test_fuzzed_checkpoint_headers_raise_only_data_loss(tmp_path):
+    """Random edits of every header leaf (deterministic): each damaged file reads back
+    correctly or raises the clean DataLossError, never an exception from the reader."""
+    import copy
+    import random
+    prefix, path = _saved_file(tmp_path)
+    raw = open(path, "rb").read()
+    header_len = struct.unpack("<Q", raw[8:16])[0]
+    header = json.loads(raw[16:16 + header_len])
+    values = [-1, -64, 0, 7, 2 ** 31, 2 ** 63, -(2 ** 63), 10 ** 30, "x", None, True, 1.5,
+              [], {}, [-7], [1] * 40, "float128", "string", [[[]]]]
+
+    def leaves(obj, where=()):
+        items = obj.items() if isinstance(obj, dict) else \
+            enumerate(obj) if isinstance(obj, list) else ()
+        for k, v in items:
+            yield from leaves(v, where + (k,))
+        yield where
+    rng = random.Random(11)
+    outcomes = {"read": 0, "data_loss": 0}
+    for _ in range(300):
+        h = copy.deepcopy(header)
+        where = rng.choice([p for p in leaves(h) if p])
+        parent = h
+        for key in where[:-1]:
+            parent = parent[key]
+        if isinstance(parent, dict) and rng.random() < 0.2:
+            del parent[where[-1]]
+        else:
+            parent[where[-1]] = copy.deepcopy(rng.choice(values))
+        _with_header(path, text=json.dumps(h))
+        try:
+            reader = checkpoint_file.CheckpointReader(prefix)
+            for name in reader.get_variable_to_shape_map():
+                reader.get_tensor(name)
+            outcomes["read"] += 1
+        except gc.errors.DataLossError:
+            outcomes["data_loss"] += 1
+        with open(path, "wb") as f:
+            f.write(raw)
+    assert outcomes["data_loss"] > 150, outcomes

@@ -129,8 +129,8 @@ def test_header_must_describe_its_code(exported, tmp_path, edit, pattern):
     (lambda h: h["executables"][0]["value_guards"].append(
         {"feed": 0, "shape": [1 << 40], "values": []}),
      "executable 0 value guard 0: "),
-    (lambda h: h["executables"][0].update(arena_bytes=[[-64, [["x.0", 1]]], [64, []]]),
-     "arena_bytes: may be negative"),
+    (lambda h: h["executables"][0].update(arena_bytes=[[-64, [["x.0", 1]]], [-64, []]]),
+     "arena_bytes: is negative for every dim the guards admit"),
     (lambda h: h["executables"][0].update(error_detail_slots=1 << 40),
      "error_detail_slots"),
     (lambda h: h["signature"]["inputs"][0].update(dtype="float64"),
@@ -344,3 +344,16 @@ def test_strided_conv_over_unknown_dims_compiles_and_runs(padding):
         want = ref.run(y, {x: xv})
     with tf.Session() as sess:
         np.testing.assert_allclose(sess.run(y, {x: xv}), want, rtol=1e-5, atol=1e-5)
+
+
+def test_an_arena_negative_for_some_dims_is_refused_by_the_run():
+    """A VALID convolution's arena can be negative for inputs smaller than its kernel; the
+    verifier admits it (bounds cannot see that those inputs give negative dims), the run
+    refuses those feed shapes before allocating anything."""
+    from tests.test_runtime import add_spec
+    # the arena is 64 * x.0 - 192: negative below x.0 = 3
+    exe = runtime.Executable(add_spec(arena_bytes=[[64, [["x.0", 1]]], [-192, []]]))
+    ones = np.ones(4, np.float32)
+    np.testing.assert_array_equal(exe.run([ones, ones])[0], 2 * ones)
+    with pytest.raises(runtime.ShapeError, match="negative arena size -64"):
+        exe.run([ones[:2], ones[:2]])

@@ -36,7 +36,6 @@ import os
 import random
 import resource
 import signal
-import struct
 import sys
 import tempfile
 import time
@@ -50,7 +49,7 @@ import numpy as np  # noqa: E402
 
 import runtime  # noqa: E402
 from runtime import file_format as ff  # noqa: E402
-from runtime import shapes, verify  # noqa: E402
+from runtime import verify  # noqa: E402
 
 MUST_BE_ZERO = ("foreign", "crash", "hang", "oversized")
 _EXIT = {0: "ok", 3: "refused", 4: "foreign", 5: "oversized"}

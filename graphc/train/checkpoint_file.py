@@ -169,14 +169,18 @@ class CheckpointReader:
                 e["dtype"] = dtypes.as_dtype(e["dtype"])
                 e["shape"] = [int(d) for d in e["shape"]]
                 e["offset"], e["nbytes"] = int(e["offset"]), int(e["nbytes"])
-                int(e["crc32"])
-                str(e["name"])
+                if not isinstance(e["name"], str) or not isinstance(e["crc32"], int):
+                    raise TypeError(f"entry {e['name']!r}: a name must be a string and a "
+                                    "crc32 an integer")
         except (ValueError, KeyError, TypeError, UnicodeDecodeError, RecursionError) as exc:
             # RecursionError: json recurses once per nesting level of a damaged header
             self._corrupt(f"the header is damaged ({type(exc).__name__}: {str(exc)[:200]})")
         if header.get("format") != "graphc-checkpoint" or version > FORMAT_VERSION:
             self._corrupt(f"unsupported format {header.get('format')!r} version {version}")
         data_start = _PREFIX_LEN + len(raw)
+        names = [e["name"] for e in header["tensors"]]
+        if len(set(names)) != len(names):
+            self._corrupt("a tensor name appears twice")
         for e in header["tensors"]:
             self._check_entry(e, data_start)
         return header
