@@ -586,3 +586,35 @@ def test_distributed_mnist_example_reaches_the_one_process_accuracy(tmp_path):
         assert "checkpoint" in os.listdir(out_dir)
     assert min(accuracies) > 0.85
     assert abs(accuracies[0] - accuracies[1]) < 0.03, accuracies
+
+
+HOOK_WORKER = """
+    import numpy as np
+    import graphc as gc
+    import graphc.distribute as hvd
+    hvd.init()
+    v = gc.Variable(np.full(3, 10.0 * hvd.rank() + 1.0), name="v")   # differs per rank
+    step = gc.train.get_or_create_global_step()
+    bump = gc.assign_add(step, 1)
+    hooks = [hvd.BroadcastGlobalVariablesHook(0)]
+    with gc.train.MonitoredTrainingSession(hooks=hooks) as sess:
+        print(hvd.rank(), sess.run(v).tolist(), sess.run(bump))
+"""
+
+
+@needs_mpi
+def test_broadcast_hook_gives_every_rank_rank_0s_variables(tmp_path):
+    """Horovod's BroadcastGlobalVariablesHook in a MonitoredTrainingSession: after the
+    Session is created, every rank holds rank 0's initial values."""
+    proc = run_job(tmp_path, 2, HOOK_WORKER)
+    check_ok(proc)
+    lines = sorted(line for line in proc.stdout.splitlines() if line[:2] in ("0 ", "1 "))
+    assert lines == ["0 [1.0, 1.0, 1.0] 1", "1 [1.0, 1.0, 1.0] 1"], proc.stdout
+
+
+def test_broadcast_hook_in_a_job_of_one_process():
+    hvd.init()
+    v = gc.Variable(np.array([2.0, 3.0]), name="v")
+    with gc.train.MonitoredTrainingSession(
+            hooks=[hvd.BroadcastGlobalVariablesHook(0)]) as sess:
+        np.testing.assert_array_equal(sess.run(v), [2.0, 3.0])

@@ -26,9 +26,12 @@ from graphc.distribute import world as _world
 from graphc.distribute.collective_ops import Average, Sum, allgather, allreduce, broadcast
 from graphc.distribute.optimizer import DistributedOptimizer, reduce_gradients
 
+from graphc.train.session_run_hook import SessionRunHook
+
 __all__ = ["init", "is_initialized", "size", "rank", "local_size", "local_rank", "Average",
            "Sum", "allreduce", "allgather", "broadcast", "broadcast_global_variables",
-           "broadcast_variables", "DistributedOptimizer", "reduce_gradients"]
+           "broadcast_variables", "DistributedOptimizer", "reduce_gradients",
+           "BroadcastGlobalVariablesHook"]
 
 
 def init(abort_on_error=True):
@@ -74,3 +77,20 @@ def broadcast_global_variables(root_rank):
     initializer so all ranks start from the same weights (random initializers differ)."""
     from graphc.variables import global_variables
     return broadcast_variables(global_variables(), root_rank)
+
+
+class BroadcastGlobalVariablesHook(SessionRunHook):
+    """Horovod's hook for MonitoredTrainingSession: once the Session exists (variables
+    initialized or restored), every global variable takes its value on `root_rank`."""
+
+    def __init__(self, root_rank, device=""):
+        self.root_rank = root_rank
+        self.device = device  # accepted as Horovod's; graphc places the broadcast itself
+        self._op = None
+
+    def begin(self):
+        if self._op is None:  # before the graph is finalized
+            self._op = broadcast_global_variables(self.root_rank)
+
+    def after_create_session(self, session, coord):
+        session.run(self._op)
