@@ -131,6 +131,10 @@ class _ScannedList(list):
         type(self).scans += 1
         return super().__iter__()
 
+    def remove(self, item):
+        type(self).scans += 1
+        return super().remove(item)
+
 
 def _module_with_shared_control_deps(n_users, n_deps):
     """n_users nodes that each wait for the same n_deps nodes, the way every op of a
@@ -157,6 +161,17 @@ def test_verify_reads_each_control_user_list_once():
     deps[3].control_users.remove(users[150])
     with pytest.raises(AssertionError, match="does not list control user"):
         m.verify()
+
+
+def test_removing_nodes_filters_each_control_user_list_once():
+    m, deps, users = _module_with_shared_control_deps(200, 20)
+    doomed = users[::2]
+    m.outputs = [u.outputs[0] for u in users[1::2]]
+    _ScannedList.scans = 0
+    m.remove_nodes(doomed)
+    assert _ScannedList.scans <= len(deps)
+    assert all(d.control_users == users[1::2] for d in deps)
+    assert m.nodes == [m.params[0]] + deps + users[1::2] and m.verify()
 
 
 # ---------------------------------------------------------------------------- lowering
