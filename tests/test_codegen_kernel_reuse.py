@@ -1,6 +1,8 @@
 """Kernels equal up to their buffers are emitted once (graphc/compiler/codegen/kernel_reuse.py),
 and kernels that differ in anything the code depends on (a constant, a dim, a dtype, the
 variable they update) are not: each is checked against NumPy written here."""
+import re
+
 import numpy as np
 import pytest
 
@@ -8,6 +10,7 @@ import graphc as gc
 from graphc.compiler import codegen, lower
 from graphc.compiler.driver import schedule_module
 from graphc.compiler.codegen import kernel_reuse
+from tests.gradcheck import check_gradients
 
 
 @pytest.fixture
@@ -142,3 +145,95 @@ def test_canonical_attrs_tell_apart_what_lowers_differently():
     assert c(np.zeros((2, 3))) != c(np.zeros((3, 2)))
     assert c({"a": [1, 2]}) == c({"a": [1, 2]}) != c({"a": (1, 2)})
     assert c(1) != c(1.0) and c(True) != c(1)
+
+
+def _conv_nhwc(x, w):
+    """A stride-1 SAME convolution, NHWC by HWIO, in plain NumPy."""
+    kh, kw = w.shape[:2]
+    pad = np.pad(x, [(0, 0), ((kh - 1) // 2, kh // 2), ((kw - 1) // 2, kw // 2), (0, 0)])
+    out = np.zeros(x.shape[:3] + (w.shape[3],), x.dtype)
+    for i in range(kh):
+        for j in range(kw):
+            out += pad[:, i:i + x.shape[1], j:j + x.shape[2], :] @ w[i, j]
+    return out
+
+
+def _conv_stack(x, weights):
+    h = x
+    for w in weights:
+        h = gc.nn.relu(gc.nn.conv2d(h, w, [1, 1, 1, 1], "SAME"))
+    return h
+
+
+def _conv_reuse(reuses, feeds, shapes, fetches):
+    """(conv kernels, functions their calls name, conv kernels whose function was reused
+    before any IR was built) of the module of `fetches`."""
+    module = lower(feeds, fetches, [], shapes)
+    schedule_module(module)
+    llvm_ir = codegen.generate(module)["llvm_ir"]
+    calls = re.findall(r'call i32 @"(kernel_\d+_\w+)"\(', llvm_ir)
+    convs = [k for k in module.kernels if k.kind == "conv"]
+    seen = reuses[-1]._seen
+    first = [getattr(seen.get(kernel_reuse.structural_key(k)), "kernel", k) for k in convs]
+    return (len(convs), len({c for c in calls if "conv" in c}),
+            sum(f is not k for f, k in zip(first, convs)))
+
+
+@pytest.mark.parametrize("dtype", [gc.float32, gc.float64])
+def test_repeated_conv_layers_share_one_function_and_match_numpy(reuses, dtype):
+    """Same-shaped conv layers (each with its own weights and im2col scratch in the arena)
+    are lowered once (kernel_reuse.py), not built and then merged by their text."""
+    rng = np.random.default_rng(5)
+    np_dtype = dtype.as_numpy_dtype
+    ws = [rng.standard_normal((3, 3, 4, 4)).astype(np_dtype) * 0.5 for _ in range(4)]
+    xv = rng.standard_normal((3, 6, 5, 4)).astype(np_dtype)
+    x = gc.placeholder(dtype, [3, 6, 5, 4])
+    out = _conv_stack(x, [gc.Variable(w) for w in ws])
+    # lowered once: the IR of the layers after the first is not even built
+    assert _conv_reuse(reuses, [x], [xv.shape], [out]) == (4, 1, 2)  # the first reads a feed
+    with gc.Session() as sess:
+        sess.run(gc.global_variables_initializer())
+        got = sess.run(out, {x: xv})
+    want = xv
+    for w in ws:
+        want = np.maximum(_conv_nhwc(want, w), 0)
+    assert got.dtype == np_dtype
+    np.testing.assert_allclose(got, want, rtol=1e-4 if dtype == gc.float32 else 1e-12,
+                               atol=1e-4 if dtype == gc.float32 else 1e-12)
+
+
+def _numpy_stack_loss(x, ws, r):
+    h = x
+    for w in ws:
+        h = np.maximum(_conv_nhwc(h, w), 0)
+    return float((h * r).sum())
+
+
+def test_reused_conv_gradients_match_finite_differences(reuses):
+    """The backward convs (input and filter gradients) of same-shaped layers reuse their
+    functions too, each with its own buffers: every gradient against central differences
+    of a NumPy forward pass, in float64."""
+    rng = np.random.default_rng(6)
+    xv = rng.standard_normal((2, 5, 4, 3))
+    wvs = [rng.standard_normal((3, 3, 3, 3)) * 0.5 for _ in range(3)]
+    r = rng.standard_normal((2, 5, 4, 3))
+    x = gc.placeholder(gc.float64, xv.shape)
+    ws = [gc.Variable(w) for w in wvs]
+    loss = gc.reduce_sum(_conv_stack(x, ws) * r)
+    grads = gc.gradients(loss, [x] + ws)
+    with gc.Session() as sess:
+        sess.run(gc.global_variables_initializer())
+        got = sess.run(grads, {x: xv})
+    assert _conv_reuse(reuses, [x], [xv.shape], grads) == (9, 3, 4)
+    arrays, eps = [xv] + wvs, 1e-6
+    for array, grad in zip(arrays, got):
+        want = np.zeros_like(array)
+        for i in np.ndindex(array.shape):
+            keep = array[i]
+            array[i] = keep + eps
+            up = _numpy_stack_loss(arrays[0], arrays[1:], r)
+            array[i] = keep - eps
+            down = _numpy_stack_loss(arrays[0], arrays[1:], r)
+            array[i] = keep
+            want[i] = (up - down) / (2 * eps)
+        np.testing.assert_allclose(grad, want, rtol=1e-5, atol=1e-6)

@@ -100,11 +100,13 @@ def child(model):
 
 
 SCALE_DEPTHS = "8,16,32,64,128,256"
-SCALE_EXTRA = "lstm_train,resnet_train"
+SCALE_EXTRA = "lstm_train,resnet_train,resnet50_train"
 
 
-def _time_stages(times):
-    """Wraps the compiler's stages so that each adds its seconds to times[stage]."""
+def _time_stages(times, cpu_times):
+    """Wraps the compiler's stages so that each adds its seconds to times[stage] and its
+    process CPU seconds to cpu_times[stage]: on a machine shared with other jobs the wall
+    time waits for a core, the CPU time does not."""
     import time
     from graphc.compiler import codegen, driver, pipeline
     from graphc.compiler.schedule import fusion, memory_planning
@@ -112,11 +114,12 @@ def _time_stages(times):
 
     def timed(stage, fn):
         def wrapper(*args, **kwargs):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             try:
                 return fn(*args, **kwargs)
             finally:
                 times[stage] = times.get(stage, 0.0) + time.perf_counter() - t0
+                cpu_times[stage] = cpu_times.get(stage, 0.0) + time.process_time() - c0
         return wrapper
     driver.lower = timed("lower", driver.lower)
     pipeline.PASSES[:] = [(name, timed(name, run)) for name, run in pipeline.PASSES]
@@ -132,11 +135,11 @@ def scale_child(workload, profile=False):
     import graphc as tf
     sys.path.insert(0, os.path.join(REPO, "tools"))
     import workloads
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     sess, fetch, feed = workloads.build(workload, tf)
-    build = time.perf_counter() - t0
-    times = {}
-    _time_stages(times)
+    build, build_cpu = time.perf_counter() - t0, time.process_time() - c0
+    times, cpu_times = {}, {}
+    _time_stages(times, cpu_times)
     if profile:
         import cProfile
         import pstats
@@ -145,11 +148,13 @@ def scale_child(workload, profile=False):
         pstats.Stats(prof, stream=sys.stderr).sort_stats("cumulative").print_stats(40)
         pstats.Stats(prof, stream=sys.stderr).sort_stats("tottime").print_stats(25)
         return
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     sess.run(fetch, feed)
-    first = time.perf_counter() - t0
+    first, first_cpu = time.perf_counter() - t0, time.process_time() - c0
     ops = len(sess.graph.get_operations())
-    print(json.dumps({"build": build, "first": first, "ops": ops, "stages": times}))
+    print(json.dumps({"build": build, "first": first, "ops": ops, "stages": times,
+                      "build_cpu": build_cpu, "first_cpu": first_cpu,
+                      "stages_cpu": cpu_times}))
 
 
 def spawn_scale(workload, profile=False):
@@ -176,18 +181,23 @@ def growth_exponent(depths, seconds):
 
 def scale(depths, extra):
     names = [f"compile_scale_{d}" for d in depths] + extra
-    head = f"{'workload':20s} {'ops':>6s} {'build':>6s} {'first':>7s} " + \
+    head = f"{'workload, clock':24s} {'ops':>6s} {'build':>6s} {'first':>7s} " + \
         " ".join(f"{s[:8]:>8s}" for s in STAGES) + f" {'rest':>6s}"
-    print("cold first run (s): graph build, first Session.run, its stages", flush=True)
+    print("cold first run (s): graph build, first Session.run, its stages; wall time and "
+          "this process's CPU time (the LLVM worker process's is not counted)", flush=True)
     print(head, flush=True)
     firsts = {}
     for name in names:
         r = spawn_scale(name)
-        st = r["stages"]
-        rest = r["first"] - sum(st.get(s, 0.0) for s in STAGES)
         firsts[name] = r["first"]
-        print(f"{name:20s} {r['ops']:6d} {r['build']:6.2f} {r['first']:7.2f} " +
-              " ".join(f"{st.get(s, 0.0):8.3f}" for s in STAGES) + f" {rest:6.2f}", flush=True)
+        for clock, suffix in (("wall", ""), ("cpu", "_cpu")):
+            st = r["stages" + suffix]
+            rest = r["first" + suffix] - sum(st.get(s, 0.0) for s in STAGES)
+            label = f"{name} {clock}"
+            print(f"{label:24s} {r['ops']:6d} {r['build' + suffix]:6.2f} "
+                  f"{r['first' + suffix]:7.2f} " +
+                  " ".join(f"{st.get(s, 0.0):8.3f}" for s in STAGES) + f" {rest:6.2f}",
+                  flush=True)
     if len(depths) > 1:
         secs = [firsts[f"compile_scale_{d}"] for d in depths]
         print(f"growth of the first run over depth: t ~ depth^"

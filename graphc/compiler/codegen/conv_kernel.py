@@ -39,7 +39,6 @@ from graphc.compiler.codegen.gemm_kernel import BLAS_DTYPES, product_buffer
 from graphc.compiler.codegen.loop_kernel import (Emitter, Nest, StoreTarget,
                                                  emit_loop_function, kernel_targets,
                                                  lower_loop_kernel, plan_nests, storages_used)
-from graphc.compiler.codegen.scratch import scratch_storage
 from graphc.compiler.codegen.views import KernelViews, LoweringError
 from graphc.compiler.codegen.window_rules import (CONV_TYPES, UNROLL_CELLS, Window,
                                                   direct_conv_taps)
@@ -249,7 +248,7 @@ class _ConvLowering:
         """The storage key of this kernel's arena scratch buffer, or None (malloc)."""
         if self.pointwise:
             return None
-        return scratch_storage(self.program, self.kernel)
+        return self.program.scratch_of(self.kernel)
 
     def _gemm_inputs(self):
         ins = self.node.inputs

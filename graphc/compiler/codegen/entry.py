@@ -13,6 +13,7 @@ import numpy as np
 from llvmlite import ir
 
 from graphc.compiler.codegen.expr import dim_key
+from graphc.compiler.codegen.scratch import scratch_storage
 from graphc.compiler.ir import PARAMETER, STATE_VARIABLE
 from graphc.framework.op_def import READING_UPDATE_OPS, UPDATE_OPS
 from graphc.framework.symbolic import SymDim
@@ -83,6 +84,12 @@ class Program:
         if value in self.buffers:
             out.append(self._arena(value))
         return out
+
+    def scratch_of(self, kernel):
+        """The storage key of a kernel's scratch buffer, or None (scratch.py). A question
+        of the Program, as storage_of is, so that kernel_reuse.py can ask it again of a
+        structurally equal kernel."""
+        return scratch_storage(self, kernel)
 
     def _runtime_fetch(self, value):
         """Fetches of feeds, variables and constants are copied by the runtime."""

@@ -10,13 +10,13 @@ in the code). A kernel whose key was seen reuses the earlier kernel's function w
 own buffers.
 
 Its buffers are found by asking the Program the storage questions (storage_of,
-stores_of) the first lowering asked, of the corresponding values. Reuse happens only when
+stores_of, and scratch_of of the kernel itself: a conv's im2col buffer) the first lowering
+asked, of the corresponding values. Reuse happens only when
 the answers have the same pattern (which are equal, their kinds, how many stores) and
 every pointer the first function takes is one of those answers or a variable the key
 numbers. A first lowering that made error sites (they name their node) or asked about a
 value the key does not number is never reused. Random ops (their state is named after the
-node), conv (its scratch is looked up by schedule position) and opaque kernels are always
-emitted.
+node) and opaque kernels are always emitted.
 """
 import numpy as np
 
@@ -24,8 +24,9 @@ from graphc.compiler.codegen.expr import dim_key
 from graphc.framework.op_def import RANDOM_OP_TYPES
 from graphc.framework.symbolic import SymDim
 
-REUSABLE_KINDS = ("loop", "gemm")
-_ASKED = ("storage_of", "stores_of")
+REUSABLE_KINDS = ("loop", "gemm", "conv")
+_ASKED = ("storage_of", "stores_of", "scratch_of")
+_KERNEL = "kernel"  # the number of the kernel itself in a lowering's log (scratch_of's)
 _NOT_REUSABLE = "not reusable"
 
 
@@ -77,7 +78,8 @@ class _Lowering:
     def _recorder(self, ask, question):
         def recorded(value):
             answer = ask(value)
-            self.log.append((question, self.index.get(id(value)), answer))
+            number = _KERNEL if value is self.kernel else self.index.get(id(value))
+            self.log.append((question, number, answer))
             return answer
         return recorded
 
@@ -91,7 +93,8 @@ class _Lowering:
         """(function, storages) for `kernel`, or None when its buffers' pattern differs."""
         objects, _ = _objects(kernel)
         try:
-            log = [(q, n, getattr(program, q)(objects[n])) for q, n, _ in self.log]
+            log = [(q, n, getattr(program, q)(kernel if n == _KERNEL else objects[n]))
+                   for q, n, _ in self.log]
         except LookupError:  # no buffer where the first had one: its own lowering says why
             return None
         roles, pattern = _pattern(self.log, self.objects)
@@ -109,7 +112,7 @@ def _pattern(log, objects):
     patterns have their keys in one-to-one correspondence."""
     roles, pattern = {}, []
     for question, number, answer in log:
-        keys = list(answer) if question == "stores_of" else [answer]
+        keys = list(answer) if question == "stores_of" else [] if answer is None else [answer]
         for slot, key in enumerate(keys):
             roles.setdefault(key, (question, number, slot, key[0]))
         pattern.append((question, number, tuple(roles[k] for k in keys)))
