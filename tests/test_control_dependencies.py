@@ -209,3 +209,27 @@ def test_group_as_control_input_and_gradients_built_in_the_block():
         np.testing.assert_allclose(got_grad, 6.0 * np.array([1.0, -2.0, 0.5]), rtol=1e-15)
         assert int(got_seen) == 11
         assert int(sess.run(seen)) == 22
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n", [1, 7, 1023])
+def test_a_read_fetched_and_used_after_the_update_keeps_the_old_value(dtype, n):
+    """read_value() before an assign_add it gates: the fetched read and the difference
+    computed after the update both see the value before it (compiled code fetched the
+    variable as it was after the run, and the difference read the updated variable)."""
+    start = np.arange(n, dtype=dtype) / 3
+    step = np.full(n, 0.5, dtype)
+    v = gc.Variable(start, name="v")
+    old = v.read_value()
+    with gc.control_dependencies([old]):
+        inc = gc.assign_add(v, step)
+    with gc.control_dependencies([inc]):
+        diff = gc.identity(v) - old
+    with _session() as sess:
+        sess.run(v.initializer)
+        got_diff, got_old = sess.run([diff, old])
+        np.testing.assert_array_equal(got_old, start)
+        np.testing.assert_array_equal(got_diff, (start + step) - start)
+        np.testing.assert_array_equal(sess.run(v), start + step)
+        # fetching the read alone (no update in the run) is the variable
+        np.testing.assert_array_equal(sess.run(old), start + step)

@@ -51,6 +51,10 @@ class Program:
             self._fetches.setdefault(v, []).append(j)
         plan = getattr(module, "memory_plan", None)
         self.buffers = plan.buffers if plan is not None else {}
+        # variable reads a kernel copies (fusion's snapshots: an update follows them): their
+        # value is the copy, so a fetch of one is the kernel's, not the runtime's
+        self.snapshot_reads = {v for k in getattr(module, "kernels", None) or ()
+                               for v in k.outputs if v.node.type == "VariableV2"}
         self.aliases = getattr(module, "aliases", None) or {}
         self.arena_bytes = plan.arena_bytes if plan is not None else 0
         self._arena_offsets = {}
@@ -92,8 +96,11 @@ class Program:
         return scratch_storage(self, kernel)
 
     def _runtime_fetch(self, value):
-        """Fetches of feeds, variables and constants are copied by the runtime."""
-        return value.node.type in (PARAMETER, "VariableV2", "Const")
+        """Fetches of feeds, variables and constants are copied by the runtime (after the
+        run: a variable's value then, so a snapshot read is the kernel's)."""
+        if value.node.type == "VariableV2":
+            return value not in self.snapshot_reads
+        return value.node.type in (PARAMETER, "Const")
 
     def _arena(self, value):
         return ("arena", self._arena_key(value))
@@ -280,7 +287,7 @@ class Program:
         node = value.node
         if node.type == PARAMETER:
             return {"source": "feed", "index": node.attrs["index"]}
-        if node.type == "VariableV2":
+        if node.type == "VariableV2" and self._runtime_fetch(value):
             return {"source": "variable", "index": self._var_index[node.name]}
         if node.type == "Const":
             return {"source": "constant", "index": self.constant_index(node)}
