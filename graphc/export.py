@@ -106,7 +106,7 @@ def _hint_shape(t, hint):
 
 def _compile(sess, feeds, fetches, shapes, target, with_debug):
     """(spec, state to store) of one executable for feed shapes `shapes`."""
-    from graphc.compiler.codegen import LoweringError  # llvmlite loads when first needed
+    from graphc.compiler.backends.cpu import LoweringError  # llvmlite loads when first needed
     module = lower(feeds, fetches, [], shapes)
     state = _freeze_read_only_variables(module, sess._state.variables)
     before = module.to_dict() if with_debug else None

@@ -30,6 +30,7 @@ from . import jit
 from .errors import GuardFailure, UninitializedVariable, VariableMismatch
 from .memory import aligned_empty
 from .signature import Signature
+from .verify import verify_spec
 
 _RECYCLE_BYTES = 1 << 20  # fetch arrays this big are reused once the caller drops them
 _UNBOUND = object()
@@ -69,7 +70,6 @@ class Executable:
     constants bound; `run(feed_arrays, variables)` calls the native entry once."""
 
     def __init__(self, spec, use_wrapper=True, num_threads=None):
-        from .verify import verify_spec  # (verify imports runtime.gpu, which imports this)
         verify_spec(spec)  # structure and bounds: cheap, before anything is built
         self.signature = sig = Signature(spec)
         self.spec = spec

@@ -31,6 +31,7 @@ import numpy as np
 from . import jit
 from .errors import RuntimeFailure
 from .gpu.spec import check_gpu_fields, is_gpu_target
+from .signature import FORMAT_VERSION as SPEC_VERSION
 
 MAX_RANK = 32
 MAX_DIM = 1 << 48
@@ -435,7 +436,6 @@ class HeaderVerifier:
     def spec(self, spec, where, inputs, outputs):
         if not isinstance(spec, dict):
             self.fail(where, "is not an object")
-        from .signature import FORMAT_VERSION as SPEC_VERSION
         if spec.get("format_version") != SPEC_VERSION:
             self.fail(where, f"executable format version {spec.get('format_version')!r} is "
                              f"not the one this runtime runs ({SPEC_VERSION})")

@@ -1,13 +1,14 @@
-"""Kernels equal up to their buffers are emitted once (graphc/compiler/codegen/kernel_reuse.py),
-and kernels that differ in anything the code depends on (a constant, a dim, a dtype, the
+"""Kernels equal up to their buffers are emitted once (backends/cpu/kernel_reuse.py), and
+kernels that differ in anything the code depends on (a constant, a dim, a dtype, the
 variable they update) are not: each is checked against NumPy written here."""
 import numpy as np
 import pytest
 
 import graphc as gc
-from graphc.compiler import codegen, lower
+from graphc.compiler import lower
+from graphc.compiler.backends import cpu as cpu_backend
 from graphc.compiler.driver import schedule_module
-from graphc.compiler.codegen import kernel_reuse
+from graphc.compiler.backends.cpu import kernel_reuse
 
 
 @pytest.fixture
@@ -26,7 +27,7 @@ def reuses(monkeypatch):
 def _kernels(feeds, shapes, fetches):
     module = lower(feeds, fetches, [], shapes)
     schedule_module(module)
-    codegen.generate(module)
+    cpu_backend.generate(module)
     return module.kernels
 
 

@@ -24,25 +24,22 @@ COMPILER_LAYERS = ("graphc.compiler", "graphc.framework", "graphc.dtypes", "grap
 
 # importer -> (modules it may import inside functions, why they cannot be at the top)
 INNER_IMPORTS = {
-    "graphc.compiler.codegen": (
-        {"graphc.compiler.lower", "graphc.compiler.pipeline", "graphc.compiler.schedule.fusion",
-         "graphc.compiler.schedule.memory_planning", "graphc.compiler.spec_cache",
-         "kernels.scalar_ops", "runtime.jit", "runtime.executable", "os", "numpy"},
-        "compile_module and generate: the compile path that issue 13 item 1 moves to "
-        "graphc/compiler/driver.py (done in parallel); its imports go with it"),
-    "graphc.compiler.codegen.scratch": (
-        {"graphc.compiler.codegen.conv_kernel"},
+    "graphc.compiler.driver": (
+        {"graphc.compiler.backends.cpu", "graphc.compiler.backends.gpu", "runtime.jit"},
+        "a target's backend (and the host target from the JIT) loads llvmlite, which a "
+        "Session running on the reference executor never needs"),
+    "graphc.compiler.backends.cpu.scratch": (
+        {"graphc.compiler.backends.cpu.conv_kernel"},
         "a cycle: the conv kernel places its im2col columns with scratch_storage, and "
         "scratch asks the conv kernel their size; item 1 has the backend supply the sizes"),
-    "graphc.compiler.schedule.memory_planning": (
-        {"graphc.compiler.schedule.fusion", "graphc.compiler.codegen.scratch"},
-        "memory planning calls back into fusion (one kernel per op when fusion is off) and "
-        "asks the CPU conv code for scratch sizes; item 1's schedule stage removes both"),
     "graphc.framework.graph": (
         {"graphc.graph_io"},
         "tf.Graph.as_graph_def is TF's method on Graph, and the GraphDef writer builds on "
         "Graph, Variable and the IR's attr encoding: a cycle, broken where a graph is "
         "written"),
+    "runtime.signing": (
+        {"cryptography.hazmat.primitives.asymmetric", "cryptography.exceptions"},
+        "cryptography is an optional dependency (signed files only)"),
     "runtime.gpu.cuda": (
         {"pycuda.driver"},
         "pycuda is an optional dependency (the GPU target only), imported when a GPU is "

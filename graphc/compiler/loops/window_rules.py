@@ -16,8 +16,8 @@ into straight-line code so that the loop over channels around them vectorizes.
 """
 import numpy as np
 
-from graphc.compiler.codegen.expr import dim_key
-from graphc.compiler.codegen.views import LoweringError
+from graphc.compiler.loops.expr import dim_key
+from graphc.compiler.loops.views import LoweringError
 from graphc.framework.op_def import OpTypes
 from graphc.framework.symbolic import SymDim
 

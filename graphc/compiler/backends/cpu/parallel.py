@@ -49,7 +49,7 @@ import os
 
 from llvmlite import ir
 
-from graphc.compiler.codegen.expr import walk
+from graphc.compiler.loops.expr import walk
 from kernels import dtypes as kd
 from kernels import parallel as kp
 from kernels.loops import (I32, I64, PTR, combine_reduction, entry_alloca, for_range,

@@ -13,9 +13,9 @@ element, in float32.
 """
 import numpy as np
 
-from graphc.compiler.codegen.loop_kernel import (StoreTarget, emit_loop_function, plan_nests,
+from graphc.compiler.backends.cpu.loop_kernel import (StoreTarget, emit_loop_function, plan_nests,
                                                  storages_used)
-from graphc.compiler.codegen.views import KernelViews, LoweringError
+from graphc.compiler.loops.views import KernelViews, LoweringError
 
 
 def main_node(kernel, op_type):

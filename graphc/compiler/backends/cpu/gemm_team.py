@@ -14,8 +14,8 @@ count. Products below MIN_MACS multiply-adds are one call, with no team.
 """
 from llvmlite import ir
 
-from graphc.compiler.codegen import parallel
-from graphc.compiler.codegen.conv_team import claim_loop
+from graphc.compiler.backends.cpu import parallel
+from graphc.compiler.backends.cpu.conv_team import claim_loop
 from kernels import gemm
 from kernels import parallel as kp
 from kernels.loops import I32, I64, PTR, entry_alloca, for_range

@@ -38,19 +38,21 @@ HOW TO ADD AN OP
   calls a library or emits loops directly, then the epilogue through the loop machinery)
   and register it in KERNEL_LOWERINGS under the kernel kind fusion gives it.
 """
-from graphc.compiler.codegen import random as random_codegen
-from graphc.compiler.codegen import window_rules
-from graphc.compiler.codegen.conv_kernel import lower_conv_kernel
-from graphc.compiler.codegen.dedupe import merge_identical_kernels
-from graphc.compiler.codegen.entry import Program
-from graphc.compiler.codegen.gemm_kernel import has_blas_gemm, lower_gemm_kernel
-from graphc.compiler.codegen.kernel_reuse import KernelReuse
-from graphc.compiler.codegen.loop_kernel import lower_loop_kernel
-from graphc.compiler.codegen.op_lowering import LOOP_RULES
-from graphc.compiler.codegen.scan_kernel import lower_cumsum_kernel
-from graphc.compiler.codegen.scatter_kernel import lower_gather_grad_kernel, lower_scatter_kernel
-from graphc.compiler.codegen.scratch import scratch_bytes
-from graphc.compiler.codegen.views import LoweringError
+from graphc.compiler.backends.cpu.conv_kernel import lower_conv_kernel
+from graphc.compiler.backends.cpu.dedupe import merge_identical_kernels
+from graphc.compiler.backends.cpu.entry import Program
+from graphc.compiler.backends.cpu.gemm_kernel import has_blas_gemm, lower_gemm_kernel
+from graphc.compiler.backends.cpu.kernel_reuse import KernelReuse
+from graphc.compiler.backends.cpu.loop_kernel import lower_loop_kernel
+from graphc.compiler.backends.cpu.scan_kernel import lower_cumsum_kernel
+from graphc.compiler.backends.cpu.scatter_kernel import (lower_gather_grad_kernel,
+                                                        lower_scatter_kernel)
+from graphc.compiler.backends.cpu.scratch import scratch_bytes
+from graphc.compiler.loops import LOOP_RULES
+from graphc.compiler.loops import random as random_codegen
+from graphc.compiler.loops.views import LoweringError
+from kernels import scalar_ops
+from runtime import jit
 
 __all__ = ["generate", "CpuBackend", "LoweringError", "LOOP_RULES", "KERNEL_LOWERINGS"]
 
@@ -76,9 +78,6 @@ def _lower_opaque(program, kernel, name, scalar_ops, rules):
     return lower(program, kernel, name, scalar_ops, rules)
 
 
-LOOP_RULES.update(window_rules.LOOP_RULES)
-LOOP_RULES.update(random_codegen.LOOP_RULES)
-
 KERNEL_LOWERINGS = {kind: random_codegen.with_random(lower) for kind, lower in {
     "loop": lower_loop_kernel,
     "gemm": _lower_gemm_or_loop,
@@ -92,8 +91,6 @@ def generate(module, target=None, profile=False):
 
     target: {"triple", "cpu", "features"}; default the host (runtime.jit.host_target).
     profile: the entry counts each kernel's cycles (spec["profile_kernels"] names them)."""
-    from kernels import scalar_ops
-    from runtime import jit
     dynamic = module.dynamic_values()
     if dynamic:  # never guess a size: loops and buffers need every dim
         raise LoweringError("the dims of " + ", ".join(

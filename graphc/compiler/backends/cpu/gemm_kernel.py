@@ -10,11 +10,11 @@ Integer products have no BLAS: such kernels are lowered as loop kernels (a reduc
 """
 from llvmlite import ir
 
-from graphc.compiler.codegen import gemm_team
-from graphc.compiler.codegen.expr import dims_key
-from graphc.compiler.codegen.loop_kernel import (emit_loop_function, kernel_targets,
+from graphc.compiler.backends.cpu import gemm_team
+from graphc.compiler.loops.expr import dims_key
+from graphc.compiler.backends.cpu.loop_kernel import (emit_loop_function, kernel_targets,
                                                  plan_nests, storages_used)
-from graphc.compiler.codegen.views import KernelViews, LoweringError
+from graphc.compiler.loops.views import KernelViews, LoweringError
 from graphc.framework.op_def import OpTypes
 from kernels import gemm
 from kernels.loops import I64

@@ -13,12 +13,12 @@ intermediate, live during their kernel only.
 The plan keeps them apart from its Value buffers: `memory_plan.scratch` =
 {kernel index: Buffer}.
 """
-from graphc.compiler.codegen.expr import dim_key
+from graphc.compiler.loops.expr import dim_key
 
 
 def scratch_bytes(kernel):
     if kernel.kind == "conv":
-        from graphc.compiler.codegen.conv_kernel import scratch_bytes as conv_scratch
+        from graphc.compiler.backends.cpu.conv_kernel import scratch_bytes as conv_scratch
         return conv_scratch(kernel)
     return 0
 

@@ -12,7 +12,7 @@ in schedule order, returning the first nonzero status (1 + error site).
 import numpy as np
 from llvmlite import ir
 
-from graphc.compiler.codegen.expr import dim_key
+from graphc.compiler.loops.expr import dim_key
 from graphc.compiler.ir import PARAMETER, STATE_VARIABLE
 from graphc.framework.op_def import READING_UPDATE_OPS, UPDATE_OPS
 from graphc.framework.symbolic import SymDim

@@ -24,7 +24,7 @@ same bits with 1 or N threads. Used when the BLAS library lets us set its thread
 """
 from llvmlite import ir
 
-from graphc.compiler.codegen import parallel
+from graphc.compiler.backends.cpu import parallel
 from kernels import parallel as kp
 from kernels.loops import I32, I64, PTR, entry_alloca
 from runtime import jit

@@ -17,10 +17,10 @@ from contextlib import contextmanager
 import numpy as np
 from llvmlite import ir
 
-from graphc.compiler.codegen import parallel
-from graphc.compiler.codegen.expr import dims_key, walk
-from graphc.compiler.codegen.entry import MAX_ERROR_DETAILS
-from graphc.compiler.codegen.views import KernelViews
+from graphc.compiler.backends.cpu import parallel
+from graphc.compiler.loops.expr import dims_key, walk
+from graphc.compiler.backends.cpu.entry import MAX_ERROR_DETAILS
+from graphc.compiler.loops.views import KernelViews
 from graphc.compiler.op_kinds import reduction_axes
 from graphc.framework.op_def import OpTypes
 from kernels import dtypes as kd

@@ -19,9 +19,9 @@ template, reading the product back in place.
 """
 from llvmlite import ir
 
-from graphc.compiler.codegen.gemm_kernel import batch_positions
-from graphc.compiler.codegen.gemm_team import transposes
-from graphc.compiler.codegen_gpu.loop import grid_stride_loop
+from graphc.compiler.backends.cpu.gemm_kernel import batch_positions
+from graphc.compiler.backends.cpu.gemm_team import transposes
+from graphc.compiler.backends.gpu.loop import grid_stride_loop
 from kernels import dtypes as kd
 from kernels.loops import I64, for_range
 

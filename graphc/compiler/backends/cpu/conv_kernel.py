@@ -33,15 +33,15 @@ from contextlib import nullcontext
 
 from llvmlite import ir
 
-from graphc.compiler.codegen import conv_team, parallel
-from graphc.compiler.codegen.expr import Expr, dim_key, dims_key
-from graphc.compiler.codegen.gemm_kernel import BLAS_DTYPES, product_buffer
-from graphc.compiler.codegen.loop_kernel import (Emitter, Nest, StoreTarget,
+from graphc.compiler.backends.cpu import conv_team, parallel
+from graphc.compiler.loops.expr import Expr, dim_key, dims_key
+from graphc.compiler.backends.cpu.gemm_kernel import BLAS_DTYPES, product_buffer
+from graphc.compiler.backends.cpu.loop_kernel import (Emitter, Nest, StoreTarget,
                                                  emit_loop_function, kernel_targets,
                                                  lower_loop_kernel, plan_nests, storages_used)
-from graphc.compiler.codegen.scratch import scratch_storage
-from graphc.compiler.codegen.views import KernelViews, LoweringError
-from graphc.compiler.codegen.window_rules import (CONV_TYPES, UNROLL_CELLS, Window,
+from graphc.compiler.backends.cpu.scratch import scratch_storage
+from graphc.compiler.loops.views import KernelViews, LoweringError
+from graphc.compiler.loops.window_rules import (CONV_TYPES, UNROLL_CELLS, Window,
                                                   direct_conv_taps)
 from graphc.framework.symbolic import SymDim
 from kernels import dtypes as kd

@@ -11,9 +11,9 @@ InvalidArgumentError) and is clamped, so nothing is written out of bounds.
 """
 import numpy as np
 
-from graphc.compiler.codegen.loop_kernel import StoreTarget, plan_nests
-from graphc.compiler.codegen.scan_kernel import emit_targets, main_node
-from graphc.compiler.codegen.views import KernelViews, LoweringError
+from graphc.compiler.backends.cpu.loop_kernel import StoreTarget, plan_nests
+from graphc.compiler.backends.cpu.scan_kernel import emit_targets, main_node
+from graphc.compiler.loops.views import KernelViews, LoweringError
 
 
 def lower_gather_grad_kernel(program, kernel, name, scalar_ops, rules, emit=None):

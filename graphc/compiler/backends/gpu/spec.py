@@ -2,7 +2,7 @@
 Program.spec) less "entry" and "llvm_ir", plus "target", "ptx", "emulation_ir" and
 "launches" (kernel name, pointer args as JSON storage keys, grid, block, shared bytes),
 in schedule order."""
-from graphc.compiler.codegen.entry import dim_json
+from graphc.compiler.backends.cpu.entry import dim_json
 
 
 def gpu_spec(gpu, arch, ptx=True):

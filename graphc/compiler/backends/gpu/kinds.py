@@ -1,17 +1,17 @@
 """Which launches each kernel becomes, by kind (see the package doc for the choices)."""
 from llvmlite import ir
 
-from graphc.compiler.codegen import LOOP_RULES, OPAQUE_LOWERINGS
-from graphc.compiler.codegen import random as random_codegen
-from graphc.compiler.codegen.gemm_kernel import BLAS_DTYPES, product_buffer, product_node
-from graphc.compiler.codegen.loop_kernel import kernel_targets, storages_used
-from graphc.compiler.codegen.views import KernelViews
-from graphc.compiler.codegen_gpu.gemm import THREADS, TILE, emit_gemm_launch
-from graphc.compiler.codegen_gpu.loop import emit_loop_launch
-from graphc.compiler.codegen_gpu.reduce import (emit_row_launch, row_block, row_count,
+from graphc.compiler.backends.cpu import LOOP_RULES, OPAQUE_LOWERINGS
+from graphc.compiler.loops import random as random_codegen
+from graphc.compiler.backends.cpu.gemm_kernel import BLAS_DTYPES, product_buffer, product_node
+from graphc.compiler.backends.cpu.loop_kernel import kernel_targets, storages_used
+from graphc.compiler.loops.views import KernelViews
+from graphc.compiler.backends.gpu.gemm import THREADS, TILE, emit_gemm_launch
+from graphc.compiler.backends.gpu.loop import emit_loop_launch
+from graphc.compiler.backends.gpu.reduce import (emit_row_launch, row_block, row_count,
                                                 row_reductions)
-from graphc.compiler.codegen_gpu.scan import plan_scan
-from graphc.compiler.codegen_gpu.plan import (GpuCodegenNotImplemented, LaunchPlan,
+from graphc.compiler.backends.gpu.scan import plan_scan
+from graphc.compiler.backends.gpu.plan import (GpuCodegenNotImplemented, LaunchPlan,
                                               blocks_for, dim_max, gpu_nests, launch_groups,
                                               parallel_elements)
 from graphc.framework.op_def import RANDOM_OP_TYPES
