@@ -6,6 +6,8 @@ is imported or run):
 - what the compiler reaches has no import cycle;
 - no module of graphc/compiler, kernels or runtime imports another module's underscore
   names;
+- the backends (graphc/compiler/backends/cpu, .../gpu) never import each other, and the
+  target-neutral loop layer (graphc/compiler/loops) imports no backend;
 - kernels/ never imports graphc or runtime, runtime/ never imports graphc or kernels;
 - imports inside functions only where INNER_IMPORTS lists them, with the reason.
 
@@ -165,6 +167,18 @@ def test_no_module_imports_another_modules_underscore_names():
                if name is not None and name.startswith("_") and _first_party(target)
                and target != m]
     assert not private, "\n".join(private)
+
+
+@pytest.mark.parametrize("package, never", [
+    ("graphc.compiler.backends.cpu", ("graphc.compiler.backends.gpu",)),
+    ("graphc.compiler.backends.gpu", ("graphc.compiler.backends.cpu",)),
+    ("graphc.compiler.loops", ("graphc.compiler.backends",)),
+])
+def test_backends_import_the_loop_layer_never_each_other(package, never):
+    assert any(_in(m, (package,)) for m in FILES)  # it walked
+    wrong = [f"{FILES[m]}:{line}: {target}" for m in FILES if _in(m, (package,))
+             for target, _, line, _ in IMPORTS[m] if _in(target, never)]
+    assert not wrong, "\n".join(wrong)
 
 
 @pytest.mark.parametrize("package, never", [("kernels", ("graphc", "runtime")),

@@ -292,7 +292,7 @@ def test_standalone_runtime_runs_parallel_code(tmp_path):
 
 
 def test_names_agree_between_codegen_and_runtime():
-    from graphc.compiler.backends.cpu.entry import MAX_ERROR_DETAILS
+    from graphc.compiler.loops.program import MAX_ERROR_DETAILS
     for name in ("PARALLEL_FN", "THREAD_NUM_FN", "NUM_THREADS_FN", "THREADS_GLOBAL",
                  "TASKS_GLOBAL"):
         assert getattr(kp, name) == getattr(jit, name)

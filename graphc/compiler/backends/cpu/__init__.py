@@ -40,16 +40,14 @@ HOW TO ADD AN OP
 """
 from graphc.compiler.backends.cpu.conv_kernel import lower_conv_kernel
 from graphc.compiler.backends.cpu.dedupe import merge_identical_kernels
-from graphc.compiler.backends.cpu.entry import Program
+from graphc.compiler.backends.cpu.entry import cpu_spec, emit_entry
 from graphc.compiler.backends.cpu.gemm_kernel import has_blas_gemm, lower_gemm_kernel
 from graphc.compiler.backends.cpu.kernel_reuse import KernelReuse
-from graphc.compiler.backends.cpu.loop_kernel import lower_loop_kernel
-from graphc.compiler.backends.cpu.scan_kernel import lower_cumsum_kernel
-from graphc.compiler.backends.cpu.scatter_kernel import (lower_gather_grad_kernel,
-                                                        lower_scatter_kernel)
+from graphc.compiler.backends.cpu.loop_kernel import emit_nests, lower_loop_kernel
 from graphc.compiler.backends.cpu.scratch import scratch_bytes
-from graphc.compiler.loops import LOOP_RULES
+from graphc.compiler.loops import LOOP_RULES, OPAQUE_NESTS
 from graphc.compiler.loops import random as random_codegen
+from graphc.compiler.loops.program import Program
 from graphc.compiler.loops.views import LoweringError
 from kernels import scalar_ops
 from runtime import jit
@@ -63,13 +61,15 @@ def _lower_gemm_or_loop(program, kernel, name, scalar_ops, rules):
     return lower_loop_kernel(program, kernel, name, scalar_ops, rules)
 
 
-OPAQUE_LOWERINGS = {
-    "Cumsum": lower_cumsum_kernel,
-    "GatherGrad": lower_gather_grad_kernel,
-    "ScatterUpdate": lower_scatter_kernel,
-    "ScatterAdd": lower_scatter_kernel,
-    "ScatterSub": lower_scatter_kernel,
-}
+def _emitted(plan):
+    """The lowering of an op whose nests loops/ plans (OPAQUE_NESTS)."""
+    def lower(program, kernel, name, scalar_ops, rules):
+        views, nests = plan(program, kernel, rules)
+        return emit_nests(program, name, views, nests, scalar_ops)
+    return lower
+
+
+OPAQUE_LOWERINGS = {op_type: _emitted(plan) for op_type, plan in OPAQUE_NESTS.items()}
 
 
 def _lower_opaque(program, kernel, name, scalar_ops, rules):
@@ -107,9 +107,9 @@ def generate(module, target=None, profile=False):
         name = f"kernel_{number}_{_label(kernel)}"
         calls.append(reuse.lower(lower, kernel, name, scalar_ops, LOOP_RULES))
         names.append(f"{name} [{kernel.kind}: {', '.join(n.type for n in kernel.nodes)}]")
-    program.emit_entry(calls, profile=profile)
-    spec = program.spec(merge_identical_kernels(str(program.llvm)),
-                        target or jit.host_target())
+    emit_entry(program, calls, profile=profile)
+    spec = cpu_spec(program, merge_identical_kernels(str(program.llvm)),
+                    target or jit.host_target())
     if profile:
         spec["profile_kernels"] = names
     return spec

@@ -34,15 +34,16 @@ from contextlib import nullcontext
 from llvmlite import ir
 
 from graphc.compiler.backends.cpu import conv_team, parallel
-from graphc.compiler.loops.expr import Expr, dim_key, dims_key
-from graphc.compiler.backends.cpu.gemm_kernel import BLAS_DTYPES, product_buffer
-from graphc.compiler.backends.cpu.loop_kernel import (Emitter, Nest, StoreTarget,
-                                                 emit_loop_function, kernel_targets,
-                                                 lower_loop_kernel, plan_nests, storages_used)
+from graphc.compiler.backends.cpu.gemm_kernel import BLAS_DTYPES
+from graphc.compiler.backends.cpu.loop_kernel import emit_loop_function, lower_loop_kernel
 from graphc.compiler.backends.cpu.scratch import scratch_storage
+from graphc.compiler.loops.emitter import (Emitter, Nest, StoreTarget, kernel_targets,
+                                           plan_nests, storages_used)
+from graphc.compiler.loops.expr import Expr, dim_key, dims_key
+from graphc.compiler.loops.products import product_buffer
 from graphc.compiler.loops.views import KernelViews, LoweringError
 from graphc.compiler.loops.window_rules import (CONV_TYPES, UNROLL_CELLS, Window,
-                                                  direct_conv_taps)
+                                                direct_conv_taps)
 from graphc.framework.symbolic import SymDim
 from kernels import dtypes as kd
 from kernels import gemm

@@ -16,6 +16,7 @@ from llvmlite import ir
 
 from graphc.compiler.backends.cpu import parallel
 from graphc.compiler.backends.cpu.conv_team import claim_loop
+from graphc.compiler.loops.products import transposes
 from kernels import gemm
 from kernels import parallel as kp
 from kernels.loops import I32, I64, PTR, entry_alloca, for_range
@@ -140,12 +141,6 @@ def _emit_units(b, program, node, gemm_fn, shape, mode, a_ptr, b_ptr, c_ptr, sym
         gemm.call_gemm(b, gemm_fn, dtype, ta, tb, size, n, k,
                        at(a_ptr, lo if ta else b.mul(lo, k)), b_ptr, at(c_ptr, b.mul(lo, n)),
                        lds=lds)
-
-
-def transposes(node):
-    if node.type == "MatMul":
-        return node.attrs["transpose_a"], node.attrs["transpose_b"]
-    return node.attrs["adj_x"], node.attrs["adj_y"]
 
 
 def _hint(d):

@@ -13,8 +13,6 @@ intermediate, live during their kernel only.
 The plan keeps them apart from its Value buffers: `memory_plan.scratch` =
 {kernel index: Buffer}.
 """
-from graphc.compiler.loops.expr import dim_key
-
 
 def scratch_bytes(kernel):
     if kernel.kind == "conv":
@@ -32,6 +30,4 @@ def scratch_storage(program, kernel):
     buffer = scratch.get(index)
     if buffer is None:
         return None
-    key = dim_key(buffer.offset)
-    program._arena_offsets[key] = buffer.offset  # the entry computes the pointer from it
-    return ("arena", key)
+    return ("arena", program.arena_key(buffer.offset))

@@ -28,14 +28,14 @@ kernel counting the run.
 """
 from llvmlite import ir
 
-from graphc.compiler.loops import random as random_codegen
-from graphc.compiler.backends.cpu.entry import Program
-from graphc.compiler.loops.views import LoweringError
 from graphc.compiler.backends.gpu import kinds
 from graphc.compiler.backends.gpu.plan import GpuCodegenNotImplemented
 from graphc.compiler.backends.gpu.ptx import DEFAULT_ARCH, GPU_TRIPLE, emit_ptx
 from graphc.compiler.backends.gpu.spec import gpu_spec
 from graphc.compiler.backends.gpu.threads import thread_program
+from graphc.compiler.loops import random as random_codegen
+from graphc.compiler.loops.program import Program
+from graphc.compiler.loops.views import LoweringError
 from kernels import scalar_ops
 
 __all__ = ["generate_gpu", "GpuBackend", "emit_ptx", "GPU_TRIPLE", "DEFAULT_ARCH",

@@ -1,19 +1,19 @@
 """Which launches each kernel becomes, by kind (see the package doc for the choices)."""
 from llvmlite import ir
 
-from graphc.compiler.backends.cpu import LOOP_RULES, OPAQUE_LOWERINGS
-from graphc.compiler.loops import random as random_codegen
-from graphc.compiler.backends.cpu.gemm_kernel import BLAS_DTYPES, product_buffer, product_node
-from graphc.compiler.backends.cpu.loop_kernel import kernel_targets, storages_used
-from graphc.compiler.loops.views import KernelViews
-from graphc.compiler.backends.gpu.gemm import THREADS, TILE, emit_gemm_launch
+from graphc.compiler.backends.gpu.gemm import GEMM_DTYPES, THREADS, TILE, emit_gemm_launch
 from graphc.compiler.backends.gpu.loop import emit_loop_launch
-from graphc.compiler.backends.gpu.reduce import (emit_row_launch, row_block, row_count,
-                                                row_reductions)
-from graphc.compiler.backends.gpu.scan import plan_scan
 from graphc.compiler.backends.gpu.plan import (GpuCodegenNotImplemented, LaunchPlan,
-                                              blocks_for, dim_max, gpu_nests, launch_groups,
-                                              parallel_elements)
+                                               blocks_for, dim_max, gpu_nests, launch_groups,
+                                               parallel_elements)
+from graphc.compiler.backends.gpu.reduce import (emit_row_launch, row_block, row_count,
+                                                 row_reductions)
+from graphc.compiler.backends.gpu.scan import plan_scan
+from graphc.compiler.loops import LOOP_RULES, OPAQUE_NESTS
+from graphc.compiler.loops import random as random_codegen
+from graphc.compiler.loops.emitter import kernel_targets, storages_used
+from graphc.compiler.loops.products import product_buffer, product_node
+from graphc.compiler.loops.views import KernelViews
 from graphc.framework.op_def import RANDOM_OP_TYPES
 from kernels.loops import I64
 
@@ -40,7 +40,7 @@ def plan_gemm(program, kernel, name, block):
     rule (one thread per output element)."""
     node = product_node(kernel)
     product = node.outputs[0]
-    if product.dtype.name not in BLAS_DTYPES:
+    if product.dtype.name not in GEMM_DTYPES:
         return plan_loop(program, kernel, name, block)
     epilogue = [n for n in kernel.nodes if n is not node]
     c_key, extra = product_buffer(program, product, epilogue)
@@ -69,11 +69,10 @@ def plan_opaque(program, kernel, name, block):
         launches = plan_scan(program, kernel, name, block)
         if launches is not None:
             return launches
-    lower = OPAQUE_LOWERINGS.get(main.type)
-    if lower is None:
+    plan = OPAQUE_NESTS.get(main.type)
+    if plan is None:
         return plan_loop(program, kernel, name, block)
-    views, nests = lower(program, kernel, name, None, LOOP_RULES,
-                         emit=lambda program, name, views, nests, scalar_ops: (views, nests))
+    views, nests = plan(program, kernel, LOOP_RULES)
     return nest_launches(name, views, nests, block)
 
 

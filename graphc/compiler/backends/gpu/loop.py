@@ -19,9 +19,9 @@ emulation runs threads one at a time and folds with a plain load, add and store.
 """
 from llvmlite import ir
 
-from graphc.compiler.backends.cpu.loop_kernel import Emitter, targets_by_level
 from graphc.compiler.backends.gpu.plan import (GpuCodegenNotImplemented, flat_depth,
-                                             loaded_elsewhere)
+                                               loaded_elsewhere)
+from graphc.compiler.loops.emitter import Emitter, targets_by_level
 from kernels import dtypes as kd
 from kernels.loops import I32, I64
 

@@ -11,8 +11,8 @@ targets come from loop_kernel.kernel_targets. Two things differ from the CPU pla
   an earlier nest of the same group writes (or writes what it reads) starts a new
   launch, since no barrier spans the whole grid inside a launch.
 """
+from graphc.compiler.loops.emitter import Nest, targets_by_level
 from graphc.compiler.loops.expr import dims_key
-from graphc.compiler.backends.cpu.loop_kernel import Nest, targets_by_level
 from graphc.compiler.loops.views import LoweringError
 
 MAX_BLOCKS = 4096      # grid-stride loops: more blocks than this only add scheduling

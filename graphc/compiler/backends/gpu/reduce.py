@@ -34,10 +34,10 @@ ties go to the smallest index, whatever thread saw it).
 """
 from llvmlite import ir
 
-from graphc.compiler.backends.cpu.loop_kernel import targets_by_level
 from graphc.compiler.backends.gpu.loop import grid_stride_loop, make_emitter, report_errors
 from graphc.compiler.backends.gpu.plan import flat_depth, loaded_elsewhere, nest_roots
 from graphc.compiler.backends.gpu.threads import WARP
+from graphc.compiler.loops.emitter import targets_by_level
 from kernels import dtypes as kd
 from kernels.loops import (I32, I64, arg_better, combine_reduction, entry_alloca,
                            reduction_identity)

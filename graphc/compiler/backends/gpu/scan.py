@@ -39,13 +39,13 @@ parallel) and a bad axis (a run-time failure) keep the CPU template's nests.
 import numpy as np
 from llvmlite import ir
 
-from graphc.compiler.backends.cpu import LOOP_RULES
-from graphc.compiler.backends.cpu.scan_kernel import main_node
-from graphc.compiler.loops.views import KernelViews
 from graphc.compiler.backends.gpu.loop import grid_stride_loop, make_emitter, report_errors
 from graphc.compiler.backends.gpu.plan import LaunchPlan, blocks_for, walk
 from graphc.compiler.backends.gpu.reduce import block_warps, delinearize
 from graphc.compiler.backends.gpu.threads import WARP
+from graphc.compiler.loops import LOOP_RULES
+from graphc.compiler.loops.emitter import main_node
+from graphc.compiler.loops.views import KernelViews
 from kernels import dtypes as kd
 from kernels.loops import I64, entry_alloca, for_range
 

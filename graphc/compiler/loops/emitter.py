@@ -1,0 +1,445 @@
+"""The loop emitter, shared by the backends: a kernel's store targets -> loop nests -> LLVM.
+
+Each store target (a kernel output into its buffer, an assign into its variable) is an
+Expr of the target's index. Targets are grouped into loop nests (plan_nests): a target
+whose dims are a prefix of a nest's dims (a keep-dims or trailing reduction result) joins
+that nest and is stored at the loop level of its last index variable; other shapes get
+their own nest. Within a nest (Emitter.emit_nest), reductions are hoisted to the outermost
+loop level where all their free loop variables are defined (so a softmax row max is
+computed once per row), values are computed before any store of the same level (an
+assign may overwrite what another target of the same iteration reads), and the innermost
+loop runs over the last, contiguous dim.
+
+The emitter writes into whatever function its builder is in: the CPU's kernel functions
+(backends/cpu/loop_kernel.py, which hands in a `loop_splitter` so that the outermost loops
+run on the thread team) and the GPU's thread programs (backends/gpu/loop.py, which
+subclasses it to flatten the parallel loops over threads and fold with atomics).
+"""
+from contextlib import contextmanager
+
+from llvmlite import ir
+
+from graphc.compiler.loops.expr import dims_key, walk
+from graphc.compiler.loops.program import MAX_ERROR_DETAILS
+from graphc.framework.op_def import OpTypes
+from kernels import dtypes as kd
+from kernels.loops import (I32, I64, arg_better, combine_reduction, entry_alloca, for_range,
+                           reduction_identity)
+
+# whole-variable updates: a loop kernel writes the variable's buffer (the row scatters are
+# opaque kernels of their own)
+_ASSIGNS = OpTypes(lambda d: d.kind == "state" and d.updates_variable is not None)
+
+
+class StoreTarget:
+    """Store `value_of(index)` into every element of a buffer of `dims`.
+
+    An accumulating target (`accumulate` = a reduction kind) instead runs over the loop
+    nest of `loop_dims`: `place(nest index) -> (value, position)` says what to fold into
+    which element (a column sum accumulates over the rows of the loop that computes its
+    input, rather than reading that input column by column)."""
+
+    def __init__(self, storage, dims, dtype, value_of, accumulate=None, loop_dims=None,
+                 place=None):
+        self.storage = storage
+        self.dims = dims
+        self.dtype = dtype
+        self.value_of = value_of
+        self.accumulate = accumulate
+        self.loop_dims = loop_dims
+        self.place = place
+        self.index = None    # index Exprs, set when placed in a nest
+        self.expr = None
+        self.position = None
+
+
+class Nest:
+    def __init__(self, views, dims):
+        self.dims = dims
+        self.key = dims_key(dims)
+        self.vars, self.index = [], []
+        for d in dims:
+            var, e = views.x.var(views.x.dim(d), "i")
+            self.vars.append(var)
+            self.index.append(e)
+        self.targets = []
+
+    def fit(self, target):
+        """The target's index in this nest's variables, or None if it does not fit."""
+        key = dims_key(target.dims)
+        trimmed = len(key)
+        while trimmed and key[trimmed - 1] == 1:
+            trimmed -= 1
+        if trimmed > len(self.key) or key[:trimmed] != self.key[:trimmed]:
+            return None
+        return self.index[:trimmed] + [None] * (len(key) - trimmed)
+
+
+def plan_nests(views, targets):
+    """Targets grouped into nests (largest rank first); fills target.index/expr."""
+    nests = []
+    for t in [t for t in targets if t.place is not None]:
+        nest = next((n for n in nests if n.key == dims_key(t.loop_dims)), None)
+        if nest is None:
+            nest = Nest(views, t.loop_dims)
+            nests.append(nest)
+        t.expr, t.position = t.place(nest.index)
+        nest.targets.append(t)
+    for t in sorted((t for t in targets if t.place is None), key=lambda t: -len(t.dims)):
+        for nest in nests:
+            index = nest.fit(t)
+            if index is not None:
+                break
+        else:
+            nest = Nest(views, t.dims)
+            nests.append(nest)
+            index = nest.fit(t)
+        t.index = [views.x.const(0) if e is None else e for e in index]
+        t.expr = t.value_of(t.index)
+        t.position = views.x.linear(t.index, t.dims)
+        nest.targets.append(t)
+    return nests
+
+
+def storages_used(nests):
+    """Every storage key loaded or stored, in first-use order."""
+    seen = {}
+    roots = []
+    for nest in nests:
+        for t in nest.targets:
+            seen.setdefault(t.storage, None)
+            roots += [t.expr, t.position]
+    for e in walk(roots):
+        if e.kind == "load":
+            seen.setdefault(e.data, None)
+    return list(seen)
+
+
+def targets_by_level(nest):
+    """{loop level: the nest's targets stored there} (level -1: above every loop): a
+    target is stored at the level of its innermost free loop variable."""
+    levels = {v.id: i for i, v in enumerate(nest.vars) if v is not None}
+    by_level = {}
+    for t in nest.targets:
+        free = t.expr.free | t.position.free
+        if t.place is not None:
+            # every iteration of the nest folds (or scatters) one more term in, also the
+            # loops its value does not depend on (a broadcast input summed back)
+            free = set(levels)
+        level = max((levels[v] for v in free), default=-1)
+        by_level.setdefault(level, []).append(t)
+    return by_level
+
+
+class Emitter:
+    """Emits expressions and loop nests with one builder.
+
+    loop_splitter: None, or an object whose `emit_loop(emitter, nest, level, by_level,
+    deepest) -> bool` may emit a nest's outermost loop itself (the CPU's thread team:
+    backends/cpu/parallel.ParallelLoops) and says whether it did; otherwise the loop is
+    emitted here, sequentially."""
+
+    def __init__(self, builder, views, buffers, syms, dim_emitter, scalar_ops,
+                 loop_splitter=None):
+        self.b = builder
+        self.views = views
+        self.x = views.x
+        self.buffers = buffers
+        self.syms = syms
+        self.dim_emitter = dim_emitter
+        self.scalar = scalar_ops
+        self.scopes = [{}]
+        self.var_values = {}
+        self.defined = set()
+        self.error_slot = None
+        self.detail_slots = None
+        self.detail_base = views.detail_base
+        self.loop_splitter = loop_splitter
+
+    def fork(self, builder, buffers, syms):
+        """An emitter of the same kernel's views into another function (a split loop's
+        body), with no values emitted yet and no splitter (the body's loops are inner)."""
+        return Emitter(builder, self.views, buffers, syms, self.dim_emitter, self.scalar)
+
+    # ---------------------------------------------------------------- nests
+    def emit_nest(self, nest):
+        by_level = targets_by_level(nest)
+        deepest = max(by_level, default=-1)
+        self._level(nest, -1, by_level, deepest)
+
+    def _level(self, nest, level, by_level, deepest):
+        pending = [t for lv, ts in by_level.items() if lv >= level for t in ts]
+        self._hoist([e for t in pending for e in (t.expr, t.position)])
+        here = by_level.get(level, [])
+        values = [(t, self.value(t.expr), self.value(t.position)) for t in here]
+        for t, value, position in values:
+            self.store_target(t, value, position)
+        nxt = level + 1
+        if nxt > deepest:
+            return
+        var = nest.vars[nxt]
+        if var is None:
+            self._level(nest, nxt, by_level, deepest)
+            return
+        if self.loop_splitter is not None and all(v is None for v in nest.vars[:nxt]) and \
+                self.loop_splitter.emit_loop(self, nest, nxt, by_level, deepest):
+            return  # the outermost loop, run by a thread team
+        with self._loop(var):
+            self._level(nest, nxt, by_level, deepest)
+
+    def store_target(self, t, value, position):
+        """Stores (or folds, for an accumulating target) one element of target t (the GPU
+        codegen overrides this to fold with atomics)."""
+        ptr = kd.element_pointer(self.b, self.buffers[t.storage], position, t.dtype)
+        if t.accumulate:
+            old = kd.load_scalar(self.b, ptr, t.dtype)
+            value = combine_reduction(self.b, t.accumulate, old, value, kd.is_float(t.dtype),
+                                      not kd.is_unsigned(t.dtype))
+        kd.store_scalar(self.b, value, ptr, t.dtype)
+
+    @contextmanager
+    def _loop(self, var):
+        """A counted loop over `var`, with its own scope of emitted values."""
+        with for_range(self.b, self.value(var.extent), name=var.name) as iv:
+            self.var_values[var.id] = iv
+            self.defined.add(var.id)
+            self.scopes.append({})
+            yield
+            self.scopes.pop()
+            self.defined.discard(var.id)
+
+    def _hoist(self, roots):
+        """Emits (now) every reduction under `roots` that only needs defined variables,
+        innermost first, so loops below reuse it."""
+        order, seen, stack = [], set(), [(e, False) for e in roots]
+        while stack:
+            e, done = stack.pop()
+            if done:
+                order.append(e)
+                continue
+            if id(e) in seen:
+                continue
+            seen.add(id(e))
+            stack.append((e, True))
+            stack.extend((a, False) for a in e.args)
+        for e in order:
+            if e.kind in ("reduce", "argreduce") and e.free <= self.defined \
+                    and self._cached(e) is None:
+                self.value(e)
+
+    # --------------------------------------------------------------- values
+    def _cached(self, e):
+        for scope in reversed(self.scopes):
+            v = scope.get(e)
+            if v is not None:
+                return v
+        return None
+
+    def value(self, e):
+        v = self._cached(e)
+        if v is None:
+            v = self.scopes[-1][e] = getattr(self, "_emit_" + e.kind)(e)
+        return v
+
+    def _emit_const(self, e):
+        value = self.x.const_value(e)
+        return ir.Constant(kd.llvm_type(e.dtype), int(value) if e.dtype == "bool" else value)
+
+    def _emit_var(self, e):
+        return self.var_values[e.data]
+
+    def _emit_dim(self, e):
+        return self.dim_emitter(self.b, self.x.dim_value(e), self.syms)
+
+    def _binary(self, e):
+        return self.value(e.args[0]), self.value(e.args[1])
+
+    def _emit_add(self, e):
+        return self.b.add(*self._binary(e))
+
+    def _emit_sub(self, e):
+        return self.b.sub(*self._binary(e))
+
+    def _emit_mul(self, e):
+        return self.b.mul(*self._binary(e))
+
+    def _emit_floordiv(self, e):
+        return self.b.sdiv(*self._binary(e))
+
+    def _emit_mod(self, e):
+        return self.b.srem(*self._binary(e))
+
+    def _emit_min(self, e):
+        a, b = self._binary(e)
+        return self.b.select(self.b.icmp_signed("<", a, b), a, b)
+
+    def _emit_max(self, e):
+        a, b = self._binary(e)
+        return self.b.select(self.b.icmp_signed(">", a, b), a, b)
+
+    _ICMP = {"lt": "<", "le": "<=", "eq": "==", "ne": "!=", "ge": ">=", "gt": ">"}
+
+    def _emit_icmp(self, e):
+        return self.b.icmp_signed(self._ICMP[e.data], *self._binary(e))
+
+    def _emit_and(self, e):
+        return self.b.and_(*self._binary(e))
+
+    def _emit_or(self, e):
+        return self.b.or_(*self._binary(e))
+
+    def _emit_select(self, e):
+        c, a, b = (self.value(x) for x in e.args)
+        return self.b.select(c, a, b)
+
+    def _emit_load(self, e):
+        ptr = kd.element_pointer(self.b, self.buffers[e.data], self.value(e.args[0]), e.dtype)
+        return kd.load_scalar(self.b, ptr, e.dtype)
+
+    def _emit_op(self, e):
+        op_type, in_dtypes, _, site = e.data
+        args = [self.value(a) for a in e.args]
+        on_error = None if site is None else (lambda bad: self._record_error(bad, site))
+        return self.scalar.emit_scalar(self.b, op_type, args, list(in_dtypes), e.dtype,
+                                       self.x.attrs_of(e), on_error)
+
+    def _record_error(self, bad, site, details=()):
+        """Status := 1 + site where `bad` (i1) holds and no error was recorded before (the
+        first failure is reported, as the reference kernels do), with its run-time values
+        `details` (i64); the computation goes on clamped."""
+        slot = self._error_slot()
+        status = self.b.load(slot, typ=I32)
+        first = self.b.and_(bad, self.b.icmp_signed("==", status, ir.Constant(I32, 0)))
+        self.b.store(self.b.select(first, ir.Constant(I32, site + 1), status), slot)
+        for k, value in enumerate(details[:len(self._detail_slots())]):
+            dslot = self._detail_slots()[k]
+            self.b.store(self.b.select(first, value, self.b.load(dslot, typ=I64)), dslot)
+
+    def _detail_slots(self):
+        if self.detail_slots is None:
+            self.detail_slots = []
+            if self.detail_base is not None:
+                for _ in range(MAX_ERROR_DETAILS):
+                    slot = entry_alloca(self.b, I64, "detail")
+                    saved = self.b.block
+                    self.b.position_after(slot)
+                    self.b.store(ir.Constant(I64, 0), slot)
+                    self.b.position_at_end(saved)
+                    self.detail_slots.append(slot)
+        return self.detail_slots
+
+    def _emit_check(self, e):
+        index, size = (self.value(a) for a in e.args[:2])
+        details = [index, size] + [self.value(a) for a in e.args[2:]]
+        zero = ir.Constant(I64, 0)
+        bad = self.b.or_(self.b.icmp_signed("<", index, zero),
+                         self.b.icmp_signed(">=", index, size))
+        self._record_error(bad, e.data, details)
+        top = self.b.sub(size, ir.Constant(I64, 1))
+        clamped = self.b.select(self.b.icmp_signed(">", index, top), top, index)
+        return self.b.select(self.b.icmp_signed("<", clamped, zero), zero, clamped)
+
+    def _error_slot(self):
+        if self.error_slot is None:
+            self.error_slot = entry_alloca(self.b, I32, "status")
+            saved = self.b.block
+            self.b.position_after(self.error_slot)
+            self.b.store(ir.Constant(I32, 0), self.error_slot)
+            self.b.position_at_end(saved)
+        return self.error_slot
+
+    def status(self):
+        if self.error_slot is None:
+            return ir.Constant(I32, 0)
+        for k, slot in enumerate(self.detail_slots or ()):  # for the runtime's message
+            ptr = self.b.gep(self.syms, [ir.Constant(I64, self.detail_base + k)],
+                             source_etype=I64)
+            self.b.store(self.b.load(slot, typ=I64), ptr)
+        return self.b.load(self.error_slot, typ=I32)
+
+    # ------------------------------------------------------------ reductions
+    def _reduction_loops(self, var_ids, body_fn):
+        """Nested loops over var_ids calling body_fn() innermost (reductions that depend
+        on the variables opened so far are hoisted as each opens)."""
+        if not var_ids:
+            body_fn()
+            return
+        with self._loop(self.x.vars[var_ids[0]]):
+            self._reduction_loops(var_ids[1:], body_fn)
+
+    def _emit_reduce(self, e):
+        kind, ids = e.data
+        body = e.args[0]
+        self._hoist([body])
+        ty = kd.llvm_type(e.dtype)
+        is_float = kd.is_float(e.dtype)
+        signed = not kd.is_unsigned(e.dtype)
+        acc = entry_alloca(self.b, ty, "acc")
+        self.b.store(reduction_identity(kind, ty, is_float, signed), acc)
+
+        def step():
+            self._hoist([body])
+            x = self.value(body)
+            self.b.store(combine_reduction(self.b, kind, self.b.load(acc, typ=ty), x, is_float,
+                                           signed), acc)
+        self._reduction_loops(list(ids), step)
+        return self.b.load(acc, typ=ty)
+
+    def _emit_argreduce(self, e):
+        kind, var_id = e.data
+        body = e.args[0]
+        self._hoist([body])
+        ty = kd.llvm_type(body.dtype)
+        is_float = kd.is_float(body.dtype)
+        signed = not kd.is_unsigned(body.dtype)
+        best = entry_alloca(self.b, ty, "best")
+        where = entry_alloca(self.b, I64, "where")
+        first = entry_alloca(self.b, kd.I1, "first")
+        self.b.store(ir.Constant(I64, 0), where)
+        self.b.store(ir.Constant(kd.I1, 1), first)
+        self.b.store(ir.Constant(ty, None), best)
+
+        def step():
+            self._hoist([body])
+            x = self.value(body)
+            old = self.b.load(best, typ=ty)
+            take = self.b.or_(self.b.load(first, typ=kd.I1),
+                              arg_better(self.b, kind, x, old, is_float, signed))
+            self.b.store(self.b.select(take, x, old), best)
+            position = self.b.select(take, self.var_values[var_id], self.b.load(where, typ=I64))
+            self.b.store(position, where)
+            self.b.store(ir.Constant(kd.I1, 0), first)
+        self._reduction_loops([var_id], step)
+        return self.b.load(where, typ=I64)
+
+
+def kernel_targets(program, views, kernel_outputs, nodes, extra_stores=()):
+    """Store targets of a kernel: each of its outputs into its buffers (fetch, arena),
+    and each assign among `nodes` into its variable. Values the kernel computes but does
+    not list as outputs (cheap nodes duplicated into several kernels) are never written:
+    their buffer, if any, belongs to the kernel that owns them."""
+    targets = []
+
+    def add(storage, value, dims, dtype):
+        targets.append(StoreTarget(storage, dims, dtype,
+                                   lambda index, v=value: views.view(v, index)))
+
+    for value in kernel_outputs:
+        for storage in program.stores_of(value):
+            add(storage, value, value.dims, value.dtype.name)
+    for node in nodes:
+        if node.type in _ASSIGNS:
+            ref = node.inputs[0]
+            add(("var", ref.name), node.outputs[0], ref.dims, ref.dtype.name)
+    for storage, value in extra_stores:
+        add(storage, value, value.dims, value.dtype.name)
+    return targets
+
+
+def main_node(kernel, op_type):
+    """The node of type `op_type` a kernel is built around (fusion's `main`, else the
+    first such node)."""
+    main = getattr(kernel, "main", None)
+    if main is not None and main.type == op_type:
+        return main
+    return next(n for n in kernel.nodes if n.type == op_type)
