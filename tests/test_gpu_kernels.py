@@ -402,7 +402,7 @@ def test_cumsum_is_block_parallel():
     """A scan is no longer run by global thread 0: one launch per Cumsum, one block per
     line (up to the grid cap), a block of the line's length in warps, at most the
     codegen's block; float16 keeps the CPU template's per-element prefix sums."""
-    from graphc.compiler.backends.gpu.plan import loaded_elsewhere
+    from graphc.compiler.backends.gpu.launches import loaded_elsewhere
     g = gc.Graph()
     with g.as_default():
         x = gc.placeholder(gc.float32, [5, 300])

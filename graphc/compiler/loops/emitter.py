@@ -1,7 +1,7 @@
 """The loop emitter, shared by the backends: a kernel's store targets -> loop nests -> LLVM.
 
 Each store target (a kernel output into its buffer, an assign into its variable) is an
-Expr of the target's index. Targets are grouped into loop nests (plan_nests): a target
+Expr of the target's index. Targets are grouped into loop nests (group_nests): a target
 whose dims are a prefix of a nest's dims (a keep-dims or trailing reduction result) joins
 that nest and is stored at the loop level of its last index variable; other shapes get
 their own nest. Within a nest (Emitter.emit_nest), reductions are hoisted to the outermost
@@ -75,7 +75,7 @@ class Nest:
         return self.index[:trimmed] + [None] * (len(key) - trimmed)
 
 
-def plan_nests(views, targets):
+def group_nests(views, targets):
     """Targets grouped into nests (largest rank first); fills target.index/expr."""
     nests = []
     for t in [t for t in targets if t.place is not None]:

@@ -13,11 +13,11 @@ element, in float32.
 """
 import numpy as np
 
-from graphc.compiler.loops.emitter import StoreTarget, main_node, plan_nests
+from graphc.compiler.loops.emitter import StoreTarget, main_node, group_nests
 from graphc.compiler.loops.views import KernelViews, LoweringError
 
 
-def plan_cumsum(program, kernel, rules):
+def cumsum_nests(program, kernel, rules):
     """(views, nests) of a Cumsum kernel, for a backend to emit."""
     node = main_node(kernel, "Cumsum")
     x, axis_t = node.inputs
@@ -38,7 +38,7 @@ def plan_cumsum(program, kernel, rules):
         failed = vx.check(vx.const(-1), vx.const(1), views.site(node, message))
         targets = [StoreTarget(s, out.dims, dtype, lambda index: vx.cast(failed, dtype))
                    for s in stores]
-        return views, plan_nests(views, targets)
+        return views, group_nests(views, targets)
     axis = int(axis_value) % rank
     exclusive, reverse = node.attrs["exclusive"], node.attrs["reverse"]
     size = vx.dim(out.dims[axis])
@@ -78,7 +78,7 @@ def plan_cumsum(program, kernel, rules):
 
     value = prefix if dtype == "float16" else scan
     targets = [StoreTarget(s, out.dims, dtype, value) for s in stores]
-    nests = plan_nests(views, targets)
+    nests = group_nests(views, targets)
     for nest in nests:
         for t in nest.targets:
             t.position = vx.linear(element(t.index), out.dims)

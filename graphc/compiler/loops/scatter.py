@@ -11,11 +11,11 @@ InvalidArgumentError) and is clamped, so nothing is written out of bounds.
 """
 import numpy as np
 
-from graphc.compiler.loops.emitter import StoreTarget, main_node, plan_nests
+from graphc.compiler.loops.emitter import StoreTarget, main_node, group_nests
 from graphc.compiler.loops.views import KernelViews, LoweringError
 
 
-def plan_gather_grad(program, kernel, rules):
+def gather_grad_nests(program, kernel, rules):
     """(views, nests) of a GatherGrad kernel, for a backend to emit."""
     node = main_node(kernel, "GatherGrad")
     grad, indices, _, axis_t = node.inputs
@@ -50,11 +50,11 @@ def plan_gather_grad(program, kernel, rules):
     fills = [StoreTarget(s, out.dims, dtype, lambda index: zero) for s in stores]
     adds = [StoreTarget(s, out.dims, dtype, None, accumulate="sum", loop_dims=grad.dims,
                         place=place) for s in stores]
-    nests = plan_nests(views, fills) + plan_nests(views, adds)
+    nests = group_nests(views, fills) + group_nests(views, adds)
     return views, nests
 
 
-def plan_scatter(program, kernel, rules):
+def scatter_nests(program, kernel, rules):
     """(views, nests) of ScatterUpdate/ScatterAdd/ScatterSub: one loop over the updates,
     each element stored (or added, subtracted) at its row of the variable; then the
     variable copied to the op's fetches, if it is fetched."""
@@ -83,5 +83,5 @@ def plan_scatter(program, kernel, rules):
     copies = [StoreTarget(s, ref.dims, dtype,
                           lambda index: views.load(var, index, ref.dims, dtype))
               for s in program.stores_of(node.outputs[0]) if s != var]
-    nests = plan_nests(views, writes) + plan_nests(views, copies)
+    nests = group_nests(views, writes) + group_nests(views, copies)
     return views, nests

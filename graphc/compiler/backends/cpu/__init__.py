@@ -1,4 +1,5 @@
-"""Codegen: a fused, memory-planned Module -> one LLVM module + the executable spec.
+"""The CPU backend: a fused, memory-planned Module -> one LLVM module (x86 code, BLAS calls,
+the thread team) + the executable spec.
 
     spec = generate(module)              # module.kernels, module.memory_plan set
     exe = runtime.executable.Executable(spec)
@@ -7,23 +8,27 @@
 One LLVM function per distinct kernel (in `module.kernels`, the schedule: kernels equal up
 to their buffers share one, kernel_reuse.py before emitting and dedupe.py after), and the entry
 `int32 graphc_main(feeds, fetches, variables, constants, arena, syms)` that calls them in
-order with pointers to their buffers (entry.py says where each value lives); unknown dims
+order with pointers to their buffers (loops/program.py says where each value lives,
+entry.py emits the entry); unknown dims
 are read from `syms` and computed as i64 arithmetic of the SymDim expressions.
 
 Kernel kinds and their lowering (the table KERNEL_LOWERINGS):
-- "loop" (loop_kernel.py): every value is a *view*, index -> scalar expression (expr.py,
-  views.py), built by the op's rule in op_lowering.LOOP_RULES; the kernel's stores are
-  loop nests over the output dims, reductions are inner loops hoisted to the outermost
-  level where they are defined, the innermost loop is the contiguous last dim.
+- "loop" (loop_kernel.py): every value is a *view*, index -> scalar expression
+  (loops/expr.py, loops/views.py), built by the op's rule in loops.LOOP_RULES; the
+  kernel's stores are loop nests over the output dims (loops/emitter.py), reductions are
+  inner loops hoisted to the outermost level where they are defined, the innermost loop
+  is the contiguous last dim; outermost loops are split across the thread team
+  (parallel.py).
 - "gemm" (gemm_kernel.py): a BLAS sgemm/dgemm call (a loop of them for batched
   products), then the elementwise epilogue as a loop over the output, in place.
   Integer products have no BLAS and are lowered as loop kernels.
 - "conv" (conv_kernel.py): im2col into a per-image scratch buffer + BLAS gemm (col2im
   for the input gradient), then the epilogue; direct loop rules for non-BLAS types.
-- "opaque": a template per op type (OPAQUE_LOWERINGS: Cumsum's scan, GatherGrad's
-  scatter-add), else the op's loop rule (pooling and its gradients in gather form,
-  MirrorPadGrad, InvertPermutation: window_rules.py) as a one-node loop kernel.
-- random ops (random.py) are loop rules computing Philox samples; every lowering is
+- "opaque": nests built per op type (loops.OPAQUE_NESTS: Cumsum's scan, GatherGrad's
+  scatter-add, the row scatters), else the op's loop rule (pooling and its gradients in
+  gather form, MirrorPadGrad, InvertPermutation: loops/window_rules.py) as a one-node
+  loop kernel.
+- random ops (loops/random.py) are loop rules computing Philox samples; every lowering is
   wrapped so that a kernel computing them counts the run in the Session state.
 
 HOW TO ADD AN OP
@@ -31,8 +36,11 @@ HOW TO ADD AN OP
   elementwise rule picks it up from ELEMENTWISE_OP_TYPES, broadcasting included.
 - Anything a loop can compute element by element (index remaps, reductions, random ops
   computed from (seed, counter, index)): write `rule(v, node, k, index) -> Expr` in
-  op_lowering.py and add it to LOOP_RULES; see that module's docstring for the toolkit.
-- An op needing its own template (conv, cumsum, scatter): write
+  loops/op_lowering.py and add it to LOOP_RULES; see that module's docstring for the
+  toolkit. Both backends pick it up.
+- An op whose nests a rule per element cannot give (a scan, a scatter): a
+  `<op>_nests(program, kernel, rules) -> (views, nests)` in loops/, in OPAQUE_NESTS.
+- An op needing its own CPU template (conv, gemm): write
   `lower_<kind>_kernel(program, kernel, name, scalar_ops, rules) -> (llvm function,
   storage keys)` in its own module here (gemm_kernel.py is the model: a prologue that
   calls a library or emits loops directly, then the epilogue through the loop machinery)
@@ -61,15 +69,15 @@ def _lower_gemm_or_loop(program, kernel, name, scalar_ops, rules):
     return lower_loop_kernel(program, kernel, name, scalar_ops, rules)
 
 
-def _emitted(plan):
-    """The lowering of an op whose nests loops/ plans (OPAQUE_NESTS)."""
+def _emitted(nests_of):
+    """The lowering of an op whose nests loops/ builds (OPAQUE_NESTS)."""
     def lower(program, kernel, name, scalar_ops, rules):
-        views, nests = plan(program, kernel, rules)
+        views, nests = nests_of(program, kernel, rules)
         return emit_nests(program, name, views, nests, scalar_ops)
     return lower
 
 
-OPAQUE_LOWERINGS = {op_type: _emitted(plan) for op_type, plan in OPAQUE_NESTS.items()}
+OPAQUE_LOWERINGS = {op_type: _emitted(nests_of) for op_type, nests_of in OPAQUE_NESTS.items()}
 
 
 def _lower_opaque(program, kernel, name, scalar_ops, rules):

@@ -10,7 +10,7 @@ Integer products have no BLAS: such kernels are lowered as loop kernels (a reduc
 """
 from graphc.compiler.backends.cpu import gemm_team
 from graphc.compiler.backends.cpu.loop_kernel import emit_loop_function
-from graphc.compiler.loops.emitter import kernel_targets, plan_nests, storages_used
+from graphc.compiler.loops.emitter import kernel_targets, group_nests, storages_used
 from graphc.compiler.loops.products import batch_positions, product_buffer, product_node
 from graphc.compiler.loops.views import KernelViews
 from kernels import gemm
@@ -39,7 +39,7 @@ def lower_gemm_kernel(program, kernel, name, scalar_ops, rules):
 
     views = KernelViews(computed, storage_of, program.error_site, rules)
     outputs = [v for v in kernel.outputs if v is not product]
-    nests = plan_nests(views, kernel_targets(program, views, outputs, epilogue, extra))
+    nests = group_nests(views, kernel_targets(program, views, outputs, epilogue, extra))
     a_key, b_key = (program.storage_of(v) for v in mm.inputs)
     storages = list(dict.fromkeys([c_key, a_key, b_key] + storages_used(nests)))
     gemm_fn = gemm.declare_gemm(program.llvm, jit.blas_symbol(routine), dtype,

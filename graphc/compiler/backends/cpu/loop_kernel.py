@@ -12,7 +12,7 @@ import numpy as np
 from llvmlite import ir
 
 from graphc.compiler.backends.cpu import parallel
-from graphc.compiler.loops.emitter import (Emitter, StoreTarget, kernel_targets, plan_nests,
+from graphc.compiler.loops.emitter import (Emitter, StoreTarget, kernel_targets, group_nests,
                                            storages_used)
 from graphc.compiler.loops.expr import dims_key
 from graphc.compiler.loops.views import KernelViews
@@ -43,7 +43,7 @@ def emit_loop_function(llvm_module, name, views, nests, storages, dim_emitter, s
 
 
 def emit_nests(program, name, views, nests, scalar_ops):
-    """The kernel function storing `nests` (plan_nests output) and its storage keys."""
+    """The kernel function storing `nests` (group_nests output) and its storage keys."""
     storages = storages_used(nests)
     fn = emit_loop_function(program.llvm, name, views, nests, storages, program.emit_dim,
                             scalar_ops)
@@ -57,7 +57,7 @@ def lower_loop_kernel(program, kernel, name, scalar_ops, rules):
     folded, folds, fills = _accumulated_outputs(program, views, kernel)
     stored = [v for v in kernel.outputs if v not in folded]
     targets = kernel_targets(program, views, stored, kernel.nodes) + folds
-    nests = plan_nests(views, fills) + plan_nests(views, targets)
+    nests = group_nests(views, fills) + group_nests(views, targets)
     storages = storages_used(nests)
     fn = emit_loop_function(program.llvm, name, views, nests, storages, program.emit_dim,
                             scalar_ops)

@@ -14,6 +14,7 @@ The plan keeps them apart from its Value buffers: `memory_plan.scratch` =
 {kernel index: Buffer}.
 """
 
+
 def scratch_bytes(kernel):
     if kernel.kind == "conv":
         from graphc.compiler.backends.cpu.conv_kernel import scratch_bytes as conv_scratch

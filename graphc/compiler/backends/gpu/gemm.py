@@ -36,12 +36,12 @@ def _c(v):
     return ir.Constant(I64, v)
 
 
-def emit_gemm_launch(t, program, plan, scalar_ops):
-    node = plan.details["node"]
+def emit_gemm_launch(t, program, layout, scalar_ops):
+    node = layout.details["node"]
     a_val, b_val = node.inputs
     out = node.outputs[0]
     ta, tb = transposes(node)
-    c_ptr, a_ptr, b_ptr = (t.args[plan.storages.index(k)] for k in plan.details["keys"])
+    c_ptr, a_ptr, b_ptr = (t.args[layout.storages.index(k)] for k in layout.details["keys"])
     b = t.b
     dim = lambda d: program.emit_dim(b, d, t.syms)  # noqa: E731
     m, n = dim(out.dims[-2]), dim(out.dims[-1])
