@@ -28,7 +28,7 @@ def _planned(feeds, fetches, targets, arrays, variable_shapes=None, gpu=True):
     return module
 
 
-def _gpu_spec(feeds, fetches, arrays, targets=(), variables=None, block=256):
+def _compile_gpu_spec(feeds, fetches, arrays, targets=(), variables=None, block=256):
     """The GPU spec (sm_80) of the run, after checking that ptxas assembles its PTX for
     sm_80 and sm_90 (when ptxas is here)."""
     shapes = {k: np.shape(v) for k, v in (variables or {}).items()}
@@ -54,7 +54,7 @@ def check_graph(build, launches=LAUNCHES, rtol=2e-5, atol=2e-5, block=256):
     with g.as_default():
         feeds, fetches, arrays = build()
     want = _reference(g, feeds, fetches, arrays)
-    gpu = EmulatedGpu(_gpu_spec(feeds, fetches, arrays, block=block))
+    gpu = EmulatedGpu(_compile_gpu_spec(feeds, fetches, arrays, block=block))
     for launch in launches:
         grid, blk = launch or (None, None)
         got = gpu.run(list(arrays), grid=grid, block=blk)
@@ -514,7 +514,7 @@ def test_random_ops_draw_the_reference_numbers():
         sess.run([u, r, d], {x: arrays[0]})  # creates the states
         state = {k: v.copy() for k, v in sess._state.variables.items()}
         want = [sess.run([u, r, d], {x: arrays[0]}) for _ in range(2)]
-    gpu = EmulatedGpu(_gpu_spec([x], [u, r, d], arrays, variables=state))
+    gpu = EmulatedGpu(_compile_gpu_spec([x], [u, r, d], arrays, variables=state))
     for run in want:  # the second run draws new numbers: the kernels count the runs
         for got, w in zip(gpu.run(arrays, state), run):
             np.testing.assert_allclose(got, w, rtol=1e-5, atol=1e-6)
@@ -542,7 +542,7 @@ def _train_and_compare(build, arrays, steps=2, rtol=2e-4, atol=1e-4):
         start = {k: v.copy() for k, v in sess._state.variables.items()}
         want = [sess.run([loss, train], dict(zip(feeds, arrays)))[0] for _ in range(steps)]
         want_vars = {k: v.copy() for k, v in sess._state.variables.items()}
-    spec = _gpu_spec(feeds, [loss], arrays, targets=[train], variables=start)
+    spec = _compile_gpu_spec(feeds, [loss], arrays, targets=[train], variables=start)
     gpu = EmulatedGpu(spec)
     variables = {k: v.copy() for k, v in start.items()}
     for step in range(steps):
