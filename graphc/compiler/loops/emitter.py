@@ -134,6 +134,12 @@ def targets_by_level(nest):
 class Emitter:
     """Emits expressions and loop nests with one builder.
 
+    What the backends call: emit_nest (a whole nest), emit_level (a nest from one loop
+    level down: a split loop's body, a GPU thread's share), hoist (emit the reductions
+    that expressions need, where they are defined), loop (one sequential loop),
+    value, store_target, ensure_error_slot / ensure_detail_slots (the status and the
+    run-time error values a failing check writes) and status.
+
     loop_splitter: None, or an object whose `emit_loop(emitter, nest, level, by_level,
     deepest) -> bool` may emit a nest's outermost loop itself (the CPU's thread team:
     backends/cpu/parallel.ParallelLoops) and says whether it did; otherwise the loop is
@@ -165,11 +171,11 @@ class Emitter:
     def emit_nest(self, nest):
         by_level = targets_by_level(nest)
         deepest = max(by_level, default=-1)
-        self._level(nest, -1, by_level, deepest)
+        self.emit_level(nest, -1, by_level, deepest)
 
-    def _level(self, nest, level, by_level, deepest):
+    def emit_level(self, nest, level, by_level, deepest):
         pending = [t for lv, ts in by_level.items() if lv >= level for t in ts]
-        self._hoist([e for t in pending for e in (t.expr, t.position)])
+        self.hoist([e for t in pending for e in (t.expr, t.position)])
         here = by_level.get(level, [])
         values = [(t, self.value(t.expr), self.value(t.position)) for t in here]
         for t, value, position in values:
@@ -179,13 +185,13 @@ class Emitter:
             return
         var = nest.vars[nxt]
         if var is None:
-            self._level(nest, nxt, by_level, deepest)
+            self.emit_level(nest, nxt, by_level, deepest)
             return
         if self.loop_splitter is not None and all(v is None for v in nest.vars[:nxt]) and \
                 self.loop_splitter.emit_loop(self, nest, nxt, by_level, deepest):
             return  # the outermost loop, run by a thread team
-        with self._loop(var):
-            self._level(nest, nxt, by_level, deepest)
+        with self.loop(var):
+            self.emit_level(nest, nxt, by_level, deepest)
 
     def store_target(self, t, value, position):
         """Stores (or folds, for an accumulating target) one element of target t (the GPU
@@ -198,7 +204,7 @@ class Emitter:
         kd.store_scalar(self.b, value, ptr, t.dtype)
 
     @contextmanager
-    def _loop(self, var):
+    def loop(self, var):
         """A counted loop over `var`, with its own scope of emitted values."""
         with for_range(self.b, self.value(var.extent), name=var.name) as iv:
             self.var_values[var.id] = iv
@@ -208,7 +214,7 @@ class Emitter:
             self.scopes.pop()
             self.defined.discard(var.id)
 
-    def _hoist(self, roots):
+    def hoist(self, roots):
         """Emits (now) every reduction under `roots` that only needs defined variables,
         innermost first, so loops below reuse it."""
         order, seen, stack = [], set(), [(e, False) for e in roots]
@@ -307,15 +313,15 @@ class Emitter:
         """Status := 1 + site where `bad` (i1) holds and no error was recorded before (the
         first failure is reported, as the reference kernels do), with its run-time values
         `details` (i64); the computation goes on clamped."""
-        slot = self._error_slot()
+        slot = self.ensure_error_slot()
         status = self.b.load(slot, typ=I32)
         first = self.b.and_(bad, self.b.icmp_signed("==", status, ir.Constant(I32, 0)))
         self.b.store(self.b.select(first, ir.Constant(I32, site + 1), status), slot)
-        for k, value in enumerate(details[:len(self._detail_slots())]):
-            dslot = self._detail_slots()[k]
+        for k, value in enumerate(details[:len(self.ensure_detail_slots())]):
+            dslot = self.ensure_detail_slots()[k]
             self.b.store(self.b.select(first, value, self.b.load(dslot, typ=I64)), dslot)
 
-    def _detail_slots(self):
+    def ensure_detail_slots(self):
         if self.detail_slots is None:
             self.detail_slots = []
             if self.detail_base is not None:
@@ -339,7 +345,7 @@ class Emitter:
         clamped = self.b.select(self.b.icmp_signed(">", index, top), top, index)
         return self.b.select(self.b.icmp_signed("<", clamped, zero), zero, clamped)
 
-    def _error_slot(self):
+    def ensure_error_slot(self):
         if self.error_slot is None:
             self.error_slot = entry_alloca(self.b, I32, "status")
             saved = self.b.block
@@ -364,13 +370,13 @@ class Emitter:
         if not var_ids:
             body_fn()
             return
-        with self._loop(self.x.vars[var_ids[0]]):
+        with self.loop(self.x.vars[var_ids[0]]):
             self._reduction_loops(var_ids[1:], body_fn)
 
     def _emit_reduce(self, e):
         kind, ids = e.data
         body = e.args[0]
-        self._hoist([body])
+        self.hoist([body])
         ty = kd.llvm_type(e.dtype)
         is_float = kd.is_float(e.dtype)
         signed = not kd.is_unsigned(e.dtype)
@@ -378,7 +384,7 @@ class Emitter:
         self.b.store(reduction_identity(kind, ty, is_float, signed), acc)
 
         def step():
-            self._hoist([body])
+            self.hoist([body])
             x = self.value(body)
             self.b.store(combine_reduction(self.b, kind, self.b.load(acc, typ=ty), x, is_float,
                                            signed), acc)
@@ -388,7 +394,7 @@ class Emitter:
     def _emit_argreduce(self, e):
         kind, var_id = e.data
         body = e.args[0]
-        self._hoist([body])
+        self.hoist([body])
         ty = kd.llvm_type(body.dtype)
         is_float = kd.is_float(body.dtype)
         signed = not kd.is_unsigned(body.dtype)
@@ -400,7 +406,7 @@ class Emitter:
         self.b.store(ir.Constant(ty, None), best)
 
         def step():
-            self._hoist([body])
+            self.hoist([body])
             x = self.value(body)
             old = self.b.load(best, typ=ty)
             take = self.b.or_(self.b.load(first, typ=kd.I1),

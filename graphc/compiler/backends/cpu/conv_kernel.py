@@ -386,7 +386,7 @@ class _ConvLowering:
             allocated = b.call(parallel.libc(self.program.llvm, "malloc"), [self.scratch_bytes_value()])
             buffers[SCRATCH] = allocated
         elem = kd.memory_type(self.dtype)
-        loop = em._loop(self.n_var) if self.n_var is not None else nullcontext()
+        loop = em.loop(self.n_var) if self.n_var is not None else nullcontext()
         with loop:
             self._chunk_work(self.gemm_fn, em.value(self.chunk), elem)
             for nest in self.chunk_epilogue:

@@ -75,10 +75,10 @@ def emit_grid_nest(em, nest, first, stride):
     if depth < 0 or loaded_elsewhere(nest):
         with b.if_then(b.icmp_signed("==", first, ir.Constant(I64, 0))):
             em.scopes.append({})  # values made here do not dominate what follows
-            em._level(nest, -1, by_level, deepest)
+            em.emit_level(nest, -1, by_level, deepest)
             em.scopes.pop()
         return
-    em._hoist([e for ts in by_level.values() for t in ts for e in (t.expr, t.position)])
+    em.hoist([e for ts in by_level.values() for t in ts for e in (t.expr, t.position)])
     flat = [v for v in nest.vars[:depth + 1] if v is not None]
     extents = [em.value(v.extent) for v in flat]
     total = extents[0]
@@ -91,7 +91,7 @@ def emit_grid_nest(em, nest, first, stride):
             rest = b.udiv(rest, extent)
             em.defined.add(v.id)
         em.scopes.append({})
-        em._level(nest, depth, by_level, deepest)
+        em.emit_level(nest, depth, by_level, deepest)
         em.scopes.pop()
         for v in flat:
             em.defined.discard(v.id)

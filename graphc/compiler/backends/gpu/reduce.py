@@ -316,7 +316,7 @@ def _thread_partial(t, em, e, tid, ty, is_float, signed):
             em.var_values[v.id] = value
             em.defined.add(v.id)
         em.scopes.append({})
-        em._hoist([e.args[0]])
+        em.hoist([e.args[0]])
         x = em.value(e.args[0])
         em.scopes.pop()
         old = b.load(acc, typ=ty)
@@ -371,7 +371,7 @@ def _emit_row_elements(t, em, nest, depth, tid):
 
 
 def _store_all(em, targets):
-    em._hoist([e for t in targets for e in (t.expr, t.position)])
+    em.hoist([e for t in targets for e in (t.expr, t.position)])
     values = [(t, em.value(t.expr), em.value(t.position)) for t in targets]
     for t, value, position in values:
         em.store_target(t, value, position)
