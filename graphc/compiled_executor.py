@@ -16,7 +16,7 @@ batch size such as the last partial batch of an epoch normally reuses the code.
 
 Every native stage compiles through graphc/compiler/driver.py, for the host CPU or, given
 a runtime.gpu device, for the GPU (the same lowering, passes and schedule, then
-codegen_gpu's spec instead of the CPU codegen's), and the GPU stages run with runtime.gpu's
+backends/gpu's spec instead of backends/cpu's), and the GPU stages run with runtime.gpu's
 GpuExecutable; host stages still run on the host, their inputs and outputs crossing as
 the stages' fetches and feeds (host arrays), so no device mismatch is ever visible. A
 stage whose kernels the GPU codegen does not lower yet (GpuCodegenNotImplemented) runs
@@ -192,7 +192,7 @@ class NativeStage:
 
     def _compile_and_run(self, arrays, state):
         """No variant accepts the feeds: compiles one more (for these feeds) and runs."""
-        from graphc.compiler.codegen import LoweringError
+        from graphc.compiler.backends.cpu import LoweringError
         try:
             exe = self._compile(arrays, state)
         except LoweringError as e:
@@ -215,7 +215,7 @@ class NativeStage:
                 _variable_shapes(state.variables))
         with profiling.CompileWatch(self._description(), self.op_count) as watch:
             if self.device is not None:
-                from graphc.compiler.codegen_gpu import GpuCodegenNotImplemented
+                from graphc.compiler.backends.gpu import GpuCodegenNotImplemented
                 try:
                     return compile_gpu_executable(*args, exclude=self.exclude,
                                                   device=self.device, ops=self._lowered_ops(),

@@ -113,7 +113,7 @@ def _hint_shape(t, hint):
 
 def _compile(sess, feeds, fetches, shapes, target, with_debug):
     """(spec, state to store) of one executable for feed shapes `shapes`."""
-    from graphc.compiler.codegen import LoweringError  # llvmlite loads when first needed
+    from graphc.compiler.backends.cpu import LoweringError  # llvmlite loads when first needed
     module = lower(feeds, fetches, [], shapes)
     state = _freeze_read_only_variables(module, sess._state.variables)
     before = module.to_dict() if with_debug else None
@@ -181,7 +181,7 @@ def _current_value(values, name, node):
 def _debug_info(module, before, counts, pass_texts, full):
     info = {"pass_counts": counts, "pass_order": STAGE_NAMES,
             "kernels": [_kernel_info(i, k) for i, k in enumerate(getattr(module, "kernels", []))],
-            "memory_plan": _plan_info(getattr(module, "memory_plan", None)),
+            "memory_plan": _memory_plan_info(getattr(module, "memory_plan", None)),
             "symbol_hints": _symbol_hints(module)}
     if full:
         info["graph_before"] = _elide_arrays(before)
@@ -203,16 +203,16 @@ def _kernel_info(number, kernel):
             "dims": None if kernel.dims is None else [_dim(d) for d in kernel.dims]}
 
 
-def _plan_info(plan):
-    if plan is None:
+def _memory_plan_info(memory_plan):
+    if memory_plan is None:
         return None
-    return {"arena_bytes": _dim(plan.arena_bytes),
-            "stats": {k: _dim(v) for k, v in plan.stats.items()},
+    return {"arena_bytes": _dim(memory_plan.arena_bytes),
+            "stats": {k: _dim(v) for k, v in memory_plan.stats.items()},
             "buffers": [{"value": v.ref, "name": v.name, "dtype": v.dtype.name,
                          "dims": [_dim(d) for d in v.dims], "offset": _dim(b.offset),
                          "size": _dim(b.size), "live": list(b.live),
                          "inplace_of": None if b.inplace_of is None else b.inplace_of.ref}
-                        for v, b in plan.buffers.items()]}
+                        for v, b in memory_plan.buffers.items()]}
 
 
 def _symbol_hints(module):

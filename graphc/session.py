@@ -151,7 +151,7 @@ class Session:
         self._last_version = None
         self._growth_streak = 0
         self._warned_growth = False
-        self._plans = {}
+        self._run_recipes = {}
         self._devices = [_CPU_DEVICE]
         self._device_types = {"CPU"}
         self._gpu = None  # the runtime.gpu device this Session runs GPU code on
@@ -190,7 +190,7 @@ class Session:
     def close(self) -> None:
         self._closed = True
         self._cache.clear()
-        self._plans.clear()
+        self._run_recipes.clear()
 
     @property
     def sess_str(self):
@@ -217,7 +217,7 @@ class Session:
             ) -> Any:
         """Runs the ops needed for `fetches` given `feed_dict`; returns values in the shape
         of `fetches`. A repeated call with the same fetches and feed keys takes a fast path
-        (a plan made by the first call) that only checks and binds the fed arrays."""
+        (a run recipe made by the first call) that only checks and binds the fed arrays."""
         start = time.perf_counter() if _PROFILE else None
         if options is not None:
             self._warn_unsupported(options.unsupported())
@@ -227,12 +227,12 @@ class Session:
                             f"names) to values, got a {type(feed_dict).__name__}")
         try:
             try:
-                plan = self._plans.get((type(fetches), _hashable(fetches),
-                                        tuple(feed_dict) if feed_dict else ()))
+                recipe = self._run_recipes.get((type(fetches), _hashable(fetches),
+                                                tuple(feed_dict) if feed_dict else ()))
             except TypeError:  # unhashable fetches (a dict): no fast path
-                plan = None
-            if plan is not None:
-                result = plan(feed_dict)
+                recipe = None
+            if recipe is not None:
+                result = recipe(feed_dict)
                 if result is not _SLOW:
                     return result
             return self._run(fetches, feed_dict)
@@ -260,11 +260,11 @@ class Session:
         values = exe.run(feed_arrays, self._state)
         positions = [exe.fetches.index(leaf) if isinstance(leaf, Tensor) else None
                      for leaf in structure.leaves]
-        self._remember_plan(fetches, feed_dict, feeds, exe, structure, positions)
+        self._remember_run_recipe(fetches, feed_dict, feeds, exe, structure, positions)
         return structure.build([None if p is None else _as_result(values[p])
                                 for p in positions])
 
-    def _remember_plan(self, fetches, feed_dict, feeds, exe, structure, positions):
+    def _remember_run_recipe(self, fetches, feed_dict, feeds, exe, structure, positions):
         """Stores the fast path for this (fetches, feed keys): it converts each fed value
         to its tensor's dtype, checks a shape once per distinct shape, runs `exe`."""
         try:
@@ -277,7 +277,7 @@ class Session:
         state = self._state
         single = positions[0] if not isinstance(fetches, (list, tuple)) else None
 
-        def plan(feed_dict):
+        def recipe(feed_dict):
             arrays = []
             if feed_dict:
                 for (dtype, t), seen, v in zip(checks, seen_shapes, feed_dict.values()):
@@ -304,7 +304,7 @@ class Session:
             return structure.build([None if p is None else _as_result(values[p])
                                     for p in positions])
 
-        self._plans[key] = plan
+        self._run_recipes[key] = recipe
 
     def _bind_feeds(self, feed_dict):
         """The fed tensors and their arrays, checked as TF 2.21's BaseSession._run does."""
@@ -444,7 +444,7 @@ class Session:
         self._state.variables[var_op.name] = value
 
 
-_SLOW = object()  # a plan's answer when the general path must handle the call
+_SLOW = object()  # a run recipe's answer when the general path must handle the call
 
 
 def _flatten_feed_dict(feed_dict):

@@ -4,7 +4,7 @@ The library is numpy's bundled OpenBLAS (ILP64: every integer argument is 64 bit
 exported names (e.g. `scipy_cblas_sgemm64_`) and integer width are chosen by the
 runtime's JIT, which loads the library; codegen passes them in. Matrices are row-major; a transposed
 operand is a flag, never a copy. The library runs single-threaded inside our runs (the entry sets
-it so): large products are split across our own thread team (codegen/gemm_team.py).
+it so): large products are split across our own thread team (backends/cpu/gemm_team.py).
 """
 from llvmlite import ir
 

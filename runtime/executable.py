@@ -30,6 +30,7 @@ from . import jit
 from .errors import GuardFailure, UninitializedVariable, VariableMismatch
 from .memory import aligned_empty
 from .signature import Signature
+from .verify import verify_spec
 
 _RECYCLE_BYTES = 1 << 20  # fetch arrays this big are reused once the caller drops them
 _UNBOUND = object()
@@ -69,7 +70,6 @@ class Executable:
     constants bound; `run(feed_arrays, variables)` calls the native entry once."""
 
     def __init__(self, spec, use_wrapper=True, num_threads=None):
-        from .verify import verify_spec  # (verify imports runtime.gpu, which imports this)
         verify_spec(spec)  # structure and bounds: cheap, before anything is built
         self.signature = sig = Signature(spec)
         self.spec = spec
@@ -217,10 +217,10 @@ class Executable:
             key = tuple(key)
             if sig.value_guards:
                 sig.check_values(feeds)
-            plan = sig.memo.get(key)
-            if plan is None:
-                plan = sig.bind(key)
-            outs = self._fetch_arrays(plan.fetch_alloc)
+            binding = sig.memo.get(key)
+            if binding is None:
+                binding = sig.bind(key)
+            outs = self._fetch_arrays(binding.fetch_alloc)
             for slot, out in zip(sig.kernel_slots, outs):
                 objs[slot] = id(out)
             if sig.var_names:
@@ -229,39 +229,39 @@ class Executable:
                 bound = self._var_bound
                 for j, name in enumerate(sig.var_names):
                     if variables.get(name) is not bound[j]:
-                        self._bind_variables(variables, plan)
+                        self._bind_variables(variables, binding)
                         break
                 else:
-                    if sig.var_symbolic and plan.var_shapes != self._var_bound_shapes:
-                        self._bind_variables(variables, plan)
-            if plan.arena_bytes > self._arena.nbytes:
-                self._arena = aligned_empty(plan.arena_bytes)
+                    if sig.var_symbolic and binding.var_shapes != self._var_bound_shapes:
+                        self._bind_variables(variables, binding)
+            if binding.arena_bytes > self._arena.nbytes:
+                self._arena = aligned_empty(binding.arena_bytes)
                 self._arena_ptr = ctypes.c_void_p(self._arena.ctypes.data)
             if self._use_wrapper:
                 rc = self._call(objs, self._var_ptrs, self._const_ptrs, self._arena_ptr,
-                                plan.syms)
+                                binding.syms)
             else:
-                rc = self._call_direct(feeds, outs, plan)
+                rc = self._call_direct(feeds, outs, binding)
             if rc:
-                raise sig.failure(rc, plan)
+                raise sig.failure(rc, binding)
             if sig.post:
                 return self._with_copied_fetches(outs, feeds)
             return outs
 
-    def _call_direct(self, feeds, outs, plan):
+    def _call_direct(self, feeds, outs, binding):
         """The entry called with pointer arrays filled in Python (no wrapper available)."""
         for i, a in enumerate(feeds):
             self._feed_ptrs[i] = a.ctypes.data
         for slot, out in zip(self.signature.kernel_slots, outs):
             self._fetch_ptrs[slot - len(self.feeds)] = out.ctypes.data
         return self._entry(self._feed_ptrs, self._fetch_ptrs, self._var_ptrs,
-                           self._const_ptrs, self._arena_ptr, plan.syms)
+                           self._const_ptrs, self._arena_ptr, binding.syms)
 
-    def _bind_variables(self, store, plan):
+    def _bind_variables(self, store, binding):
         """Points the variable slots at the store's arrays (allocating the ones only
         written); arrays are kept so their pointers stay valid."""
         for j, (var, dtype, shape) in enumerate(zip(self.variables, self.signature.var_dtypes,
-                                                     plan.var_shapes)):
+                                                     binding.var_shapes)):
             name = var["name"]
             arr = store.get(name)
             if arr is None:
@@ -283,7 +283,7 @@ class Executable:
                 arr = store[name] = np.array(arr, dtype, order="C")
             self._var_ptrs[j] = arr.ctypes.data
             self._var_bound[j] = arr
-        self._var_bound_shapes = plan.var_shapes
+        self._var_bound_shapes = binding.var_shapes
 
     def _with_copied_fetches(self, outs, feeds):
         sig = self.signature

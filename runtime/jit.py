@@ -57,7 +57,7 @@ def initialize():
 # Runs in progress that hold the BLAS library single-threaded, and its thread count before
 # the first of them (one pair per process: every compiled module's entry refers to it, so
 # that overlapping runs from several Python threads restore the count once, at the end of
-# the last; codegen/entry.py).
+# the last; backends/cpu/entry.py).
 BLAS_PIN_GLOBAL = "graphc_blas_pin"
 _blas_pin = (ctypes.c_int64 * 2)()
 
@@ -322,7 +322,7 @@ LIBM_FUNCTIONS = frozenset(
 
 
 # the C heap: per-thread scratch of thread teams and large convolution buffers
-# (graphc/compiler/codegen/parallel.py libc())
+# (graphc/compiler/backends/cpu/parallel.py libc())
 LIBC_FUNCTIONS = frozenset({"malloc", "free"})
 
 

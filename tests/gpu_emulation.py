@@ -1,7 +1,7 @@
 """A test-only driver of GPU executable specs: runs the launches through the emulation
 functions (`<kernel>.emulate`), with numpy arrays for the arena, feeds, fetches,
 variables and constants. The runtime's own launcher is runtime/gpu.py; this one exists
-so that codegen_gpu is tested against its contract by itself."""
+so that backends/gpu is tested against its contract by itself."""
 import ctypes
 
 import numpy as np

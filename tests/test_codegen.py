@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import graphc as gc
-from graphc.compiler.codegen import generate
+from graphc.compiler.backends.cpu import generate
 from graphc.compiler.driver import compile_options, schedule_module
 from graphc.compiler.ir import PARAMETER
 from graphc.compiler.lower import lower

@@ -1,5 +1,5 @@
-"""Kernels equal up to their buffers are emitted once (graphc/compiler/codegen/kernel_reuse.py),
-and kernels that differ in anything the code depends on (a constant, a dim, a dtype, the
+"""Kernels equal up to their buffers are emitted once (backends/cpu/kernel_reuse.py), and
+kernels that differ in anything the code depends on (a constant, a dim, a dtype, the
 variable they update) are not: each is checked against NumPy written here."""
 import re
 
@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 import graphc as gc
-from graphc.compiler import codegen, lower
+from graphc.compiler import lower
+from graphc.compiler.backends import cpu as cpu_backend
 from graphc.compiler.driver import schedule_module
-from graphc.compiler.codegen import kernel_reuse
-from tests.gradcheck import check_gradients
+from graphc.compiler.backends.cpu import kernel_reuse
 
 
 @pytest.fixture
@@ -29,7 +29,7 @@ def reuses(monkeypatch):
 def _kernels(feeds, shapes, fetches):
     module = lower(feeds, fetches, [], shapes)
     schedule_module(module)
-    codegen.generate(module)
+    cpu_backend.generate(module)
     return module.kernels
 
 
@@ -170,7 +170,7 @@ def _conv_reuse(reuses, feeds, shapes, fetches):
     before any IR was built) of the module of `fetches`."""
     module = lower(feeds, fetches, [], shapes)
     schedule_module(module)
-    llvm_ir = codegen.generate(module)["llvm_ir"]
+    llvm_ir = cpu_backend.generate(module)["llvm_ir"]
     calls = re.findall(r'call i32 @"(kernel_\d+_\w+)"\(', llvm_ir)
     convs = [k for k in module.kernels if k.kind == "conv"]
     seen = reuses[-1]._seen

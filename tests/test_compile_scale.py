@@ -94,7 +94,7 @@ class _CountedWalks(list):
 def _generated(depth):
     """The module and spec of the MLP step at `depth`; module.nodes counts its walks."""
     from graphc.compiler import lower
-    from graphc.compiler.codegen import generate
+    from graphc.compiler.backends.cpu import generate
     from graphc.compiler.driver import schedule_module
     rng = np.random.default_rng(1)
     ws, bs = _weights(rng)

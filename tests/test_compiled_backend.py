@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import graphc as gc
-from graphc.compiler.codegen import LoweringError, generate
+from graphc.compiler.backends.cpu import LoweringError, generate
 from graphc.compiler.lower import lower
 from graphc.compiler.pipeline import optimize
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import graphc as gc
-from graphc.compiler.codegen import conv_kernel
+from graphc.compiler.backends.cpu import conv_kernel
 
 F32_TOL = dict(rtol=2e-5, atol=2e-5)
 

@@ -6,7 +6,8 @@ import pytest
 
 import graphc as gc
 import runtime
-from graphc.compiler import codegen, codegen_gpu
+from graphc.compiler.backends import cpu as cpu_backend
+from graphc.compiler.backends import gpu as gpu_backend
 from graphc.export import export
 from graphc.framework.symbolic import evaluate_json
 from runtime import file_format
@@ -78,7 +79,7 @@ def _kernels(switches):
 @pytest.mark.parametrize("switches", SWITCHES)
 def test_cpu_session_and_export_schedule_alike(switches, monkeypatch, tmp_path):
     monkeypatch.setenv("GRAPHC_DISABLE_PASSES", switches)
-    counts = _spy_kernel_counts(monkeypatch, codegen, "generate")
+    counts = _spy_kernel_counts(monkeypatch, cpu_backend, "generate")
     xv = _data()
     out = _session_run("compiled", xv)
     assert counts == [_kernels(switches)]
@@ -94,7 +95,7 @@ def test_cpu_session_and_export_schedule_alike(switches, monkeypatch, tmp_path):
 @pytest.mark.parametrize("switches", SWITCHES)
 def test_gpu_session_and_export_schedule_alike(switches, monkeypatch, tmp_path):
     monkeypatch.setenv("GRAPHC_DISABLE_PASSES", switches)
-    counts = _spy_kernel_counts(monkeypatch, codegen_gpu, "generate_gpu")
+    counts = _spy_kernel_counts(monkeypatch, gpu_backend, "generate_gpu")
     xv = _data()
     out = _session_run("gpu_emulated", xv)
     assert counts == [_kernels(switches)]

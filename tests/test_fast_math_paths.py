@@ -73,22 +73,22 @@ def test_fast_paths_use_no_float_to_int_conversion(op_type):
 
 def _softmax_module_ir(build):
     """The optimized LLVM IR of the executable computing build()'s fetches."""
-    from graphc.compiler import codegen
+    from graphc.compiler.backends import cpu as cpu_backend
     captured = {}
-    original = codegen.generate
+    original = cpu_backend.generate
 
     def spy(module, target=None, **options):
         spec = original(module, target, **options)
         captured["ir"] = spec["llvm_ir"]
         return spec
-    codegen.generate = spy
+    cpu_backend.generate = spy
     try:
         with gc.Graph().as_default():
             fetch, feed = build()
             with gc.Session() as sess:
                 value = sess.run(fetch, feed)
     finally:
-        codegen.generate = original
+        cpu_backend.generate = original
     return captured["ir"], value
 
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import graphc as gc
-from graphc.compiler.codegen_gpu import generate_gpu
+from graphc.compiler.backends.gpu import generate_gpu
 from graphc.compiler.driver import gpu_target, schedule_module
 from graphc.compiler.lower import lower
 from tests.gpu_emulation import EmulatedGpu

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import graphc as gc
-from graphc.compiler.codegen_gpu import generate_gpu
+from graphc.compiler.backends.gpu import generate_gpu
 from graphc.compiler.driver import gpu_target, schedule_module
 from graphc.compiler.lower import lower
 from tests.gpu_emulation import EmulatedGpu
@@ -28,7 +28,7 @@ def _planned(feeds, fetches, targets, arrays, variable_shapes=None, gpu=True):
     return module
 
 
-def _gpu_spec(feeds, fetches, arrays, targets=(), variables=None, block=256):
+def _compile_gpu_spec(feeds, fetches, arrays, targets=(), variables=None, block=256):
     """The GPU spec (sm_80) of the run, after checking that ptxas assembles its PTX for
     sm_80 and sm_90 (when ptxas is here)."""
     shapes = {k: np.shape(v) for k, v in (variables or {}).items()}
@@ -54,7 +54,7 @@ def check_graph(build, launches=LAUNCHES, rtol=2e-5, atol=2e-5, block=256):
     with g.as_default():
         feeds, fetches, arrays = build()
     want = _reference(g, feeds, fetches, arrays)
-    gpu = EmulatedGpu(_gpu_spec(feeds, fetches, arrays, block=block))
+    gpu = EmulatedGpu(_compile_gpu_spec(feeds, fetches, arrays, block=block))
     for launch in launches:
         grid, blk = launch or (None, None)
         got = gpu.run(list(arrays), grid=grid, block=blk)
@@ -197,7 +197,7 @@ def test_shuffle_down_emulation_is_shfl_down():
     (the second reads what the first received)."""
     import ctypes
     from llvmlite import ir
-    from graphc.compiler.codegen_gpu.threads import thread_program
+    from graphc.compiler.backends.gpu.threads import thread_program
     from kernels.loops import I64
     from runtime.jit import CompiledModule
     f64, f32 = ir.DoubleType(), ir.FloatType()
@@ -250,7 +250,7 @@ def test_shuffle_must_be_followed_in_its_own_uniform_block():
     shuffle whose next region lies past the end of a uniform loop is refused (the copy
     would run once after the loop instead of once per iteration)."""
     from llvmlite import ir
-    from graphc.compiler.codegen_gpu.threads import thread_program
+    from graphc.compiler.backends.gpu.threads import thread_program
     from kernels.loops import I64, for_range
     t = thread_program(ir.Module(name="bad"), "bad", 1, nvptx=False)
     mine, got = t.private(I64, "mine"), t.private(I64, "got")
@@ -402,7 +402,7 @@ def test_cumsum_is_block_parallel():
     """A scan is no longer run by global thread 0: one launch per Cumsum, one block per
     line (up to the grid cap), a block of the line's length in warps, at most the
     codegen's block; float16 keeps the CPU template's per-element prefix sums."""
-    from graphc.compiler.codegen_gpu.plan import loaded_elsewhere
+    from graphc.compiler.backends.gpu.launches import loaded_elsewhere
     g = gc.Graph()
     with g.as_default():
         x = gc.placeholder(gc.float32, [5, 300])
@@ -450,7 +450,7 @@ def test_shuffle_up_emulation_is_shfl_up():
     slots, also in place (source and received one slot) and twice in a row."""
     import ctypes
     from llvmlite import ir
-    from graphc.compiler.codegen_gpu.threads import thread_program
+    from graphc.compiler.backends.gpu.threads import thread_program
     from kernels.loops import I64
     from runtime.jit import CompiledModule
     module = ir.Module(name="shuffle_up")
@@ -514,7 +514,7 @@ def test_random_ops_draw_the_reference_numbers():
         sess.run([u, r, d], {x: arrays[0]})  # creates the states
         state = {k: v.copy() for k, v in sess._state.variables.items()}
         want = [sess.run([u, r, d], {x: arrays[0]}) for _ in range(2)]
-    gpu = EmulatedGpu(_gpu_spec([x], [u, r, d], arrays, variables=state))
+    gpu = EmulatedGpu(_compile_gpu_spec([x], [u, r, d], arrays, variables=state))
     for run in want:  # the second run draws new numbers: the kernels count the runs
         for got, w in zip(gpu.run(arrays, state), run):
             np.testing.assert_allclose(got, w, rtol=1e-5, atol=1e-6)
@@ -542,7 +542,7 @@ def _train_and_compare(build, arrays, steps=2, rtol=2e-4, atol=1e-4):
         start = {k: v.copy() for k, v in sess._state.variables.items()}
         want = [sess.run([loss, train], dict(zip(feeds, arrays)))[0] for _ in range(steps)]
         want_vars = {k: v.copy() for k, v in sess._state.variables.items()}
-    spec = _gpu_spec(feeds, [loss], arrays, targets=[train], variables=start)
+    spec = _compile_gpu_spec(feeds, [loss], arrays, targets=[train], variables=start)
     gpu = EmulatedGpu(spec)
     variables = {k: v.copy() for k, v in start.items()}
     for step in range(steps):
@@ -589,7 +589,7 @@ def test_cnn_training_step():
 def test_gpu_and_cpu_lower_through_the_same_op_definitions(monkeypatch):
     """Redefining one scalar op in kernels.scalar_ops changes the CPU kernels and the GPU
     kernels alike: the GPU path has no copy of any op's math."""
-    from graphc.compiler import codegen
+    from graphc.compiler.backends import cpu as cpu_backend
     from kernels import scalar_ops
     from runtime.executable import Executable
     g = gc.Graph()
@@ -600,10 +600,10 @@ def test_gpu_and_cpu_lower_through_the_same_op_definitions(monkeypatch):
     monkeypatch.setitem(scalar_ops.SCALAR_OPS, "Sigmoid", scalar_ops.SCALAR_OPS["Neg"])
     want = [-arrays[0] + 1.0, (-arrays[0]).sum(axis=1)]
     cpu_module = _planned([x], fetches, [], arrays, gpu=False)
-    cpu = Executable(codegen.generate(cpu_module)).run(arrays, {})
+    cpu = Executable(cpu_backend.generate(cpu_module)).run(arrays, {})
     module = _planned([x], fetches, [], arrays)
     gpu = generate_gpu(module)
-    assert all(launch.views is None or launch.views.rules is codegen.LOOP_RULES
+    assert all(launch.views is None or launch.views.rules is cpu_backend.LOOP_RULES
                for launch in gpu.launches)
     got = EmulatedGpu(gpu.spec()).run(arrays)
     for c, gp, w in zip(cpu, got, want):

@@ -453,7 +453,7 @@ def test_unknown_backend():
 
 
 def test_fallback_to_cpu_code_is_counted_and_can_be_strict(monkeypatch):
-    from graphc.compiler.codegen_gpu import GpuCodegenNotImplemented
+    from graphc.compiler.backends.gpu import GpuCodegenNotImplemented
 
     def not_yet(*args, **kwargs):
         raise GpuCodegenNotImplemented("no GPU codegen for 'sort' kernels (TopK)")

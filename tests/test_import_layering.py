@@ -6,6 +6,8 @@ is imported or run):
 - what the compiler reaches has no import cycle;
 - no module of graphc/compiler, kernels or runtime imports another module's underscore
   names;
+- the backends (graphc/compiler/backends/cpu, .../gpu) never import each other, and the
+  target-neutral loop layer (graphc/compiler/loops) imports no backend;
 - kernels/ never imports graphc or runtime, runtime/ never imports graphc or kernels;
 - imports inside functions only where INNER_IMPORTS lists them, with the reason.
 
@@ -25,7 +27,7 @@ COMPILER_LAYERS = ("graphc.compiler", "graphc.framework", "graphc.dtypes", "grap
 # importer -> (modules it may import inside functions, why they cannot be at the top)
 INNER_IMPORTS = {
     "graphc.compiler.driver": (
-        {"graphc.compiler.codegen", "graphc.compiler.codegen_gpu"},
+        {"graphc.compiler.backends.cpu", "graphc.compiler.backends.gpu"},
         "a target's backend is imported when a compile first asks for that target: the "
         "backends are the largest part of the compiler, and the GPU one is rarely used"),
     "runtime.executable": (
@@ -35,20 +37,10 @@ INNER_IMPORTS = {
     "runtime.signing": (
         {"cryptography.hazmat.primitives.asymmetric", "cryptography.exceptions"},
         "cryptography is an optional dependency (signed files only, graphc[signing])"),
-    "graphc.compiler.codegen": (
-        {"graphc.compiler.lower", "graphc.compiler.pipeline", "graphc.compiler.schedule.fusion",
-         "graphc.compiler.schedule.memory_planning", "graphc.compiler.spec_cache",
-         "kernels.scalar_ops", "runtime.jit", "runtime.executable", "os", "numpy"},
-        "compile_module and generate: the compile path that issue 13 item 1 moves to "
-        "graphc/compiler/driver.py (done in parallel); its imports go with it"),
-    "graphc.compiler.codegen.scratch": (
-        {"graphc.compiler.codegen.conv_kernel"},
-        "a cycle: the conv kernel places its im2col columns with scratch_storage, and "
-        "scratch asks the conv kernel their size; item 1 has the backend supply the sizes"),
-    "graphc.compiler.schedule.memory_planning": (
-        {"graphc.compiler.schedule.fusion", "graphc.compiler.codegen.scratch"},
-        "memory planning calls back into fusion (one kernel per op when fusion is off) and "
-        "asks the CPU conv code for scratch sizes; item 1's schedule stage removes both"),
+    "graphc.compiler.backends.cpu.scratch": (
+        {"graphc.compiler.backends.cpu.conv_kernel"},
+        "a cycle at package import: the CPU backend's __init__ hands scratch_bytes to the "
+        "memory planner, and the conv kernel it asks imports the rest of the backend"),
     "graphc.framework.graph": (
         {"graphc.graph_io"},
         "tf.Graph.as_graph_def is TF's method on Graph, and the GraphDef writer builds on "
@@ -179,6 +171,18 @@ def test_no_module_imports_another_modules_underscore_names():
                if name is not None and name.startswith("_") and _first_party(target)
                and target != m]
     assert not private, "\n".join(private)
+
+
+@pytest.mark.parametrize("package, never", [
+    ("graphc.compiler.backends.cpu", ("graphc.compiler.backends.gpu",)),
+    ("graphc.compiler.backends.gpu", ("graphc.compiler.backends.cpu",)),
+    ("graphc.compiler.loops", ("graphc.compiler.backends",)),
+])
+def test_backends_import_the_loop_layer_never_each_other(package, never):
+    assert any(_in(m, (package,)) for m in FILES)  # it walked
+    wrong = [f"{FILES[m]}:{line}: {target}" for m in FILES if _in(m, (package,))
+             for target, _, line, _ in IMPORTS[m] if _in(target, never)]
+    assert not wrong, "\n".join(wrong)
 
 
 @pytest.mark.parametrize("package, never", [("kernels", ("graphc", "runtime")),

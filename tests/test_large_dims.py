@@ -11,8 +11,8 @@ import pytest
 import graphc as gc
 from graphc import errors
 from graphc.compiler import lower
-from graphc.compiler.codegen import generate
-from graphc.compiler.codegen_gpu import generate_gpu
+from graphc.compiler.backends.cpu import generate
+from graphc.compiler.backends.gpu import generate_gpu
 from graphc.compiler.driver import gpu_target, schedule_module
 from tests.conftest import BACKENDS
 

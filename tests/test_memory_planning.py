@@ -13,7 +13,7 @@ import pytest
 
 import graphc as gc
 from graphc.compiler import lower, optimize
-from graphc.compiler.codegen import CpuBackend
+from graphc.compiler.backends.cpu import CpuBackend
 from graphc.compiler.driver import compile_options, schedule_module
 from graphc.framework.op_def import OP_KINDS
 from graphc.framework.symbolic import SymDim, evaluate_json

@@ -10,8 +10,8 @@ import pytest
 
 import graphc as gc
 from graphc.compiler import lower
+from graphc.compiler.backends.cpu import LOOP_RULES, OPAQUE_LOWERINGS
 from graphc.compiler.driver import schedule_module
-from graphc.compiler.codegen import LOOP_RULES, OPAQUE_LOWERINGS
 from graphc.compiler.op_kinds import kind_of
 from graphc.framework import op_def
 from graphc.framework.op_def import (FACTS, HOST_OP_TYPES, KINDS, OP_DEFS, OP_KINDS,

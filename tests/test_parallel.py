@@ -1,4 +1,4 @@
-"""Large loops on a thread team (graphc/compiler/codegen/parallel.py, runtime/jit.py).
+"""Large loops on a thread team (graphc/compiler/backends/cpu/parallel.py, runtime/jit.py).
 
 Results must not depend on the team: elementwise kernels bit-identical with 1 and 2
 threads, row reductions (softmax, layer norm, xent) deterministic and identical too (a
@@ -11,7 +11,7 @@ import pytest
 
 import graphc as gc
 import runtime
-from graphc.compiler.codegen import parallel as cg_parallel
+from graphc.compiler.backends.cpu import parallel as cg_parallel
 from kernels import parallel as kp
 from runtime import jit
 from runtime.executable import Executable
@@ -292,7 +292,7 @@ def test_standalone_runtime_runs_parallel_code(tmp_path):
 
 
 def test_names_agree_between_codegen_and_runtime():
-    from graphc.compiler.codegen.entry import MAX_ERROR_DETAILS
+    from graphc.compiler.loops.program import MAX_ERROR_DETAILS
     for name in ("PARALLEL_FN", "THREAD_NUM_FN", "NUM_THREADS_FN", "THREADS_GLOBAL",
                  "TASKS_GLOBAL"):
         assert getattr(kp, name) == getattr(jit, name)
@@ -337,7 +337,7 @@ def test_forked_child_runs_serially():
 
 def conv_layer():
     """A conv layer's forward pass and both gradients (im2col + gemm chunks on the team:
-    graphc/compiler/codegen/conv_team.py)."""
+    graphc/compiler/backends/cpu/conv_team.py)."""
     x = gc.placeholder(gc.float32, [40, 16, 16, 8])
     w = gc.constant(rng_array((3, 3, 8, 16), 14, scale=0.3))
     y = gc.nn.relu(gc.nn.conv2d(x, w, [1, 1, 1, 1], "SAME") + 0.1)

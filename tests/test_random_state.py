@@ -5,7 +5,8 @@ matching downstream."""
 import numpy as np
 
 import graphc as gc
-from graphc.compiler import codegen, lower
+from graphc.compiler import lower
+from graphc.compiler.backends import cpu as cpu_backend
 from graphc.compiler.driver import schedule_module
 from graphc.compiler.ir import STATE_VARIABLE
 from graphc.framework.random_state import random_op_name, random_state_name
@@ -25,7 +26,7 @@ def test_lowering_declares_each_random_ops_state_as_a_module_variable():
     schedule_module(module)  # prune keeps the states of the random ops that stay
     states = {n.attrs[STATE_VARIABLE] for n in randoms}
     assert states <= set(module.variables) and states <= module.variables_used()
-    spec = codegen.generate(module)
+    spec = cpu_backend.generate(module)
     flags = {v["name"]: (v["read"], v["written"]) for v in spec["variables"]}
     assert all(flags[s] == (True, True) for s in states)
 

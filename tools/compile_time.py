@@ -108,7 +108,8 @@ def _time_stages(times, cpu_times):
     process CPU seconds to cpu_times[stage]: on a machine shared with other jobs the wall
     time waits for a core, the CPU time does not."""
     import time
-    from graphc.compiler import codegen, driver, pipeline
+    from graphc.compiler import driver, pipeline
+    from graphc.compiler.backends import cpu as cpu_backend
     from graphc.compiler.schedule import fusion, memory_planning
     from runtime import jit
 
@@ -125,7 +126,7 @@ def _time_stages(times, cpu_times):
     pipeline.PASSES[:] = [(name, timed(name, run)) for name, run in pipeline.PASSES]
     fusion.run = timed("fusion", fusion.run)
     memory_planning.run = timed("memory_planning", memory_planning.run)
-    codegen.generate = timed("codegen", codegen.generate)
+    cpu_backend.generate = timed("codegen", cpu_backend.generate)
     jit.CompiledModule.__init__ = timed("llvm", jit.CompiledModule.__init__)
 
 

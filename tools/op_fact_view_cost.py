@@ -18,9 +18,10 @@ import numpy as np  # noqa: E402
 import workloads  # noqa: E402
 
 import graphc as tf  # noqa: E402
-from graphc.compiler import ir, kernel, lower, optimize  # noqa: E402
-from graphc.compiler.codegen import entry  # noqa: E402
-from graphc.compiler.passes import algebraic_simplify, fusion  # noqa: E402
+from graphc.compiler import ir, lower, optimize  # noqa: E402
+from graphc.compiler.loops import program as entry  # noqa: E402
+from graphc.compiler.passes import algebraic_simplify  # noqa: E402
+from graphc.compiler.schedule import fusion, kernel  # noqa: E402
 
 # the tables the passes and codegen consult per node: (module, names)
 TABLES = [(fusion, ["ACTIVATIONS", "RESHAPES", "_REF_READERS", "UPDATE_OPS"]),

@@ -4,7 +4,7 @@
 
 Compiles an MLP training step, a CNN training step, a softmax, a layer norm and row
 argmax/sums in float64 and int64 (64-bit warp shuffles) and Cumsums (the scan template)
-for the GPU target (graphc.compiler.codegen_gpu), assembles their PTX with `ptxas -v` for each
+for the GPU target (graphc.compiler.backends.gpu), assembles their PTX with `ptxas -v` for each
 arch, and prints one line per kernel: registers, spill stores/loads (bytes), shared
 memory (bytes), flagging kernels that spill. Exit status 1 when ptxas fails or a kernel
 spills."""
@@ -20,7 +20,7 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import graphc as gc  # noqa: E402
-from graphc.compiler.codegen_gpu import generate_gpu  # noqa: E402
+from graphc.compiler.backends.gpu import generate_gpu  # noqa: E402
 from graphc.compiler.driver import gpu_target, schedule_module  # noqa: E402
 from graphc.compiler.lower import lower  # noqa: E402
 

@@ -7,7 +7,8 @@ driver.py runs the stages (the only compile path: Session, gc.export, tools and 
     lower(feeds, fetches, targets, feed_shapes)  # graph -> ir.Module, symbolic dims
     optimize(module)                             # passes/, in pipeline.PASSES order
     schedule/                                    # fusion -> kernels, memory planning
-    codegen/ or codegen_gpu/                     # the backend: LLVM IR (CPU) or PTX
+    loops/                                       # target-neutral loop lowering (op rules)
+    backends/cpu/ or backends/gpu/               # the backend: LLVM IR (CPU) or PTX
     interpret(module, feed_arrays, state)        # NumPy reference run of the module (tests)
 """
 from graphc.compiler.interpret import interpret  # noqa: F401

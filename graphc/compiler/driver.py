@@ -9,8 +9,8 @@ The stages, in order:
     pipeline.py  optimize: the switchable passes of passes/ (prune, folding, CSE, ...)
     schedule/    always: fusion (the kernels), memory planning (scratch sizes asked of the
                  backend)
-    backend      generate: codegen/ (CPU: LLVM IR, x86 code) or codegen_gpu/ (PTX and its
-                 CPU emulation), chosen by the target
+    backend      generate: backends/cpu/ (LLVM IR, x86 code) or backends/gpu/ (PTX and its
+                 CPU emulation), chosen by the target, both lowering through loops/
 The Session (CPU and GPU), gc.export, tools/ and the tests compile through here, so a switch
 (GRAPHC_DISABLE_PASSES) or a dump (GRAPHC_DUMP) does the same wherever the compile comes
 from. A target is a CPU target ({"triple", "cpu", "features"}, default the host) or a GPU
@@ -137,9 +137,9 @@ def _cacheable(options):
 def _backend(target):
     """The code generator of a target; imported when first needed (it loads llvmlite)."""
     if target.get("kind") == "gpu":
-        from graphc.compiler.codegen_gpu import GpuBackend
+        from graphc.compiler.backends.gpu import GpuBackend
         return GpuBackend
-    from graphc.compiler.codegen import CpuBackend
+    from graphc.compiler.backends.cpu import CpuBackend
     return CpuBackend
 
 

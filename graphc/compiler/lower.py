@@ -299,10 +299,10 @@ class _Lowering:
         """The reference kernel's error for these sizes (what TF says at run time), with
         shape inference's own message after it when that says something else."""
         static = self._concrete_message(op, error)
-        kernel = self._run_time_message(op)
-        if kernel is None or kernel == static:
+        reference_message = self._run_time_message(op)
+        if reference_message is None or reference_message == static:
             return static
-        return f"{kernel} ({static})"
+        return f"{reference_message} ({static})"
 
     def _run_time_message(self, op):
         """What the op's reference kernel says when it runs on inputs of this run's sizes

@@ -3,8 +3,8 @@
 runtime's object cache (runtime/compile_cache.py) already skips LLVM for an unchanged IR;
 this one, keyed on the lowered module (its whole plain-data form, constants, symbols and
 guards included), the disabled passes, the host target and a hash of the compiler's own
-source files, also skips the passes and code generation (most of a warm first run: W3's
-went from ~32 ms to a few). A changed compiler never reuses an old spec. Entries live in
+source files, also skips the passes and code generation (most of a warm first run's compile time,
+tools/compile_time.py measures it). A changed compiler never reuses an old spec. Entries live in
 the same directory (GRAPHC_CACHE_DIR; "off" disables both) with the same checked, atomic
 writes; nothing is pickled: a spec is JSON plus its constants' raw bytes.
 """

@@ -123,43 +123,43 @@ class GpuExecutable:
             self.device.copy_in(self._const_block + offset, arr)
             self._const_addresses.append(self._const_block + offset)
 
-    def _layout(self, plan):
-        """The arena layout and the resolved launches of one plan."""
+    def _layout(self, binding):
+        """The arena layout and the resolved launches of one binding."""
         sig = self.signature
         layout = _Layout()
         n_syms = len(sig.symbols)
         layout.control = np.zeros(1 + n_syms + sig.detail_slots, np.int64)
-        layout.control[1:1 + n_syms] = [plan.env[name] for name, _, _ in sig.symbols]
+        layout.control[1:1 + n_syms] = [binding.env[name] for name, _, _ in sig.symbols]
         planned = _align(_STATUS_BYTES + 8 * (n_syms + sig.detail_slots))
-        position = _align(planned + plan.arena_bytes)
+        position = _align(planned + binding.arena_bytes)
         layout.feed_offsets = []
         for feed, dtype in zip(self.feeds, sig.feed_dtypes):
             layout.feed_offsets.append(position)
-            count = int(np.prod(shapes.evaluate_dims(feed["dims"], plan.env), dtype=np.int64))
+            count = int(np.prod(shapes.evaluate_dims(feed["dims"], binding.env), dtype=np.int64))
             position = _align(position + count * dtype.itemsize)
         layout.fetch_offsets = []
         kernel_fetches = [j for j, f in enumerate(self.fetches)
                           if f.get("source", "kernel") == "kernel"]
-        for j, (shape, dtype) in zip(kernel_fetches, plan.fetch_alloc):
+        for j, (shape, dtype) in zip(kernel_fetches, binding.fetch_alloc):
             layout.fetch_offsets.append((j, position, shape, dtype))
             position = _align(position + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize)
         layout.total = position
         fetch_at = {j: offset for j, offset, _, _ in layout.fetch_offsets}
-        layout.launches = [self._resolve(launch, plan, planned, layout.feed_offsets, fetch_at)
+        layout.launches = [self._resolve(launch, binding, planned, layout.feed_offsets, fetch_at)
                            for launch in self.spec["launches"]]
         layout.launches = [launch for launch in layout.launches if launch[2] > 0]
         return layout
 
-    def _resolve(self, launch, plan, planned, feed_at, fetch_at):
+    def _resolve(self, launch, binding, planned, feed_at, fetch_at):
         """(kernel, [(where, value)], grid, block, shared): where 0 = arena offset,
         1 = variable slot, 2 = absolute address (a constant)."""
         args = []
         for kind, what in launch["args"]:
             if kind == "arena":
-                offset = shapes.evaluate(what, plan.env)
-                if not 0 <= offset <= plan.arena_bytes:
+                offset = shapes.evaluate(what, binding.env)
+                if not 0 <= offset <= binding.arena_bytes:
                     raise ShapeError(f"kernel {launch['kernel']}: arena offset {offset} is "
-                                     f"outside the {plan.arena_bytes}-byte arena")
+                                     f"outside the {binding.arena_bytes}-byte arena")
                 args.append((0, planned + offset))
             elif kind == "feed":
                 args.append((0, feed_at[what]))
@@ -169,7 +169,7 @@ class GpuExecutable:
                 args.append((1, what))
             else:
                 args.append((2, self._const_addresses[what]))
-        grid = shapes.evaluate(launch["grid"], plan.env)
+        grid = shapes.evaluate(launch["grid"], binding.env)
         if not 0 <= grid <= MAX_GRID:
             raise ShapeError(f"kernel {launch['kernel']}: grid of {grid} blocks is outside "
                              f"[0, {MAX_GRID}]")
@@ -189,9 +189,9 @@ class GpuExecutable:
             key = tuple(a.shape for a in feeds)
             if sig.value_guards:
                 sig.check_values(feeds)
-            plan, layout = self._planned(key)
+            binding, layout = self._bound(key)
             store, copy_back = self._store_for(variables)
-            var_addresses = self._bind_variables_on_device(store, plan)
+            var_addresses = self._bind_variables_on_device(store, binding)
             try:
                 status = self._launch_all(feeds, layout, var_addresses)
             finally:
@@ -200,16 +200,16 @@ class GpuExecutable:
                 if copy_back is not None:
                     copy_back()
             if status:
-                raise sig.failure(status, self._with_details(plan, layout))
+                raise sig.failure(status, self._with_details(binding, layout))
             return self._fetch_results(feeds, layout, store)
 
-    def _planned(self, key):
+    def _bound(self, key):
         entry = self._layouts.get(key)
         if entry is None:
-            plan = self.signature.memo.get(key) or self.signature.bind(key)
+            binding = self.signature.memo.get(key) or self.signature.bind(key)
             if len(self._layouts) >= _MEMO_LIMIT:
                 self._layouts.clear()
-            entry = self._layouts[key] = (plan, self._layout(plan))
+            entry = self._layouts[key] = (binding, self._layout(binding))
         return entry
 
     def _arena_for(self, nbytes):
@@ -237,16 +237,16 @@ class GpuExecutable:
         device.copy_out(out, status)
         return int(out[0])
 
-    def _with_details(self, plan, layout):
-        """The plan with the error detail slots the failing thread wrote."""
+    def _with_details(self, binding, layout):
+        """The binding with the error detail slots the failing thread wrote."""
         sig = self.signature
         if sig.detail_slots:
             n_syms = len(sig.symbols)
             details = np.zeros(sig.detail_slots, np.int64)
             self.device.copy_out(details, self._arena + _STATUS_BYTES + 8 * n_syms)
             for k, v in enumerate(details):
-                plan.syms[n_syms + k] = int(v)
-        return plan
+                binding.syms[n_syms + k] = int(v)
+        return binding
 
     def _fetch_results(self, feeds, layout, store):
         result = [None] * len(self.fetches)
@@ -287,8 +287,8 @@ class GpuExecutable:
                     variables[name] = store[name]
         return store, copy_back
 
-    def _bind_variables_on_device(self, store, plan):
+    def _bind_variables_on_device(self, store, binding):
         return [store.device_address(v["name"], dtype, shape, v.get("read", True),
                                      v.get("shape_guard", False))
                 for v, dtype, shape in zip(self.variables, self.signature.var_dtypes,
-                                           plan.var_shapes)]
+                                           binding.var_shapes)]

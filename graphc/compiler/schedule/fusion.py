@@ -383,7 +383,7 @@ class Fusion:
         if self._split_required(ga.nodes, gb.nodes) or self._creates_cycle(a, b):
             return False
         if ga.kind == "loop" and gb.kind == "loop":
-            if self.plan(ga.nodes | gb.nodes) is None:
+            if self.loop_dims(ga.nodes | gb.nodes) is None:
                 return False
         self._merge(a, b)
         return True
@@ -452,8 +452,8 @@ class Fusion:
             consumers = self._consumers(gid)
             if len(consumers) < 2 or any(self.groups[c].kind != "loop" for c in consumers):
                 continue
-            plan = self._duplication(gid, consumers)
-            if plan is not None and self._apply_duplication(gid, plan):
+            duplication = self._duplication(gid, consumers)
+            if duplication is not None and self._apply_duplication(gid, duplication):
                 changed = True
         return changed
 
@@ -461,16 +461,16 @@ class Fusion:
         """{consumer: the nodes of group gid it needs}, or None if some consumer cannot
         compute them itself."""
         g = self.groups[gid]
-        plan = {}
+        duplication = {}
         for c in consumers:
             cn = self.groups[c].nodes
             needed = self._needed_from(g.nodes, cn)
             if self._split_required(needed, cn):
                 return None
-            if self.plan(cn | needed, copies=needed) is None:
+            if self.loop_dims(cn | needed, copies=needed) is None:
                 return None
-            plan[c] = needed
-        return plan
+            duplication[c] = needed
+        return duplication
 
     def _needed_from(self, source, consumer_nodes):
         """The nodes of `source` whose values consumer_nodes read, with their ancestors in
@@ -485,19 +485,19 @@ class Fusion:
             stack.extend(v.node for _, v in data_inputs(n) if v.node in source)
         return needed
 
-    def _apply_duplication(self, gid, plan):
+    def _apply_duplication(self, gid, duplication):
         """Moves group gid's nodes into its consumers; undone (returns False) if that
         would make a cycle of kernels (a copy inherits the group's ordering edges)."""
         g = self.groups.pop(gid)
-        saved = {c: set(self.groups[c].nodes) for c in plan}
+        saved = {c: set(self.groups[c].nodes) for c in duplication}
         for n in g.nodes:
             self.group_of[n] = set()
-        for c, needed in plan.items():
+        for c, needed in duplication.items():
             self.groups[c].nodes |= needed
             for n in needed:
                 self.group_of[n].add(c)
-        self._update_edges(list(plan), removed=[gid])
-        if self._numbering_holds(plan):  # the copies' new edges all go forward: no cycle
+        self._update_edges(list(duplication), removed=[gid])
+        if self._numbering_holds(duplication):  # the copies' new edges all go forward: no cycle
             del self.order[gid]
             return True
         if self._topological_order() is not None:
@@ -508,7 +508,7 @@ class Fusion:
         self.groups[gid] = g
         for n in g.nodes:
             self.group_of[n] = {gid}
-        self._update_edges(list(plan) + [gid])
+        self._update_edges(list(duplication) + [gid])
         return False
 
     # --------------------------------------------------------------- loop nest
@@ -525,10 +525,10 @@ class Fusion:
                     out.append(v)
         return out
 
-    def plan(self, nodes, copies=()):
+    def loop_dims(self, nodes, copies=()):
         """The loop dims of a valid loop nest computing `nodes`, or None (see the module
         docstring for the rules)."""
-        return _Plan(self, nodes, copies).dims()
+        return _LoopCheck(self, nodes, copies).dims()
 
     # ---------------------------------------------------------------- result
     def kernels(self):
@@ -548,7 +548,7 @@ class Fusion:
                 continue
             nodes = sorted(g.nodes, key=self.pos.__getitem__)
             if g.kind == "loop":
-                dims = self.plan(g.nodes)
+                dims = self.loop_dims(g.nodes)
                 assert dims is not None, f"fusion made an invalid loop kernel of {nodes}"
             else:
                 dims = g.main.outputs[0].dims
@@ -615,7 +615,7 @@ def _is_bias_add(node, value):
             dims_equal(node.outputs[0].dims, value.dims))
 
 
-class _Plan:
+class _LoopCheck:
     """Checks one candidate loop kernel. Each value computed from a hoisted reduction gets
     an alignment: per axis, the loop axis that indexes it, or None for a size-1 axis."""
 

@@ -1,47 +1,47 @@
 """Which launches each kernel becomes, by kind (see the package doc for the choices)."""
 from llvmlite import ir
 
-from graphc.compiler.codegen import LOOP_RULES, OPAQUE_LOWERINGS
-from graphc.compiler.codegen import random as random_codegen
-from graphc.compiler.codegen.gemm_kernel import BLAS_DTYPES, product_buffer, product_node
-from graphc.compiler.codegen.loop_kernel import kernel_targets, storages_used
-from graphc.compiler.codegen.views import KernelViews
-from graphc.compiler.codegen_gpu.gemm import THREADS, TILE, emit_gemm_launch
-from graphc.compiler.codegen_gpu.loop import emit_loop_launch
-from graphc.compiler.codegen_gpu.reduce import (emit_row_launch, row_block, row_count,
-                                                row_reductions)
-from graphc.compiler.codegen_gpu.scan import plan_scan
-from graphc.compiler.codegen_gpu.plan import (GpuCodegenNotImplemented, LaunchPlan,
-                                              blocks_for, dim_max, gpu_nests, launch_groups,
-                                              parallel_elements)
+from graphc.compiler.backends.gpu.gemm import GEMM_DTYPES, THREADS, TILE, emit_gemm_launch
+from graphc.compiler.backends.gpu.loop import emit_loop_launch
+from graphc.compiler.backends.gpu.launches import (GpuCodegenNotImplemented, LaunchLayout,
+                                               blocks_for, dim_max, gpu_nests, launch_groups,
+                                               parallel_elements)
+from graphc.compiler.backends.gpu.reduce import (emit_row_launch, row_block, row_count,
+                                                 row_reductions)
+from graphc.compiler.backends.gpu.scan import scan_launches
+from graphc.compiler.loops import LOOP_RULES, OPAQUE_NESTS
+from graphc.compiler.loops import random as random_codegen
+from graphc.compiler.loops.emitter import kernel_targets, storages_used
+from graphc.compiler.loops.products import product_buffer, product_node
+from graphc.compiler.loops.views import KernelViews
 from graphc.framework.op_def import RANDOM_OP_TYPES
 from kernels.loops import I64
 
 
-def plan_kernel(program, kernel, name, block):
-    """The launches (plan.LaunchPlan) of one kernel of the schedule, in order."""
-    planner = _PLANNERS.get(kernel.kind)
-    if planner is None:
+def kernel_launches(program, kernel, name, block):
+    """The launches (layout.LaunchLayout) of one kernel of the schedule, in order."""
+    launches_of = _LAUNCHES.get(kernel.kind)
+    if launches_of is None:
         raise GpuCodegenNotImplemented(f"no GPU codegen for {kernel.kind!r} kernels "
                                        f"({', '.join(n.type for n in kernel.nodes)})")
-    return planner(program, kernel, name, block) + _count_runs(kernel, name)
+    return launches_of(program, kernel, name, block) + _count_runs(kernel, name)
 
 
-def plan_loop(program, kernel, name, block):
+def loop_launches(program, kernel, name, block):
     computed = {v for n in kernel.nodes for v in n.outputs}
     views = KernelViews(computed, program.storage_of, program.error_site, LOOP_RULES)
     targets = kernel_targets(program, views, kernel.outputs, kernel.nodes)
     return nest_launches(name, views, gpu_nests(views, targets), block)
 
 
-def plan_gemm(program, kernel, name, block):
+def gemm_launches(program, kernel, name, block):
     """Float products: the tiled template, then the epilogue nests (loop template) over
     the product in place, as the CPU gemm kernel does; other types: the matmul loop
     rule (one thread per output element)."""
     node = product_node(kernel)
     product = node.outputs[0]
-    if product.dtype.name not in BLAS_DTYPES:
-        return plan_loop(program, kernel, name, block)
+    if product.dtype.name not in GEMM_DTYPES:
+        return loop_launches(program, kernel, name, block)
     epilogue = [n for n in kernel.nodes if n is not node]
     c_key, extra = product_buffer(program, product, epilogue)
     keys = [c_key] + [program.storage_of(v) for v in node.inputs]
@@ -50,7 +50,7 @@ def plan_gemm(program, kernel, name, block):
         tiles = tiles * d
     tiles = tiles * ((product.dims[-2] + (TILE - 1)) // TILE) * \
         ((product.dims[-1] + (TILE - 1)) // TILE)
-    launch = LaunchPlan(name + "_gemm", emit_gemm_launch, None, [], list(dict.fromkeys(keys)),
+    launch = LaunchLayout(name + "_gemm", emit_gemm_launch, None, [], list(dict.fromkeys(keys)),
                         blocks_for(tiles, 1), THREADS)
     launch.details.update(node=node, keys=keys)
 
@@ -63,17 +63,16 @@ def plan_gemm(program, kernel, name, block):
     return [launch] + nest_launches(name + "_epilogue", views, gpu_nests(views, targets), block)
 
 
-def plan_opaque(program, kernel, name, block):
+def opaque_launches(program, kernel, name, block):
     main = getattr(kernel, "main", None) or kernel.nodes[0]
     if main.type == "Cumsum":  # block-parallel scan (scan.py), where it applies
-        launches = plan_scan(program, kernel, name, block)
+        launches = scan_launches(program, kernel, name, block)
         if launches is not None:
             return launches
-    lower = OPAQUE_LOWERINGS.get(main.type)
-    if lower is None:
-        return plan_loop(program, kernel, name, block)
-    views, nests = lower(program, kernel, name, None, LOOP_RULES,
-                         emit=lambda program, name, views, nests, scalar_ops: (views, nests))
+    nests_of = OPAQUE_NESTS.get(main.type)
+    if nests_of is None:
+        return loop_launches(program, kernel, name, block)
+    views, nests = nests_of(program, kernel, LOOP_RULES)
     return nest_launches(name, views, nests, block)
 
 
@@ -89,7 +88,7 @@ def nest_launches(name, views, nests, block):
             elements = 1
             for nest in others:
                 elements = dim_max(elements, parallel_elements(nest))
-            launches.append(LaunchPlan(prefix, emit_loop_launch, views, others,
+            launches.append(LaunchLayout(prefix, emit_loop_launch, views, others,
                                        storages_used(others), blocks_for(elements, block),
                                        block))
         for r, (nest, reductions) in enumerate(x for x in rows if x[1] is not None):
@@ -99,10 +98,10 @@ def nest_launches(name, views, nests, block):
 
 def _row_launch(name, views, nest, reductions, block):
     threads = row_block(nest, reductions, views, block)
-    plan = LaunchPlan(name, emit_row_launch, views, [nest], storages_used([nest]),
+    layout = LaunchLayout(name, emit_row_launch, views, [nest], storages_used([nest]),
                       blocks_for(row_count(nest), 1), threads)
-    plan.details["reductions"] = reductions
-    return plan
+    layout.details["reductions"] = reductions
+    return layout
 
 
 def _count_runs(kernel, name):
@@ -112,10 +111,10 @@ def _count_runs(kernel, name):
                               if n.type in RANDOM_OP_TYPES))
     if not keys:
         return []
-    return [LaunchPlan(name + "_count_runs", _emit_count_runs, None, [], keys, 1, 1)]
+    return [LaunchLayout(name + "_count_runs", _emit_count_runs, None, [], keys, 1, 1)]
 
 
-def _emit_count_runs(t, program, plan, scalar_ops):
+def _emit_count_runs(t, program, layout, scalar_ops):
     b = t.b
     with t.threads() as tid:
         zero = ir.Constant(I64, 0)
@@ -126,9 +125,9 @@ def _emit_count_runs(t, program, plan, scalar_ops):
                 b.store(b.add(b.load(ptr, typ=I64), ir.Constant(I64, 1)), ptr)
 
 
-_PLANNERS = {
-    "loop": plan_loop,
-    "gemm": plan_gemm,
-    "conv": plan_loop,      # the direct window rules: one thread per output element
-    "opaque": plan_opaque,
+_LAUNCHES = {
+    "loop": loop_launches,
+    "gemm": gemm_launches,
+    "conv": loop_launches,      # the direct window rules: one thread per output element
+    "opaque": opaque_launches,
 }

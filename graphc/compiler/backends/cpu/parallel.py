@@ -49,7 +49,7 @@ import os
 
 from llvmlite import ir
 
-from graphc.compiler.codegen.expr import walk
+from graphc.compiler.loops.expr import walk
 from kernels import dtypes as kd
 from kernels import parallel as kp
 from kernels.loops import (I32, I64, PTR, combine_reduction, entry_alloca, for_range,
@@ -152,7 +152,7 @@ class ParallelLoops:
             child.var_values[var.id] = iv
             child.defined.add(var.id)
             child.scopes.append({})
-            child._level(nest, level, by_level, deepest)
+            child.emit_level(nest, level, by_level, deepest)
             child.scopes.pop()
             child.defined.discard(var.id)
         if child.error_slot is None:
@@ -306,8 +306,8 @@ def _fold_failures(em, status, failures, team):
     """The kernel's status := the failure of the lowest failing chunk, unless the kernel
     failed before this loop (the first failure is the one reported)."""
     b = em.b
-    slot = em._error_slot()
-    detail_slots = em._detail_slots()
+    slot = em.ensure_error_slot()
+    detail_slots = em.ensure_detail_slots()
     clean = b.icmp_signed("==", b.load(slot, typ=I32), ir.Constant(I32, 0))
     best = entry_alloca(b, I64, "par.best")
     b.store(ir.Constant(I64, -1), best)

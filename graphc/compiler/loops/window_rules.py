@@ -16,8 +16,8 @@ into straight-line code so that the loop over channels around them vectorizes.
 """
 import numpy as np
 
-from graphc.compiler.codegen.expr import dim_key
-from graphc.compiler.codegen.views import LoweringError
+from graphc.compiler.loops.expr import dim_key
+from graphc.compiler.loops.views import LoweringError
 from graphc.framework.op_def import OpTypes
 from graphc.framework.symbolic import SymDim
 
@@ -315,9 +315,8 @@ def _first_max(v, g, x, n, oh, ow, c):
 
 # Windows up to this many cells are scanned in straight-line code (no inner loop), so
 # that the channel loop around them vectorizes: a 2x2 pool is 4 loads and 3 compares per
-# element. Measured in W6 (f32 NHWC, 2x2 stride 2, 2-core AVX-512 x86): MaxPool of
-# 64x28x28x32 2.7 -> 0.21 ms, its MaxPoolGrad 17 -> 0.64 ms (the argmax loop per input
-# cell ran scalar), 64x14x14x64: 1.35 -> 0.18 and 8.3 -> 0.31 ms.
+# element (with an inner loop, the argmax loop per input cell of MaxPoolGrad ran scalar;
+# tools/bench.py's conv_train workload times both).
 UNROLL_CELLS = 16
 
 

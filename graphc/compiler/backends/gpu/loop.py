@@ -1,16 +1,16 @@
 """The grid-stride loop template: a launch's nests with their parallel loops flattened.
 
-For each nest, the loops down to plan.flat_depth (everything, for an elementwise nest;
+For each nest, the loops down to launches.flat_depth (everything, for an elementwise nest;
 all but the row loop, for a softmax) become one loop over their flattened index
 
     for (i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x)
 
 (consecutive threads take consecutive elements: coalesced loads and stores), and the
 rest of the nest (a row's reductions, then the row's elements) runs in that thread as
-on the CPU, emitted by the CPU loop emitter itself (loop_kernel.Emitter: the same
+on the CPU, emitted by the loop layer's emitter itself (loops.emitter.Emitter: the same
 views, expressions and scalar ops). Reductions that need no loop variable (a total used
 by every element) are computed by each thread before its loop. A nest whose iterations
-depend on each other (plan.loaded_elsewhere: a scan the scan template does not take,
+depend on each other (launches.loaded_elsewhere: a scan the scan template does not take,
 see scan.py) or that stores nothing below the top (a scalar total) runs in global thread
 0 alone.
 
@@ -19,15 +19,15 @@ emulation runs threads one at a time and folds with a plain load, add and store.
 """
 from llvmlite import ir
 
-from graphc.compiler.codegen.loop_kernel import Emitter, targets_by_level
-from graphc.compiler.codegen_gpu.plan import (GpuCodegenNotImplemented, flat_depth,
-                                             loaded_elsewhere)
+from graphc.compiler.backends.gpu.launches import (GpuCodegenNotImplemented, flat_depth,
+                                               loaded_elsewhere)
+from graphc.compiler.loops.emitter import Emitter, targets_by_level
 from kernels import dtypes as kd
 from kernels.loops import I32, I64
 
 
 class GpuEmitter(Emitter):
-    """The CPU loop emitter with atomic folds (PTX) for accumulating targets."""
+    """The loop layer's emitter with atomic folds (PTX) for accumulating targets."""
 
     nvptx = False
 
@@ -47,14 +47,14 @@ def make_emitter(t, program, views, buffers, scalar_ops):
     return em
 
 
-def emit_loop_launch(t, program, plan, scalar_ops):
+def emit_loop_launch(t, program, layout, scalar_ops):
     """The body of a grid-stride loop launch (see the module doc)."""
     b = t.b
     with t.threads() as tid:
-        em = make_emitter(t, program, plan.views, dict(zip(plan.storages, t.args)), scalar_ops)
+        em = make_emitter(t, program, layout.views, dict(zip(layout.storages, t.args)), scalar_ops)
         first = b.add(b.mul(t.ctaid, t.ntid), tid, name="gid")
         stride = b.mul(t.ntid, t.nctaid, name="gstride")
-        for nest in plan.nests:
+        for nest in layout.nests:
             emit_grid_nest(em, nest, first, stride)
         report_errors(t, em)
 
@@ -75,10 +75,10 @@ def emit_grid_nest(em, nest, first, stride):
     if depth < 0 or loaded_elsewhere(nest):
         with b.if_then(b.icmp_signed("==", first, ir.Constant(I64, 0))):
             em.scopes.append({})  # values made here do not dominate what follows
-            em._level(nest, -1, by_level, deepest)
+            em.emit_level(nest, -1, by_level, deepest)
             em.scopes.pop()
         return
-    em._hoist([e for ts in by_level.values() for t in ts for e in (t.expr, t.position)])
+    em.hoist([e for ts in by_level.values() for t in ts for e in (t.expr, t.position)])
     flat = [v for v in nest.vars[:depth + 1] if v is not None]
     extents = [em.value(v.extent) for v in flat]
     total = extents[0]
@@ -91,7 +91,7 @@ def emit_grid_nest(em, nest, first, stride):
             rest = b.udiv(rest, extent)
             em.defined.add(v.id)
         em.scopes.append({})
-        em._level(nest, depth, by_level, deepest)
+        em.emit_level(nest, depth, by_level, deepest)
         em.scopes.pop()
         for v in flat:
             em.defined.discard(v.id)

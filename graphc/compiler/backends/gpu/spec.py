@@ -1,15 +1,13 @@
-"""The GPU executable spec (docs/gpu_contract.md): the CPU spec's fields (entry.py's
-Program.spec) less "entry" and "llvm_ir", plus "target", "ptx", "emulation_ir" and
+"""The GPU executable spec (docs/gpu_contract.md): the fields every target has
+(loops/program.py's Program.spec), the GPU "target", then "ptx", "emulation_ir" and
 "launches" (kernel name, pointer args as JSON storage keys, grid, block, shared bytes),
 in schedule order."""
-from graphc.compiler.codegen.entry import dim_json
+from graphc.compiler.loops.program import dim_json
 
 
 def gpu_spec(gpu, arch, ptx=True):
     program = gpu.program
-    spec = program.spec(None, None)
-    del spec["entry"], spec["llvm_ir"]
-    spec["target"] = {"kind": "gpu", "arch": arch}
+    spec = program.spec({"kind": "gpu", "arch": arch}, {})
     spec["ptx"] = gpu.ptx(arch) if ptx else None
     spec["emulation_ir"] = gpu.emulation_ir
     spec["launches"] = [launch_json(program, launch) for launch in gpu.launches]
@@ -29,7 +27,7 @@ def storage_json(program, key):
     index into spec["variables"]], ["feed" | "fetch" | "const", index]."""
     kind, what = key
     if kind == "arena":
-        return ["arena", dim_json(program._arena_offsets[what])]
+        return ["arena", dim_json(program.arena_offset(what))]
     if kind == "var":
-        return ["var", program._var_index[what]]
+        return ["var", program.variable_index(what)]
     return [kind, int(what)]

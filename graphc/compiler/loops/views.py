@@ -8,7 +8,7 @@ expression (and is emitted once).
 """
 import numpy as np
 
-from graphc.compiler.codegen.expr import ExprBuilder, dim_key
+from graphc.compiler.loops.expr import ExprBuilder, dim_key
 from graphc.compiler.lower import LoweringError
 from graphc.framework.symbolic import SymDim
 

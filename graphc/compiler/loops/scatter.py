@@ -11,14 +11,12 @@ InvalidArgumentError) and is clamped, so nothing is written out of bounds.
 """
 import numpy as np
 
-from graphc.compiler.codegen.loop_kernel import StoreTarget, plan_nests
-from graphc.compiler.codegen.scan_kernel import emit_targets, main_node
-from graphc.compiler.codegen.views import KernelViews, LoweringError
+from graphc.compiler.loops.emitter import StoreTarget, main_node, group_nests
+from graphc.compiler.loops.views import KernelViews, LoweringError
 
 
-def lower_gather_grad_kernel(program, kernel, name, scalar_ops, rules, emit=None):
-    """The kernel function and its storage keys; `emit` as in scan_kernel."""
-    emit = emit or emit_targets
+def gather_grad_nests(program, kernel, rules):
+    """(views, nests) of a GatherGrad kernel, for a backend to emit."""
     node = main_node(kernel, "GatherGrad")
     grad, indices, _, axis_t = node.inputs
     out = node.outputs[0]
@@ -52,15 +50,14 @@ def lower_gather_grad_kernel(program, kernel, name, scalar_ops, rules, emit=None
     fills = [StoreTarget(s, out.dims, dtype, lambda index: zero) for s in stores]
     adds = [StoreTarget(s, out.dims, dtype, None, accumulate="sum", loop_dims=grad.dims,
                         place=place) for s in stores]
-    nests = plan_nests(views, fills) + plan_nests(views, adds)
-    return emit(program, name, views, nests, scalar_ops)
+    nests = group_nests(views, fills) + group_nests(views, adds)
+    return views, nests
 
 
-def lower_scatter_kernel(program, kernel, name, scalar_ops, rules, emit=None):
-    """ScatterUpdate/ScatterAdd/ScatterSub: one loop over the updates, each element
-    stored (or added, subtracted) at its row of the variable; then the variable copied to
-    the op's fetches, if it is fetched. `emit` as in scan_kernel."""
-    emit = emit or emit_targets
+def scatter_nests(program, kernel, rules):
+    """(views, nests) of ScatterUpdate/ScatterAdd/ScatterSub: one loop over the updates,
+    each element stored (or added, subtracted) at its row of the variable; then the
+    variable copied to the op's fetches, if it is fetched."""
     node = getattr(kernel, "main", None) or kernel.nodes[0]
     ref, indices, updates = node.inputs
     views = KernelViews(set(), program.storage_of, program.error_site, rules)
@@ -86,5 +83,5 @@ def lower_scatter_kernel(program, kernel, name, scalar_ops, rules, emit=None):
     copies = [StoreTarget(s, ref.dims, dtype,
                           lambda index: views.load(var, index, ref.dims, dtype))
               for s in program.stores_of(node.outputs[0]) if s != var]
-    nests = plan_nests(views, writes) + plan_nests(views, copies)
-    return emit(program, name, views, nests, scalar_ops)
+    nests = group_nests(views, writes) + group_nests(views, copies)
+    return views, nests

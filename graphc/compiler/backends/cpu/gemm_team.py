@@ -3,7 +3,7 @@
 The BLAS library runs single-threaded inside our runs (the entry sets it so: entry.py),
 so that one pool of threads -- ours -- runs everything: two pools on the same cores fight
 (OpenBLAS's idle threads spin for a while after each call, and took the cores from our
-teams: W6 ran 19 ms instead of 9 ms). A large product is cut into units, each one BLAS
+teams: the conv_train workload of tools/bench.py ran twice as long). A large product is cut into units, each one BLAS
 call on a block, claimed by the team's threads from a shared counter:
   "cols"   blocks of C's columns (and of op(B)'s), when C is at least as wide as tall
   "rows"   blocks of C's rows (and of op(A)'s), otherwise
@@ -14,14 +14,16 @@ count. Products below MIN_MACS multiply-adds are one call, with no team.
 """
 from llvmlite import ir
 
-from graphc.compiler.codegen import parallel
-from graphc.compiler.codegen.conv_team import claim_loop
+from graphc.compiler.backends.cpu import parallel
+from graphc.compiler.backends.cpu.conv_team import claim_loop
+from graphc.compiler.loops.products import transposes
 from kernels import gemm
 from kernels import parallel as kp
 from kernels.loops import I32, I64, PTR, entry_alloca, for_range
 
 MIN_MACS = 1 << 20   # below: one BLAS call (a team costs more than it gains)
-MIN_BLOCK = 256      # columns or rows per unit, at least (measured: W3 2.3 ms; 128: 2.45, 64: 2.7)
+MIN_BLOCK = 256      # columns or rows per unit, at least (smaller units were slower in
+                     # tools/bench.py's mlp_train workload)
 MAX_UNITS = 16
 
 
@@ -140,12 +142,6 @@ def _emit_units(b, program, node, gemm_fn, shape, mode, a_ptr, b_ptr, c_ptr, sym
         gemm.call_gemm(b, gemm_fn, dtype, ta, tb, size, n, k,
                        at(a_ptr, lo if ta else b.mul(lo, k)), b_ptr, at(c_ptr, b.mul(lo, n)),
                        lds=lds)
-
-
-def transposes(node):
-    if node.type == "MatMul":
-        return node.attrs["transpose_a"], node.attrs["transpose_b"]
-    return node.attrs["adj_x"], node.attrs["adj_y"]
 
 
 def _hint(d):

@@ -1,4 +1,5 @@
-"""Codegen: a fused, memory-planned Module -> one LLVM module + the executable spec.
+"""The CPU backend: a fused, memory-planned Module -> one LLVM module (x86 code, BLAS calls,
+the thread team) + the executable spec.
 
     spec = generate(module)              # module.kernels, module.memory_plan set
     exe = runtime.executable.Executable(spec)
@@ -7,23 +8,27 @@
 One LLVM function per distinct kernel (in `module.kernels`, the schedule: kernels equal up
 to their buffers share one, kernel_reuse.py before emitting and dedupe.py after), and the entry
 `int32 graphc_main(feeds, fetches, variables, constants, arena, syms)` that calls them in
-order with pointers to their buffers (entry.py says where each value lives); unknown dims
+order with pointers to their buffers (loops/program.py says where each value lives,
+entry.py emits the entry); unknown dims
 are read from `syms` and computed as i64 arithmetic of the SymDim expressions.
 
 Kernel kinds and their lowering (the table KERNEL_LOWERINGS):
-- "loop" (loop_kernel.py): every value is a *view*, index -> scalar expression (expr.py,
-  views.py), built by the op's rule in op_lowering.LOOP_RULES; the kernel's stores are
-  loop nests over the output dims, reductions are inner loops hoisted to the outermost
-  level where they are defined, the innermost loop is the contiguous last dim.
+- "loop" (loop_kernel.py): every value is a *view*, index -> scalar expression
+  (loops/expr.py, loops/views.py), built by the op's rule in loops.LOOP_RULES; the
+  kernel's stores are loop nests over the output dims (loops/emitter.py), reductions are
+  inner loops hoisted to the outermost level where they are defined, the innermost loop
+  is the contiguous last dim; outermost loops are split across the thread team
+  (parallel.py).
 - "gemm" (gemm_kernel.py): a BLAS sgemm/dgemm call (a loop of them for batched
   products), then the elementwise epilogue as a loop over the output, in place.
   Integer products have no BLAS and are lowered as loop kernels.
 - "conv" (conv_kernel.py): im2col into a per-image scratch buffer + BLAS gemm (col2im
   for the input gradient), then the epilogue; direct loop rules for non-BLAS types.
-- "opaque": a template per op type (OPAQUE_LOWERINGS: Cumsum's scan, GatherGrad's
-  scatter-add), else the op's loop rule (pooling and its gradients in gather form,
-  MirrorPadGrad, InvertPermutation: window_rules.py) as a one-node loop kernel.
-- random ops (random.py) are loop rules computing Philox samples; every lowering is
+- "opaque": nests built per op type (loops.OPAQUE_NESTS: Cumsum's scan, GatherGrad's
+  scatter-add, the row scatters), else the op's loop rule (pooling and its gradients in
+  gather form, MirrorPadGrad, InvertPermutation: loops/window_rules.py) as a one-node
+  loop kernel.
+- random ops (loops/random.py) are loop rules computing Philox samples; every lowering is
   wrapped so that a kernel computing them counts the run in the Session state.
 
 HOW TO ADD AN OP
@@ -31,26 +36,29 @@ HOW TO ADD AN OP
   elementwise rule picks it up from ELEMENTWISE_OP_TYPES, broadcasting included.
 - Anything a loop can compute element by element (index remaps, reductions, random ops
   computed from (seed, counter, index)): write `rule(v, node, k, index) -> Expr` in
-  op_lowering.py and add it to LOOP_RULES; see that module's docstring for the toolkit.
-- An op needing its own template (conv, cumsum, scatter): write
+  loops/op_lowering.py and add it to LOOP_RULES; see that module's docstring for the
+  toolkit. Both backends pick it up.
+- An op whose nests a rule per element cannot give (a scan, a scatter): a
+  `<op>_nests(program, kernel, rules) -> (views, nests)` in loops/, in OPAQUE_NESTS.
+- An op needing its own CPU template (conv, gemm): write
   `lower_<kind>_kernel(program, kernel, name, scalar_ops, rules) -> (llvm function,
   storage keys)` in its own module here (gemm_kernel.py is the model: a prologue that
   calls a library or emits loops directly, then the epilogue through the loop machinery)
   and register it in KERNEL_LOWERINGS under the kernel kind fusion gives it.
 """
-from graphc.compiler.codegen import random as random_codegen
-from graphc.compiler.codegen import window_rules
-from graphc.compiler.codegen.conv_kernel import lower_conv_kernel
-from graphc.compiler.codegen.dedupe import merge_identical_kernels
-from graphc.compiler.codegen.entry import Program
-from graphc.compiler.codegen.gemm_kernel import has_blas_gemm, lower_gemm_kernel
-from graphc.compiler.codegen.kernel_reuse import KernelReuse
-from graphc.compiler.codegen.loop_kernel import lower_loop_kernel
-from graphc.compiler.codegen.op_lowering import LOOP_RULES
-from graphc.compiler.codegen.scan_kernel import lower_cumsum_kernel
-from graphc.compiler.codegen.scatter_kernel import lower_gather_grad_kernel, lower_scatter_kernel
-from graphc.compiler.codegen.scratch import scratch_bytes
-from graphc.compiler.codegen.views import LoweringError
+from graphc.compiler.backends.cpu.conv_kernel import lower_conv_kernel
+from graphc.compiler.backends.cpu.dedupe import merge_identical_kernels
+from graphc.compiler.backends.cpu.entry import cpu_spec, emit_entry
+from graphc.compiler.backends.cpu.gemm_kernel import has_blas_gemm, lower_gemm_kernel
+from graphc.compiler.backends.cpu.kernel_reuse import KernelReuse
+from graphc.compiler.backends.cpu.loop_kernel import emit_nests, lower_loop_kernel
+from graphc.compiler.backends.cpu.scratch import scratch_bytes
+from graphc.compiler.loops import LOOP_RULES, OPAQUE_NESTS
+from graphc.compiler.loops import random as random_codegen
+from graphc.compiler.loops.program import Program
+from graphc.compiler.loops.views import LoweringError
+from kernels import scalar_ops
+from runtime import jit
 
 __all__ = ["generate", "CpuBackend", "LoweringError", "LOOP_RULES", "KERNEL_LOWERINGS"]
 
@@ -61,13 +69,15 @@ def _lower_gemm_or_loop(program, kernel, name, scalar_ops, rules):
     return lower_loop_kernel(program, kernel, name, scalar_ops, rules)
 
 
-OPAQUE_LOWERINGS = {
-    "Cumsum": lower_cumsum_kernel,
-    "GatherGrad": lower_gather_grad_kernel,
-    "ScatterUpdate": lower_scatter_kernel,
-    "ScatterAdd": lower_scatter_kernel,
-    "ScatterSub": lower_scatter_kernel,
-}
+def _emitted(nests_of):
+    """The lowering of an op whose nests loops/ builds (OPAQUE_NESTS)."""
+    def lower(program, kernel, name, scalar_ops, rules):
+        views, nests = nests_of(program, kernel, rules)
+        return emit_nests(program, name, views, nests, scalar_ops)
+    return lower
+
+
+OPAQUE_LOWERINGS = {op_type: _emitted(nests_of) for op_type, nests_of in OPAQUE_NESTS.items()}
 
 
 def _lower_opaque(program, kernel, name, scalar_ops, rules):
@@ -75,9 +85,6 @@ def _lower_opaque(program, kernel, name, scalar_ops, rules):
     lower = OPAQUE_LOWERINGS.get(main.type, lower_loop_kernel)
     return lower(program, kernel, name, scalar_ops, rules)
 
-
-LOOP_RULES.update(window_rules.LOOP_RULES)
-LOOP_RULES.update(random_codegen.LOOP_RULES)
 
 KERNEL_LOWERINGS = {kind: random_codegen.with_random(lower) for kind, lower in {
     "loop": lower_loop_kernel,
@@ -92,8 +99,6 @@ def generate(module, target=None, profile=False):
 
     target: {"triple", "cpu", "features"}; default the host (runtime.jit.host_target).
     profile: the entry counts each kernel's cycles (spec["profile_kernels"] names them)."""
-    from kernels import scalar_ops
-    from runtime import jit
     dynamic = module.dynamic_values()
     if dynamic:  # never guess a size: loops and buffers need every dim
         raise LoweringError("the dims of " + ", ".join(
@@ -110,9 +115,9 @@ def generate(module, target=None, profile=False):
         name = f"kernel_{number}_{_label(kernel)}"
         calls.append(reuse.lower(lower, kernel, name, scalar_ops, LOOP_RULES))
         names.append(f"{name} [{kernel.kind}: {', '.join(n.type for n in kernel.nodes)}]")
-    program.emit_entry(calls, profile=profile)
-    spec = program.spec(merge_identical_kernels(str(program.llvm)),
-                        target or jit.host_target())
+    emit_entry(program, calls, profile=profile)
+    spec = cpu_spec(program, merge_identical_kernels(str(program.llvm)),
+                    target or jit.host_target())
     if profile:
         spec["profile_kernels"] = names
     return spec

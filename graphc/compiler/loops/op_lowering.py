@@ -18,8 +18,8 @@ emitter the elementwise rule, broadcasting included). Ops with their own templat
 """
 import numpy as np
 
-from graphc.compiler.codegen.expr import dim_key
-from graphc.compiler.codegen.views import LoweringError, normalize_axes
+from graphc.compiler.loops.expr import dim_key
+from graphc.compiler.loops.views import LoweringError, normalize_axes
 from graphc.framework.slicing import dense_spec
 from kernels.scalar_ops import ELEMENTWISE_OP_TYPES, FALLIBLE_OP_TYPES
 

@@ -4,8 +4,7 @@ Each chunk of images is independent work: im2col into scratch, one gemm, the chu
 epilogue (or, for the input gradient, gemm then col2im). Run serially, only the gemm used
 both cores (OpenBLAS's threads) while im2col, col2im and the epilogue ran on one; with a
 team, each thread takes whole chunks, each with its own scratch and a single-threaded
-gemm, so all of the work is shared out. Measured on the 2-core machine, W6's
-64x14x14x32 * 3x3x32x64 layer: forward 3.1 -> 2.1 ms (see the issue notes for the rest).
+gemm, so all of the work is shared out (tools/bench.py's conv_train workload measures it).
 
     body(ptr buffer..., ptr syms, i64 lo, i64 hi, ptr scratch) -> i32
         chunks lo .. hi-1, in order (the serial kernel's chunk work, unchanged)
@@ -24,7 +23,7 @@ same bits with 1 or N threads. Used when the BLAS library lets us set its thread
 """
 from llvmlite import ir
 
-from graphc.compiler.codegen import parallel
+from graphc.compiler.backends.cpu import parallel
 from kernels import parallel as kp
 from kernels.loops import I32, I64, PTR, entry_alloca
 from runtime import jit

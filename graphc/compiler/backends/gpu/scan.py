@@ -39,18 +39,18 @@ parallel) and a bad axis (a run-time failure) keep the CPU template's nests.
 import numpy as np
 from llvmlite import ir
 
-from graphc.compiler.codegen import LOOP_RULES
-from graphc.compiler.codegen.scan_kernel import main_node
-from graphc.compiler.codegen.views import KernelViews
-from graphc.compiler.codegen_gpu.loop import grid_stride_loop, make_emitter, report_errors
-from graphc.compiler.codegen_gpu.plan import LaunchPlan, blocks_for, walk
-from graphc.compiler.codegen_gpu.reduce import block_warps, delinearize
-from graphc.compiler.codegen_gpu.threads import WARP
+from graphc.compiler.backends.gpu.loop import grid_stride_loop, make_emitter, report_errors
+from graphc.compiler.backends.gpu.launches import LaunchLayout, blocks_for, walk
+from graphc.compiler.backends.gpu.reduce import block_warps, delinearize
+from graphc.compiler.backends.gpu.threads import WARP
+from graphc.compiler.loops import LOOP_RULES
+from graphc.compiler.loops.emitter import main_node
+from graphc.compiler.loops.views import KernelViews
 from kernels import dtypes as kd
 from kernels.loops import I64, entry_alloca, for_range
 
 
-def plan_scan(program, kernel, name, block):
+def scan_launches(program, kernel, name, block):
     """The scan launch of a Cumsum kernel, or None where the CPU template's nests stay
     (float16, a bad axis: see the module doc)."""
     node = main_node(kernel, "Cumsum")
@@ -81,38 +81,38 @@ def plan_scan(program, kernel, name, block):
     n = out.dims[axis]
     threads = block if not isinstance(n, int) else \
         min(block, max(WARP, (n + WARP - 1) // WARP * WARP))
-    plan = LaunchPlan(name + "_scan", emit_scan_launch, views, [],
+    layout = LaunchLayout(name + "_scan", emit_scan_launch, views, [],
                       list(dict.fromkeys(loads + list(stores))), blocks_for(lines, 1), threads)
-    plan.details.update(
+    layout.details.update(
         dtype=dtype, exclusive=bool(node.attrs["exclusive"]), size=size, value=value,
         position=position, stores=list(stores), axis_var=loop[axis][0],
         line_vars=[v for k, (v, _) in enumerate(loop) if k != axis and v is not None])
-    return [plan]
+    return [layout]
 
 
 def _c(v):
     return ir.Constant(I64, v)
 
 
-def emit_scan_launch(t, program, plan, scalar_ops):
+def emit_scan_launch(t, program, layout, scalar_ops):
     """The body of a scan launch (see the module doc)."""
     b = t.b
-    d = plan.details
+    d = layout.details
     dtype, exclusive = d["dtype"], d["exclusive"]
     ty = kd.llvm_type(dtype)
     is_float = kd.is_float(dtype)
     add = b.fadd if is_float else b.add
     identity = ir.Constant(ty, -0.0 if is_float else 0)
     start_carry = ir.Constant(ty, 0.0 if is_float else 0) if exclusive else identity
-    buffers = dict(zip(plan.storages, t.args))
-    warps = (plan.block + WARP - 1) // WARP
+    buffers = dict(zip(layout.storages, t.args))
+    warps = (layout.block + WARP - 1) // WARP
     totals = t.shared(ty, 2 * warps, "totals")
     mine = t.private(ty, "scan")
     got = t.private(ty, "scan.shuffled")
     below = t.private(ty, "scan.below") if exclusive else None
     carry = t.private(ty, "carry")
 
-    uniform = make_emitter(t, program, plan.views, {}, None)
+    uniform = make_emitter(t, program, layout.views, {}, None)
     extents = [uniform.value(v.extent) for v in d["line_vars"]]
     n = uniform.value(d["size"])
     lines = _c(1)
@@ -121,7 +121,7 @@ def emit_scan_launch(t, program, plan, scalar_ops):
     chunks = b.udiv(b.add(n, b.sub(t.ntid, _c(1))), t.ntid, name="chunks")
 
     def emitter(line_values, j):
-        em = make_emitter(t, program, plan.views, buffers, scalar_ops)
+        em = make_emitter(t, program, layout.views, buffers, scalar_ops)
         for v, value in line_values + ([(d["axis_var"], j)] if d["axis_var"] else []):
             em.var_values[v.id] = value
             em.defined.add(v.id)
@@ -138,7 +138,7 @@ def emit_scan_launch(t, program, plan, scalar_ops):
             half = b.mul(parity, _c(warps), name="half")
             first = b.mul(chunk, t.ntid, name="chunk.first")
 
-            offsets = [k for k in (1, 2, 4, 8, 16) if k < min(plan.block, WARP)]
+            offsets = [k for k in (1, 2, 4, 8, 16) if k < min(layout.block, WARP)]
 
             def store_total(tid):  # the warp's last lane: its warp's total
                 lane, count = t.warp_lanes(tid)

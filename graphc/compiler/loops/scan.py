@@ -13,30 +13,12 @@ element, in float32.
 """
 import numpy as np
 
-from graphc.compiler.codegen.loop_kernel import (StoreTarget, emit_loop_function, plan_nests,
-                                                 storages_used)
-from graphc.compiler.codegen.views import KernelViews, LoweringError
+from graphc.compiler.loops.emitter import StoreTarget, main_node, group_nests
+from graphc.compiler.loops.views import KernelViews, LoweringError
 
 
-def main_node(kernel, op_type):
-    main = getattr(kernel, "main", None)
-    if main is not None and main.type == op_type:
-        return main
-    return next(n for n in kernel.nodes if n.type == op_type)
-
-
-def emit_targets(program, name, views, nests, scalar_ops):
-    """The kernel function storing `nests` (plan_nests output) and its storage keys."""
-    storages = storages_used(nests)
-    fn = emit_loop_function(program.llvm, name, views, nests, storages, program.emit_dim,
-                            scalar_ops)
-    return fn, storages
-
-
-def lower_cumsum_kernel(program, kernel, name, scalar_ops, rules, emit=None):
-    """The kernel function and its storage keys; `emit(program, name, views, nests,
-    scalar_ops)` replaces emit_targets (the GPU codegen takes the planned nests)."""
-    emit = emit or emit_targets
+def cumsum_nests(program, kernel, rules):
+    """(views, nests) of a Cumsum kernel, for a backend to emit."""
     node = main_node(kernel, "Cumsum")
     x, axis_t = node.inputs
     out = node.outputs[0]
@@ -56,7 +38,7 @@ def lower_cumsum_kernel(program, kernel, name, scalar_ops, rules, emit=None):
         failed = vx.check(vx.const(-1), vx.const(1), views.site(node, message))
         targets = [StoreTarget(s, out.dims, dtype, lambda index: vx.cast(failed, dtype))
                    for s in stores]
-        return emit(program, name, views, plan_nests(views, targets), scalar_ops)
+        return views, group_nests(views, targets)
     axis = int(axis_value) % rank
     exclusive, reverse = node.attrs["exclusive"], node.attrs["reverse"]
     size = vx.dim(out.dims[axis])
@@ -96,8 +78,8 @@ def lower_cumsum_kernel(program, kernel, name, scalar_ops, rules, emit=None):
 
     value = prefix if dtype == "float16" else scan
     targets = [StoreTarget(s, out.dims, dtype, value) for s in stores]
-    nests = plan_nests(views, targets)
+    nests = group_nests(views, targets)
     for nest in nests:
         for t in nest.targets:
             t.position = vx.linear(element(t.index), out.dims)
-    return emit(program, name, views, nests, scalar_ops)
+    return views, nests

@@ -1,6 +1,6 @@
 """The row template: one block per row, its threads sharing the row's reductions.
 
-For a nest whose rows (the loops down to plan.flat_depth) need reductions over long
+For a nest whose rows (the loops down to launches.flat_depth) need reductions over long
 rows (a softmax's max and sum, a layer norm's moments, a row sum or argmax, a filter
 gradient's sum over the batch), each block takes rows ctaid, ctaid + nctaid, ... and,
 per row:
@@ -26,7 +26,7 @@ its own value and does not combine it (the `lane + k < lanes` test), so lane 0 f
 exactly the lanes that exist. An argmax/argmin carries (value, position) through the
 shuffles (i64 and f64 as two 32-bit halves).
 
-Values are computed by the CPU loop emitter (the same views and scalar ops); a region
+Values are computed by the loop layer's emitter (the same views and scalar ops); a region
 starts a fresh emitter whose cache holds the results known so far, loaded from shared
 memory. Folds use kernels.loops' combine_reduction and arg_better, so NaN propagates as
 on the CPU (max/min through llvm.maximum/minimum; argmax/argmin: the first NaN wins,
@@ -34,10 +34,10 @@ ties go to the smallest index, whatever thread saw it).
 """
 from llvmlite import ir
 
-from graphc.compiler.codegen.loop_kernel import targets_by_level
-from graphc.compiler.codegen_gpu.loop import grid_stride_loop, make_emitter, report_errors
-from graphc.compiler.codegen_gpu.plan import flat_depth, loaded_elsewhere, nest_roots
-from graphc.compiler.codegen_gpu.threads import WARP
+from graphc.compiler.backends.gpu.loop import grid_stride_loop, make_emitter, report_errors
+from graphc.compiler.backends.gpu.launches import flat_depth, loaded_elsewhere, nest_roots
+from graphc.compiler.backends.gpu.threads import WARP
+from graphc.compiler.loops.emitter import targets_by_level
 from kernels import dtypes as kd
 from kernels.loops import (I32, I64, arg_better, combine_reduction, entry_alloca,
                            reduction_identity)
@@ -109,12 +109,12 @@ def row_count(nest):
     return rows
 
 
-def emit_row_launch(t, program, plan, scalar_ops):
-    (nest,) = plan.nests
-    reductions = plan.details["reductions"]
-    block = plan.block
+def emit_row_launch(t, program, layout, scalar_ops):
+    (nest,) = layout.nests
+    reductions = layout.details["reductions"]
+    block = layout.block
     b = t.b
-    buffers = dict(zip(plan.storages, t.args))
+    buffers = dict(zip(layout.storages, t.args))
     depth = flat_depth(nest)
     row_vars = [v for v in nest.vars[:depth + 1] if v is not None]
     results = [t.shared(kd.llvm_type(e.dtype), 1, "result") for e in reductions]
@@ -130,7 +130,7 @@ def emit_row_launch(t, program, plan, scalar_ops):
     slots["position"] = _Slots(t, I64, "position") if argreduce else None
 
     def emitter(row_values, known):
-        em = make_emitter(t, program, plan.views, buffers, scalar_ops)
+        em = make_emitter(t, program, layout.views, buffers, scalar_ops)
         for v, value in row_values:
             em.var_values[v.id] = value
             em.defined.add(v.id)
@@ -139,7 +139,7 @@ def emit_row_launch(t, program, plan, scalar_ops):
                                                  typ=_ty(reductions[k]))
         return em
 
-    extents = _row_extents(t, program, plan, row_vars)
+    extents = _row_extents(t, program, layout, row_vars)
     rows = ir.Constant(I64, 1)
     for e in extents:
         rows = b.mul(rows, e)
@@ -165,8 +165,8 @@ def _at(b, array, index, ty):
     return b.gep(array, [index], source_etype=ty)
 
 
-def _row_extents(t, program, plan, row_vars):
-    em = make_emitter(t, program, plan.views, {}, None)
+def _row_extents(t, program, layout, row_vars):
+    em = make_emitter(t, program, layout.views, {}, None)
     return [em.value(v.extent) for v in row_vars]
 
 
@@ -316,7 +316,7 @@ def _thread_partial(t, em, e, tid, ty, is_float, signed):
             em.var_values[v.id] = value
             em.defined.add(v.id)
         em.scopes.append({})
-        em._hoist([e.args[0]])
+        em.hoist([e.args[0]])
         x = em.value(e.args[0])
         em.scopes.pop()
         old = b.load(acc, typ=ty)
@@ -371,7 +371,7 @@ def _emit_row_elements(t, em, nest, depth, tid):
 
 
 def _store_all(em, targets):
-    em._hoist([e for t in targets for e in (t.expr, t.position)])
+    em.hoist([e for t in targets for e in (t.expr, t.position)])
     values = [(t, em.value(t.expr), em.value(t.position)) for t in targets]
     for t, value, position in values:
         em.store_target(t, value, position)

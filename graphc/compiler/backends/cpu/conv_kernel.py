@@ -15,33 +15,33 @@ sums the taps that cover it), both emitted through the loop machinery into the s
 buffer, which the memory planner places in the arena (scratch.py); without a plan the
 kernel mallocs it per call. A pointwise convolution (1x1, stride 1, no padding) in NHWC
 needs no im2col: the batch is one [N*P, CI] matrix and one gemm does it all.
-Measured (2-core AVX-512 x86, numpy's OpenBLAS, W6's 64x14x14x32 * 3x3x32x64 layer):
-per-image gemms 2.9 ms forward; chunks of 4 to 16 images 2.1 ms; the whole batch as one
-gemm (14 MB of columns, out of cache) 2.2 to 7 ms. The direct loop rules never won: e.g.
-32x14x14x16 * 3x3x16x32: 0.57 / 2.8 ms (forward / forward + both gradients) per image vs
-7.2 / 38 ms direct. With multithreaded OpenBLAS on a loaded machine, many small gemm
-calls can be 10-100x slower (threads spin-waiting for cores): chunks also cut the calls.
+Chunks beat both per-image gemms and one gemm over the whole batch (whose columns fall
+out of cache), and im2col + gemm beats the direct loop rules at every channel count that
+has a BLAS type; fewer, larger gemm calls also spare a multithreaded BLAS on a loaded
+machine from spin-waiting for cores (the conv_train workload of tools/bench.py measures
+this kernel).
 The epilogue (bias add, activation) runs per chunk over the chunk's rows of the result
 (in place, as in gemm_kernel.py), while they are in cache; an epilogue of other dims runs
 once after the last chunk. Types without BLAS (float16, integers) use the direct loop
 rules (window_rules.py) through the loop kernel template, and so does an NHWC Conv2D
 with few taps (a 3x3 filter over one channel: DIRECT_CONV_TAPS), unrolled and vectorized
-over the output channels (W6's first layer: 0.4-0.5 ms vs 1.6 ms im2col + gemm); its
+over the output channels (there the columns would cost more than the taps); its
 filter gradient is a direct folding loop (lowering_of says which lowering a kernel gets).
 """
 from contextlib import nullcontext
 
 from llvmlite import ir
 
-from graphc.compiler.codegen import conv_team, parallel
-from graphc.compiler.codegen.expr import Expr, dim_key, dims_key
-from graphc.compiler.codegen.gemm_kernel import BLAS_DTYPES, product_buffer
-from graphc.compiler.codegen.loop_kernel import (Emitter, Nest, StoreTarget,
-                                                 emit_loop_function, kernel_targets,
-                                                 lower_loop_kernel, plan_nests, storages_used)
-from graphc.compiler.codegen.views import KernelViews, LoweringError
-from graphc.compiler.codegen.window_rules import (CONV_TYPES, UNROLL_CELLS, Window,
-                                                  direct_conv_taps)
+from graphc.compiler.backends.cpu import conv_team, parallel
+from graphc.compiler.backends.cpu.gemm_kernel import BLAS_DTYPES
+from graphc.compiler.backends.cpu.loop_kernel import emit_loop_function, lower_loop_kernel
+from graphc.compiler.loops.emitter import (Emitter, Nest, StoreTarget, kernel_targets,
+                                           group_nests, storages_used)
+from graphc.compiler.loops.expr import Expr, dim_key, dims_key
+from graphc.compiler.loops.products import product_buffer
+from graphc.compiler.loops.views import KernelViews, LoweringError
+from graphc.compiler.loops.window_rules import (CONV_TYPES, UNROLL_CELLS, Window,
+                                                direct_conv_taps)
 from graphc.framework.symbolic import SymDim
 from kernels import dtypes as kd
 from kernels import gemm
@@ -96,8 +96,8 @@ def lowering_of(kernel):
 def _lower_direct_filter_gradient(program, kernel, node, name, scalar_ops, rules):
     """dW[kh, kw, ci, co] = sum over (n, oh, ow) of x[n, tap(oh, kh), tap(ow, kw), ci] *
     dy[n, oh, ow, co]: one accumulating target per (kh, kw, ci), all in the nest over
-    dy's dims (vectorized over the output channels), after a nest filling dW with zeros.
-    Measured (W6's 64x28x28x1 * 3x3x1x32 layer): 1.0 ms vs 1.26 ms im2col + gemm."""
+    dy's dims (vectorized over the output channels), after a nest filling dW with zeros:
+    with one input channel, cheaper than building the columns for a gemm."""
     g = Window(node)
     x_in, _, dy = node.inputs
     out = node.outputs[0]
@@ -127,7 +127,7 @@ def _lower_direct_filter_gradient(program, kernel, node, name, scalar_ops, rules
                     folds.append(StoreTarget(storage, out.dims, dtype, None, accumulate="sum",
                                              loop_dims=list(dy.dims),
                                              place=placer(kh, kw, ci)))
-    nests = plan_nests(views, fills) + plan_nests(views, folds)
+    nests = group_nests(views, fills) + group_nests(views, folds)
     storages = storages_used(nests)
     fn = emit_loop_function(program.llvm, name, views, nests, storages, program.emit_dim,
                             scalar_ops)
@@ -227,12 +227,12 @@ class _ConvLowering:
         if targets and node.type != "Conv2DBackpropFilter" and self.n_var is not None:
             self.chunk_epilogue = self._chunk_nests(targets)
         if targets and not self.chunk_epilogue:
-            self.epilogue_nests = plan_nests(v, targets)
+            self.epilogue_nests = group_nests(v, targets)
         self.per_chunk = self._per_chunk_nests()
         self.zero = []
         if node.type == "Conv2DBackpropFilter":
             zero = v.x.const(0, self.dtype)
-            self.zero = plan_nests(v, [StoreTarget(self.c_key, self.product.dims, self.dtype,
+            self.zero = group_nests(v, [StoreTarget(self.c_key, self.product.dims, self.dtype,
                                                    lambda index: zero)])
         operands = [self.program.storage_of(i) for i in self._gemm_inputs()]
         used = storages_used(self.zero + self.per_chunk + self.chunk_epilogue +
@@ -285,7 +285,7 @@ class _ConvLowering:
             return []
         if self.node.type == "Conv2DBackpropInput":
             dims = [self.B] + g.join(1, g.h, g.w, g.c)[1:]
-            return plan_nests(v, [StoreTarget(IMAGE, dims, self.dtype, self._col2im)])
+            return group_nests(v, [StoreTarget(IMAGE, dims, self.dtype, self._col2im)])
         dims = [self.B, g.oh, g.ow, g.taps[0], g.taps[1], g.c]
         source = self.node.inputs[0]
 
@@ -296,7 +296,7 @@ class _ConvLowering:
             inside = x.logical("and", in_h, in_w)
             return x.select(inside, v.view(source, g.join(self._image(b), hi, wi, ci)),
                             x.const(0, self.dtype))
-        return plan_nests(v, [StoreTarget(SCRATCH, dims, self.dtype, im2col)])
+        return group_nests(v, [StoreTarget(SCRATCH, dims, self.dtype, im2col)])
 
     def _col2im(self, index):
         """dx[n, h, w, ci] = sum of the dcols taps that read (h, w)."""
@@ -385,7 +385,7 @@ class _ConvLowering:
             allocated = b.call(parallel.libc(self.program.llvm, "malloc"), [self.scratch_bytes_value()])
             buffers[SCRATCH] = allocated
         elem = kd.memory_type(self.dtype)
-        loop = em._loop(self.n_var) if self.n_var is not None else nullcontext()
+        loop = em.loop(self.n_var) if self.n_var is not None else nullcontext()
         with loop:
             self._chunk_work(self.gemm_fn, em.value(self.chunk), elem)
             for nest in self.chunk_epilogue:

@@ -1,4 +1,7 @@
-"""The whole executable: kernel functions, the entry `graphc_main`, and the spec.
+"""One executable being generated, as every backend sees it: where each value lives, the
+constants, error sites and symbols, dims as i64 arithmetic, and the spec fields common to
+the targets (docs/compiler.md section 6; a backend adds its code: the CPU's entry and LLVM
+IR in backends/cpu/entry.py, the GPU's PTX and launches in backends/gpu/spec.py).
 
 Where each Value lives (its *storage*, a plain tuple key):
   ("fetch", j)     module output j: written straight into the fetch array
@@ -6,22 +9,16 @@ Where each Value lives (its *storage*, a plain tuple key):
                    entry from the symbol values)
   ("feed", i), ("var", name), ("const", k): feeds, variables (read and updated in place),
                    constants (the spec's "constants", read-only)
-The entry loads each kernel's pointers (and computes arena offsets) and calls the kernels
-in schedule order, returning the first nonzero status (1 + error site).
 """
 import numpy as np
 from llvmlite import ir
 
-from graphc.compiler.codegen.expr import dim_key
-from graphc.compiler.codegen.scratch import scratch_storage
 from graphc.compiler.ir import PARAMETER, STATE_VARIABLE
+from graphc.compiler.loops.expr import dim_key
 from graphc.framework.op_def import READING_UPDATE_OPS, UPDATE_OPS
 from graphc.framework.symbolic import SymDim
-from kernels.loops import I32, I64, PTR
-from runtime import jit
+from kernels.loops import I64
 
-ENTRY = "graphc_main"
-PROFILE_GLOBAL = "graphc_profile_cycles"  # i64 per kernel call: cycles spent in it, summed
 MAX_ERROR_DETAILS = 4  # run-time values an error message may show (syms slots)
 
 
@@ -30,8 +27,8 @@ def dim_json(d):
 
 
 class Program:
-    """Shared state of one executable being generated: the LLVM module, storages,
-    constants, error sites, symbols."""
+    """Shared state of one executable being generated: the LLVM module the kernels are
+    emitted into, storages, constants, error sites, symbols."""
 
     def __init__(self, module):
         self.module = module
@@ -90,10 +87,16 @@ class Program:
         return out
 
     def scratch_of(self, kernel):
-        """The storage key of a kernel's scratch buffer, or None (scratch.py). A question
-        of the Program, as storage_of is, so that kernel_reuse.py can ask it again of a
-        structurally equal kernel."""
-        return scratch_storage(self, kernel)
+        """The storage key ("arena", offset) of a kernel's scratch buffer (the memory
+        plan's `scratch`: {kernel index: Buffer}), or None: the kernel then allocates its
+        own. A question of the Program, as storage_of is, so that kernel_reuse.py can ask
+        it again of a structurally equal kernel."""
+        scratch = getattr(getattr(self.module, "memory_plan", None), "scratch", None)
+        if not scratch:
+            return None
+        index = next((t for t, k in enumerate(self.module.kernels) if k is kernel), None)
+        buffer = scratch.get(index)
+        return None if buffer is None else ("arena", self.arena_key(buffer.offset))
 
     def _runtime_fetch(self, value):
         """Fetches of feeds, variables and constants are copied by the runtime (after the
@@ -106,10 +109,21 @@ class Program:
         return ("arena", self._arena_key(value))
 
     def _arena_key(self, value):
-        offset = self.buffers[value].offset
+        return self.arena_key(self.buffers[value].offset)
+
+    def arena_key(self, offset):
+        """The storage key of the arena at `offset` (a dim), remembered so that the code
+        can compute the pointer (arena_offset)."""
         key = dim_key(offset)
         self._arena_offsets[key] = offset
         return key
+
+    def arena_offset(self, key):
+        return self._arena_offsets[key]
+
+    def variable_index(self, name):
+        """The variable's index into the spec's "variables" (and the run's table)."""
+        return self._var_index[name]
 
     def constant_index(self, node):
         k = self._const_index.get(node)
@@ -160,109 +174,15 @@ class Program:
             return builder.select(builder.icmp_signed(">", a, b), a, b)
         return _floor_div_mod(builder, a, b)[0 if op == "floordiv" else 1]
 
-    # --------------------------------------------------------------- entry
-    def emit_entry(self, calls, profile=False):
-        """calls: [(function, [storage keys])] in schedule order. profile: count the
-        cycles (the CPU's time-stamp counter) each call takes into PROFILE_GLOBAL, an i64
-        per call summed over runs (runtime.Executable.kernel_profile reads it)."""
-        fn = ir.Function(self.llvm, ir.FunctionType(I32, [PTR] * 6), ENTRY)
-        counters = self._profile_counters(len(calls)) if profile else None
-        feeds, fetches, variables, constants, arena, syms = fn.args
-        tables = {"feed": feeds, "fetch": fetches, "var": variables, "const": constants}
-        b = ir.IRBuilder(fn.append_basic_block("entry"))
-        pointers = {}
-
-        def pointer(key):
-            p = pointers.get(key)
-            if p is None:
-                kind, what = key
-                if kind == "arena":
-                    offset = self.emit_dim(b, self._arena_offsets[what], syms)
-                    p = b.gep(arena, [offset], source_etype=ir.IntType(8))
-                else:
-                    slot = self._var_index[what] if kind == "var" else what
-                    p = b.load(b.gep(tables[kind], [ir.Constant(I64, slot)], source_etype=PTR),
-                               typ=PTR)
-                pointers[key] = p
-            return p
-
-        restore_blas = self._pin_blas_threads(b)
-        # every failing call branches to one exit (its status through a phi): a return
-        # block per call, each restoring the BLAS threads, was most of the entry's IR
-        fail = fn.append_basic_block("failed") if calls else None
-        failures = []
-        for k, (callee, keys) in enumerate(calls):
-            args = [pointer(key) for key in keys] + [syms]
-            if counters is None:
-                status = b.call(callee, args)
-            else:
-                status = self._profiled_call(b, counters, k, callee, args)
-            ok = b.append_basic_block("ok")
-            b.cbranch(b.icmp_signed("!=", status, ir.Constant(I32, 0)), fail, ok)
-            failures.append((status, b.block))
-            b.position_at_end(ok)
-        restore_blas()
-        b.ret(ir.Constant(I32, 0))
-        if fail is not None:
-            b.position_at_end(fail)
-            status = b.phi(I32)
-            for value, block in failures:
-                status.add_incoming(value, block)
-            restore_blas()
-            b.ret(status)
-        return fn
-
-    def _pin_blas_threads(self, b):
-        """When the kernels call BLAS: the library runs single-threaded during the run
-        (its calls are split across our own team: gemm_team.py, conv_team.py). The first
-        of overlapping runs (a process-wide count, runtime.jit.BLAS_PIN_GLOBAL) saves the
-        library's thread count and sets 1; the last one restores it. Returns what emits
-        the restoring, before each return of the entry."""
-        blas = jit.blas_names().values() if jit.blas_library() else ()
-        names = jit.blas_thread_symbols() if any(n in self.llvm.globals for n in blas) \
-            else None
-        if names is None:
-            return lambda: None
-        set_fn = ir.Function(self.llvm, ir.FunctionType(ir.VoidType(), [I32]), names[0])
-        get_fn = ir.Function(self.llvm, ir.FunctionType(I32, []), names[1])
-        pin = ir.GlobalVariable(self.llvm, ir.ArrayType(I64, 2), jit.BLAS_PIN_GLOBAL)
-        pin.linkage = "external"
-        runs = b.gep(pin, [ir.Constant(I64, 0), ir.Constant(I64, 0)])
-        saved = b.gep(pin, [ir.Constant(I64, 0), ir.Constant(I64, 1)])
-        first = b.atomic_rmw("add", runs, ir.Constant(I64, 1), "seq_cst")
-        with b.if_then(b.icmp_signed("==", first, ir.Constant(I64, 0))):
-            b.store(b.sext(b.call(get_fn, []), I64), saved)
-            b.call(set_fn, [ir.Constant(I32, 1)])
-
-        def restore():
-            last = b.atomic_rmw("sub", runs, ir.Constant(I64, 1), "seq_cst")
-            with b.if_then(b.icmp_signed("==", last, ir.Constant(I64, 1))):
-                b.call(set_fn, [b.trunc(b.load(saved, typ=I64), I32)])
-        return restore
-
-    def _profile_counters(self, n):
-        counters = ir.GlobalVariable(self.llvm, ir.ArrayType(I64, n), PROFILE_GLOBAL)
-        counters.initializer = ir.Constant(ir.ArrayType(I64, n), [0] * n)
-        return counters
-
-    def _profiled_call(self, b, counters, k, callee, args):
-        clock = self.llvm.globals.get("llvm.readcyclecounter") or ir.Function(
-            self.llvm, ir.FunctionType(I64, []), "llvm.readcyclecounter")
-        start = b.call(clock, [])
-        status = b.call(callee, args)
-        spent = b.sub(b.call(clock, []), start)
-        slot = b.gep(counters, [ir.Constant(I64, 0), ir.Constant(I64, k)])
-        b.store(b.add(b.load(slot, typ=I64), spent), slot)
-        return status
-
     # ---------------------------------------------------------------- spec
-    def spec(self, llvm_ir, target):
+    def spec(self, target, code):
+        """The executable spec: the fields every target has, with the target's `code`
+        fields (a dict) after the format version."""
         m = self.module
         params = sorted(m.params, key=lambda p: p.attrs["index"])
         return {
             "format_version": 1,
-            "entry": ENTRY,
-            "llvm_ir": llvm_ir,
+            **code,
             "target": target,
             "symbols": [{"name": s, "feed": m.symbols[s][0], "axis": m.symbols[s][1]}
                         for s in self.symbols],

@@ -1,13 +1,13 @@
 """GPU codegen: every kernel of a fused, memory-planned module -> PTX, and the same kernels
-emulated on the CPU, from the CPU codegen's own per-op definitions.
+emulated on the CPU, from the same per-op definitions as the CPU backend (loops/).
 
     gpu = generate_gpu(module)          # module.kernels and module.memory_plan set
     spec = gpu.spec(arch="sm_80")       # the GPU executable spec (docs/gpu_contract.md)
     gpu.ptx("sm_90")                    # PTX text of every kernel
 
-No op's math is written here. Each kernel is planned by the CPU codegen's machinery
-(KernelViews over op_lowering.LOOP_RULES, expressions emitted through kernels.scalar_ops,
-the CPU loop emitter) and cut into *launches* (plan.py); each launch is emitted by a
+No op's math is written here. Each kernel is planned by the loop layer (loops/:
+KernelViews over loops.LOOP_RULES, expressions emitted through kernels.scalar_ops by
+loops.emitter.Emitter) and cut into *launches* (launches.py); each launch is emitted by a
 template (loop.py: grid-stride loops; reduce.py: one block per row, reductions by warp
 shuffles and one shared-memory step between warps; scan.py: Cumsum, one block per line;
 gemm.py: tiled shared-memory products) written once against the thread-program layer
@@ -19,23 +19,23 @@ Kernel kinds: "loop" and templateless "opaque" kernels (pooling and the other wi
 rules) go through loop.py, or reduce.py when a nest reduces rows (softmax, layer norm,
 row sums and argmax); "gemm" kernels of float32/float64 through gemm.py, other types
 through the matmul loop rule; "conv" kernels through the direct loop rules of
-window_rules.py (one thread per output element summing over its window: no scratch
-memory); Cumsum through scan.py (one block per scanned line: warp shuffles up, warp
-totals in shared memory, a carry from chunk to chunk; float16 and a bad axis keep the CPU
-planning), GatherGrad through its CPU planning (scatter: atomic adds); random ops
-through the Philox loop rule (kernels/philox.py), with a one-thread launch after the
-kernel counting the run.
+loops/window_rules.py (one thread per output element summing over its window: no
+scratch memory); Cumsum through scan.py (one block per scanned line: warp shuffles up,
+warp totals in shared memory, a carry from chunk to chunk; float16 and a bad axis keep
+the loop layer's nests, loops/scan.py), GatherGrad through loops/scatter.py's nests
+(atomic adds); random ops through the Philox loop rule (kernels/philox.py), with a
+one-thread launch after the kernel counting the run.
 """
 from llvmlite import ir
 
-from graphc.compiler.codegen import random as random_codegen
-from graphc.compiler.codegen.entry import Program
-from graphc.compiler.codegen.views import LoweringError
-from graphc.compiler.codegen_gpu import kinds
-from graphc.compiler.codegen_gpu.plan import GpuCodegenNotImplemented
-from graphc.compiler.codegen_gpu.ptx import DEFAULT_ARCH, GPU_TRIPLE, emit_ptx
-from graphc.compiler.codegen_gpu.spec import gpu_spec
-from graphc.compiler.codegen_gpu.threads import thread_program
+from graphc.compiler.backends.gpu import kinds
+from graphc.compiler.backends.gpu.launches import GpuCodegenNotImplemented
+from graphc.compiler.backends.gpu.ptx import DEFAULT_ARCH, GPU_TRIPLE, emit_ptx
+from graphc.compiler.backends.gpu.spec import gpu_spec
+from graphc.compiler.backends.gpu.threads import thread_program
+from graphc.compiler.loops import random as random_codegen
+from graphc.compiler.loops.program import Program
+from graphc.compiler.loops.views import LoweringError
 from kernels import scalar_ops
 
 __all__ = ["generate_gpu", "GpuBackend", "emit_ptx", "GPU_TRIPLE", "DEFAULT_ARCH",
@@ -45,7 +45,7 @@ DEFAULT_BLOCK = 256
 
 
 class GpuKernel:
-    """One kernel of the module: its name, kind and launches (plan.LaunchPlan)."""
+    """One kernel of the module: its name, kind and launches (layout.LaunchLayout)."""
 
     def __init__(self, name, kind, launches):
         self.name = name
@@ -100,7 +100,7 @@ def generate_gpu(module, block=DEFAULT_BLOCK):
     for number, kernel in enumerate(module.kernels):
         name = f"kernel_{number}_{_label(kernel)}"
         kernels.append(GpuKernel(name, kernel.kind,
-                                 kinds.plan_kernel(program, kernel, name, block)))
+                                 kinds.kernel_launches(program, kernel, name, block)))
     ptx_module = ir.Module(name=module.name + ".gpu")
     ptx_module.triple = GPU_TRIPLE
     emulation_module = ir.Module(name=module.name + ".emulation")

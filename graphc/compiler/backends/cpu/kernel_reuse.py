@@ -20,7 +20,7 @@ node) and opaque kernels are always emitted.
 """
 import numpy as np
 
-from graphc.compiler.codegen.expr import dim_key
+from graphc.compiler.loops.expr import dim_key
 from graphc.framework.op_def import RANDOM_OP_TYPES
 from graphc.framework.symbolic import SymDim
 

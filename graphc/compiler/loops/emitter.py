@@ -1,31 +1,30 @@
-"""A "loop" kernel -> one LLVM function: loop nests that store views into buffers.
+"""The loop emitter, shared by the backends: a kernel's store targets -> loop nests -> LLVM.
 
 Each store target (a kernel output into its buffer, an assign into its variable) is an
-Expr of the target's index. Targets are grouped into loop nests: a target whose dims are
-a prefix of a nest's dims (a keep-dims or trailing reduction result) joins that nest and
-is stored at the loop level of its last index variable; other shapes get their own nest.
-Within a nest, reductions are hoisted to the outermost loop level where all their free
-loop variables are defined (so a softmax row max is computed once per row), values are
-computed before any store of the same level (an assign may overwrite what another target
-of the same iteration reads), and the innermost loop runs over the last, contiguous dim.
+Expr of the target's index. Targets are grouped into loop nests (group_nests): a target
+whose dims are a prefix of a nest's dims (a keep-dims or trailing reduction result) joins
+that nest and is stored at the loop level of its last index variable; other shapes get
+their own nest. Within a nest (Emitter.emit_nest), reductions are hoisted to the outermost
+loop level where all their free loop variables are defined (so a softmax row max is
+computed once per row), values are computed before any store of the same level (an
+assign may overwrite what another target of the same iteration reads), and the innermost
+loop runs over the last, contiguous dim.
 
-The function is `i32 name(ptr noalias buf0, ..., ptr syms)`: one pointer per distinct
-buffer, then the symbol values; it returns 0, or 1 + the error site that fired.
+The emitter writes into whatever function its builder is in: the CPU's kernel functions
+(backends/cpu/loop_kernel.py, which hands in a `loop_splitter` so that the outermost loops
+run on the thread team) and the GPU's thread programs (backends/gpu/loop.py, which
+subclasses it to flatten the parallel loops over threads and fold with atomics).
 """
 from contextlib import contextmanager
 
-import numpy as np
 from llvmlite import ir
 
-from graphc.compiler.codegen import parallel
-from graphc.compiler.codegen.expr import dims_key, walk
-from graphc.compiler.codegen.entry import MAX_ERROR_DETAILS
-from graphc.compiler.codegen.views import KernelViews
-from graphc.compiler.op_kinds import reduction_axes
+from graphc.compiler.loops.expr import dims_key, walk
+from graphc.compiler.loops.program import MAX_ERROR_DETAILS
 from graphc.framework.op_def import OpTypes
 from kernels import dtypes as kd
-from kernels.loops import (I32, I64, PTR, arg_better, combine_reduction, entry_alloca,
-                           for_range, reduction_identity)
+from kernels.loops import (I32, I64, arg_better, combine_reduction, entry_alloca, for_range,
+                           reduction_identity)
 
 # whole-variable updates: a loop kernel writes the variable's buffer (the row scatters are
 # opaque kernels of their own)
@@ -76,7 +75,7 @@ class Nest:
         return self.index[:trimmed] + [None] * (len(key) - trimmed)
 
 
-def plan_nests(views, targets):
+def group_nests(views, targets):
     """Targets grouped into nests (largest rank first); fills target.index/expr."""
     nests = []
     for t in [t for t in targets if t.place is not None]:
@@ -116,28 +115,6 @@ def storages_used(nests):
     return list(seen)
 
 
-def emit_loop_function(llvm_module, name, views, nests, storages, dim_emitter, scalar_ops,
-                       prologue=None):
-    """Defines the kernel function; returns it. `prologue(builder, buffers, syms)` emits
-    code that runs before the loop nests (a gemm call before its epilogue)."""
-    fnty = ir.FunctionType(I32, [PTR] * (len(storages) + 1))
-    fn = ir.Function(llvm_module, fnty, name)
-    fn.attributes.add("nounwind")
-    for arg in fn.args[:-1]:
-        arg.add_attribute("noalias")
-    builder = ir.IRBuilder(fn.append_basic_block("entry"))
-    buffers = dict(zip(storages, fn.args))
-    if prologue is not None:
-        prologue(builder, buffers, fn.args[-1])
-    emitter = Emitter(builder, views, buffers, fn.args[-1], dim_emitter, scalar_ops)
-    if parallel.enabled():  # the nests run at the function's top level: splittable
-        emitter.parallel = parallel.ParallelLoops(llvm_module, name)
-    for nest in nests:
-        emitter.emit_nest(nest)
-    builder.ret(emitter.status())
-    return fn
-
-
 def targets_by_level(nest):
     """{loop level: the nest's targets stored there} (level -1: above every loop): a
     target is stored at the level of its innermost free loop variable."""
@@ -155,7 +132,21 @@ def targets_by_level(nest):
 
 
 class Emitter:
-    def __init__(self, builder, views, buffers, syms, dim_emitter, scalar_ops):
+    """Emits expressions and loop nests with one builder.
+
+    What the backends call: emit_nest (a whole nest), emit_level (a nest from one loop
+    level down: a split loop's body, a GPU thread's share), hoist (emit the reductions
+    that expressions need, where they are defined), loop (one sequential loop),
+    value, store_target, ensure_error_slot / ensure_detail_slots (the status and the
+    run-time error values a failing check writes) and status.
+
+    loop_splitter: None, or an object whose `emit_loop(emitter, nest, level, by_level,
+    deepest) -> bool` may emit a nest's outermost loop itself (the CPU's thread team:
+    backends/cpu/parallel.ParallelLoops) and says whether it did; otherwise the loop is
+    emitted here, sequentially."""
+
+    def __init__(self, builder, views, buffers, syms, dim_emitter, scalar_ops,
+                 loop_splitter=None):
         self.b = builder
         self.views = views
         self.x = views.x
@@ -169,24 +160,22 @@ class Emitter:
         self.error_slot = None
         self.detail_slots = None
         self.detail_base = views.detail_base
-        # set (parallel.ParallelLoops) when the nests' outermost loops may be split
-        # across a thread team
-        self.parallel = None
+        self.loop_splitter = loop_splitter
 
     def fork(self, builder, buffers, syms):
         """An emitter of the same kernel's views into another function (a split loop's
-        body), with no values emitted yet."""
+        body), with no values emitted yet and no splitter (the body's loops are inner)."""
         return Emitter(builder, self.views, buffers, syms, self.dim_emitter, self.scalar)
 
     # ---------------------------------------------------------------- nests
     def emit_nest(self, nest):
         by_level = targets_by_level(nest)
         deepest = max(by_level, default=-1)
-        self._level(nest, -1, by_level, deepest)
+        self.emit_level(nest, -1, by_level, deepest)
 
-    def _level(self, nest, level, by_level, deepest):
+    def emit_level(self, nest, level, by_level, deepest):
         pending = [t for lv, ts in by_level.items() if lv >= level for t in ts]
-        self._hoist([e for t in pending for e in (t.expr, t.position)])
+        self.hoist([e for t in pending for e in (t.expr, t.position)])
         here = by_level.get(level, [])
         values = [(t, self.value(t.expr), self.value(t.position)) for t in here]
         for t, value, position in values:
@@ -196,13 +185,13 @@ class Emitter:
             return
         var = nest.vars[nxt]
         if var is None:
-            self._level(nest, nxt, by_level, deepest)
+            self.emit_level(nest, nxt, by_level, deepest)
             return
-        if self.parallel is not None and all(v is None for v in nest.vars[:nxt]) and \
-                self.parallel.emit_loop(self, nest, nxt, by_level, deepest):
+        if self.loop_splitter is not None and all(v is None for v in nest.vars[:nxt]) and \
+                self.loop_splitter.emit_loop(self, nest, nxt, by_level, deepest):
             return  # the outermost loop, run by a thread team
-        with self._loop(var):
-            self._level(nest, nxt, by_level, deepest)
+        with self.loop(var):
+            self.emit_level(nest, nxt, by_level, deepest)
 
     def store_target(self, t, value, position):
         """Stores (or folds, for an accumulating target) one element of target t (the GPU
@@ -215,7 +204,7 @@ class Emitter:
         kd.store_scalar(self.b, value, ptr, t.dtype)
 
     @contextmanager
-    def _loop(self, var):
+    def loop(self, var):
         """A counted loop over `var`, with its own scope of emitted values."""
         with for_range(self.b, self.value(var.extent), name=var.name) as iv:
             self.var_values[var.id] = iv
@@ -225,7 +214,7 @@ class Emitter:
             self.scopes.pop()
             self.defined.discard(var.id)
 
-    def _hoist(self, roots):
+    def hoist(self, roots):
         """Emits (now) every reduction under `roots` that only needs defined variables,
         innermost first, so loops below reuse it."""
         order, seen, stack = [], set(), [(e, False) for e in roots]
@@ -324,15 +313,15 @@ class Emitter:
         """Status := 1 + site where `bad` (i1) holds and no error was recorded before (the
         first failure is reported, as the reference kernels do), with its run-time values
         `details` (i64); the computation goes on clamped."""
-        slot = self._error_slot()
+        slot = self.ensure_error_slot()
         status = self.b.load(slot, typ=I32)
         first = self.b.and_(bad, self.b.icmp_signed("==", status, ir.Constant(I32, 0)))
         self.b.store(self.b.select(first, ir.Constant(I32, site + 1), status), slot)
-        for k, value in enumerate(details[:len(self._detail_slots())]):
-            dslot = self._detail_slots()[k]
+        for k, value in enumerate(details[:len(self.ensure_detail_slots())]):
+            dslot = self.ensure_detail_slots()[k]
             self.b.store(self.b.select(first, value, self.b.load(dslot, typ=I64)), dslot)
 
-    def _detail_slots(self):
+    def ensure_detail_slots(self):
         if self.detail_slots is None:
             self.detail_slots = []
             if self.detail_base is not None:
@@ -356,7 +345,7 @@ class Emitter:
         clamped = self.b.select(self.b.icmp_signed(">", index, top), top, index)
         return self.b.select(self.b.icmp_signed("<", clamped, zero), zero, clamped)
 
-    def _error_slot(self):
+    def ensure_error_slot(self):
         if self.error_slot is None:
             self.error_slot = entry_alloca(self.b, I32, "status")
             saved = self.b.block
@@ -381,13 +370,13 @@ class Emitter:
         if not var_ids:
             body_fn()
             return
-        with self._loop(self.x.vars[var_ids[0]]):
+        with self.loop(self.x.vars[var_ids[0]]):
             self._reduction_loops(var_ids[1:], body_fn)
 
     def _emit_reduce(self, e):
         kind, ids = e.data
         body = e.args[0]
-        self._hoist([body])
+        self.hoist([body])
         ty = kd.llvm_type(e.dtype)
         is_float = kd.is_float(e.dtype)
         signed = not kd.is_unsigned(e.dtype)
@@ -395,7 +384,7 @@ class Emitter:
         self.b.store(reduction_identity(kind, ty, is_float, signed), acc)
 
         def step():
-            self._hoist([body])
+            self.hoist([body])
             x = self.value(body)
             self.b.store(combine_reduction(self.b, kind, self.b.load(acc, typ=ty), x, is_float,
                                            signed), acc)
@@ -405,7 +394,7 @@ class Emitter:
     def _emit_argreduce(self, e):
         kind, var_id = e.data
         body = e.args[0]
-        self._hoist([body])
+        self.hoist([body])
         ty = kd.llvm_type(body.dtype)
         is_float = kd.is_float(body.dtype)
         signed = not kd.is_unsigned(body.dtype)
@@ -417,7 +406,7 @@ class Emitter:
         self.b.store(ir.Constant(ty, None), best)
 
         def step():
-            self._hoist([body])
+            self.hoist([body])
             x = self.value(body)
             old = self.b.load(best, typ=ty)
             take = self.b.or_(self.b.load(first, typ=kd.I1),
@@ -430,7 +419,6 @@ class Emitter:
         return self.b.load(where, typ=I64)
 
 
-# ------------------------------------------------------------------ driver
 def kernel_targets(program, views, kernel_outputs, nodes, extra_stores=()):
     """Store targets of a kernel: each of its outputs into its buffers (fetch, arena),
     and each assign among `nodes` into its variable. Values the kernel computes but does
@@ -454,80 +442,10 @@ def kernel_targets(program, views, kernel_outputs, nodes, extra_stores=()):
     return targets
 
 
-def lower_loop_kernel(program, kernel, name, scalar_ops, rules):
-    """The LLVM function of a "loop" kernel and its storage keys (its pointer args)."""
-    computed = {v for n in kernel.nodes for v in n.outputs}
-    views = KernelViews(computed, program.storage_of, program.error_site, rules)
-    folded, folds, fills = _accumulated_outputs(program, views, kernel)
-    stored = [v for v in kernel.outputs if v not in folded]
-    targets = kernel_targets(program, views, stored, kernel.nodes) + folds
-    nests = plan_nests(views, fills) + plan_nests(views, targets)
-    storages = storages_used(nests)
-    fn = emit_loop_function(program.llvm, name, views, nests, storages, program.emit_dim,
-                            scalar_ops)
-    return fn, storages
-
-
-# Reductions whose result is just the fold of the input's elements (no final scaling).
-_FOLDS = {"Sum": "sum", "Prod": "prod", "Max": "max", "Min": "min", "Any": "any",
-          "All": "all", "BiasAddGrad": "sum", "SumToShape": "sum"}
-
-
-def _accumulated_outputs(program, views, kernel):
-    """Final reductions over the kernel's loop that do not fit it as a prefix (column
-    sums: BiasAddGrad, reduce over axis 0) become accumulating targets of the main loop.
-    Returns (those values, their accumulating targets, the targets filling them with the
-    reduction's identity first)."""
-    folded, folds, fills = set(), [], []
-    loop_dims = getattr(kernel, "dims", None)
-    if not loop_dims:
-        return folded, folds, fills
-    loop_key = dims_key(loop_dims)
-    for value in kernel.outputs:
-        node = value.node
-        kind = _FOLDS.get(node.type)
-        if kind is None or value.dtype.name == "float16" or node not in kernel.nodes:
-            continue
-        spec = reduction_axes(node)
-        stores = program.stores_of(value)
-        if spec is None or not stores or dims_key(node.inputs[0].dims) != loop_key:
-            continue
-        _, axes, keep = spec
-        if tuple(axes) == tuple(range(len(loop_key) - len(axes), len(loop_key))):
-            continue  # a reduction over trailing axes is hoisted in the loop instead
-            # (decided by the axes, not the dims: [64] of a [64,14,14,64] sum over the
-            # first three axes looks like a prefix of the loop when batch == channels)
-        dtype = value.dtype.name
-        identity = _identity_const(views, kind, dtype)
-        for storage in stores:
-            folds.append(StoreTarget(storage, value.dims, dtype, None, accumulate=kind,
-                                     loop_dims=loop_dims,
-                                     place=_placer(views, node.inputs[0], value, axes, keep)))
-            fills.append(StoreTarget(storage, value.dims, dtype, lambda index, e=identity: e))
-        folded.add(value)
-    return folded, folds, fills
-
-
-
-def _placer(views, source, value, axes, keep):
-    def place(index):
-        out_index = [views.x.const(0) if a in axes else i for a, i in enumerate(index)
-                     if keep or a not in axes]
-        lead = len(out_index) - len(value.dims)  # SumToShape drops leading axes
-        out_index = out_index[lead:]
-        body = views.x.cast(views.view(source, index), value.dtype.name)
-        return body, views.x.linear(out_index, value.dims)
-    return place
-
-
-def _identity_const(views, kind, dtype):
-    if kind in ("sum", "any"):
-        value = 0
-    elif kind in ("prod", "all"):
-        value = 1
-    elif dtype.startswith(("float", "complex")):
-        value = -np.inf if kind == "max" else np.inf
-    else:
-        info = np.iinfo(dtype)
-        value = info.min if kind == "max" else info.max
-    return views.x.const(value, dtype)
+def main_node(kernel, op_type):
+    """The node of type `op_type` a kernel is built around (fusion's `main`, else the
+    first such node)."""
+    main = getattr(kernel, "main", None)
+    if main is not None and main.type == op_type:
+        return main
+    return next(n for n in kernel.nodes if n.type == op_type)

@@ -13,15 +13,15 @@ columns). Per step of DEPTH along the inner dimension:
 The accumulators live across the barriers in private slots (registers in PTX, arrays
 indexed by thread in the emulation). Blocks stride over the output tiles of every batch
 entry (the grid is a plain number of tiles, capped). Batch dims broadcast as in numpy
-(gemm_kernel.batch_positions, the CPU's own rule). The epilogue (bias add,
-activation) is a second launch: the CPU gemm kernel's epilogue nests, through the loop
-template, reading the product back in place.
+(loops/products.batch_positions, the CPU's rule too). The epilogue (bias add,
+activation) is a second launch: the epilogue nests the CPU gemm kernel emits too, through
+the loop template, reading the product back in place. Other dtypes than GEMM_DTYPES
+(integer products) are not tiled: kinds.py plans them as loop kernels.
 """
 from llvmlite import ir
 
-from graphc.compiler.codegen.gemm_kernel import batch_positions
-from graphc.compiler.codegen.gemm_team import transposes
-from graphc.compiler.codegen_gpu.loop import grid_stride_loop
+from graphc.compiler.backends.gpu.loop import grid_stride_loop
+from graphc.compiler.loops.products import batch_positions, transposes
 from kernels import dtypes as kd
 from kernels.loops import I64, for_range
 
@@ -29,18 +29,19 @@ TILE = 64        # C tile: TILE x TILE
 DEPTH = 16       # inner-dimension step held in shared memory
 THREADS = 256    # 16 x 16 threads, each a MICRO x MICRO micro-tile
 MICRO = TILE // 16
+GEMM_DTYPES = ("float32", "float64")  # the products this template computes
 
 
 def _c(v):
     return ir.Constant(I64, v)
 
 
-def emit_gemm_launch(t, program, plan, scalar_ops):
-    node = plan.details["node"]
+def emit_gemm_launch(t, program, layout, scalar_ops):
+    node = layout.details["node"]
     a_val, b_val = node.inputs
     out = node.outputs[0]
     ta, tb = transposes(node)
-    c_ptr, a_ptr, b_ptr = (t.args[plan.storages.index(k)] for k in plan.details["keys"])
+    c_ptr, a_ptr, b_ptr = (t.args[layout.storages.index(k)] for k in layout.details["keys"])
     b = t.b
     dim = lambda d: program.emit_dim(b, d, t.syms)  # noqa: E731
     m, n = dim(out.dims[-2]), dim(out.dims[-1])

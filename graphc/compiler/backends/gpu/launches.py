@@ -1,8 +1,8 @@
-"""What each GPU launch of a kernel computes: loop nests from the CPU codegen's planning.
+"""The launch layout of a kernel: which loop nests each GPU launch runs, and its grid.
 
 A kernel's values are viewed exactly as the CPU loop kernel views them (KernelViews over
-op_lowering.LOOP_RULES, expressions emitted by kernels.scalar_ops), and its store
-targets come from loop_kernel.kernel_targets. Two things differ from the CPU plan:
+loops.LOOP_RULES, expressions emitted by kernels.scalar_ops), and its store targets come
+from loops.emitter.kernel_targets. Two things differ from the CPU's nests:
 - every nest holds the targets of one dims only (`gpu_nests`): a keep-dims row result
   and a scalar total get nests of their own, so a nest's parallel loops are never
   limited by a small target sharing it; column sums are not turned into accumulating
@@ -11,9 +11,9 @@ targets come from loop_kernel.kernel_targets. Two things differ from the CPU pla
   an earlier nest of the same group writes (or writes what it reads) starts a new
   launch, since no barrier spans the whole grid inside a launch.
 """
-from graphc.compiler.codegen.expr import dims_key
-from graphc.compiler.codegen.loop_kernel import Nest, targets_by_level
-from graphc.compiler.codegen.views import LoweringError
+from graphc.compiler.loops.emitter import Nest, targets_by_level
+from graphc.compiler.loops.expr import dims_key
+from graphc.compiler.loops.views import LoweringError
 
 MAX_BLOCKS = 4096      # grid-stride loops: more blocks than this only add scheduling
 
@@ -22,12 +22,12 @@ class GpuCodegenNotImplemented(LoweringError):
     """A kernel the GPU codegen cannot lower (what it is is in the message)."""
 
 
-class LaunchPlan:
+class LaunchLayout:
     """One launch: its nests (or template), storages (pointer args), grid and block."""
 
     def __init__(self, name, template, views, nests, storages, grid, block):
         self.name = name
-        self.template = template   # callable(t, program, plan, scalar_ops): emits the body
+        self.template = template   # callable(t, program, layout, scalar_ops): emits the body
         self.views = views
         self.nests = nests
         self.storages = storages
@@ -55,7 +55,7 @@ def gpu_nests(views, targets):
             t.expr = t.value_of(t.index)
             t.position = views.x.linear(t.index, t.dims)
         nest.targets.append(t)
-    # largest first, as the CPU plan: stores of one value into several buffers stay in order
+    # largest first, as on the CPU: stores of one value into several buffers stay in order
     return sorted(nests.values(), key=lambda n: -len(n.dims))
 
 

@@ -1,0 +1,116 @@
+"""The CPU executable: the entry `graphc_main` that calls the kernel functions, and the spec.
+
+The entry loads each kernel's pointers (and computes arena offsets) from the storage keys
+the Program (loops/program.py) gave out and calls the kernels in schedule order,
+returning the first nonzero status (1 + error site).
+"""
+from llvmlite import ir
+
+from kernels.loops import I32, I64, PTR
+from runtime import jit
+
+ENTRY = "graphc_main"
+PROFILE_GLOBAL = "graphc_profile_cycles"  # i64 per kernel call: cycles spent in it, summed
+
+
+def cpu_spec(program, llvm_ir, target):
+    """The CPU executable spec: the common fields, the entry's name and the LLVM IR."""
+    return program.spec(target, {"entry": ENTRY, "llvm_ir": llvm_ir})
+
+
+def emit_entry(program, calls, profile=False):
+    """calls: [(function, [storage keys])] in schedule order. profile: count the
+    cycles (the CPU's time-stamp counter) each call takes into PROFILE_GLOBAL, an i64
+    per call summed over runs (runtime.Executable.kernel_profile reads it)."""
+    fn = ir.Function(program.llvm, ir.FunctionType(I32, [PTR] * 6), ENTRY)
+    counters = _profile_counters(program, len(calls)) if profile else None
+    feeds, fetches, variables, constants, arena, syms = fn.args
+    tables = {"feed": feeds, "fetch": fetches, "var": variables, "const": constants}
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    pointers = {}
+
+    def pointer(key):
+        p = pointers.get(key)
+        if p is None:
+            kind, what = key
+            if kind == "arena":
+                offset = program.emit_dim(b, program.arena_offset(what), syms)
+                p = b.gep(arena, [offset], source_etype=ir.IntType(8))
+            else:
+                slot = program.variable_index(what) if kind == "var" else what
+                p = b.load(b.gep(tables[kind], [ir.Constant(I64, slot)], source_etype=PTR),
+                           typ=PTR)
+            pointers[key] = p
+        return p
+
+    restore_blas = _pin_blas_threads(program, b)
+    # every failing call branches to one exit (its status through a phi): a return
+    # block per call, each restoring the BLAS threads, was most of the entry's IR
+    fail = fn.append_basic_block("failed") if calls else None
+    failures = []
+    for k, (callee, keys) in enumerate(calls):
+        args = [pointer(key) for key in keys] + [syms]
+        if counters is None:
+            status = b.call(callee, args)
+        else:
+            status = _profiled_call(program, b, counters, k, callee, args)
+        ok = b.append_basic_block("ok")
+        b.cbranch(b.icmp_signed("!=", status, ir.Constant(I32, 0)), fail, ok)
+        failures.append((status, b.block))
+        b.position_at_end(ok)
+    restore_blas()
+    b.ret(ir.Constant(I32, 0))
+    if fail is not None:
+        b.position_at_end(fail)
+        status = b.phi(I32)
+        for value, block in failures:
+            status.add_incoming(value, block)
+        restore_blas()
+        b.ret(status)
+    return fn
+
+
+def _pin_blas_threads(program, b):
+    """When the kernels call BLAS: the library runs single-threaded during the run
+    (its calls are split across our own team: gemm_team.py, conv_team.py). The first
+    of overlapping runs (a process-wide count, runtime.jit.BLAS_PIN_GLOBAL) saves the
+    library's thread count and sets 1; the last one restores it. Returns what emits
+    the restoring, before each return of the entry."""
+    blas = jit.blas_names().values() if jit.blas_library() else ()
+    names = jit.blas_thread_symbols() if any(n in program.llvm.globals for n in blas) \
+        else None
+    if names is None:
+        return lambda: None
+    set_fn = ir.Function(program.llvm, ir.FunctionType(ir.VoidType(), [I32]), names[0])
+    get_fn = ir.Function(program.llvm, ir.FunctionType(I32, []), names[1])
+    pin = ir.GlobalVariable(program.llvm, ir.ArrayType(I64, 2), jit.BLAS_PIN_GLOBAL)
+    pin.linkage = "external"
+    runs = b.gep(pin, [ir.Constant(I64, 0), ir.Constant(I64, 0)])
+    saved = b.gep(pin, [ir.Constant(I64, 0), ir.Constant(I64, 1)])
+    first = b.atomic_rmw("add", runs, ir.Constant(I64, 1), "seq_cst")
+    with b.if_then(b.icmp_signed("==", first, ir.Constant(I64, 0))):
+        b.store(b.sext(b.call(get_fn, []), I64), saved)
+        b.call(set_fn, [ir.Constant(I32, 1)])
+
+    def restore():
+        last = b.atomic_rmw("sub", runs, ir.Constant(I64, 1), "seq_cst")
+        with b.if_then(b.icmp_signed("==", last, ir.Constant(I64, 1))):
+            b.call(set_fn, [b.trunc(b.load(saved, typ=I64), I32)])
+    return restore
+
+
+def _profile_counters(program, n):
+    counters = ir.GlobalVariable(program.llvm, ir.ArrayType(I64, n), PROFILE_GLOBAL)
+    counters.initializer = ir.Constant(ir.ArrayType(I64, n), [0] * n)
+    return counters
+
+
+def _profiled_call(program, b, counters, k, callee, args):
+    clock = program.llvm.globals.get("llvm.readcyclecounter") or ir.Function(
+        program.llvm, ir.FunctionType(I64, []), "llvm.readcyclecounter")
+    start = b.call(clock, [])
+    status = b.call(callee, args)
+    spent = b.sub(b.call(clock, []), start)
+    slot = b.gep(counters, [ir.Constant(I64, 0), ir.Constant(I64, k)])
+    b.store(b.add(b.load(slot, typ=I64), spent), slot)
+    return status

@@ -1,0 +1,129 @@
+"""A "loop" kernel -> one LLVM function: the kernel's store targets in loop nests
+(loops/emitter.py), the outermost loops split across the thread team (parallel.py).
+
+A final reduction whose result does not fit the kernel's loop as a prefix (a column sum:
+BiasAddGrad, a reduce over axis 0) is an accumulating target of the main loop, filled with
+its identity first, instead of a loop of its own reading the input column by column.
+
+The function is `i32 name(ptr noalias buf0, ..., ptr syms)`: one pointer per distinct
+buffer, then the symbol values; it returns 0, or 1 + the error site that fired.
+"""
+import numpy as np
+from llvmlite import ir
+
+from graphc.compiler.backends.cpu import parallel
+from graphc.compiler.loops.emitter import (Emitter, StoreTarget, kernel_targets, group_nests,
+                                           storages_used)
+from graphc.compiler.loops.expr import dims_key
+from graphc.compiler.loops.views import KernelViews
+from graphc.compiler.op_kinds import reduction_axes
+from kernels.loops import I32, PTR
+
+
+def emit_loop_function(llvm_module, name, views, nests, storages, dim_emitter, scalar_ops,
+                       prologue=None):
+    """Defines the kernel function; returns it. `prologue(builder, buffers, syms)` emits
+    code that runs before the loop nests (a gemm call before its epilogue)."""
+    fnty = ir.FunctionType(I32, [PTR] * (len(storages) + 1))
+    fn = ir.Function(llvm_module, fnty, name)
+    fn.attributes.add("nounwind")
+    for arg in fn.args[:-1]:
+        arg.add_attribute("noalias")
+    builder = ir.IRBuilder(fn.append_basic_block("entry"))
+    buffers = dict(zip(storages, fn.args))
+    if prologue is not None:
+        prologue(builder, buffers, fn.args[-1])
+    # the nests run at the function's top level: their outermost loops are splittable
+    splitter = parallel.ParallelLoops(llvm_module, name) if parallel.enabled() else None
+    emitter = Emitter(builder, views, buffers, fn.args[-1], dim_emitter, scalar_ops, splitter)
+    for nest in nests:
+        emitter.emit_nest(nest)
+    builder.ret(emitter.status())
+    return fn
+
+
+def emit_nests(program, name, views, nests, scalar_ops):
+    """The kernel function storing `nests` (group_nests output) and its storage keys."""
+    storages = storages_used(nests)
+    fn = emit_loop_function(program.llvm, name, views, nests, storages, program.emit_dim,
+                            scalar_ops)
+    return fn, storages
+
+
+def lower_loop_kernel(program, kernel, name, scalar_ops, rules):
+    """The LLVM function of a "loop" kernel and its storage keys (its pointer args)."""
+    computed = {v for n in kernel.nodes for v in n.outputs}
+    views = KernelViews(computed, program.storage_of, program.error_site, rules)
+    folded, folds, fills = _accumulated_outputs(program, views, kernel)
+    stored = [v for v in kernel.outputs if v not in folded]
+    targets = kernel_targets(program, views, stored, kernel.nodes) + folds
+    nests = group_nests(views, fills) + group_nests(views, targets)
+    storages = storages_used(nests)
+    fn = emit_loop_function(program.llvm, name, views, nests, storages, program.emit_dim,
+                            scalar_ops)
+    return fn, storages
+
+
+# Reductions whose result is just the fold of the input's elements (no final scaling).
+_FOLDS = {"Sum": "sum", "Prod": "prod", "Max": "max", "Min": "min", "Any": "any",
+          "All": "all", "BiasAddGrad": "sum", "SumToShape": "sum"}
+
+
+def _accumulated_outputs(program, views, kernel):
+    """Final reductions over the kernel's loop that do not fit it as a prefix (column
+    sums: BiasAddGrad, reduce over axis 0) become accumulating targets of the main loop.
+    Returns (those values, their accumulating targets, the targets filling them with the
+    reduction's identity first)."""
+    folded, folds, fills = set(), [], []
+    loop_dims = getattr(kernel, "dims", None)
+    if not loop_dims:
+        return folded, folds, fills
+    loop_key = dims_key(loop_dims)
+    for value in kernel.outputs:
+        node = value.node
+        kind = _FOLDS.get(node.type)
+        if kind is None or value.dtype.name == "float16" or node not in kernel.nodes:
+            continue
+        spec = reduction_axes(node)
+        stores = program.stores_of(value)
+        if spec is None or not stores or dims_key(node.inputs[0].dims) != loop_key:
+            continue
+        _, axes, keep = spec
+        if tuple(axes) == tuple(range(len(loop_key) - len(axes), len(loop_key))):
+            continue  # a reduction over trailing axes is hoisted in the loop instead
+            # (decided by the axes, not the dims: [64] of a [64,14,14,64] sum over the
+            # first three axes looks like a prefix of the loop when batch == channels)
+        dtype = value.dtype.name
+        identity = _identity_const(views, kind, dtype)
+        for storage in stores:
+            folds.append(StoreTarget(storage, value.dims, dtype, None, accumulate=kind,
+                                     loop_dims=loop_dims,
+                                     place=_placer(views, node.inputs[0], value, axes, keep)))
+            fills.append(StoreTarget(storage, value.dims, dtype, lambda index, e=identity: e))
+        folded.add(value)
+    return folded, folds, fills
+
+
+
+def _placer(views, source, value, axes, keep):
+    def place(index):
+        out_index = [views.x.const(0) if a in axes else i for a, i in enumerate(index)
+                     if keep or a not in axes]
+        lead = len(out_index) - len(value.dims)  # SumToShape drops leading axes
+        out_index = out_index[lead:]
+        body = views.x.cast(views.view(source, index), value.dtype.name)
+        return body, views.x.linear(out_index, value.dims)
+    return place
+
+
+def _identity_const(views, kind, dtype):
+    if kind in ("sum", "any"):
+        value = 0
+    elif kind in ("prod", "all"):
+        value = 1
+    elif dtype.startswith(("float", "complex")):
+        value = -np.inf if kind == "max" else np.inf
+    else:
+        info = np.iinfo(dtype)
+        value = info.min if kind == "max" else info.max
+    return views.x.const(value, dtype)

@@ -1,0 +1,19 @@
+"""Scratch memory of kernels: temporary buffers a kernel needs only while it runs (the
+im2col columns of a convolution), placed by the memory planner in the arena like any
+intermediate, live during their kernel only.
+
+    scratch_bytes(kernel) -> int | SymDim    the CPU backend's answer to the memory
+                                             planner (schedule/memory_planning.py, handed
+                                             in by the driver) for each kernel of the
+                                             schedule (0: no scratch)
+Codegen asks the Program where a kernel's scratch is (loops/program.py scratch_of).
+The plan keeps them apart from its Value buffers: `memory_plan.scratch` =
+{kernel index: Buffer}.
+"""
+
+
+def scratch_bytes(kernel):
+    if kernel.kind == "conv":
+        from graphc.compiler.backends.cpu.conv_kernel import scratch_bytes as conv_scratch
+        return conv_scratch(kernel)
+    return 0
