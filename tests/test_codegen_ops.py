@@ -457,7 +457,10 @@ EXAMPLES = {
         ("Tanh", gc.tanh), ("Identity", lambda x: gc.identity(x) * 2.0),
         ("StopGradient", lambda x: gc.stop_gradient(x) * 2.0),
         ("CheckNumerics", lambda x: gc.check_numerics(x, "bad")),
-        ("Cast", lambda x: gc.cast(x, gc.int32))]},
+        ("Cast", lambda x: gc.cast(x, gc.int32)),
+        ("IsNan", lambda x: gc.cast(gc.is_nan(x / x), gc.float32)),
+        ("IsInf", lambda x: gc.cast(gc.is_inf(x * 1e38), gc.float32)),
+        ("IsFinite", lambda x: gc.cast(gc.is_finite(x * 1e38), gc.float32))]},
     **{t: _unary(f, positive=True) for t, f in [
         ("Log", gc.log), ("Sqrt", gc.sqrt), ("Rsqrt", gc.rsqrt),
         ("Reciprocal", gc.reciprocal)]},

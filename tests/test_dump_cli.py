@@ -451,3 +451,21 @@ def test_dot_labels_are_short_and_the_full_name_is_the_tooltip(capsys, tmp_path,
     (label, tooltip), = [n for n in nodes if y.op.name in n[1]]
     assert label.split("\\n")[:2] == ["activation_after_matmul_x", "Relu"]
     assert tooltip.split("\\n") == [y.op.name, "Relu float32[?,3]"]
+
+
+def test_a_tensorflow_graph_def_is_shown_like_graphcs_own(tmp_path, capsys):
+    """graphc-dump on a TF GraphDef (.pb, .pbtxt) or MetaGraphDef (.meta): imported, so the
+    ops carry their inferred dtypes and shapes as in graphc's own files."""
+    g = gc.Graph()
+    with g.as_default():
+        x = gc.placeholder(gc.float32, [None, 3], name="x")
+        gc.nn.relu(gc.matmul(x, gc.constant(np.ones((3, 2), np.float32))), name="y")
+    for name, text in (("g.pb", False), ("g.pbtxt", True)):
+        gc.train.write_graph(g, str(tmp_path), name, as_text=text)
+        assert main([str(tmp_path / name)]) == 0
+        out = capsys.readouterr().out
+        assert re.search(r"\by\s+Relu\s+float32\s+\[\?,2\]", out), out
+    with g.as_default():
+        gc.train.export_meta_graph(str(tmp_path / "g.meta"))
+    assert main([str(tmp_path / "g.meta")]) == 0
+    assert re.search(r"\bx\s+Placeholder\s+float32\s+\[\?,3\]", capsys.readouterr().out)

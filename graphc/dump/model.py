@@ -254,6 +254,9 @@ def _graph(path):
     try:
         with open(path, "rb") as f:
             raw = f.read()
+        tf_kind = graph_io._tf_message_kind(raw)
+        if tf_kind is not None:
+            return _tf_graph(path, raw, tf_kind)
         data = graph_io._parse_json(raw, path)
         meta = data if data.get("format") == graph_io.META_FORMAT else None
         graph_def = graph_io._to_graph_def(data)
@@ -265,8 +268,43 @@ def _graph(path):
         raise DumpError(f"{path}: {e}") from None
     d = Dump(path, "graph")
     d.format_version = data.get("version")
+    _graph_ops(d, graph_def.node)
+    if meta:
+        d.collections = {k: len(v) for k, v in (meta.get("collections") or {}).items()}
+    return d
+
+
+def _tf_graph(path, raw, kind):
+    """A TensorFlow GraphDef or MetaGraphDef (.pb, .pbtxt, .meta): imported into a graphc
+    Graph (so dtypes and shapes are inferred as for graphc's own files), then shown as
+    one; a graph graphc cannot import is refused naming the op, as import_graph_def does."""
+    from graphc.framework.graph import Graph
+    from graphc.tf_formats import protos
+    message_class = (protos.meta_graph_pb2().MetaGraphDef if kind == "MetaGraphDef"
+                     else protos.graph_pb2().GraphDef)
+    message = protos.parse_message(raw, message_class, path)
+    graph = Graph()
+    try:
+        with graph.as_default():
+            graph_io.import_graph_def(message.graph_def if kind == "MetaGraphDef" else message,
+                                      name="")
+    except (ValueError, TypeError, KeyError, NotImplementedError) as e:
+        raise DumpError(f"{path}: a TensorFlow {kind} graphc cannot import: {e}") from None
+    d = Dump(path, "graph")
+    d.format_version = f"TensorFlow {kind}"
+    _graph_ops(d, graph_io.json_graph_def(graph).node)
+    if kind == "MetaGraphDef":
+        d.collections = {k: len(c.node_list.value) + len(c.bytes_list.value) +
+                         len(c.int64_list.value) + len(c.float_list.value) +
+                         len(c.any_list.value)
+                         for k, c in message.collection_def.items()}
+    return d
+
+
+def _graph_ops(d, nodes):
+    """d.stages["graph"]: one Op per node dict (graph_io's form)."""
     ops = []
-    for i, n in enumerate(graph_def.node):
+    for i, n in enumerate(nodes):
         shapes_ = n.get("output_shapes") or []
         dtypes_ = n.get("output_dtypes") or []
         dtype = ",".join(dtypes_) or "-"
@@ -277,6 +315,3 @@ def _graph(path):
         ops.append(Op(i, n["name"], n["op"], dtype, shape, inputs,
                       _attrs_text(n.get("attrs") or {}), _location_text(n.get("location"))))
     d.stages["graph"] = ops
-    if meta:
-        d.collections = {k: len(v) for k, v in (meta.get("collections") or {}).items()}
-    return d
