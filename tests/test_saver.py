@@ -388,21 +388,25 @@ import graphc as gc
 gc.Variable(np.arange(5.0), name="v")
 with gc.Session() as sess:
     sess.run(gc.global_variables_initializer())
-    saver = gc.train.Saver()
+    saver = gc.train.Saver(write_version={version})
     saver.save(sess, {prefix!r})
     os.replace = lambda *a: os.kill(os.getpid(), signal.SIGKILL)  # killed before the rename
     saver.save(sess, {prefix!r}, global_step=1)
 """
 
 
-def test_next_save_removes_temp_files_of_a_killed_save(tmp_path):
+@pytest.mark.parametrize("version", ["None", "gc.train.SaverDef.V2"],
+                         ids=["graphc_format", "tf_format"])
+def test_next_save_removes_temp_files_of_a_killed_save(tmp_path, version):
+    """Both formats: graphc's one file, and TF's index and data files (SaverDef.V2)."""
     import signal
     import subprocess
     import sys
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     prefix = str(tmp_path / "model.ckpt")
-    proc = subprocess.run([sys.executable, "-c", _KILLED_SAVE.format(root=root, prefix=prefix)],
-                          capture_output=True, text=True, timeout=300)
+    script = _KILLED_SAVE.format(root=root, prefix=prefix, version=version)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=300)
     assert proc.returncode == -signal.SIGKILL, proc.stderr
     left = [f for f in os.listdir(tmp_path) if ".tmp" in f]
     assert left, "the killed save left no temporary file to clean up"
@@ -415,7 +419,7 @@ def test_next_save_removes_temp_files_of_a_killed_save(tmp_path):
     v = gc.Variable(np.arange(3.0), name="w")
     with gc.Session() as sess:
         sess.run(gc.global_variables_initializer())
-        gc.train.Saver([v]).save(sess, prefix, global_step=2)
+        gc.train.Saver([v], write_version=eval(version)).save(sess, prefix, global_step=2)
     remaining = sorted(f for f in os.listdir(tmp_path) if ".tmp" in f)
     assert remaining == sorted([live.name, user.name])
 

@@ -14,13 +14,13 @@ string tensors (TF2's object checkpoints hold their object graph as one). Partit
 (sliced) variables are refused with an error naming the tensor."""
 import os
 import struct
-import tempfile
 
 import numpy as np
 
 from graphc import dtypes, errors
 from graphc.tf_formats import protos
 from graphc.tf_formats.records import masked_crc32c
+from graphc.train.checkpoint_file import write_atomically
 from graphc.tf_formats.table import TableError, build_table, get_varint, read_table
 from graphc.tf_formats.tensors import FormatError, data_type, graphc_dtype, graphc_shape, \
     shape_proto
@@ -41,18 +41,7 @@ def is_bundle(prefix):
 
 
 def _atomic_write(path, data):
-    fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".", suffix=".tmp",
-                               dir=os.path.dirname(path) or ".")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
+    write_atomically(path, lambda f: f.write(data))
 
 
 def write_bundle(prefix, named_arrays):

@@ -72,14 +72,25 @@ def write_checkpoint(prefix, named_arrays):
             break
         header_len = len(header)
     path = checkpoint_path(prefix)
-    directory = os.path.dirname(path) or "."
-    fd, tmp = tempfile.mkstemp(prefix=temp_prefix(path), dir=directory)
+
+    def write(f):
+        f.write(MAGIC + struct.pack("<Q", len(header)) + header)
+        for e, blob in zip(entries, blobs):
+            f.seek(e["offset"])
+            f.write(blob)
+    write_atomically(path, write)
+    return path
+
+
+def write_atomically(path, write):
+    """Writes `path` through `write(binary file)` into a temporary file (named as
+    remove_abandoned finds it), synced, then renamed into place: a reader sees the old
+    file or the complete new one, and a save killed midway leaves a temporary file the
+    next save removes."""
+    fd, tmp = tempfile.mkstemp(prefix=temp_prefix(path), dir=os.path.dirname(path) or ".")
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(MAGIC + struct.pack("<Q", len(header)) + header)
-            for e, blob in zip(entries, blobs):
-                f.seek(e["offset"])
-                f.write(blob)
+            write(f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -87,7 +98,6 @@ def write_checkpoint(prefix, named_arrays):
         if os.path.exists(tmp):
             os.remove(tmp)
         raise
-    return path
 
 
 def temp_prefix(path):

@@ -10,7 +10,6 @@ Relative paths are relative to the directory holding the file.
 """
 import json
 import os
-import tempfile
 
 from graphc import errors
 from graphc.tf_formats import bundle
@@ -57,12 +56,8 @@ def update_checkpoint_state(save_dir, model_checkpoint_path, all_model_checkpoin
     lines += [f"all_model_checkpoint_paths: "
               f"{json.dumps(_relative_to(p, save_dir, save_relative_paths))}" for p in paths]
     path = _state_path(save_dir, latest_filename)
-    # <name>.tmp<pid>.<random>: the form checkpoint_file.remove_abandoned cleans up
-    fd, tmp = tempfile.mkstemp(prefix=f"{os.path.basename(path)}.tmp{os.getpid()}.",
-                               dir=save_dir or ".")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write("\n".join(lines) + "\n")
-    os.replace(tmp, path)
+    text = ("\n".join(lines) + "\n").encode("utf-8")
+    checkpoint_file.write_atomically(path, lambda f: f.write(text))
 
 
 def get_checkpoint_state(checkpoint_dir, latest_filename=None):

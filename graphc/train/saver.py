@@ -159,11 +159,13 @@ class Saver:
     @staticmethod
     def _remove_abandoned_files(save_dir, meta_graph_suffix, latest_filename):
         """Temporary files of saves killed before their rename (as TF's Saver cleans its
-        temp files up): the checkpoint, meta graph and state files' temporary names."""
+        temp files up): the checkpoint (graphc's, or TF's index and data), meta graph and
+        state files' temporary names."""
         state_name = latest_filename or "checkpoint"
-        suffixes = (checkpoint_file.SUFFIX, "." + meta_graph_suffix)
+        suffixes = (checkpoint_file.SUFFIX, ".index", "." + meta_graph_suffix)
         checkpoint_file.remove_abandoned(
-            save_dir, lambda target: target.endswith(suffixes) or target == state_name)
+            save_dir, lambda target: target.endswith(suffixes) or ".data-" in target
+            or target == state_name)
 
     def export_meta_graph(self, filename=None, collection_list=None, as_text=False,
                           export_scope=None, clear_devices=False, graph=None, **kwargs):
