@@ -19,18 +19,16 @@ when host code reads them.
 import os
 import time
 from collections.abc import Mapping
-from typing import NamedTuple
+from typing import Any, NamedTuple, Optional
 
 import numpy as np
 
 from graphc import errors, profiling
-from typing import Any, Optional
-
 from graphc.config import ConfigProto, RunMetadata, RunOptions
 from graphc.framework.api_types import FeedDict, Fetches
-from graphc.framework.graph import Graph, Tensor, get_default_graph, warn_at_user
 from graphc.framework.default_session import DefaultSession
 from graphc.framework.device_spec import device_type, parse_device
+from graphc.framework.graph import Graph, Tensor, get_default_graph, warn_at_user
 from graphc.framework.indexed_slices import IndexedSlices, IndexedSlicesValue
 from graphc.framework.op_kernel import SessionState
 from graphc.framework.subgraph import prune
