@@ -203,3 +203,22 @@ def test_control_inputs_of_a_constant_run_when_the_graph_has_host_stages(backend
         assert sess.run([distinct, c], {x: [1.0, 2.0, 2.0, 5.0], p: -4}) == [8.0, 3]
         assert sess.run(v) == -4
         assert sess.run([distinct, after], {x: [1.0, 1.0, 1.0, 1.0], p: 7}) == [1.0, 10]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("rank", [3, 7])
+def test_argmax_over_unknown_dims_of_high_rank(backend, rank):
+    """argmax over an unknown leading axis of a rank-3 input: its empty-axis check named
+    the index, the size and the three dims (five run-time values) while compiled code
+    keeps four, and the file verifier refused the compile. Found by the differential
+    tester (CI seed). Up to eight values are kept now; beyond that the message shows the
+    dims by name."""
+    shape = [2, 3, 1, 2, 1, 1, 2][:rank]
+    x = tf.placeholder(tf.float32, [None] * rank)
+    y = tf.argmax(x, axis=-rank)
+    xv = np.random.default_rng(rank).standard_normal(shape).astype(np.float32)
+    with tf.Session(config=tf.ConfigProto(backend=backend)) as sess:
+        np.testing.assert_array_equal(sess.run(y, {x: xv}), np.argmax(xv, axis=0))
+        empty = np.zeros([0] + shape[1:], np.float32)
+        with pytest.raises(tf.errors.InvalidArgumentError, match="Reduction axis 0 is empty"):
+            sess.run(y, {x: empty})

@@ -19,7 +19,7 @@ from graphc.framework.op_def import READING_UPDATE_OPS, UPDATE_OPS
 from graphc.framework.symbolic import SymDim
 from kernels.loops import I64
 
-MAX_ERROR_DETAILS = 4  # run-time values an error message may show (syms slots)
+MAX_ERROR_DETAILS = 8  # run-time values an error message may show (syms slots)
 
 
 def dim_json(d):

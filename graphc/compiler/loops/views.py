@@ -9,6 +9,7 @@ expression (and is emitted once).
 import numpy as np
 
 from graphc.compiler.loops.expr import ExprBuilder, dim_key
+from graphc.compiler.loops.program import MAX_ERROR_DETAILS
 from graphc.compiler.lower import LoweringError
 from graphc.framework.symbolic import SymDim
 
@@ -92,9 +93,11 @@ class KernelViews:
         out of range. `message` is a template of the run-time values: {0} the index, {1}
         size, {2}... the `details` [(Expr, kind)] where kind is "int" or {"index": dims}
         (a linear position shown as [i,j]); `fallback` is the message without values."""
-        if self.detail_base is None:
-            return self.x.check(index, size, self.site(node, fallback))
         kinds = ["int", "int"] + [kind for _, kind in details]
+        if self.detail_base is None or len(kinds) > MAX_ERROR_DETAILS:
+            # more values than the code keeps (a rank-3 shape and the index and size):
+            # the message without values, rather than one showing values never stored
+            return self.x.check(index, size, self.site(node, fallback))
         key = ("site", node, message, repr(kinds))
         if key not in self.memo:
             self.memo[key] = self.error_site(node, message, args=kinds)

@@ -279,7 +279,7 @@ class ParallelLoops:
             _fold_failures(em, status, failures, team)
 
 
-_DETAILS = 4  # = entry.MAX_ERROR_DETAILS (a test checks)
+_DETAILS = 8  # = loops.program.MAX_ERROR_DETAILS (a test checks)
 _FAILURE_SLOTS = 1 + _DETAILS  # per thread: first failing chunk's start, its details
 
 
