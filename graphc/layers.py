@@ -39,6 +39,22 @@ def _float_inputs(inputs):
     return x if x.dtype.is_floating else math_ops.cast(x, dtypes.float32)
 
 
+def _layer_output(outputs, units, use_bias, bias_initializer, bias_regularizer,
+                  bias_constraint, trainable, activation, activity_regularizer,
+                  data_format=None):
+    """What every layer ends with: its bias variable added (on the channel axis of
+    `data_format`), its activation, and its activity regularization loss."""
+    if use_bias:
+        bias = get_variable("bias", [units], outputs.dtype,
+                            initializer=_zeros(bias_initializer), regularizer=bias_regularizer,
+                            trainable=trainable, constraint=bias_constraint)
+        outputs = nn_ops.bias_add(outputs, bias, data_format=data_format)
+    if activation is not None:
+        outputs = activation(outputs)
+    _apply_activity_regularizer(outputs, activity_regularizer)
+    return outputs
+
+
 def _apply_activity_regularizer(outputs, activity_regularizer):
     if activity_regularizer is not None:
         with name_scope("ActivityRegularizer"):
@@ -102,15 +118,8 @@ def dense(inputs, units, activation=None, use_bias=True, kernel_initializer=None
                               regularizer=kernel_regularizer, trainable=trainable,
                               constraint=kernel_constraint)
         outputs = _matmul_last_axis(x, kernel, units)
-        if use_bias:
-            bias = get_variable("bias", [units], x.dtype, initializer=_zeros(bias_initializer),
-                                regularizer=bias_regularizer, trainable=trainable,
-                                constraint=bias_constraint)
-            outputs = nn_ops.bias_add(outputs, bias)
-        if activation is not None:
-            outputs = activation(outputs)
-        _apply_activity_regularizer(outputs, activity_regularizer)
-        return outputs
+        return _layer_output(outputs, units, use_bias, bias_initializer, bias_regularizer,
+                             bias_constraint, trainable, activation, activity_regularizer)
 
 
 def _matmul_last_axis(x, kernel, units):
@@ -157,15 +166,8 @@ def conv2d(inputs, filters, kernel_size, strides=(1, 1), padding="valid",
         if (dh, dw) != (1, 1):
             conv_kwargs["dilations"] = [1, dh, dw, 1] if fmt == "NHWC" else [1, 1, dh, dw]
         outputs = conv_ops.conv2d(x, kernel, **conv_kwargs)
-        if use_bias:
-            bias = get_variable("bias", [filters], x.dtype, initializer=_zeros(bias_initializer),
-                                regularizer=bias_regularizer, trainable=trainable,
-                                constraint=bias_constraint)
-            outputs = nn_ops.bias_add(outputs, bias, data_format=fmt)
-        if activation is not None:
-            outputs = activation(outputs)
-        _apply_activity_regularizer(outputs, activity_regularizer)
-        return outputs
+        return _layer_output(outputs, filters, use_bias, bias_initializer, bias_regularizer,
+                             bias_constraint, trainable, activation, activity_regularizer, fmt)
 
 
 def _transposed_length(size, kernel, stride, padding):
@@ -214,15 +216,8 @@ def conv2d_transpose(inputs, filters, kernel_size, strides=(1, 1), padding="vali
             for i, (k, st) in enumerate([(kh, sh), (kw, sw)])]
         outputs.set_shape(static + [filters] if fmt == "NHWC"
                           else [static[0], filters] + static[1:])
-        if use_bias:
-            bias = get_variable("bias", [filters], x.dtype, initializer=_zeros(bias_initializer),
-                                regularizer=bias_regularizer, trainable=trainable,
-                                constraint=bias_constraint)
-            outputs = nn_ops.bias_add(outputs, bias, data_format=fmt)
-        if activation is not None:
-            outputs = activation(outputs)
-        _apply_activity_regularizer(outputs, activity_regularizer)
-        return outputs
+        return _layer_output(outputs, filters, use_bias, bias_initializer, bias_regularizer,
+                             bias_constraint, trainable, activation, activity_regularizer, fmt)
 
 
 def _pooling2d(pool_fn, default_name, inputs, pool_size, strides, padding, data_format, name):
