@@ -421,8 +421,9 @@ def slice_(v, node, k, index):
     return v.view(node.inputs[0], [v.x.add(i, v.x.const(int(b))) for i, b in zip(index, begin)])
 
 
-def strided_slice(v, node, k, index):
-    x = node.inputs[0]
+def _strided_slice_spec(v, node, rank):
+    """framework.slicing.dense_spec of a StridedSlice (or its gradient) over an input of
+    `rank` dims: its begin, end and strides must be compile-time constants."""
     begin, end, strides = ([int(a) for a in np.reshape(v.constant(t), -1)]
                            for t in node.inputs[1:4])
     masks = {m: node.attrs.get(m, 0) for m in ("begin_mask", "end_mask", "ellipsis_mask",
@@ -430,10 +431,14 @@ def strided_slice(v, node, k, index):
 
     def error(message):
         raise LoweringError(message)
+    return dense_spec(rank, begin, end, strides, masks, error)
 
+
+def strided_slice(v, node, k, index):
+    x = node.inputs[0]
     in_index = [None] * len(x.dims)
     it = iter(index)
-    for entry in dense_spec(len(x.dims), begin, end, strides, masks, error):
+    for entry in _strided_slice_spec(v, node, len(x.dims)):
         if entry[0] == "new":
             next(it)
         elif entry[0] == "shrink":
@@ -450,17 +455,9 @@ def strided_slice_grad(v, node, k, index):
     dy[(p - start) / stride] when that is a whole number in range."""
     out = _out(node)
     dy = node.inputs[4]
-    begin, end, strides = ([int(a) for a in np.reshape(v.constant(t), -1)]
-                           for t in node.inputs[1:4])
-    masks = {m: node.attrs.get(m, 0) for m in ("begin_mask", "end_mask", "ellipsis_mask",
-                                               "new_axis_mask", "shrink_axis_mask")}
-
-    def error(message):
-        raise LoweringError(message)
-
     inside = v.x.const(True, "bool")
     dy_index = []
-    for entry in dense_spec(len(out.dims), begin, end, strides, masks, error):
+    for entry in _strided_slice_spec(v, node, len(out.dims)):
         if entry[0] == "new":
             dy_index.append(v.x.const(0))
             continue
