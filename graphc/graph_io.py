@@ -295,6 +295,12 @@ def _parse_json(raw, what):
 
 def _tf_message_kind(raw):
     """"MetaGraphDef" or "GraphDef" when `raw` (not JSON) parses as one with nodes."""
+    message = tf_graph_message(raw)
+    return None if message is None else type(message).DESCRIPTOR.name
+
+
+def tf_graph_message(raw):
+    """The MetaGraphDef or GraphDef proto `raw` (not JSON) parses as, with nodes, or None."""
     if _looks_like_json(raw) or not raw.strip():
         return None
     try:
@@ -308,7 +314,7 @@ def _tf_message_kind(raw):
         except ValueError:
             continue
         if len(nodes(message)) and all(n.op for n in nodes(message)):
-            return message_class.DESCRIPTOR.name
+            return message
     return None
 
 

@@ -254,9 +254,9 @@ def _graph(path):
     try:
         with open(path, "rb") as f:
             raw = f.read()
-        tf_kind = graph_io._tf_message_kind(raw)
-        if tf_kind is not None:
-            return _tf_graph(path, raw, tf_kind)
+        tf_message = graph_io.tf_graph_message(raw)
+        if tf_message is not None:
+            return _tf_graph(path, tf_message)
         data = graph_io._parse_json(raw, path)
         meta = data if data.get("format") == graph_io.META_FORMAT else None
         graph_def = graph_io._to_graph_def(data)
@@ -274,15 +274,12 @@ def _graph(path):
     return d
 
 
-def _tf_graph(path, raw, kind):
-    """A TensorFlow GraphDef or MetaGraphDef (.pb, .pbtxt, .meta): imported into a graphc
-    Graph (so dtypes and shapes are inferred as for graphc's own files), then shown as
-    one; a graph graphc cannot import is refused naming the op, as import_graph_def does."""
+def _tf_graph(path, message):
+    """A TensorFlow GraphDef or MetaGraphDef proto (.pb, .pbtxt, .meta): imported into a
+    graphc Graph (so dtypes and shapes are inferred as for graphc's own files), then shown
+    as one; a graph graphc cannot import is refused naming the op, as import_graph_def does."""
     from graphc.framework.graph import Graph
-    from graphc.tf_formats import protos
-    message_class = (protos.meta_graph_pb2().MetaGraphDef if kind == "MetaGraphDef"
-                     else protos.graph_pb2().GraphDef)
-    message = protos.parse_message(raw, message_class, path)
+    kind = type(message).DESCRIPTOR.name
     graph = Graph()
     try:
         with graph.as_default():
