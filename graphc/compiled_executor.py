@@ -24,6 +24,7 @@ the CPU's compiled code instead: explicit (one GpuFallbackWarning per kind of ke
 and counted in GPU_FALLBACKS; GRAPHC_GPU_STRICT=1 makes it an error instead.
 """
 import collections
+import contextlib
 import os
 import re
 
@@ -276,9 +277,7 @@ def compile_gpu_executable(feeds, fetches, targets, feed_shapes, feed_values=Non
                                variable_shapes, exclude, target=gpu_target(arch, with_ptx),
                                ops=ops)
     _watched(watch, result)
-    if watch is None:
-        return GpuExecutable(result.spec, device)
-    with watch.stage("jit"):
+    with watch.stage("jit") if watch is not None else contextlib.nullcontext():
         return GpuExecutable(result.spec, device)
 
 
