@@ -316,6 +316,61 @@ def test_fused_elementwise_kernel_is_vectorized():
     np.testing.assert_allclose(got, want, rtol=2e-5, atol=1e-6)
 
 
+
+def _optimized_ir_of_run(fetches, feeds):
+    """(the optimized LLVM IR of the Session's compiled run of `fetches`, its results)."""
+    with gc.Session() as sess:
+        got = sess.run(fetches, feeds)
+        stages = [st for exe in sess._cache.values() for st in getattr(exe, "stages", ())]
+        exes = [st.variants.last for st in stages if getattr(st, "variants", None)]
+    return "\n".join(e.optimized_ir() for e in exes if e is not None), got
+
+
+def test_sparse_xent_gradient_loop_is_vectorized():
+    """The label's range check runs once per row, not in the loop over the classes: its
+    first-failure status carried through that loop kept LLVM from vectorizing it."""
+    g = gc.Graph()
+    with g.as_default():
+        x = gc.placeholder(gc.float32, [None, 1000])
+        y = gc.placeholder(gc.int32, [None])
+        loss = gc.reduce_mean(gc.nn.sparse_softmax_cross_entropy_with_logits(labels=y,
+                                                                             logits=x))
+        grad, = gc.gradients(loss, [x])
+        logits, labels = rand(37, 1000), (np.arange(37) * 27 % 1000).astype(np.int32)
+        ir, (got,) = _optimized_ir_of_run([grad], {x: logits, y: labels})
+    assert re.search(r"store <(4|8|16) x float>", ir)
+    shifted = logits.astype(np.float64) - logits.max(1, keepdims=True)
+    prob = np.exp(shifted) / np.exp(shifted).sum(1, keepdims=True)
+    prob[np.arange(37), labels] -= 1
+    np.testing.assert_allclose(got, prob / 37, rtol=1e-5, atol=1e-8)
+
+
+def test_bad_label_still_fails_with_the_check_hoisted():
+    g = gc.Graph()
+    with g.as_default():
+        x = gc.placeholder(gc.float32, [None, 1000])
+        y = gc.placeholder(gc.int32, [None])
+        grad, = gc.gradients(gc.nn.sparse_softmax_cross_entropy_with_logits(labels=y,
+                                                                            logits=x), [x])
+        with gc.Session() as sess, pytest.raises(gc.errors.InvalidArgumentError,
+                                                 match="label value of 1000"):
+            sess.run(grad, {x: rand(3, 1000), y: np.array([0, 1000, 5], np.int32)})
+
+
+def test_mean_over_a_middle_axis_runs_the_kept_axis_innermost():
+    """An embedding bag's mean over the ids ([batch, ids, dim] -> [batch, dim]) folds each
+    looked-up row into the output row (a vector add over dim), then divides by the count,
+    instead of reducing over the ids for every output element (column reads, scalar)."""
+    g = gc.Graph()
+    with g.as_default():
+        table = gc.placeholder(gc.float32, [50, 64])
+        ids = gc.placeholder(gc.int32, [None, 3])
+        pooled = gc.reduce_mean(gc.nn.embedding_lookup(table, ids), axis=1)
+        t, i = rand(50, 64), (np.arange(33).reshape(11, 3) * 7 % 50).astype(np.int32)
+        ir, (got,) = _optimized_ir_of_run([pooled], {table: t, ids: i})
+    assert re.search(r"fadd (reassoc nsz )?<(4|8|16) x float>", ir)
+    np.testing.assert_array_equal(got, (t[i[:, 0]] + t[i[:, 1]] + t[i[:, 2]]) / np.float32(3))
+
 def test_spec_is_plain_data():
     g = gc.Graph()
     with g.as_default():

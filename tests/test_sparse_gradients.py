@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import graphc as gc
+from tests.gradcheck import check_gradients
 
 VOCAB, DIM = 6, 3
 # Repeated ids, rows untouched for several steps, and a step with no lookups at all.
@@ -516,3 +517,93 @@ def test_gate_graph_keeps_sparse_gradients():
             sess.run(train, {ids: step_ids})
             ref.step(expected, *_rows_grad(expected, step_ids, _target(np.float64)))
         np.testing.assert_allclose(sess.run(table), expected, **TOL[np.float64])
+
+
+# ---------------------------------------------- embedding bag training (the benchmark's)
+# tools/peers_bench.py's embedding_train at a small size: ids [batch, BAG] looked up in a
+# [BAG_VOCAB, BAG_DIM] table, mean-pooled, a dense layer, sparse xent, one SGD step.
+BAG_VOCAB, BAG_DIM, BAG, BAG_CLASSES = 9, 5, 4, 7
+
+
+def _bag_ids(batch):
+    """Ids with 0 and the last row, an id repeated inside a bag and across bags."""
+    rng = np.random.default_rng(batch)
+    ids = rng.integers(0, BAG_VOCAB, (batch, BAG))
+    if batch:
+        ids[0, :] = [0, BAG_VOCAB - 1, 3, 3]
+        ids[-1, 0] = 3
+    return ids.astype(np.int32)
+
+
+def _bag_weights(dtype):
+    rng = np.random.default_rng(7)
+    return [rng.standard_normal(shape).astype(dtype)
+            for shape in ((BAG_VOCAB, BAG_DIM), (BAG_DIM, BAG_CLASSES), (BAG_CLASSES,))]
+
+
+def _numpy_bag_step(table, w, b, ids, labels, lr):
+    """TF1's embedding_lookup -> reduce_mean -> dense -> mean sparse xent -> SGD, in
+    float64: (loss, new table, new w, new b). The table's gradient is a row per lookup,
+    subtracted one lookup at a time (scatter_sub adds up repeated ids)."""
+    t, w64, b64 = (a.astype(np.float64) for a in (table, w, b))
+    batch = ids.shape[0]
+    pooled = t[ids].mean(axis=1) if batch else np.zeros((0, BAG_DIM))
+    logits = pooled @ w64 + b64
+    shifted = logits - logits.max(axis=1, keepdims=True) if batch else logits
+    log_prob = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+    rows = np.arange(batch)
+    loss = -log_prob[rows, labels].mean() if batch else np.nan
+    dlogits = np.exp(log_prob)
+    dlogits[rows, labels] -= 1
+    dlogits /= max(batch, 1)
+    dpooled = dlogits @ w64.T
+    new_table = t.copy()
+    np.subtract.at(new_table, ids.reshape(-1),
+                   lr * np.repeat(dpooled / BAG, BAG, axis=0))
+    return loss, new_table, w64 - lr * pooled.T @ dlogits, b64 - lr * dlogits.sum(axis=0)
+
+
+@pytest.mark.parametrize("batch", [0, 1, 7])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_embedding_bag_training_step_matches_numpy(batch, dtype):
+    table0, w0, b0 = _bag_weights(dtype)
+    ids_v = _bag_ids(batch)
+    labels_v = (np.arange(batch) * 3 % BAG_CLASSES).astype(np.int32)
+    if batch:
+        labels_v[-1] = BAG_CLASSES - 1
+    lr = 0.5
+    with gc.Graph().as_default():
+        ids = gc.placeholder(gc.int32, [None, BAG])
+        labels = gc.placeholder(gc.int32, [None])
+        table, w, b = (gc.Variable(a) for a in (table0, w0, b0))
+        pooled = gc.reduce_mean(gc.nn.embedding_lookup(table, ids), axis=1)
+        loss = gc.reduce_mean(gc.nn.sparse_softmax_cross_entropy_with_logits(
+            labels=labels, logits=gc.matmul(pooled, w) + b))
+        train = gc.train.GradientDescentOptimizer(lr).minimize(loss)
+        with gc.Session() as sess:
+            sess.run(gc.global_variables_initializer())
+            got_loss, _ = sess.run([loss, train], {ids: ids_v, labels: labels_v})
+            got = sess.run([table, w, b])
+    want_loss, *want = _numpy_bag_step(table0, w0, b0, ids_v, labels_v,
+                                       np.float64(dtype(np.float32(lr))))
+    tol = dict(rtol=2e-5, atol=2e-6) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-13)
+    if batch:
+        np.testing.assert_allclose(got_loss, want_loss, **tol)
+    else:
+        assert np.isnan(got_loss)  # the mean of no losses, as in TF
+    for g, expected, name in zip(got, want, ["table", "w", "b"]):
+        assert g.dtype == dtype
+        np.testing.assert_allclose(g, expected, err_msg=name, **tol)
+    untouched = np.setdiff1d(np.arange(BAG_VOCAB), ids_v)
+    np.testing.assert_array_equal(got[0][untouched], table0[untouched])
+
+
+def test_embedding_bag_gradients_match_finite_differences():
+    ids_v = _bag_ids(7)
+    labels_v = (np.arange(7) % BAG_CLASSES).astype(np.int32)
+
+    def model(table, w, b):
+        pooled = gc.reduce_mean(gc.nn.embedding_lookup(table, ids_v), axis=1)
+        return gc.nn.sparse_softmax_cross_entropy_with_logits(
+            labels=labels_v, logits=gc.matmul(pooled, w) + b)
+    check_gradients(model, _bag_weights(np.float64))

@@ -175,7 +175,8 @@ class Emitter:
 
     def emit_level(self, nest, level, by_level, deepest):
         pending = [t for lv, ts in by_level.items() if lv >= level for t in ts]
-        self.hoist([e for t in pending for e in (t.expr, t.position)])
+        self.hoist([e for t in pending for e in (t.expr, t.position)],
+                   checks=self._loops_run(nest, level, deepest))
         here = by_level.get(level, [])
         values = [(t, self.value(t.expr), self.value(t.position)) for t in here]
         for t, value, position in values:
@@ -214,9 +215,22 @@ class Emitter:
             self.scopes.pop()
             self.defined.discard(var.id)
 
-    def hoist(self, roots):
+    def _loops_run(self, nest, level, deepest):
+        """Whether every loop of `nest` below `level` surely runs (static extents > 0):
+        only then does an index check hoisted to `level` fire exactly when the
+        unhoisted one would have."""
+        for var in nest.vars[level + 1:deepest + 1]:
+            if var is not None and not (var.extent.is_const and
+                                        self.x.const_value(var.extent) > 0):
+                return False
+        return True
+
+    def hoist(self, roots, checks=False):
         """Emits (now) every reduction under `roots` that only needs defined variables,
-        innermost first, so loops below reuse it."""
+        innermost first, so loops below reuse it. With `checks`, also the index checks
+        outside reductions that only need defined variables: a check (a label's range)
+        recorded in an inner loop makes its status a loop-carried value that keeps LLVM
+        from vectorizing that loop."""
         order, seen, stack = [], set(), [(e, False) for e in roots]
         while stack:
             e, done = stack.pop()
@@ -228,9 +242,10 @@ class Emitter:
             seen.add(id(e))
             stack.append((e, True))
             stack.extend((a, False) for a in e.args)
+        outside = _checks_outside_reductions(roots) if checks else set()
         for e in order:
-            if e.kind in ("reduce", "argreduce") and e.free <= self.defined \
-                    and self._cached(e) is None:
+            wanted = e.kind in ("reduce", "argreduce") or id(e) in outside
+            if wanted and e.free <= self.defined and self._cached(e) is None:
                 self.value(e)
 
     # --------------------------------------------------------------- values
@@ -417,6 +432,21 @@ class Emitter:
             self.b.store(ir.Constant(kd.I1, 0), first)
         self._reduction_loops([var_id], step)
         return self.b.load(where, typ=I64)
+
+
+def _checks_outside_reductions(roots):
+    """ids of the index checks under `roots` reached without entering a reduction (whose
+    loops may run zero times, so that a check inside one may never fire)."""
+    found, seen, stack = set(), set(), list(roots)
+    while stack:
+        e = stack.pop()
+        if id(e) in seen or e.kind in ("reduce", "argreduce"):
+            continue
+        seen.add(id(e))
+        if e.kind == "check":
+            found.add(id(e))
+        stack.extend(e.args)
+    return found
 
 
 def kernel_targets(program, views, kernel_outputs, nodes, extra_stores=()):

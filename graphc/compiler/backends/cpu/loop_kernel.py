@@ -54,35 +54,45 @@ def lower_loop_kernel(program, kernel, name, scalar_ops, rules):
     """The LLVM function of a "loop" kernel and its storage keys (its pointer args)."""
     computed = {v for n in kernel.nodes for v in n.outputs}
     views = KernelViews(computed, program.storage_of, program.error_site, rules)
-    folded, folds, fills = _accumulated_outputs(program, views, kernel)
+    folded, folds, fills, finishes = _accumulated_outputs(program, views, kernel)
     stored = [v for v in kernel.outputs if v not in folded]
     targets = kernel_targets(program, views, stored, kernel.nodes) + folds
-    nests = group_nests(views, fills) + group_nests(views, targets)
+    nests = group_nests(views, fills) + group_nests(views, targets) + \
+        group_nests(views, finishes)
     storages = storages_used(nests)
     fn = emit_loop_function(program.llvm, name, views, nests, storages, program.emit_dim,
                             scalar_ops)
     return fn, storages
 
 
-# Reductions whose result is just the fold of the input's elements (no final scaling).
+# Reductions whose result is the fold of the input's elements (a Mean's divided by the
+# count afterwards, in a pass of its own).
 _FOLDS = {"Sum": "sum", "Prod": "prod", "Max": "max", "Min": "min", "Any": "any",
-          "All": "all", "BiasAddGrad": "sum", "SumToShape": "sum"}
+          "All": "all", "BiasAddGrad": "sum", "SumToShape": "sum", "Mean": "sum"}
+# A float Mean folds its sum into its own buffer only where the sum is kept in its dtype
+# (op_lowering's accumulator): the division then sees the bits the unfolded mean would.
+_MEAN_DTYPES = ("float32", "float64")
 
 
 def _accumulated_outputs(program, views, kernel):
     """Final reductions over the kernel's loop that do not fit it as a prefix (column
     sums: BiasAddGrad, reduce over axis 0) become accumulating targets of the main loop.
     Returns (those values, their accumulating targets, the targets filling them with the
-    reduction's identity first)."""
-    folded, folds, fills = set(), [], []
+    reduction's identity first, the targets dividing a folded mean by its count last).
+    A mean over a middle axis (an embedding bag's [batch, ids, dim] -> [batch, dim]) so
+    runs with the kept innermost axis in the inner, vectorized loop, rather than as a
+    reduction over the ids for each element read column by column."""
+    folded, folds, fills, finishes = set(), [], [], []
     loop_dims = getattr(kernel, "dims", None)
     if not loop_dims:
-        return folded, folds, fills
+        return folded, folds, fills, finishes
     loop_key = dims_key(loop_dims)
     for value in kernel.outputs:
         node = value.node
         kind = _FOLDS.get(node.type)
         if kind is None or value.dtype.name == "float16" or node not in kernel.nodes:
+            continue
+        if node.type == "Mean" and value.dtype.name not in _MEAN_DTYPES:
             continue
         spec = reduction_axes(node)
         stores = program.stores_of(value)
@@ -100,9 +110,24 @@ def _accumulated_outputs(program, views, kernel):
                                      loop_dims=loop_dims,
                                      place=_placer(views, node.inputs[0], value, axes, keep)))
             fills.append(StoreTarget(storage, value.dims, dtype, lambda index, e=identity: e))
+            if node.type == "Mean":
+                finishes.append(_mean_finish(views, storage, value, node.inputs[0], axes))
         folded.add(value)
-    return folded, folds, fills
+    return folded, folds, fills, finishes
 
+
+def _mean_finish(views, storage, value, source, axes):
+    """The target dividing the folded sum in `storage` by the count of reduced elements
+    (op_lowering's _mean_of, on the sum as stored)."""
+    dtype = value.dtype.name
+    count = views.x.const(1)
+    for a in axes:
+        count = views.x.mul(count, views.x.dim(source.dims[a]))
+
+    def mean(index):
+        total = views.x.load(storage, views.x.linear(index, value.dims), dtype)
+        return views.x.op("RealDiv", [total, views.x.cast(count, dtype)], dtype)
+    return StoreTarget(storage, value.dims, dtype, mean)
 
 
 def _placer(views, source, value, axes, keep):
