@@ -217,10 +217,16 @@ def test_resize_images_same_size_returns_the_input(backend):
 
 def test_resize_images_preserve_aspect_ratio(backend):
     x = image((1, 4, 8, 1))
-    out = tf.image.resize_images(tf.constant(x), [6, 6], preserve_aspect_ratio=True)
-    got = run(out)
+    ph = tf.placeholder(tf.float32, [None, 4, 8, 1])
+    out = tf.image.resize_images(ph, [6, 6], preserve_aspect_ratio=True)
+    assert out.shape.as_list() == [None, 3, 6, 1]
+    got = run(out, {ph: x})
     assert got.shape == (1, 3, 6, 1)
     np.testing.assert_allclose(got, np_bilinear(x, 3, 6), 1e-6, 1e-6)
+    size = tf.placeholder(tf.int32, [2])
+    dynamic = tf.image.resize_images(ph, size, preserve_aspect_ratio=True)
+    np.testing.assert_allclose(run(dynamic, {ph: x, size: [2, 100]}), np_bilinear(x, 2, 4),
+                               1e-6, 1e-6)
 
 
 def test_resize_size_known_only_at_run_time(backend):

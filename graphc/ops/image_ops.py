@@ -369,7 +369,15 @@ _RESIZERS = {ResizeMethod.BILINEAR: resize_bilinear,
 
 def _aspect_size(images, size):
     """TF's preserve_aspect_ratio: the largest size within `size` keeping H:W, in float32
-    with round-half-to-even as TF computes it."""
+    with round-half-to-even as TF computes it (in NumPy when everything is static, so that
+    the output shape is static too)."""
+    h, w = images.shape[1].value, images.shape[2].value
+    new_h, new_w = _static_size(size)
+    if None not in (h, w, new_h, new_w):
+        h32, w32 = np.float32(h), np.float32(w)
+        factor = min(np.float32(new_h) / h32, np.float32(new_w) / w32)
+        return constant([int(np.round(factor * h32)), int(np.round(factor * w32))],
+                        dtype=dtypes.int32)
     h = math_ops.cast(_dim(images, 1), dtypes.float32)
     w = math_ops.cast(_dim(images, 2), dtypes.float32)
     factor = math_ops.minimum(math_ops.cast(size[0], dtypes.float32) / h,
@@ -686,17 +694,21 @@ def adjust_brightness(image, delta):
 
 def adjust_contrast(images, contrast_factor):
     """(x - mean) * contrast_factor + mean, the mean over height and width of each image
-    and channel (TF's AdjustContrastv2), converted back with saturation."""
+    and channel (TF's AdjustContrastv2: the sum times 1 / (height * width), in float32),
+    converted back with saturation."""
     with name_scope(None, "adjust_contrast", [images, contrast_factor]):
         images = convert_to_tensor(images, name="images")
         if images.shape.ndims is not None and images.shape.ndims < 3:
             raise _image_error("adjust_contrast", "'images' must be at least 3-D, got shape "
                                                   f"{images.shape}")
         flt = _float_image(images)
-        mean = reduction_ops.reduce_mean(flt, axis=[-3, -2], keepdims=True)
-        factor = math_ops.cast(contrast_factor, flt.dtype)
-        adjusted = (flt - mean) * factor + mean
-        return convert_image_dtype(adjusted, images.dtype, saturate=True)
+        work = math_ops.cast(flt, dtypes.float32)  # the kernel computes float16 in float32
+        pixels = math_ops.cast(reduction_ops.reduce_prod(array_ops.shape(work)[-3:-1]),
+                               dtypes.float32)
+        mean = reduction_ops.reduce_sum(work, axis=[-3, -2], keepdims=True) * (1.0 / pixels)
+        adjusted = mean + (work - mean) * math_ops.cast(contrast_factor, dtypes.float32)
+        return convert_image_dtype(math_ops.cast(adjusted, flt.dtype), images.dtype,
+                                   saturate=True)
 
 
 def random_brightness(image, max_delta, seed=None):
