@@ -598,3 +598,59 @@ def test_total_variation(backend):
     np.testing.assert_allclose(single, want[0], rtol=1e-12)
     with pytest.raises(ValueError, match="total_variation"):
         tf.image.total_variation(tf.placeholder(tf.float32, [3, 3]))
+
+
+# ------------------------------------------------------------------ HSV
+def np_hsv(rgb):
+    import colorsys
+    flat = rgb.reshape(-1, 3).astype(np.float64)
+    return np.array([colorsys.rgb_to_hsv(*p) for p in flat]).reshape(rgb.shape)
+
+
+def np_rgb(hsv):
+    import colorsys
+    flat = hsv.reshape(-1, 3).astype(np.float64)
+    return np.array([colorsys.hsv_to_rgb(*p) for p in flat]).reshape(hsv.shape)
+
+
+def colour_image(shape, dtype=np.float32):
+    x = rng.uniform(0, 1, size=shape).astype(dtype)
+    flat = x.reshape(-1, 3)
+    flat[:6] = [[0.5, 0.5, 0.5], [0, 0, 0], [1, 0, 0], [0.2, 0.7, 0.7], [0.9, 0.3, 0.9],
+                [1, 1, 0]]  # grey, black, a primary, ties between the largest channels
+    return x
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_rgb_hsv_round_trip(backend, dtype):
+    x = colour_image((2, 5, 7, 3), dtype)
+    ph = tf.placeholder(tf.as_dtype(dtype), [None, 5, 7, 3])
+    hsv, back, hsv3 = run([tf.image.rgb_to_hsv(ph), tf.image.hsv_to_rgb(tf.image.rgb_to_hsv(ph)),
+                           tf.image.rgb_to_hsv(ph[0])], {ph: x})
+    tol = dict(rtol=1e-6, atol=1e-6) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-12)
+    assert hsv.dtype == dtype
+    np.testing.assert_allclose(hsv, np_hsv(x), **tol)
+    np.testing.assert_allclose(hsv3, np_hsv(x[0]), **tol)
+    np.testing.assert_allclose(back, x, **tol)
+    h = rng.uniform(0, 1, size=(3, 4, 3)).astype(dtype)
+    np.testing.assert_allclose(run(tf.image.hsv_to_rgb(tf.constant(h))), np_rgb(h), **tol)
+    with pytest.raises(ValueError, match="rgb_to_hsv.*last dimension must be 3"):
+        tf.image.rgb_to_hsv(tf.placeholder(tf.float32, [4, 4]))
+    with pytest.raises(ValueError, match="hsv_to_rgb.*float"):
+        tf.image.hsv_to_rgb(tf.placeholder(tf.uint8, [4, 3]))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.uint8])
+def test_adjust_saturation(backend, dtype):
+    x = colour_image((2, 4, 5, 3))
+    if dtype == np.uint8:
+        x = (x * 255).astype(np.uint8)
+    ph = tf.placeholder(tf.as_dtype(dtype), [None, 4, 5, 3])
+    for factor in (0.0, 0.4, 1.0, 2.5):
+        out = run(tf.image.adjust_saturation(ph, factor), {ph: x})
+        hsv = np_hsv(np_convert(x, np.float32))
+        hsv[..., 1] = np.clip(hsv[..., 1] * factor, 0, 1)
+        want = np_convert(np_rgb(hsv).astype(np.float32), dtype)
+        assert out.dtype == dtype
+        np.testing.assert_allclose(out, want, rtol=1e-5,
+                                   atol=1 if dtype == np.uint8 else 1e-5)

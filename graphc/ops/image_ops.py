@@ -729,6 +729,116 @@ def random_contrast(image, lower, upper, seed=None):
     return adjust_contrast(image, random_uniform([], lower, upper, seed=seed))
 
 
+def _rgb_channels(images, api):
+    images = convert_to_tensor(images, name="images")
+    if not images.dtype.is_floating:
+        raise _image_error(api, f"'images' must be float16, float32 or float64, got "
+                                f"{images.dtype.name}")
+    if images.shape.ndims is not None and (images.shape.ndims < 1 or
+                                           images.shape[-1].value not in (None, 3)):
+        raise _image_error(api, f"the last dimension must be 3, got shape {images.shape}")
+    return images, [images[..., c] for c in range(3)]
+
+
+def _select(*branches):
+    """where(c1, a1, where(c2, a2, ... default)): branches are (condition, value) pairs
+    and a last default value."""
+    result = branches[-1]
+    for condition, value in reversed(branches[:-1]):
+        result = math_ops.where(condition, value, result)
+    return result
+
+
+def rgb_to_hsv(images, name=None):
+    """TF's RGBToHSV: hue and saturation in [0, 1), value = max(r, g, b); a grey pixel
+    has hue 0. Computed as the Eigen kernel does, in the images' dtype."""
+    with name_scope(name, "rgb_to_hsv", [images]):
+        images, (r, g, b) = _rgb_channels(images, "rgb_to_hsv")
+        dt = images.dtype.as_numpy_dtype
+        v = math_ops.maximum(math_ops.maximum(r, g), b)
+        chroma = v - math_ops.minimum(math_ops.minimum(r, g), b)
+        zero = array_ops.zeros_like(v)
+        s = math_ops.where(math_ops.greater(v, 0), chroma / v, zero)
+        norm = (dt(1) / chroma) * (dt(1) / dt(6))
+        h = _select((math_ops.equal(r, v), norm * (g - b)),
+                    (math_ops.equal(g, v), norm * (b - r) + dt(2) / dt(6)),
+                    norm * (r - g) + dt(4) / dt(6))
+        h = math_ops.where(math_ops.greater(chroma, 0), h, zero)
+        h = math_ops.where(math_ops.less(h, 0), h + dt(1), h)
+        return array_ops.stack([h, s, v], axis=-1)
+
+
+def hsv_to_rgb(images, name=None):
+    """TF's HSVToRGB, the inverse of rgb_to_hsv (hue in [0, 1])."""
+    with name_scope(name, "hsv_to_rgb", [images]):
+        images, (h, s, v) = _rgb_channels(images, "hsv_to_rgb")
+        dt = images.dtype.as_numpy_dtype
+        dh = h * dt(6)
+
+        def ramp(value):
+            return math_ops.minimum(math_ops.maximum(value, dt(0)), dt(1))
+
+        dr = ramp(math_ops.abs(dh - dt(3)) - dt(1))
+        dg = ramp(-math_ops.abs(dh - dt(2)) + dt(2))
+        db = ramp(-math_ops.abs(dh - dt(4)) + dt(2))
+        one_s = -s + dt(1)
+        return array_ops.stack([(one_s + s * d) * v for d in (dr, dg, db)], axis=-1)
+
+
+def _saturation_kernel_hsv(r, g, b):
+    """adjust_saturation_op.cc's rgb_to_hsv (float32, its own arithmetic: the hue offsets
+    2/6 and 4/6 are doubles added to a float)."""
+    v = math_ops.maximum(r, math_ops.maximum(g, b))
+    chroma = v - math_ops.minimum(r, math_ops.minimum(g, b))
+    zero = array_ops.zeros_like(v)
+    s = math_ops.where(math_ops.greater(v, 0), chroma / v, zero)
+    norm = np.float32(1) / (np.float32(6) * chroma)
+
+    def plus_double(x, offset):
+        return math_ops.cast(math_ops.cast(x, dtypes.float64) + offset, dtypes.float32)
+
+    h = _select((math_ops.equal(r, v), norm * (g - b)),
+                (math_ops.equal(g, v), plus_double(norm * (b - r), 2.0 / 6.0)),
+                plus_double(norm * (r - g), 4.0 / 6.0))
+    h = math_ops.where(math_ops.less_equal(chroma, 0), zero, h)
+    h = math_ops.where(math_ops.less(h, 0), h + np.float32(1), h)
+    return h, s, v
+
+
+def _saturation_kernel_rgb(h, s, v):
+    """adjust_saturation_op.cc's hsv_to_rgb: the hue's sextant picks which of chroma,
+    x and 0 each channel gets, m = v - chroma is added to all."""
+    c = s * v
+    m = v - c
+    dh = h * np.float32(6)
+    sextant = math_ops.cast(dh, dtypes.int32)  # static_cast<int>: truncation
+    # fmodu: dh reduced into [0, 2) by adding or subtracting 2 (each step exact here)
+    fmodu = dh - np.float32(2) * math_ops.floor(dh * np.float32(0.5))
+    x = c * (np.float32(1) - math_ops.abs(fmodu - np.float32(1)))
+    zero = array_ops.zeros_like(c)
+    picks = {0: (c, x, zero), 1: (x, c, zero), 2: (zero, c, x), 3: (zero, x, c),
+             4: (x, zero, c), 5: (c, zero, x)}
+    channels = []
+    for k in range(3):
+        branches = [(math_ops.equal(sextant, q), picks[q][k]) for q in range(6)]
+        channels.append(_select(*branches, zero) + m)
+    return channels
+
+
+def adjust_saturation(image, saturation_factor, name=None):
+    """Scales each pixel's HSV saturation by `saturation_factor`, clipped to [0, 1] (TF's
+    AdjustSaturation kernel, in float32; other dtypes are converted there and back)."""
+    with name_scope(name, "adjust_saturation", [image]):
+        image = convert_to_tensor(image, name="image")
+        flt, _ = _rgb_channels(_float_image(image), "adjust_saturation")
+        work = math_ops.cast(flt, dtypes.float32)
+        h, s, v = _saturation_kernel_hsv(work[..., 0], work[..., 1], work[..., 2])
+        factor = math_ops.cast(saturation_factor, dtypes.float32)
+        s = math_ops.minimum(np.float32(1), math_ops.maximum(np.float32(0), s * factor))
+        rgb = array_ops.stack(_saturation_kernel_rgb(h, s, v), axis=-1)
+        return convert_image_dtype(math_ops.cast(rgb, flt.dtype), image.dtype)
+
+
 def per_image_standardization(image):
     """(x - mean) / max(stddev, 1 / sqrt(N)) per image, in float32, N = H * W * C."""
     with name_scope(None, "per_image_standardization", [image]):
