@@ -654,3 +654,42 @@ def test_adjust_saturation(backend, dtype):
         assert out.dtype == dtype
         np.testing.assert_allclose(out, want, rtol=1e-5,
                                    atol=1 if dtype == np.uint8 else 1e-5)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.uint8])
+def test_adjust_hue(backend, dtype):
+    x = colour_image((2, 4, 5, 3))
+    if dtype == np.uint8:
+        x = (x * 255).astype(np.uint8)
+    ph = tf.placeholder(tf.as_dtype(dtype), [None, 4, 5, 3])
+    delta = tf.placeholder(tf.float32, [])
+    fetches = [tf.image.adjust_hue(ph, d) for d in (0.0, 0.25, -0.6, 1.0)]
+    fetches.append(tf.image.adjust_hue(ph, delta))
+    outs = run(fetches, {ph: x, delta: -0.93})
+    for out, d in zip(outs, (0.0, 0.25, -0.6, 1.0, -0.93)):
+        hsv = np_hsv(np_convert(x, np.float32))
+        hsv[..., 0] = np.mod(hsv[..., 0] + d, 1.0)
+        want = np_convert(np_rgb(hsv).astype(np.float32), dtype)
+        assert out.dtype == dtype
+        np.testing.assert_allclose(out, want, rtol=1e-5, atol=1 if dtype == np.uint8 else 1e-5,
+                                   err_msg=f"delta {d}")
+
+
+def test_random_hue_and_saturation(backend):
+    x = colour_image((3, 4, 3))
+    ph = tf.placeholder(tf.float32, [3, 4, 3])
+    hue = tf.image.random_hue(ph, 0.2, seed=4)
+    sat = tf.image.random_saturation(ph, 0.5, 1.5, seed=5)
+    base = np_hsv(x)
+    with tf.Session() as sess:
+        for _ in range(4):
+            h, s = (np_hsv(v) for v in sess.run([hue, sat], {ph: x}))
+            coloured = base[..., 1] > 0.05
+            shift = np.mod(h[..., 0] - base[..., 0] + 0.5, 1.0) - 0.5
+            assert np.ptp(shift[coloured]) < 1e-4 and abs(shift[coloured][0]) <= 0.2
+            np.testing.assert_allclose(s[..., 0][coloured & (s[..., 1] > 0.05)],
+                                       base[..., 0][coloured & (s[..., 1] > 0.05)], atol=1e-5)
+    with pytest.raises(ValueError, match="max_delta must be <= 0.5"):
+        tf.image.random_hue(ph, 0.6)
+    with pytest.raises(ValueError, match="random_saturation: upper must be > lower"):
+        tf.image.random_saturation(ph, 1.0, 1.0)

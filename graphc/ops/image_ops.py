@@ -839,6 +839,94 @@ def adjust_saturation(image, saturation_factor, name=None):
         return convert_image_dtype(math_ops.cast(rgb, flt.dtype), image.dtype)
 
 
+def _hue_sextant(r, g, b):
+    """adjust_hue_op.cc's rgb_to_hv_range: (hue in [0, 6), v_min, v_max); ties between
+    channels fall on the side the kernel's comparisons put them."""
+    r_lt_g = math_ops.less(r, g)
+    # (max, mid, min, sextant) in the kernel's six branches
+    below = (math_ops.less(b, r), (g, r, b, 1)), (math_ops.greater(b, g), (b, g, r, 3)), \
+        (g, b, r, 2)
+    above = (math_ops.less(b, g), (r, g, b, 0)), (math_ops.greater(b, r), (b, r, g, 4)), \
+        (r, b, g, 5)
+
+    def pick(k):
+        def part(branches):
+            (c1, v1), (c2, v2), v3 = branches
+            value = [v1[k], v2[k], v3[k]]
+            if k == 3:
+                value = [array_ops.zeros_like(r) + np.float32(v) for v in value]
+            return _select((c1, value[0]), (c2, value[1]), value[2])
+        return math_ops.where(r_lt_g, part(below), part(above))
+
+    v_max, v_mid, v_min, sextant = (pick(k) for k in range(4))
+    ratio = (v_mid - v_min) / (v_max - v_min)
+    odd = math_ops.equal(math_ops.floormod(math_ops.cast(sextant, dtypes.int32), 2), 1)
+    hue = sextant + math_ops.where(odd, np.float32(1) - ratio, ratio)
+    hue = math_ops.where(math_ops.equal(v_max, v_min), array_ops.zeros_like(hue), hue)
+    return hue, v_min, v_max
+
+
+def _hue_to_rgb(hue, v_min, v_max):
+    """adjust_hue_op.cc's hv_range_to_rgb."""
+    sextant = math_ops.cast(hue, dtypes.int32)
+    ratio = hue - math_ops.cast(sextant, dtypes.float32)
+    odd = math_ops.equal(math_ops.floormod(sextant, 2), 1)
+    ratio = math_ops.where(odd, np.float32(1) - ratio, ratio)
+    v_mid = v_min + ratio * (v_max - v_min)
+    orders = {0: (v_max, v_mid, v_min), 1: (v_mid, v_max, v_min), 2: (v_min, v_max, v_mid),
+              3: (v_min, v_mid, v_max), 4: (v_mid, v_min, v_max)}
+    default = (v_max, v_min, v_mid)
+    return [_select(*[(math_ops.equal(sextant, q), orders[q][k]) for q in range(5)],
+                    default[k]) for k in range(3)]
+
+
+def adjust_hue(image, delta, name=None):
+    """Rotates each pixel's hue by `delta` (a fraction of the colour wheel, in [-1, 1]), as
+    TF's AdjustHue kernel does in float32; other dtypes are converted there and back."""
+    with name_scope(name, "adjust_hue", [image]):
+        image = convert_to_tensor(image, name="image")
+        flt, _ = _rgb_channels(_float_image(image), "adjust_hue")
+        work = math_ops.cast(flt, dtypes.float32)
+        hue, v_min, v_max = _hue_sextant(work[..., 0], work[..., 1], work[..., 2])
+        hue = hue + math_ops.cast(delta, dtypes.float32) * np.float32(6)
+        # the kernel's `while (h < 0) h += 6; while (h >= 6) h -= 6;`, unrolled for the
+        # documented range of delta (|delta| <= 1 moves the hue by at most one turn)
+        turns = _wrap_turns(delta)
+        for _ in range(turns):
+            hue = math_ops.where(math_ops.less(hue, 0), hue + np.float32(6), hue)
+        for _ in range(turns):
+            hue = math_ops.where(math_ops.greater_equal(hue, 6), hue - np.float32(6), hue)
+        rgb = array_ops.stack(_hue_to_rgb(hue, v_min, v_max), axis=-1)
+        return convert_image_dtype(math_ops.cast(rgb, flt.dtype), image.dtype)
+
+
+def _wrap_turns(delta):
+    """How many +-6 steps the hue wrap needs: enough for |delta| <= 1, or for a static
+    delta beyond that."""
+    static = _static_float(delta)
+    return 2 if static is None or abs(static) <= 1 else int(np.ceil(abs(static))) + 1
+
+
+def random_hue(image, max_delta, seed=None):
+    """adjust_hue by a delta drawn uniformly from [-max_delta, max_delta), max_delta <= 0.5."""
+    if max_delta > 0.5:
+        raise _image_error("random_hue", "max_delta must be <= 0.5.")
+    if max_delta < 0:
+        raise _image_error("random_hue", "max_delta must be non-negative.")
+    from graphc.ops.random_ops import random_uniform
+    return adjust_hue(image, random_uniform([], -max_delta, max_delta, seed=seed))
+
+
+def random_saturation(image, lower, upper, seed=None):
+    """adjust_saturation by a factor drawn uniformly from [lower, upper)."""
+    if upper <= lower:
+        raise _image_error("random_saturation", "upper must be > lower.")
+    if lower < 0:
+        raise _image_error("random_saturation", "lower must be non-negative.")
+    from graphc.ops.random_ops import random_uniform
+    return adjust_saturation(image, random_uniform([], lower, upper, seed=seed))
+
+
 def per_image_standardization(image):
     """(x - mean) / max(stddev, 1 / sqrt(N)) per image, in float32, N = H * W * C."""
     with name_scope(None, "per_image_standardization", [image]):
