@@ -693,3 +693,27 @@ def test_random_hue_and_saturation(backend):
         tf.image.random_hue(ph, 0.6)
     with pytest.raises(ValueError, match="random_saturation: upper must be > lower"):
         tf.image.random_saturation(ph, 1.0, 1.0)
+
+
+def test_empty_images(backend):
+    """Zero images, rows or channels go through every shape-preserving function."""
+    for shape in [(0, 3, 4, 3), (2, 0, 4, 3), (2, 3, 4, 0)]:
+        x = np.zeros(shape, np.float32)
+        ph = tf.placeholder(tf.float32, [None, None, None, None])
+        fetches = {"lr": tf.image.flip_left_right(ph), "ud": tf.image.flip_up_down(ph),
+                   "rot": tf.image.rot90(ph), "std": tf.image.per_image_standardization(ph),
+                   "u8": tf.image.convert_image_dtype(ph, tf.uint8),
+                   "pad": tf.image.pad_to_bounding_box(ph, 1, 0, shape[1] + 2, 4),
+                   "tv": tf.image.total_variation(ph)}
+        out = run(fetches, {ph: x})
+        assert out["lr"].shape == out["ud"].shape == out["std"].shape == shape
+        assert out["rot"].shape == (shape[0], 4, shape[1], shape[3])
+        assert out["pad"].shape == (shape[0], shape[1] + 2, 4, shape[3])
+        np.testing.assert_array_equal(out["tv"], np.zeros(shape[0]))
+
+
+def test_bool_images_flip_but_do_not_resize(backend):
+    x = rng.integers(0, 2, size=(3, 4, 1)).astype(bool)
+    np.testing.assert_array_equal(run(tf.image.flip_left_right(tf.constant(x))), x[:, ::-1])
+    with pytest.raises(ValueError, match="resize_bilinear: 'images' must be a numeric"):
+        tf.image.resize_bilinear(tf.constant(x[None]), [2, 2])

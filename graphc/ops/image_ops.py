@@ -49,8 +49,6 @@ def _batched(image, api):
     if rank not in (3, 4):
         raise _image_error(api, f"'image' (shape {image.shape}) must have either 3 or 4 "
                                 "dimensions")
-    if not (image.dtype.is_floating or image.dtype.is_integer):
-        raise _image_error(api, f"'image' must be a numeric tensor, got {image.dtype.name}")
     return (image, True) if rank == 4 else (array_ops.expand_dims(image, 0), False)
 
 
@@ -319,6 +317,9 @@ def _resize_op(images, size, align_corners, name, api, resizer, half_pixel_cente
         images = convert_to_tensor(images, name="images")
         if images.shape.ndims != 4:
             raise _image_error(api, f"input must be 4-dimensional, got shape {images.shape}")
+        if not (images.dtype.is_floating or images.dtype.is_integer):
+            raise _image_error(api, f"'images' must be a numeric tensor, got "
+                                    f"{images.dtype.name}")
         _check_resize_flags(align_corners, half_pixel_centers, api)
         size = _resize_size(size, api)
         new_h, new_w = _static_size(size)
