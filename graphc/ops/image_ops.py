@@ -172,13 +172,13 @@ def _bilinear(images, size, align_corners, half_pixel_centers):
                                        half_pixel_centers)
     left, right, x_lerp = _linear_taps(_dim(images, 2), size[1], align_corners,
                                        half_pixel_centers)
-    x_lerp = _along(x_lerp, 2)
-    rows = [array_ops.gather(images, top, axis=1), array_ops.gather(images, bottom, axis=1)]
-    # top_left + (top_right - top_left) * x_lerp, then the same between the two rows
-    top_row, bottom_row = (
-        array_ops.gather(r, left, axis=2)
-        + (array_ops.gather(r, right, axis=2) - array_ops.gather(r, left, axis=2)) * x_lerp
-        for r in rows)
+    # top_left + (top_right - top_left) * x_lerp for every input row first: the output's
+    # top and bottom rows are then rows of it, the same numbers for less work
+    left_cols = array_ops.gather(images, left, axis=2)
+    across = left_cols + (array_ops.gather(images, right, axis=2) - left_cols) \
+        * _along(x_lerp, 2)
+    top_row = array_ops.gather(across, top, axis=1)
+    bottom_row = array_ops.gather(across, bottom, axis=1)
     return top_row + (bottom_row - top_row) * _along(y_lerp, 1)
 
 
