@@ -717,3 +717,18 @@ def test_bool_images_flip_but_do_not_resize(backend):
     np.testing.assert_array_equal(run(tf.image.flip_left_right(tf.constant(x))), x[:, ::-1])
     with pytest.raises(ValueError, match="resize_bilinear: 'images' must be a numeric"):
         tf.image.resize_bilinear(tf.constant(x[None]), [2, 2])
+
+
+def test_linear_image_functions_gradients(backend):
+    """Gradients of the functions that move or mix pixels linearly (central differences
+    are exact at a step of 1 for linear and quadratic functions)."""
+    x = rng.standard_normal((2, 4, 5, 2))
+    functions = [lambda t: tf.image.resize_bicubic(t, [3, 7]),
+                 lambda t: tf.image.resize_area(t, [3, 2]),
+                 lambda t: tf.image.flip_left_right(t) * t,
+                 lambda t: tf.image.rot90(t, 3),
+                 lambda t: tf.image.crop_to_bounding_box(t, 1, 2, 2, 3),
+                 lambda t: tf.image.pad_to_bounding_box(t, 1, 0, 6, 7),
+                 lambda t: tf.image.resize_image_with_crop_or_pad(t, 3, 8)]
+    for fn in functions:
+        check_gradients(fn, [x], eps=1.0, rtol=1e-5, atol=1e-5)
