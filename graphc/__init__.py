@@ -95,5 +95,7 @@ def executing_eagerly():
 # TF1's utility modules (tf.app, tf.flags, tf.logging, tf.gfile, tf.io.gfile, tf.test,
 # tf.compat, tf.nest)
 from graphc import app, compat, flags, gfile, io, logging, nest, test  # noqa: F401,E402
+from graphc import image  # noqa: F401,E402
+from graphc.ops.random_ops import random_crop  # noqa: F401,E402
 random = __import__("graphc.ops.random_ops", fromlist=["x"])
 __version__ = "0.1.0"

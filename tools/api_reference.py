@@ -31,7 +31,7 @@ NAMESPACES = [
     ("graphc.linalg", "tf.linalg"), ("graphc.io", "tf.io"), ("graphc.gfile", "tf.gfile"),
     ("graphc.python_io", "tf.python_io"), ("graphc.app", "tf.app"),
     ("graphc.flags", "tf.flags"), ("graphc.logging", "tf.logging"), ("graphc.test", "tf.test"),
-    ("graphc.nest", "tf.nest"), ("graphc.compat", "tf.compat"),
+    ("graphc.nest", "tf.nest"), ("graphc.compat", "tf.compat"), ("graphc.image", "tf.image"),
     ("graphc.distribute", None), ("runtime", None),
 ]
 # absl: tf.flags is absl.flags in TF1 too (graphc/flags.py re-exports it)

@@ -26,7 +26,7 @@ __all__ = [
     "newaxis", "reshape", "transpose", "expand_dims", "squeeze", "concat", "stack", "unstack",
     "split", "slice", "strided_slice", "gather", "one_hot", "tile", "pad", "shape", "shape_n",
     "size", "rank", "broadcast_to", "stop_gradient", "fill", "zeros", "ones", "zeros_like",
-    "ones_like", "range", "invert_permutation", "unique",
+    "ones_like", "range", "invert_permutation", "unique", "reverse", "reverse_v2",
 ]
 
 newaxis = None
@@ -1574,3 +1574,31 @@ def range(start, limit=None, delta=1, dtype=None, name="range"):  # noqa: A001 -
         args = [_math().cast(v, dtype) if isinstance(v, Tensor) else
                 convert_to_tensor(v, dtype=dtype) for v in (start, limit, delta)]
         return _create("Range", args, name=scope).outputs[0]
+
+
+def reverse(tensor, axis, name=None):
+    """TF's reverse (ReverseV2): `tensor` with the order of each axis in `axis` reversed."""
+    tensor = convert_to_tensor(tensor, name="tensor")
+    if isinstance(axis, Tensor):
+        axis = constant_value(axis)
+        if axis is None:
+            raise ValueError("reverse: graphc needs `axis` known when the graph is built")
+    rank = tensor.shape.ndims
+    if rank is None:
+        raise ValueError("reverse needs a tensor of known rank")
+    axes = [int(a) for a in np.reshape(axis, [-1])]
+    for a in axes:
+        if not -rank <= a < rank:
+            raise ValueError(f"reverse: axis {a} is out of range for a tensor of rank {rank}")
+    if len({a % rank for a in axes}) != len(axes):
+        raise ValueError(f"reverse: axis {axes} names a dimension more than once")
+    axes = {a % rank for a in axes}
+    key = tuple(builtins.slice(None, None, -1) if a in axes else builtins.slice(None)
+                for a in builtins.range(rank))
+    with name_scope(name, "ReverseV2", [tensor]):
+        # a stride of -1 on each reversed axis: strided_slice already compiles everywhere and
+        # has its gradient
+        return slice_helper(tensor, key)
+
+
+reverse_v2 = reverse

@@ -24,7 +24,7 @@ __all__ = [
     "floor", "ceil", "round", "erf", "erfc", "equal", "not_equal", "less", "less_equal",
     "greater", "greater_equal", "logical_and", "logical_or", "logical_xor", "logical_not",
     "is_nan", "is_inf", "is_finite", "where",
-    "clip_by_value", "add_n", "cast", "to_float", "to_int32", "to_int64",
+    "clip_by_value", "add_n", "cast", "to_float", "to_int32", "to_int64", "saturate_cast",
 ]
 
 FLOATS = (dtypes.float16, dtypes.float32, dtypes.float64)
@@ -636,3 +636,26 @@ def to_int32(x, name="ToInt32"):
 
 def to_int64(x, name="ToInt64"):
     return cast(x, dtypes.int64, name=name)
+
+
+def saturate_cast(value, dtype, name=None):
+    """`value` cast to `dtype`, first clamped to dtype's range so that no value wraps."""
+    dtype = dtypes.as_dtype(dtype)
+    with name_scope(name, "saturate_cast", [value]):
+        value = convert_to_tensor(value, name="value")
+        if value.dtype.min < dtype.min:
+            value = maximum(value, convert_to_tensor(dtype.min, dtype=value.dtype))
+        if value.dtype.max > dtype.max:
+            value = minimum(value, _largest_below(dtype.max, value.dtype))
+        return cast(value, dtype)
+
+
+def _largest_below(limit, dtype):
+    """`limit` (an integer dtype's max) in `dtype`, rounded down where dtype cannot hold it
+    exactly (int32's max is 2**31 in float32, which would wrap when cast back)."""
+    if dtype.is_floating:
+        v = np.asarray(limit, dtype.as_numpy_dtype)
+        if int(v) > limit:
+            v = np.nextafter(v, np.asarray(0, dtype.as_numpy_dtype))
+        return convert_to_tensor(v, dtype=dtype)
+    return convert_to_tensor(limit, dtype=dtype)

@@ -202,5 +202,44 @@ def random_uniform(shape, minval=0, maxval=None, dtype=dtypes.float32, seed=None
         return _scale_shift(x, math_ops.subtract(hi, lo), lo, scope)
 
 
+def random_crop(value, size, seed=None, name=None):
+    """A slice of `size` of `value` at a uniformly drawn offset (TF1's random_crop: an
+    int32 draw in [0, 2**31 - 1) taken modulo shape - size + 1 on each axis)."""
+    from graphc.ops import array_ops, math_ops, reduction_ops
+    from graphc.ops.control_flow_ops import Assert
+    from graphc.framework.graph import control_dependencies
+    with name_scope(name, "random_crop", [value, size]) as scope:
+        value = convert_to_tensor(value, name="value")
+        size = convert_to_tensor(size, dtype=dtypes.int32, name="size")
+        if value.shape.ndims is not None and size.shape.ndims == 1 \
+                and size.shape[0].value not in (None, value.shape.ndims):
+            raise ValueError(f"random_crop: size has {size.shape[0].value} elements but "
+                             f"value has rank {value.shape.ndims}")
+        _check_crop_fits(value, size)
+        shape = array_ops.shape(value)
+        fits = math_ops.greater_equal(shape, size)
+        check = Assert(reduction_ops.reduce_all(fits),
+                       ["Need value.shape >= size, got ", shape, size], summarize=1000)
+        with control_dependencies([check]):
+            limit = shape - size + 1
+        offset = random_uniform(array_ops.shape(shape), dtype=size.dtype,
+                                maxval=size.dtype.max, seed=seed) % limit
+        return array_ops.slice(value, offset, size, name=scope)
+
+
+def _check_crop_fits(value, size):
+    """random_crop's size against the static dims of value, before anything runs."""
+    from graphc.framework.static_value import constant_value
+    wanted = constant_value(size)
+    if wanted is None or value.shape.ndims is None:
+        return
+    wanted = [int(w) for w in np.reshape(wanted, [-1])]
+    for axis, (have, want) in enumerate(zip(value.shape.as_list(), wanted)):
+        if have is not None and have < want:
+            raise ValueError(f"random_crop: Need value.shape >= size, got shape "
+                             f"{value.shape} and size {wanted} "
+                             f"(axis {axis})")
+
+
 # tf.random.categorical / multinomial (defined over the ops above)
 from graphc.ops.multinomial_ops import categorical, multinomial  # noqa: F401,E402
