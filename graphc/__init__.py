@@ -49,7 +49,7 @@ from graphc.framework.default_session import get_default_session  # noqa: F401
 from graphc.config import (ConfigProto, GPUOptions, GraphOptions,  # noqa: F401,E402
                            OptimizerOptions, RunMetadata, RunOptions)
 from graphc import debugging, nn, layers, losses, train  # noqa: F401,E402
-from graphc import data, examples, metrics  # noqa: F401,E402
+from graphc import data, estimator, examples, metrics  # noqa: F401,E402
 from graphc import summary  # noqa: F401,E402  (imports tensorboard only when used)
 from graphc import contrib  # noqa: F401,E402
 from graphc import python_io, graph_util  # noqa: F401,E402
