@@ -192,3 +192,18 @@ def test_count_up_to_and_num_epochs():
         coord.join(threads, stop_grace_period_secs=10)
     # two epochs of 0..4 in order, the last batch smaller
     assert got == [[0, 1, 2], [3, 4, 0], [1, 2, 3], [4]]
+
+
+def test_queue_shapes_of_ints_are_one_shape_and_the_empty_list_is_a_scalar():
+    # TF1's _as_shape_list: a list of ints/None is the shape of a single component
+    scalar = tf.FIFOQueue(4, tf.float32, shapes=[])
+    vector = tf.FIFOQueue(4, [tf.int32], shapes=[3])
+    pair = tf.FIFOQueue(4, [tf.float32, tf.int32], shapes=[[], [2]])
+    assert scalar.dequeue().shape.as_list() == []
+    assert vector.dequeue().shape.as_list() == [3]
+    assert [t.shape.as_list() for t in pair.dequeue()] == [[], [2]]
+    with pytest.raises(ValueError, match="same length as dtypes"):
+        tf.FIFOQueue(4, [tf.float32, tf.int32], shapes=[])
+    with tf.Session() as sess:
+        sess.run(scalar.enqueue(2.5))
+        assert sess.run(scalar.dequeue()) == 2.5

@@ -210,6 +210,16 @@ QUEUE_OP_TYPES = frozenset({"FIFOQueueV2", "RandomShuffleQueueV2", "QueueEnqueue
                             "QueueIsClosedV2"})
 
 
+def _shape_list(shapes):
+    """TF1's reading of a queue's shapes: one shape when every item is an int or None
+    (so [] is one scalar shape, not an empty list of shapes), else a list of shapes."""
+    if isinstance(shapes, TensorShape) or not isinstance(shapes, (list, tuple)):
+        shapes = [shapes]
+    elif all(s is None or isinstance(s, int) for s in shapes):
+        shapes = [shapes]
+    return [as_shape(s) for s in shapes]
+
+
 class QueueBase:
     """A queue of elements, each a list of tensors of `dtypes` (and `shapes`, needed by
     dequeue_many)."""
@@ -218,10 +228,7 @@ class QueueBase:
         self._dtypes = [dtypes.as_dtype(d) for d in (dtypes_ if isinstance(dtypes_, (list, tuple))
                                                      else [dtypes_])]
         if shapes is not None:
-            shapes = [as_shape(s) for s in (shapes if isinstance(shapes, (list, tuple)) and
-                                            (not shapes or isinstance(shapes[0], (list, tuple,
-                                                                                  TensorShape)))
-                                            else [shapes])]
+            shapes = _shape_list(shapes)
             if len(shapes) != len(self._dtypes):
                 raise ValueError(f"Queue shapes must have the same length as dtypes, got "
                                  f"{len(shapes)} and {len(self._dtypes)}")

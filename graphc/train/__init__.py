@@ -8,13 +8,14 @@ from graphc.train.adagrad import *  # noqa: F401,F403
 from graphc.train.adadelta import *  # noqa: F401,F403
 from graphc.train.ftrl import *  # noqa: F401,F403
 from graphc.train.moving_averages import ExponentialMovingAverage  # noqa: F401
-from graphc.train.coordinator import Coordinator  # noqa: F401
+from graphc.train.coordinator import Coordinator, LooperThread  # noqa: F401
 from graphc.train.queue_runner import *  # noqa: F401,F403
 from graphc.train.input import *  # noqa: F401,F403
 from graphc.ops.queue_ops import FIFOQueue, RandomShuffleQueue  # noqa: F401
 from graphc.train.session_run_hook import *  # noqa: F401,F403
 from graphc.train.basic_session_run_hooks import *  # noqa: F401,F403
 from graphc.train.monitored_session import *  # noqa: F401,F403
+from graphc.train.supervisor import Supervisor  # noqa: F401
 from graphc.train.training_util import *  # noqa: F401,F403
 from graphc.train.learning_rate_decay import *  # noqa: F401,F403
 from graphc.train.checkpoint_management import *  # noqa: F401,F403
