@@ -33,7 +33,8 @@ from graphc.ops.queue_ops import FIFOQueue, QueueBase, RandomShuffleQueue  # noq
 from graphc.ops.multinomial_ops import multinomial  # noqa: F401
 from graphc.framework.indexed_slices import IndexedSlices, IndexedSlicesValue  # noqa: F401
 from graphc.init_ops import *  # noqa: F401,F403
-from graphc.variables import (Variable, assign, assign_add, assign_sub, count_up_to,  # noqa: F401,E501
+from graphc.variables import (Variable, all_variables, assign, assign_add,  # noqa: F401
+                              assign_sub, count_up_to,
                               global_variables, global_variables_initializer,
                               initialize_all_variables, initialize_local_variables,
                               initialize_variables,
@@ -61,6 +62,7 @@ from graphc import distribute  # noqa: F401,E402  (the collective op types: grap
 
 from graphc.train.moving_averages import moving_average_variables  # noqa: F401,E402
 from graphc.train.queue_runner import start_queue_runners  # noqa: F401,E402
+from graphc.tf0_names import *  # noqa: F401,F403,E402  (tf.sub, tf.scalar_summary, ...)
 
 initializers = init_ops
 

@@ -25,7 +25,7 @@ from graphc.estimator.run_config import RunConfig
 from graphc.framework.graph import Graph, GraphKeys, add_to_collection, get_collection
 from graphc.metrics import mean
 from graphc.ops.random_ops import set_random_seed
-from graphc.summary import FileWriter, Summary, scalar
+from graphc.summary import FileWriter, protos, scalar
 from graphc.train import training_util
 from graphc.train.basic_session_run_hooks import (CheckpointSaverHook, FinalOpsHook,
                                                   LoggingTensorHook, NanTensorHook,
@@ -202,7 +202,7 @@ class Estimator:
 
     def _write_eval_summaries(self, results, name):
         folder = os.path.join(self.model_dir, "eval" if not name else f"eval_{name}")
-        summary = Summary()
+        summary = protos.summary_pb2().Summary()
         for key, value in sorted(results.items()):
             if key == GraphKeys.GLOBAL_STEP:
                 continue

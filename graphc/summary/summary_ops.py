@@ -214,6 +214,23 @@ def _summary_op(op_type, name, tensor, attrs, collections, family):
     return out
 
 
+def tagged_summary_op(op_type, tag, tensor, attrs, collections, name, default_name):
+    """A summary op whose tag is `tag` verbatim, as TF before 1.0 made them
+    (scalar_summary, histogram_summary, image_summary): the op is named by name_scope
+    like any op and the tag is not prefixed by it."""
+    protos.summary_pb2()
+    if not isinstance(tag, str):
+        raise TypeError(f"{default_name}: graphc takes the tag as a Python string, got "
+                        f"{tag!r} (a tensor of tags is not supported)")
+    tensor = convert_to_tensor(tensor)
+    with name_scope(name, default_name, [tensor]) as scope:
+        out = tensor.graph.create_op(op_type, [tensor], dict(attrs, tag=tag),
+                                     scope).outputs[0]
+    for key in ([GraphKeys.SUMMARIES] if collections is None else collections):
+        add_to_collection(key, out)
+    return out
+
+
 def scalar(name, tensor, collections=None, family=None):
     """A summary of one real number, shown as a curve over steps in TensorBoard."""
     return _summary_op("ScalarSummary", name, tensor, {}, collections, family)

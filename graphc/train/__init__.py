@@ -21,6 +21,7 @@ from graphc.train.learning_rate_decay import *  # noqa: F401,F403
 from graphc.train.checkpoint_management import *  # noqa: F401,F403
 from graphc.train.saver import *  # noqa: F401,F403
 from graphc.train.checkpoint_utils import *  # noqa: F401,F403
+from graphc.tf0_names import SummaryWriter  # noqa: F401,E402  (TF before 1.0)
 from graphc.graph_io import export_meta_graph, import_meta_graph, write_graph  # noqa: F401,E402
 
 # TF's tf.train.Example protos (example.proto) and SaverDef need tensorboard's protobuf

@@ -1,0 +1,2 @@
+"""tensorflow.python.ops.data_flow_ops: the queues."""
+from graphc.ops.queue_ops import FIFOQueue, QueueBase, RandomShuffleQueue  # noqa: F401
