@@ -29,7 +29,8 @@ from graphc.ops.einsum_ops import einsum  # noqa: F401
 from graphc.ops.topk_ops import in_top_k  # noqa: F401
 from graphc.ops.script_ops import numpy_function, py_func  # noqa: F401
 from graphc.ops.logging_ops import Print, print  # noqa: F401,A004
-from graphc.ops.queue_ops import FIFOQueue, QueueBase, RandomShuffleQueue  # noqa: F401
+from graphc.ops.queue_ops import (FIFOQueue, PaddingFIFOQueue, QueueBase,  # noqa: F401
+                                  RandomShuffleQueue)
 from graphc.ops.multinomial_ops import multinomial  # noqa: F401
 from graphc.framework.indexed_slices import IndexedSlices, IndexedSlicesValue  # noqa: F401
 from graphc.init_ops import *  # noqa: F401,F403

@@ -418,7 +418,8 @@ NOT_FLOAT_OPS = {
     "LogUniformCandidateSampler", "UniformCandidateSampler",  # int samples
     "MaxPoolGradGrad",      # second derivative of max-pool: test_nn_ops' gradchecks
     "PrintV2",              # tf.print: no output, writes text (test_tf1_ops_breadth)
-    "FIFOQueueV2", "RandomShuffleQueueV2", "QueueEnqueueV2", "QueueEnqueueManyV2",
+    "FIFOQueueV2", "PaddingFIFOQueueV2", "RandomShuffleQueueV2", "QueueEnqueueV2",
+    "QueueEnqueueManyV2",
     "QueueDequeueV2", "QueueDequeueManyV2", "QueueDequeueUpToV2", "QueueCloseV2",
     "QueueSizeV2", "QueueIsClosedV2",  # queues move values unchanged: test_tf1_queues
     "CountUpTo",            # int variables only

@@ -207,3 +207,58 @@ def test_queue_shapes_of_ints_are_one_shape_and_the_empty_list_is_a_scalar():
     with tf.Session() as sess:
         sess.run(scalar.enqueue(2.5))
         assert sess.run(scalar.dequeue()) == 2.5
+
+
+def test_padding_fifo_queue_pads_batches_to_their_largest_element():
+    queue = tf.PaddingFIFOQueue(10, [tf.float32, tf.int64], shapes=[[None], [None, 2]])
+    x = tf.placeholder(tf.float32, [None])
+    y = tf.placeholder(tf.int64, [None, 2])
+    enqueue = queue.enqueue([x, y])
+    batch = queue.dequeue_many(2)
+    rest = queue.dequeue_up_to(5)
+    assert [t.shape.as_list() for t in batch] == [[2, None], [2, None, 2]]
+    rows = [(np.array([1.5, 2.5], np.float32), np.arange(2).reshape(1, 2)),
+            (np.array([3.0], np.float32), np.arange(6).reshape(3, 2)),
+            (np.array([], np.float32), np.zeros((0, 2), np.int64)),
+            (np.array([4.0, 5.0, 6.0], np.float32), np.ones((1, 2), np.int64))]
+    with tf.Session() as sess:
+        for a, b in rows:
+            sess.run(enqueue, {x: a, y: b})
+        first_a, first_b = sess.run(batch)
+        sess.run(queue.close())
+        last_a, last_b = sess.run(rest)
+    np.testing.assert_array_equal(first_a, [[1.5, 2.5], [3.0, 0.0]])
+    expected_b = np.zeros((2, 3, 2), np.int64)
+    expected_b[0, :1] = np.arange(2).reshape(1, 2)
+    expected_b[1] = np.arange(6).reshape(3, 2)
+    np.testing.assert_array_equal(first_b, expected_b)
+    np.testing.assert_array_equal(last_a, [[0.0, 0.0, 0.0], [4.0, 5.0, 6.0]])
+    np.testing.assert_array_equal(last_b, [[[0, 0]], [[1, 1]]])
+    with pytest.raises(ValueError, match="shapes must be provided for all components"):
+        tf.PaddingFIFOQueue(10, [tf.float32, tf.int32], shapes=[[None]])
+
+
+def test_input_producer_queues_the_rows_each_epoch_in_a_new_order():
+    x = np.arange(12.0).reshape(6, 2)
+    queue = tf.train.input_producer(x, num_epochs=2, shuffle=True, seed=3)
+    ordered = tf.train.input_producer(x[:, 0], shuffle=False, capacity=4)
+    row, first = queue.dequeue(), ordered.dequeue()
+    assert row.shape.as_list() == [2]
+    with tf.Session() as sess:
+        sess.run(tf.local_variables_initializer())
+        coord = tf.train.Coordinator()
+        threads = tf.train.start_queue_runners(sess, coord)
+        rows = []
+        with pytest.raises(tf.errors.OutOfRangeError):
+            while True:
+                rows.append(sess.run(row))
+        firsts = [float(sess.run(first)) for _ in range(8)]
+        coord.request_stop()
+        coord.join(threads)
+    epochs = [np.array(rows[:6]), np.array(rows[6:])]
+    assert len(rows) == 12
+    for epoch in epochs:  # each pass: every row once
+        np.testing.assert_array_equal(epoch[np.argsort(epoch[:, 0])], x)
+    assert firsts == [0.0, 2.0, 4.0, 6.0, 8.0, 10.0, 0.0, 2.0]
+    with pytest.raises(ValueError, match="fully defined shape or `element_shape`"):
+        tf.train.input_producer(tf.placeholder(tf.float32, [None, None]))

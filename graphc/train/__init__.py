@@ -11,7 +11,7 @@ from graphc.train.moving_averages import ExponentialMovingAverage  # noqa: F401
 from graphc.train.coordinator import Coordinator, LooperThread  # noqa: F401
 from graphc.train.queue_runner import *  # noqa: F401,F403
 from graphc.train.input import *  # noqa: F401,F403
-from graphc.ops.queue_ops import FIFOQueue, RandomShuffleQueue  # noqa: F401
+from graphc.ops.queue_ops import FIFOQueue, PaddingFIFOQueue, RandomShuffleQueue  # noqa: F401
 from graphc.train.session_run_hook import *  # noqa: F401,F403
 from graphc.train.basic_session_run_hooks import *  # noqa: F401,F403
 from graphc.train.monitored_session import *  # noqa: F401,F403

@@ -1,4 +1,5 @@
-"""tf.train.batch, shuffle_batch, slice_input_producer and limit_epochs: queue pipelines
+"""tf.train.batch, shuffle_batch, input_producer, range_input_producer,
+slice_input_producer and limit_epochs: queue pipelines
 as TF1 builds them (a queue, its enqueue op run by a QueueRunner in num_threads threads, and a
 dequeue_many of batch_size), so they need start_queue_runners or a MonitoredSession."""
 from graphc.framework.graph import Tensor, name_scope
@@ -9,8 +10,8 @@ from graphc.ops.queue_ops import FIFOQueue, RandomShuffleQueue
 from graphc.ops.topk_ops import top_k
 from graphc.train.queue_runner import QueueRunner, add_queue_runner
 
-__all__ = ["batch", "shuffle_batch", "slice_input_producer", "range_input_producer",
-           "limit_epochs"]
+__all__ = ["batch", "shuffle_batch", "input_producer", "slice_input_producer",
+           "range_input_producer", "limit_epochs"]
 
 
 def _as_list(tensors):
@@ -98,20 +99,45 @@ def limit_epochs(tensor, num_epochs=None, name=None):
             return identity(tensor, name=scope)
 
 
+def input_producer(input_tensor, element_shape=None, num_epochs=None, shuffle=True,
+                   seed=None, capacity=32, shared_name=None, summary_name=None, name=None,
+                   cancel_op=None):
+    """A queue of the rows of input_tensor, over and over (each pass in a new random
+    order if `shuffle`), or num_epochs times before the queue closes, filled by a
+    QueueRunner; with summary_name, a scalar summary of how full the queue is."""
+    with name_scope(name, "input_producer", [input_tensor]):
+        input_tensor = convert_to_tensor(input_tensor, name="input_tensor")
+        if input_tensor.shape.ndims == 0:
+            raise ValueError("input_producer: input_tensor must have rank >= 1 (its rows "
+                             "are the queue's elements)")
+        element_shape = input_tensor.shape[1:].merge_with(
+            element_shape if element_shape is not None else input_tensor.shape[1:])
+        if not element_shape.is_fully_defined():
+            raise ValueError("Either `input_tensor` must have a fully defined shape or "
+                             "`element_shape` must be specified")
+        if shuffle:
+            # the order of random keys: a uniformly random permutation each pass
+            keys = random_ops.random_uniform(array_ops.shape(input_tensor)[:1], seed=seed)
+            input_tensor = array_ops.gather(input_tensor,
+                                            top_k(keys, k=array_ops.size(keys))[1])
+        input_tensor = limit_epochs(input_tensor, num_epochs)
+        queue = FIFOQueue(capacity, [input_tensor.dtype.base_dtype], [element_shape])
+        add_queue_runner(QueueRunner(queue, [queue.enqueue_many([input_tensor])],
+                                     cancel_op=cancel_op))
+        if summary_name is not None:
+            from graphc.ops.math_ops import cast, multiply
+            from graphc.summary import scalar
+            scalar(summary_name, multiply(cast(queue.size(), "float32"), 1.0 / capacity))
+        return queue
+
+
 def range_input_producer(limit, num_epochs=None, shuffle=True, seed=None, capacity=32,
                          shared_name=None, name=None):
     """A queue of the integers 0 .. limit-1, over and over (each pass shuffled if
     `shuffle`), or num_epochs times before the queue closes, filled by a QueueRunner."""
-    with name_scope(name, "input_producer", [limit]):
-        indices = array_ops.range(limit)
-        if shuffle:
-            # the order of random keys: a uniformly random permutation each pass
-            keys = random_ops.random_uniform(array_ops.shape(indices), seed=seed)
-            indices = top_k(keys, k=array_ops.size(indices))[1]
-        indices = limit_epochs(indices, num_epochs)
-        queue = FIFOQueue(capacity, [indices.dtype], [[]])
-        add_queue_runner(QueueRunner(queue, [queue.enqueue_many([indices])]))
-        return queue
+    with name_scope(name, "input_producer", [limit]) as scope:
+        return input_producer(array_ops.range(limit), [], num_epochs, shuffle, seed,
+                              capacity, name=scope)
 
 
 def slice_input_producer(tensor_list, num_epochs=None, shuffle=True, seed=None, capacity=32,

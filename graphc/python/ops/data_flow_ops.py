@@ -1,2 +1,3 @@
 """tensorflow.python.ops.data_flow_ops: the queues."""
-from graphc.ops.queue_ops import FIFOQueue, QueueBase, RandomShuffleQueue  # noqa: F401
+from graphc.ops.queue_ops import (FIFOQueue, PaddingFIFOQueue, QueueBase,  # noqa: F401
+                                  RandomShuffleQueue)
