@@ -26,7 +26,9 @@ from graphc.ops.clip_ops import *  # noqa: F401,F403
 from graphc.ops.nd_index_ops import *  # noqa: F401,F403
 from graphc.ops.mask_ops import *  # noqa: F401,F403
 from graphc.ops.einsum_ops import einsum  # noqa: F401
-from graphc.ops.topk_ops import in_top_k  # noqa: F401
+from graphc.ops.check_ops import *  # noqa: F401,F403
+from graphc.ops.norm_ops import norm  # noqa: F401
+from graphc.ops.topk_ops import argsort, in_top_k, sort  # noqa: F401
 from graphc.ops.script_ops import numpy_function, py_func  # noqa: F401
 from graphc.ops.logging_ops import Print, print  # noqa: F401,A004
 from graphc.ops.queue_ops import (FIFOQueue, PaddingFIFOQueue, QueueBase,  # noqa: F401
