@@ -412,7 +412,8 @@ NOT_FLOAT_OPS = {
     "Const", "Placeholder", "NoOp",                   # sources and ordering
     "All", "Any", "LogicalAnd", "LogicalNot", "LogicalOr",   # bool only
     "InvertPermutation",                                      # int only
-    "HistogramSummary", "ImageSummary", "MergeSummary", "ScalarSummary",  # host strings
+    "HistogramSummary", "ImageSummary", "AudioSummaryV2", "MergeSummary",  # host strings
+    "ScalarSummary",
     "IteratorGetNext", "MakeIterator",                # tf.data
     "ParseExampleProtos",                             # serialized Examples: test_tf_example
     "LogUniformCandidateSampler", "UniformCandidateSampler",  # int samples
