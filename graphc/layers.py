@@ -14,12 +14,12 @@ import numbers
 from graphc import dtypes, init_ops
 from graphc.framework.graph import GraphKeys, Tensor, get_default_graph, name_scope
 from graphc.framework.tensor_shape import TensorShape
-from graphc.ops import array_ops, conv_ops, math_ops, matmul_ops, nn_ops
+from graphc.ops import array_ops, conv_ops, conv_variants, math_ops, matmul_ops, nn_ops
 from graphc.ops.constant_ops import convert_to_tensor
 from graphc.ops.control_flow_ops import identity
 from graphc.variable_scope import get_variable, variable_scope
 
-__all__ = ["dense", "conv2d", "conv2d_transpose", "max_pooling2d", "average_pooling2d", "flatten", "dropout",
+__all__ = ["dense", "conv1d", "conv2d", "conv2d_transpose", "max_pooling2d", "average_pooling2d", "flatten", "dropout",
            "batch_normalization"]
 
 
@@ -166,6 +166,45 @@ def conv2d(inputs, filters, kernel_size, strides=(1, 1), padding="valid",
         if (dh, dw) != (1, 1):
             conv_kwargs["dilations"] = [1, dh, dw, 1] if fmt == "NHWC" else [1, 1, dh, dw]
         outputs = conv_ops.conv2d(x, kernel, **conv_kwargs)
+        return _layer_output(outputs, filters, use_bias, bias_initializer, bias_regularizer,
+                             bias_constraint, trainable, activation, activity_regularizer, fmt)
+
+
+def _single(value, what):
+    """kernel_size=3 or (3,) -> 3."""
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    value = tuple(int(v) for v in value)
+    if len(value) != 1:
+        raise ValueError(f"The `{what}` argument must be a tuple of 1 integer. Received: {value}")
+    return value[0]
+
+
+def conv1d(inputs, filters, kernel_size, strides=1, padding="valid",
+           data_format="channels_last", dilation_rate=1, activation=None, use_bias=True,
+           kernel_initializer=None, bias_initializer=None, kernel_regularizer=None,
+           bias_regularizer=None, activity_regularizer=None, kernel_constraint=None,
+           bias_constraint=None, trainable=True, name=None, reuse=None):
+    """1-D convolution layer over [batch, steps, channels] (or channels_first): kernel
+    [k, in_channels, filters], bias [filters]."""
+    x = _float_inputs(inputs)
+    k = _single(kernel_size, "kernel_size")
+    stride = _single(strides, "strides")
+    rate = _single(dilation_rate, "dilation_rate")
+    fmt = _nn_data_format(data_format)
+    if x.shape.ndims is not None and x.shape.ndims != 3:
+        raise ValueError(f"Input 0 of layer conv1d is incompatible with the layer: expected "
+                         f"ndim=3, found ndim={x.shape.ndims}. Full shape received: {x.shape}")
+    channels = x.shape[-1 if fmt == "NHWC" else 1].value if x.shape.ndims else None
+    if channels is None:
+        raise ValueError("The channel dimension of the inputs should be defined. Found `None`.")
+    with _layer_scope(name, "conv1d", reuse, x):
+        kernel = get_variable("kernel", [k, channels, filters], x.dtype,
+                              initializer=kernel_initializer, regularizer=kernel_regularizer,
+                              trainable=trainable, constraint=kernel_constraint)
+        outputs = conv_variants.conv1d(x, kernel, stride, _padding(padding),
+                                       data_format="NWC" if fmt == "NHWC" else "NCW",
+                                       dilations=rate)
         return _layer_output(outputs, filters, use_bias, bias_initializer, bias_regularizer,
                              bias_constraint, trainable, activation, activity_regularizer, fmt)
 
