@@ -421,3 +421,9 @@ def test_train_and_evaluate_trains_to_max_steps_and_evaluates_the_last_checkpoin
                                         tf.estimator.EvalSpec(eval_input, throttle_secs=0))
     with pytest.raises(ValueError, match="must specify max_steps > 0"):
         tf.estimator.TrainSpec(_train_input(x, y), max_steps=0)
+
+
+def test_contrib_learn_mode_keys_are_the_estimator_strings():
+    keys = tf.contrib.learn.ModeKeys
+    assert (keys.TRAIN, keys.EVAL, keys.INFER) == ("train", "eval", "infer")
+    assert keys.INFER == tf.estimator.ModeKeys.PREDICT
