@@ -183,3 +183,45 @@ def test_cache_of_a_partial_pass_is_not_kept():
     assert len(calls) == 2
     with pytest.raises(NotImplementedError, match="caches in memory only"):
         tf.data.Dataset.range(3).cache("/tmp/some_cache")
+
+
+# ----------------------------------------------------------------------------- window
+def _window_reference(n, size, shift, stride, drop_remainder):
+    """TF's window: a window starts at every multiple of shift; it holds the elements
+    start, start + stride, ... (at most size of them, those before n)."""
+    out = []
+    for start in range(0, n, shift):
+        rows = list(range(start, min(n, start + (size - 1) * stride + 1), stride))
+        if len(rows) == size or not drop_remainder:
+            out.append(rows)
+    return out
+
+
+@pytest.mark.parametrize("size, shift, stride, drop", [
+    (2, None, 1, False), (3, 2, 1, True), (3, 1, 2, True), (3, 1, 2, False),
+    (2, 5, 1, False), (4, 3, 2, False), (1, 1, 1, False), (8, 2, 1, False)])
+def test_window_then_flat_map_batch_matches_tfs_windows(size, shift, stride, drop):
+    n = 7
+    ds = tf.data.Dataset.range(n).window(size, shift, stride, drop)
+    got = [w.tolist() for w in _all(ds.flat_map(lambda w: w.batch(size)))]
+    assert got == _window_reference(n, size, shift or size, stride, drop)
+
+
+def test_windows_of_structured_elements_and_what_they_refuse():
+    ds = tf.data.Dataset.from_tensor_slices({"a": np.arange(5), "b": np.arange(5) * 10.0})
+    windows = ds.window(2)
+    pairs = windows.flat_map(lambda w: tf.data.Dataset.zip((w["a"].batch(2),
+                                                            w["b"].batch(2))))
+    assert [(a.tolist(), b.tolist()) for a, b in _all(pairs)] == [
+        ([0, 1], [0.0, 10.0]), ([2, 3], [20.0, 30.0]), ([4], [40.0])]
+    # whole windows through interleave, and shuffle/take keep them windows
+    inter = windows.take(2).interleave(lambda w: w["a"], cycle_length=2)
+    assert [int(v) for v in _all(inter)] == [0, 2, 1, 3]
+    with pytest.raises(TypeError, match="elements are windows"):
+        windows.make_one_shot_iterator()
+    with pytest.raises(TypeError, match="elements are windows"):
+        windows.batch(2)
+    with pytest.raises(TypeError, match="elements are windows"):
+        windows.map(lambda w: w)
+    with pytest.raises(ValueError, match="size must be greater than zero"):
+        ds.window(0)

@@ -76,6 +76,7 @@ class Dataset:
 
     _children = ()
     _params = ()  # parameters that may be tensors (captured), e.g. batch_size
+    _windows = False  # elements are windows (Dataset.window): only flat_map/interleave them
 
     # ------------------------------------------------------------------ sources
     @staticmethod
@@ -134,6 +135,10 @@ class Dataset:
     def cache(self, filename=""):
         return _CacheDataset(self, filename)
 
+    def window(self, size, shift=None, stride=1, drop_remainder=False):
+        from graphc.data.interleave_ops import WindowDataset
+        return WindowDataset(self, size, shift, stride, drop_remainder)
+
     def flat_map(self, map_func):
         from graphc.data.interleave_ops import FlatMapDataset
         return FlatMapDataset(self, map_func)
@@ -182,6 +187,14 @@ class Dataset:
     def __repr__(self):
         return f"<{type(self).__name__.lstrip('_')} shapes: {self.output_shapes}, " \
                f"types: {self.output_types}>"
+
+
+def check_not_windows(dataset, what):
+    """Window elements are datasets, not tensors: refused where tensors are needed."""
+    if dataset._windows:
+        raise TypeError(f"{what} needs elements of tensors, but this dataset's elements are "
+                        f"windows (Dataset.window): turn each window into tensors first, "
+                        f"e.g. .flat_map(lambda w: w.batch(size))")
 
 
 def _scalar_param(x, name):
@@ -342,6 +355,7 @@ class _ZipDataset(Dataset):
         for d in self._children:
             if not isinstance(d, Dataset):
                 raise TypeError(f"zip() got a {type(d).__name__}, not a Dataset")
+            check_not_windows(d, "Dataset.zip")
         self._structure = tuple(d._structure for d in self._children)
         self._types = [t for d in self._children for t in d._types]
         self._shapes = [s for d in self._children for s in d._shapes]
@@ -361,10 +375,12 @@ class _UnaryDataset(Dataset):
         self._structure = input_dataset._structure
         self._types = input_dataset._types
         self._shapes = input_dataset._shapes
+        self._windows = input_dataset._windows
 
 
 class _MapDataset(Dataset):
     def __init__(self, input_dataset, map_func):
+        check_not_windows(input_dataset, "Dataset.map")
         self._input = input_dataset
         self._children = (input_dataset,)
         self._fn = GraphFunction(map_func, input_dataset._structure, input_dataset._types,
@@ -381,6 +397,7 @@ class _MapDataset(Dataset):
 
 class _FilterDataset(_UnaryDataset):
     def __init__(self, input_dataset, predicate):
+        check_not_windows(input_dataset, "Dataset.filter")
         super().__init__(input_dataset)
         self._fn = GraphFunction(predicate, input_dataset._structure, input_dataset._types,
                                  input_dataset._shapes, name="Dataset.filter")
@@ -395,6 +412,7 @@ class _FilterDataset(_UnaryDataset):
 
 class _BatchDataset(Dataset):
     def __init__(self, input_dataset, batch_size, drop_remainder):
+        check_not_windows(input_dataset, "Dataset.batch")
         self._input = input_dataset
         self._children = (input_dataset,)
         self._batch_size = _scalar_param(batch_size, "batch_size")
@@ -434,6 +452,7 @@ class _PaddedBatchDataset(Dataset):
 
     def __init__(self, input_dataset, batch_size, padded_shapes, padding_values,
                  drop_remainder):
+        check_not_windows(input_dataset, "Dataset.padded_batch")
         self._input = input_dataset
         self._children = (input_dataset,)
         self._batch_size = _scalar_param(batch_size, "batch_size")
@@ -732,6 +751,10 @@ class _CacheDataset(_UnaryDataset):
 
 class _ConcatenateDataset(Dataset):
     def __init__(self, first, second):
+        if first._windows != second._windows:
+            raise TypeError("concatenate: one dataset has windows as elements, the other "
+                            "tensors")
+        self._windows = first._windows
         structure.check_same_types(first._types, second._types, "concatenate")
         if first._structure != second._structure:
             raise TypeError(f"concatenate: element structures differ: {first._structure!r} "

@@ -1,11 +1,13 @@
-"""Dataset.flat_map and Dataset.interleave: a function from each input element to a
-Dataset, whose elements are then flattened in order (flat_map) or taken in turns
-(interleave), as TF1's FlatMapDataset and InterleaveDataset do.
+"""Datasets of datasets. Dataset.flat_map and Dataset.interleave: a function from each
+input element to a Dataset, whose elements are then flattened in order (flat_map) or taken
+in turns (interleave), as TF1's FlatMapDataset and InterleaveDataset do. Dataset.window:
+elements that are windows of the input, each component a Dataset of its rows.
 
-The function is traced once, as map's is: called with placeholders of the element, it
-builds a Dataset in a private graph. For each input element that Dataset is started with
-its captured tensors (those placeholders, or ops on them) computed from the element's
-values by the NumPy reference executor."""
+The function is traced once, as map's is: called with placeholders of the element (or,
+for a window, with one WindowComponent dataset per component), it builds a Dataset in a
+private graph. For each input element that Dataset is started with its captured tensors
+(those placeholders, or ops on them) computed from the element's values by the NumPy
+reference executor, and the window's rows."""
 import os
 
 from graphc import errors
@@ -16,7 +18,7 @@ from graphc.framework.graph import Graph, get_default_graph
 from graphc.ops.constant_ops import placeholder
 from graphc.reference_executor import ReferenceExecutable
 
-__all__ = ["FlatMapDataset", "InterleaveDataset"]
+__all__ = ["FlatMapDataset", "InterleaveDataset", "WindowDataset"]
 
 
 class DatasetFunction:
@@ -26,8 +28,13 @@ class DatasetFunction:
         self.graph = Graph()
         self.graph.seed = get_default_graph().seed
         with self.graph.as_default():
-            args = [placeholder(t, s, name=f"arg{i}") for i, (t, s) in
-                    enumerate(zip(input_dataset._types, input_dataset._shapes))]
+            if input_dataset._windows:
+                args = [WindowComponent(t, s, i) for i, (t, s) in
+                        enumerate(zip(input_dataset._types, input_dataset._shapes))]
+            else:
+                args = [placeholder(t, s, name=f"arg{i}") for i, (t, s) in
+                        enumerate(zip(input_dataset._types, input_dataset._shapes))]
+            self._windows = input_dataset._windows
             packed = structure.pack(input_dataset._structure, args)
             result = fn(*packed) if _unpacks(input_dataset._structure) else fn(packed)
         if not isinstance(result, Dataset):
@@ -40,10 +47,14 @@ class DatasetFunction:
             raise ValueError(f"The function passed to {name} uses {foreign[0].name} of the "
                              f"outer graph; graphc's dataset functions cannot capture tensors "
                              f"(build constants inside the function).")
-        self._exe = ReferenceExecutable(args, self._captures, ()) if self._captures else None
+        self._exe = None if self._windows or not self._captures else \
+            ReferenceExecutable(args, self._captures, ())
 
     def elements(self, flat_args, state):
-        """The elements of the function's Dataset for one input element."""
+        """The elements of the function's Dataset for one input element (for a window:
+        its list of flat elements)."""
+        if self._windows:
+            return self.dataset._elements(PipelineRun({WindowComponent.ROWS: flat_args}))
         values = self._exe.run(flat_args, state) if self._exe is not None else ()
         if len(self._captures) == 1 and not isinstance(values, (list, tuple)):
             values = [values]
@@ -117,3 +128,69 @@ class InterleaveDataset(_NestedDataset):
                     num_open += 1
             else:
                 index, taken = (index + 1) % cycle, 0
+
+
+class WindowDataset(Dataset):
+    """Windows of `size` elements taken every `stride`-th from the input, a new window
+    every `shift` elements (default: size); the last ones may be shorter unless
+    drop_remainder. A window is one Dataset per component (in the element's structure),
+    so the windows go to flat_map or interleave, e.g. .flat_map(lambda w: w.batch(3))."""
+
+    def __init__(self, input_dataset, size, shift, stride, drop_remainder):
+        from graphc.data.dataset_ops import check_not_windows
+        check_not_windows(input_dataset, "Dataset.window")
+        self._input = input_dataset
+        self._children = (input_dataset,)
+        self._size = _scalar_param(size, "size")
+        self._shift = _scalar_param(shift if shift is not None else size, "shift")
+        self._stride = _scalar_param(stride, "stride")
+        self._params = [self._size, self._shift, self._stride]
+        for value, what in ((self._size, "size"), (self._shift, "shift"),
+                            (self._stride, "stride")):
+            if isinstance(value, int) and value <= 0:
+                raise ValueError(f"Dataset.window: {what} must be greater than zero, got "
+                                 f"{value}")
+        self._drop_remainder = bool(drop_remainder)
+        self._structure = input_dataset._structure
+        self._types = input_dataset._types
+        self._shapes = input_dataset._shapes
+        self._windows = True
+
+    def _elements(self, run):
+        size, shift, stride = (run.scalar(p) for p in self._params)
+        if min(size, shift, stride) <= 0:
+            raise errors.KernelError("Dataset.window: size, shift and stride must be greater "
+                                     "than zero.", errors.InvalidArgumentError)
+        span = (size - 1) * stride + 1  # input elements one full window covers
+        buffer, skip = [], 0  # skip: elements before the next window starts
+        for element in self._input._elements(run):
+            if skip:
+                skip -= 1
+                continue
+            buffer.append(element)
+            if len(buffer) == span:
+                yield buffer[::stride]
+                skip = max(shift - len(buffer), 0)
+                del buffer[:shift]
+        while buffer:  # the input ended: what is left starts shorter windows
+            if self._drop_remainder:
+                return
+            yield buffer[::stride][:size]
+            del buffer[:shift]
+
+
+class WindowComponent(Dataset):
+    """One component of a window, as the Dataset map_func receives: its rows come from
+    the window the pipeline is at."""
+
+    ROWS = "window rows"  # the PipelineRun's captured key holding the window
+
+    def __init__(self, dtype, shape, index):
+        self._structure = structure.LEAF
+        self._types = [dtype]
+        self._shapes = [shape]
+        self._index = index
+
+    def _elements(self, run):
+        for element in run.captured[WindowComponent.ROWS]:
+            yield [element[self._index]]
