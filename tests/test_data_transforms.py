@@ -225,3 +225,19 @@ def test_windows_of_structured_elements_and_what_they_refuse():
         windows.map(lambda w: w)
     with pytest.raises(ValueError, match="size must be greater than zero"):
         ds.window(0)
+
+
+# ------------------------------------------------- tf.data.experimental / contrib.data
+@pytest.mark.parametrize("module", ["experimental", "contrib"])
+def test_map_and_batch_and_parallel_interleave_are_their_sequential_forms(module):
+    ops = tf.data.experimental if module == "experimental" else tf.contrib.data
+    ds = tf.data.Dataset.range(7).apply(ops.map_and_batch(lambda x: x * x, 3))
+    assert [b.tolist() for b in _all(ds)] == [[0, 1, 4], [9, 16, 25], [36]]
+    dropped = tf.data.Dataset.range(7).apply(ops.map_and_batch(lambda x: x, 3,
+                                                               drop_remainder=True))
+    assert dropped.output_shapes.as_list() == [3] and len(_all(dropped)) == 2
+    inter = tf.data.Dataset.range(1, 4).apply(ops.parallel_interleave(
+        lambda x: tf.data.Dataset.from_tensors(x).repeat(x), cycle_length=2, sloppy=True))
+    assert [int(v) for v in _all(inter)] == [1, 2, 2, 3, 3, 3]
+    with pytest.raises(ValueError, match="mutually exclusive"):
+        ops.map_and_batch(lambda x: x, 2, num_parallel_batches=1, num_parallel_calls=1)
