@@ -427,3 +427,23 @@ def test_contrib_learn_mode_keys_are_the_estimator_strings():
     keys = tf.contrib.learn.ModeKeys
     assert (keys.TRAIN, keys.EVAL, keys.INFER) == ("train", "eval", "infer")
     assert keys.INFER == tf.estimator.ModeKeys.PREDICT
+
+
+def test_warm_start_from_another_models_checkpoint(tmp_path):
+    x, y = _data()
+    source = _estimator(tmp_path / "source")
+    source.train(_train_input(x, y), steps=4)
+    w4, b4 = source.get_variable_value("w"), source.get_variable_value("b")
+    warm = tf.estimator.Estimator(_linear_model_fn(), model_dir=str(tmp_path / "warm"),
+                                  params={"lr": 0.05},
+                                  warm_start_from=str(tmp_path / "source"))
+    warm.train(_train_input(x, y), steps=2)
+    # the trainable variables start from the source's values; the global step from 0
+    w, b = _numpy_sgd(x, y, _sequential_batches(2, 4), 0.05, w4, b4)
+    np.testing.assert_allclose(warm.get_variable_value("w"), w, rtol=1e-12)
+    np.testing.assert_allclose(warm.get_variable_value("b"), b, rtol=1e-12)
+    assert warm.get_variable_value("global_step") == 2
+    # once the warm model has its own checkpoint, training resumes from that instead
+    warm.train(_train_input(x, y), steps=1)
+    w, b = _numpy_sgd(x, y, _sequential_batches(1, 4), 0.05, w, b)
+    np.testing.assert_allclose(warm.get_variable_value("w"), w, rtol=1e-12)

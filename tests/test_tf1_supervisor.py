@@ -150,3 +150,22 @@ def test_looper_thread_calls_target_until_the_coordinator_stops():
     with pytest.raises(KeyError, match="looper failed"):
         coord_2.join(stop_grace_period_secs=10)
     np.testing.assert_equal(coord_2.should_stop(), True)
+
+
+def test_summary_computed_and_loop(tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    step, _, loss, train = _model()
+    computed = tf.summary.scalar("by_hand", loss, collections=[])
+    sv = tf.train.Supervisor(logdir=str(tmp_path), save_model_secs=0, save_summaries_secs=0)
+    ticks = threading.Event()
+    with sv.managed_session() as sess:
+        sess.run(train)
+        sv.summary_computed(sess, sess.run(computed))  # at the current global step, 1
+        sv.loop(0.001, ticks.set)
+        assert ticks.wait(30)
+    assert not any(t.is_alive() for t in threading.enumerate()
+                   if isinstance(t, tf.train.LooperThread))
+    acc = EventAccumulator(str(tmp_path), size_guidance={"scalars": 0})
+    acc.Reload()
+    (event,) = acc.Scalars("by_hand")
+    assert event.step == 1 and event.value == pytest.approx((_numpy_w(1) - 3.0) ** 2)
