@@ -518,3 +518,40 @@ def test_conv1d_layer_needs_rank_3_with_known_channels():
         gc.layers.conv1d(np.zeros((2, 3), np.float32), 2, 1)
     with pytest.raises(ValueError, match="channel dimension of the inputs should be defined"):
         gc.layers.conv1d(gc.placeholder(gc.float32, [None, 5, None]), 2, 1)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_dense_layer_object_shares_its_variables_across_calls(dtype):
+    rng = np.random.RandomState(5)
+    a, b = rng.randn(3, 4).astype(dtype), rng.randn(2, 5, 4).astype(dtype)
+    layer = gc.layers.Dense(2, activation=gc.nn.relu, name="proj",
+                            bias_initializer=gc.constant_initializer(0.5))
+    assert not layer.built
+    with gc.variable_scope("first"):
+        ya = layer(a)
+    with gc.variable_scope("second"):
+        yb = layer.apply(b)  # any rank >= 2: the last axis
+    assert layer.built and layer.name == "proj"
+    assert [v.op.name for v in layer.trainable_variables] == ["first/proj/kernel",
+                                                              "first/proj/bias"]
+    assert _var_names() == ["first/proj/kernel:0", "first/proj/bias:0"]
+    out_a, out_b, k = _run_initialized([ya, yb, layer.kernel])
+    np.testing.assert_allclose(out_a, np.maximum(a @ k + 0.5, 0), rtol=1e-5)
+    np.testing.assert_allclose(out_b, np.maximum(b @ k + 0.5, 0), rtol=1e-5)
+    assert out_b.shape == (2, 5, 2) and out_a.dtype == dtype
+    assert layer.compute_output_shape([None, 7, 4]).as_list() == [None, 7, 2]
+
+
+def test_dense_layer_objects_are_named_like_the_function():
+    x = gc.zeros([1, 3])
+    first, second = gc.layers.Dense(2), gc.layers.Dense(2, use_bias=False)
+    first(x)
+    second(x)
+    gc.layers.dense(x, 2)
+    assert (first.name, second.name) == ("dense", "dense_1") and second.bias is None
+    assert _var_names() == ["dense/kernel:0", "dense/bias:0", "dense_1/kernel:0",
+                            "dense_2/kernel:0", "dense_2/bias:0"]
+    with pytest.raises(AttributeError, match="until it is called"):
+        gc.layers.Dense(2).kernel
+    with pytest.raises(ValueError, match="units must be a positive integer"):
+        gc.layers.Dense(0)
