@@ -1,6 +1,6 @@
-"""Queues (TF1's FIFOQueue, PaddingFIFOQueue and RandomShuffleQueue): host ops whose state, the queued
-elements, lives in the Session, so that queue runner threads enqueue while the training
-step dequeues.
+"""Queues (TF1's FIFOQueue, PaddingFIFOQueue and RandomShuffleQueue): host ops whose state,
+the queued elements, lives in the Session, so that queue runner threads enqueue while the
+training step dequeues.
 
 The queue op outputs a handle (its name); enqueue, dequeue, close and size ops take it.
 A dequeue waits for enough elements; once the queue is closed it takes what is left and
