@@ -241,3 +241,51 @@ def test_map_and_batch_and_parallel_interleave_are_their_sequential_forms(module
     assert [int(v) for v in _all(inter)] == [1, 2, 2, 3, 3, 3]
     with pytest.raises(ValueError, match="mutually exclusive"):
         ops.map_and_batch(lambda x: x, 2, num_parallel_batches=1, num_parallel_calls=1)
+
+
+def _group_by_window_reference(keys, sizes):
+    """TF1's GroupByWindowDataset over elements 0..n-1 with these keys: a group flushes
+    when it reaches its size; at the end the rest, by increasing key."""
+    groups, out = {}, []
+    for i, key in enumerate(keys):
+        groups.setdefault(key, []).append(i)
+        if len(groups[key]) == sizes(key):
+            out.append((key, groups.pop(key)))
+    return out + sorted(groups.items())
+
+
+@pytest.mark.parametrize("module", ["experimental", "contrib"])
+def test_group_by_window_reduces_each_full_group_then_the_rest_by_key(module):
+    ops = tf.data.experimental if module == "experimental" else tf.contrib.data
+    ds = tf.data.Dataset.range(10).apply(ops.group_by_window(
+        lambda x: x % 3, lambda key, window: window.batch(4), window_size=2))
+    expected = _group_by_window_reference([i % 3 for i in range(10)], lambda k: 2)
+    assert [b.tolist() for b in _all(ds)] == [rows for _, rows in expected]
+    # window_size_func by key, tuple elements, and reduce_func using its key
+    keys = [3, 1, 3, 2, 1, 3, 3, 2, 1]
+    pairs = tf.data.Dataset.from_tensor_slices((np.array(keys, np.int64),
+                                                np.arange(9, dtype=np.float64)))
+    grouped = pairs.apply(ops.group_by_window(
+        lambda k, v: k,
+        lambda key, window: tf.data.Dataset.zip(
+            (tf.data.Dataset.from_tensors(key * 100), window.map(lambda k, v: v).batch(9))),
+        window_size_func=lambda key: key))
+    expected = _group_by_window_reference(keys, lambda k: k)
+    got = [(int(k), v.tolist()) for k, v in _all(grouped)]
+    assert got == [(key * 100, [float(i) for i in rows]) for key, rows in expected]
+
+
+def test_group_by_window_checks_its_arguments():
+    ops = tf.data.experimental
+    with pytest.raises(ValueError, match="either the `window_size` argument or"):
+        ops.group_by_window(lambda x: x, lambda k, w: w)
+    with pytest.raises(ValueError, match="must return a single tf.int64 scalar"):
+        tf.data.Dataset.range(3).apply(ops.group_by_window(
+            lambda x: tf.cast(x, tf.int32), lambda k, w: w, window_size=2))
+    with pytest.raises(TypeError, match="must return a `Dataset` object"):
+        tf.data.Dataset.range(3).apply(ops.group_by_window(lambda x: x, lambda k, w: k,
+                                                           window_size=2))
+    zero = tf.data.Dataset.range(3).apply(ops.group_by_window(lambda x: x, lambda k, w: w,
+                                                              window_size=0))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="window size must be greater"):
+        _all(zero)

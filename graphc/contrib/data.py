@@ -1,3 +1,4 @@
 """tf.contrib.data: tf.data.experimental's transformations under their TF 1.x contrib
 names."""
-from graphc.data.experimental_ops import map_and_batch, parallel_interleave  # noqa: F401
+from graphc.data.experimental_ops import (group_by_window, map_and_batch,  # noqa: F401
+                                          parallel_interleave)

@@ -11,4 +11,5 @@ from graphc.data.iterator_ops import (Iterator, get_output_classes,  # noqa: F40
 
 
 class experimental:  # noqa: N801 - tf.data.experimental
-    from graphc.data.experimental_ops import AUTOTUNE, map_and_batch, parallel_interleave
+    from graphc.data.experimental_ops import (AUTOTUNE, group_by_window, map_and_batch,
+                                              parallel_interleave)

@@ -10,15 +10,18 @@ private graph. For each input element that Dataset is started with its captured 
 reference executor, and the window's rows."""
 import os
 
-from graphc import errors
+import numpy as np
+
+from graphc import dtypes, errors
 from graphc.data import structure
 from graphc.data.dataset_ops import AUTOTUNE, Dataset, PipelineRun, _scalar_param
-from graphc.data.graph_function import _unpacks
+from graphc.data.graph_function import GraphFunction, _unpacks
 from graphc.framework.graph import Graph, get_default_graph
+from graphc.framework.tensor_shape import TensorShape
 from graphc.ops.constant_ops import placeholder
 from graphc.reference_executor import ReferenceExecutable
 
-__all__ = ["FlatMapDataset", "InterleaveDataset", "WindowDataset"]
+__all__ = ["FlatMapDataset", "InterleaveDataset", "WindowDataset", "GroupByWindowDataset"]
 
 
 class DatasetFunction:
@@ -194,3 +197,92 @@ class WindowComponent(Dataset):
     def _elements(self, run):
         for element in run.captured[WindowComponent.ROWS]:
             yield [element[self._index]]
+
+
+class GroupByWindowDataset(Dataset):
+    """tf.contrib.data.group_by_window: elements gathered by key_func(element) (an int64)
+    into groups; a group of window_size_func(key) elements becomes
+    reduce_func(key, window_dataset), whose elements are the output. When the input ends
+    the unfinished groups are reduced too, in increasing key order (TF1's ordered map)."""
+
+    def __init__(self, input_dataset, key_func, reduce_func, window_size_func):
+        from graphc.data.dataset_ops import check_not_windows
+        check_not_windows(input_dataset, "group_by_window")
+        self._input = input_dataset
+        self._children = (input_dataset,)
+        self._key_fn = GraphFunction(key_func, input_dataset._structure, input_dataset._types,
+                                     input_dataset._shapes, name="group_by_window key_func")
+        self._size_fn = GraphFunction(window_size_func, structure.LEAF, [dtypes.int64],
+                                      [TensorShape([])],
+                                      name="group_by_window window_size_func")
+        for fn, what in ((self._key_fn, "key_func"), (self._size_fn, "window_size_func")):
+            if len(fn.outputs) != 1 or fn.out_types[0] != dtypes.int64 or \
+                    fn.out_shapes[0].ndims not in (0, None):
+                raise ValueError(f"group_by_window: `{what}` must return a single tf.int64 "
+                                 f"scalar, got {fn.out_types} with shapes {fn.out_shapes}")
+        self._reduce = _ReduceFunction(reduce_func, input_dataset)
+        self._structure = self._reduce.dataset._structure
+        self._types = self._reduce.dataset._types
+        self._shapes = self._reduce.dataset._shapes
+
+    def _elements(self, run):
+        key_state, size_state = run.fn_state((self, "key")), run.fn_state((self, "size"))
+        reduce_state = run.fn_state((self, "reduce"))
+        groups = {}
+        for element in self._input._elements(run):
+            key = int(np.asarray(self._key_fn(element, key_state)[0]))
+            size = int(np.asarray(self._size_fn([np.int64(key)], size_state)[0]))
+            if size <= 0:
+                raise errors.KernelError(f"group_by_window: window size must be greater than "
+                                         f"zero, but got {size} (key {key}).",
+                                         errors.InvalidArgumentError)
+            group = groups.setdefault(key, [])
+            group.append(element)
+            if len(group) >= size:
+                yield from self._reduce.elements(key, groups.pop(key), reduce_state)
+        for key in sorted(groups):
+            yield from self._reduce.elements(key, groups[key], reduce_state)
+
+
+class _ReduceFunction:
+    """group_by_window's reduce_func(key, window) traced once: key an int64 placeholder,
+    window a GroupWindow dataset of the input's elements."""
+
+    def __init__(self, fn, input_dataset):
+        self.graph = Graph()
+        self.graph.seed = get_default_graph().seed
+        with self.graph.as_default():
+            self._key = placeholder(dtypes.int64, [], name="key")
+            result = fn(self._key, GroupWindow(input_dataset))
+        if not isinstance(result, Dataset):
+            raise TypeError(f"group_by_window: `reduce_func` must return a `Dataset` object, "
+                            f"got {type(result).__name__}")
+        self.dataset = result
+        self._captures = result._captures()
+        foreign = [t for t in self._captures if t.graph is not self.graph]
+        if foreign:
+            raise ValueError(f"The reduce_func passed to group_by_window uses "
+                             f"{foreign[0].name} of the outer graph; graphc's dataset "
+                             f"functions cannot capture tensors.")
+        self._exe = ReferenceExecutable([self._key], self._captures, ()) \
+            if self._captures else None
+
+    def elements(self, key, rows, state):
+        values = self._exe.run([np.int64(key)], state) if self._exe is not None else ()
+        if len(self._captures) == 1 and not isinstance(values, (list, tuple)):
+            values = [values]
+        captured = dict(zip(self._captures, values))
+        captured[WindowComponent.ROWS] = rows
+        return self.dataset._elements(PipelineRun(captured))
+
+
+class GroupWindow(Dataset):
+    """The elements of one group, as the Dataset reduce_func receives."""
+
+    def __init__(self, input_dataset):
+        self._structure = input_dataset._structure
+        self._types = input_dataset._types
+        self._shapes = input_dataset._shapes
+
+    def _elements(self, run):
+        yield from run.captured[WindowComponent.ROWS]
