@@ -262,3 +262,48 @@ def test_input_producer_queues_the_rows_each_epoch_in_a_new_order():
     assert firsts == [0.0, 2.0, 4.0, 6.0, 8.0, 10.0, 0.0, 2.0]
     with pytest.raises(ValueError, match="fully defined shape or `element_shape`"):
         tf.train.input_producer(tf.placeholder(tf.float32, [None, None]))
+
+
+def test_batch_with_dynamic_pad_pads_each_batch_to_its_longest_element():
+    lengths = tf.placeholder(tf.int32, [])
+    row = tf.cast(tf.range(lengths) + 1, tf.float32)  # [1, 2, ..., length]
+    batched = tf.train.batch([row, lengths], batch_size=2, dynamic_pad=True, capacity=8)
+    assert batched[0].shape.as_list() == [2, None]
+    enqueue = tf.get_collection(tf.GraphKeys.QUEUE_RUNNERS)[0].enqueue_ops[0]
+    with tf.Session() as sess:
+        for n in (3, 1, 0, 2):
+            sess.run(enqueue, {lengths: n})
+        first, second = sess.run(batched), sess.run(batched)
+    np.testing.assert_array_equal(first[0], [[1, 2, 3], [1, 0, 0]])
+    np.testing.assert_array_equal(second[0], [[0, 0], [1, 2]])
+    assert first[1].tolist() == [3, 1] and second[1].tolist() == [0, 2]
+    with pytest.raises(ValueError, match="All shapes must be fully defined"):
+        tf.train.batch([row], batch_size=2)
+
+
+def test_batch_join_batches_the_elements_of_every_source():
+    sources = [tf.train.input_producer(np.arange(k * 10, k * 10 + 4, dtype=np.int64),
+                                       num_epochs=1, shuffle=False) for k in range(3)]
+    tensors_list = [{"value": q.dequeue(), "source": tf.constant(k, tf.int64)}
+                    for k, q in enumerate(sources)]
+    batch = tf.train.batch_join(tensors_list, batch_size=5, allow_smaller_final_batch=True)
+    assert sorted(batch) == ["source", "value"]
+    with tf.Session() as sess:
+        sess.run(tf.local_variables_initializer())
+        coord = tf.train.Coordinator()
+        threads = tf.train.start_queue_runners(sess, coord)
+        values, origins = [], []
+        with pytest.raises(tf.errors.OutOfRangeError):
+            while True:
+                out = sess.run(batch)
+                values += out["value"].tolist()
+                origins += out["source"].tolist()
+        coord.request_stop()
+        coord.join(threads)
+    # every element once, each with the source it came from; each source in its order
+    assert sorted(values) == sorted(k * 10 + i for k in range(3) for i in range(4))
+    assert all(v // 10 == s for v, s in zip(values, origins))
+    for k in range(3):
+        assert [v for v in values if v // 10 == k] == [k * 10 + i for i in range(4)]
+    with pytest.raises(ValueError, match="same structure and dtypes"):
+        tf.train.batch_join([[tf.constant(1)], [tf.constant(1.0)]], batch_size=2)
