@@ -26,14 +26,18 @@ from graphc.ops.clip_ops import *  # noqa: F401,F403
 from graphc.ops.nd_index_ops import *  # noqa: F401,F403
 from graphc.ops.mask_ops import *  # noqa: F401,F403
 from graphc.ops.einsum_ops import einsum  # noqa: F401
-from graphc.ops.topk_ops import in_top_k  # noqa: F401
+from graphc.ops.check_ops import *  # noqa: F401,F403
+from graphc.ops.norm_ops import norm  # noqa: F401
+from graphc.ops.topk_ops import argsort, in_top_k, sort  # noqa: F401
 from graphc.ops.script_ops import numpy_function, py_func  # noqa: F401
 from graphc.ops.logging_ops import Print, print  # noqa: F401,A004
-from graphc.ops.queue_ops import FIFOQueue, QueueBase, RandomShuffleQueue  # noqa: F401
+from graphc.ops.queue_ops import (FIFOQueue, PaddingFIFOQueue, QueueBase,  # noqa: F401
+                                  RandomShuffleQueue)
 from graphc.ops.multinomial_ops import multinomial  # noqa: F401
 from graphc.framework.indexed_slices import IndexedSlices, IndexedSlicesValue  # noqa: F401
 from graphc.init_ops import *  # noqa: F401,F403
-from graphc.variables import (Variable, assign, assign_add, assign_sub, count_up_to,  # noqa: F401,E501
+from graphc.variables import (Variable, all_variables, assign, assign_add,  # noqa: F401
+                              assign_sub, count_up_to,
                               global_variables, global_variables_initializer,
                               initialize_all_variables, initialize_local_variables,
                               initialize_variables,
@@ -49,7 +53,7 @@ from graphc.framework.default_session import get_default_session  # noqa: F401
 from graphc.config import (ConfigProto, GPUOptions, GraphOptions,  # noqa: F401,E402
                            OptimizerOptions, RunMetadata, RunOptions)
 from graphc import debugging, nn, layers, losses, train  # noqa: F401,E402
-from graphc import data, examples, metrics  # noqa: F401,E402
+from graphc import data, estimator, examples, metrics  # noqa: F401,E402
 from graphc import summary  # noqa: F401,E402  (imports tensorboard only when used)
 from graphc import contrib  # noqa: F401,E402
 from graphc import python_io, graph_util  # noqa: F401,E402
@@ -61,6 +65,7 @@ from graphc import distribute  # noqa: F401,E402  (the collective op types: grap
 
 from graphc.train.moving_averages import moving_average_variables  # noqa: F401,E402
 from graphc.train.queue_runner import start_queue_runners  # noqa: F401,E402
+from graphc.tf0_names import *  # noqa: F401,F403,E402  (tf.sub, tf.scalar_summary, ...)
 
 initializers = init_ops
 

@@ -14,12 +14,12 @@ import numbers
 from graphc import dtypes, init_ops
 from graphc.framework.graph import GraphKeys, Tensor, get_default_graph, name_scope
 from graphc.framework.tensor_shape import TensorShape
-from graphc.ops import array_ops, conv_ops, math_ops, matmul_ops, nn_ops
+from graphc.ops import array_ops, conv_ops, conv_variants, math_ops, matmul_ops, nn_ops
 from graphc.ops.constant_ops import convert_to_tensor
 from graphc.ops.control_flow_ops import identity
 from graphc.variable_scope import get_variable, variable_scope
 
-__all__ = ["dense", "conv2d", "conv2d_transpose", "max_pooling2d", "average_pooling2d", "flatten", "dropout",
+__all__ = ["dense", "Dense", "conv1d", "conv2d", "conv2d_transpose", "max_pooling2d", "average_pooling2d", "flatten", "dropout",
            "batch_normalization"]
 
 
@@ -109,17 +109,94 @@ def dense(inputs, units, activation=None, use_bias=True, kernel_initializer=None
           trainable=True, name=None, reuse=None):
     """activation(inputs @ kernel + bias), over the last axis of inputs of any rank >= 2."""
     x = _float_inputs(inputs)
+    with _layer_scope(name, "dense", reuse, x):
+        return _dense_in_scope(x, units, activation, use_bias, kernel_initializer,
+                               bias_initializer, kernel_regularizer, bias_regularizer,
+                               activity_regularizer, kernel_constraint, bias_constraint,
+                               trainable)
+
+
+def _dense_in_scope(x, units, activation, use_bias, kernel_initializer, bias_initializer,
+                    kernel_regularizer, bias_regularizer, activity_regularizer,
+                    kernel_constraint, bias_constraint, trainable):
+    """dense()'s variables (in the current variable scope) and outputs."""
     in_dim = x.shape[-1].value if x.shape.ndims else None
     if in_dim is None:
         raise ValueError("The last dimension of the inputs to `Dense` should be defined. "
                          "Found `None`.")
-    with _layer_scope(name, "dense", reuse, x):
-        kernel = get_variable("kernel", [in_dim, units], x.dtype, initializer=kernel_initializer,
-                              regularizer=kernel_regularizer, trainable=trainable,
-                              constraint=kernel_constraint)
-        outputs = _matmul_last_axis(x, kernel, units)
-        return _layer_output(outputs, units, use_bias, bias_initializer, bias_regularizer,
-                             bias_constraint, trainable, activation, activity_regularizer)
+    kernel = get_variable("kernel", [in_dim, units], x.dtype, initializer=kernel_initializer,
+                          regularizer=kernel_regularizer, trainable=trainable,
+                          constraint=kernel_constraint)
+    outputs = _matmul_last_axis(x, kernel, units)
+    return _layer_output(outputs, units, use_bias, bias_initializer, bias_regularizer,
+                         bias_constraint, trainable, activation, activity_regularizer)
+
+
+class Dense:
+    """tf.layers.Dense: dense() as an object. The first call makes kernel and bias in the
+    layer's variable scope (named as dense() names it); every later call, from any scope,
+    uses the same variables."""
+
+    def __init__(self, units, activation=None, use_bias=True, kernel_initializer=None,
+                 bias_initializer=None, kernel_regularizer=None, bias_regularizer=None,
+                 activity_regularizer=None, kernel_constraint=None, bias_constraint=None,
+                 trainable=True, name=None, dtype=None, _reuse=None):
+        if int(units) <= 0:
+            raise ValueError(f"Dense: units must be a positive integer, got {units!r}")
+        self.units = int(units)
+        self._options = dict(activation=activation, use_bias=use_bias,
+                             kernel_initializer=kernel_initializer,
+                             bias_initializer=bias_initializer,
+                             kernel_regularizer=kernel_regularizer,
+                             bias_regularizer=bias_regularizer,
+                             activity_regularizer=activity_regularizer,
+                             kernel_constraint=kernel_constraint,
+                             bias_constraint=bias_constraint, trainable=trainable)
+        self._name, self._reuse, self._scope = name, _reuse, None
+        self._variables = []
+
+    activation = property(lambda self: self._options["activation"])
+    use_bias = property(lambda self: self._options["use_bias"])
+    trainable = property(lambda self: self._options["trainable"])
+    built = property(lambda self: self._scope is not None)
+    name = property(lambda self: self._scope.name.rsplit("/", 1)[-1] if self._scope
+                    else self._name or "dense")
+    variables = weights = property(lambda self: list(self._variables))
+    trainable_variables = trainable_weights = property(
+        lambda self: list(self._variables) if self.trainable else [])
+    non_trainable_variables = non_trainable_weights = property(
+        lambda self: [] if self.trainable else list(self._variables))
+    kernel = property(lambda self: self._variable("kernel"))
+    bias = property(lambda self: self._variable("bias") if self.use_bias else None)
+
+    def __call__(self, inputs):
+        x = _float_inputs(inputs)
+        if self._scope is None:
+            with _layer_scope(self._name, "dense", self._reuse, x) as scope:
+                self._scope = scope
+        all_variables = get_default_graph().get_collection_ref(GraphKeys.GLOBAL_VARIABLES)
+        before = len(all_variables)
+        with variable_scope(self._scope, reuse=True if self._variables else self._reuse):
+            outputs = _dense_in_scope(x, self.units, **self._options)
+        if not self._variables:  # the variables the first call made (or reused)
+            self._variables = all_variables[before:] or [
+                v for v in all_variables if v.op.name.startswith(self._scope.name + "/")]
+        return outputs
+
+    apply = __call__
+
+    def _variable(self, which):
+        found = [v for v in self._variables if v.op.name.endswith("/" + which)]
+        if not found:
+            raise AttributeError(f"Dense layer {self.name!r} has no {which} until it is "
+                                 f"called on an input")
+        return found[0]
+
+    def compute_output_shape(self, input_shape):
+        shape = TensorShape(input_shape)
+        if shape.ndims is not None and shape.ndims < 2:
+            raise ValueError(f"Dense: the input shape must have rank >= 2, got {shape}")
+        return shape[:-1].concatenate([self.units])
 
 
 def _matmul_last_axis(x, kernel, units):
@@ -166,6 +243,45 @@ def conv2d(inputs, filters, kernel_size, strides=(1, 1), padding="valid",
         if (dh, dw) != (1, 1):
             conv_kwargs["dilations"] = [1, dh, dw, 1] if fmt == "NHWC" else [1, 1, dh, dw]
         outputs = conv_ops.conv2d(x, kernel, **conv_kwargs)
+        return _layer_output(outputs, filters, use_bias, bias_initializer, bias_regularizer,
+                             bias_constraint, trainable, activation, activity_regularizer, fmt)
+
+
+def _single(value, what):
+    """kernel_size=3 or (3,) -> 3."""
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    value = tuple(int(v) for v in value)
+    if len(value) != 1:
+        raise ValueError(f"The `{what}` argument must be a tuple of 1 integer. Received: {value}")
+    return value[0]
+
+
+def conv1d(inputs, filters, kernel_size, strides=1, padding="valid",
+           data_format="channels_last", dilation_rate=1, activation=None, use_bias=True,
+           kernel_initializer=None, bias_initializer=None, kernel_regularizer=None,
+           bias_regularizer=None, activity_regularizer=None, kernel_constraint=None,
+           bias_constraint=None, trainable=True, name=None, reuse=None):
+    """1-D convolution layer over [batch, steps, channels] (or channels_first): kernel
+    [k, in_channels, filters], bias [filters]."""
+    x = _float_inputs(inputs)
+    k = _single(kernel_size, "kernel_size")
+    stride = _single(strides, "strides")
+    rate = _single(dilation_rate, "dilation_rate")
+    fmt = _nn_data_format(data_format)
+    if x.shape.ndims is not None and x.shape.ndims != 3:
+        raise ValueError(f"Input 0 of layer conv1d is incompatible with the layer: expected "
+                         f"ndim=3, found ndim={x.shape.ndims}. Full shape received: {x.shape}")
+    channels = x.shape[-1 if fmt == "NHWC" else 1].value if x.shape.ndims else None
+    if channels is None:
+        raise ValueError("The channel dimension of the inputs should be defined. Found `None`.")
+    with _layer_scope(name, "conv1d", reuse, x):
+        kernel = get_variable("kernel", [k, channels, filters], x.dtype,
+                              initializer=kernel_initializer, regularizer=kernel_regularizer,
+                              trainable=trainable, constraint=kernel_constraint)
+        outputs = conv_variants.conv1d(x, kernel, stride, _padding(padding),
+                                       data_format="NWC" if fmt == "NHWC" else "NCW",
+                                       dilations=rate)
         return _layer_output(outputs, filters, use_bias, bias_initializer, bias_regularizer,
                              bias_constraint, trainable, activation, activity_regularizer, fmt)
 

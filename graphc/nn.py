@@ -7,3 +7,4 @@ from graphc.ops import rnn_cell  # noqa: F401,E402  (gc.nn.rnn_cell.BasicLSTMCel
 from graphc.ops.conv_variants import *  # noqa: F401,F403,E402
 from graphc.ops.topk_ops import in_top_k, top_k  # noqa: F401,E402
 from graphc.ops.lrn_ops import *  # noqa: F401,F403,E402
+from graphc.tf0_names import deconv2d  # noqa: F401,E402  (TF before 0.7)

@@ -64,6 +64,17 @@ class DeviceAttributes(NamedTuple):
     incarnation: int
 
 
+def local_devices(gpu=None):
+    """The devices of this process: the CPU, and GPU 0 (`gpu`, or the one the process
+    can open)."""
+    devices = [DeviceAttributes(_CPU_DEVICE, "CPU", _host_memory_bytes(), 0)]
+    gpu = gpu if gpu is not None else _find_gpu()
+    if gpu is not None:
+        devices.append(DeviceAttributes(_GPU_DEVICE, "GPU", getattr(gpu, "total_memory", 0),
+                                        1))
+    return devices
+
+
 def _host_memory_bytes():
     try:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
@@ -202,12 +213,7 @@ class Session:
         """The devices this Session can run on, as TF1's (name, device_type,
         memory_limit_bytes, incarnation): the CPU, and GPU 0 when the Session has one or
         the process can open one."""
-        devices = [DeviceAttributes(_CPU_DEVICE, "CPU", _host_memory_bytes(), 0)]
-        gpu = self._gpu if self._gpu is not None else _find_gpu()
-        if gpu is not None:
-            devices.append(DeviceAttributes(_GPU_DEVICE, "GPU",
-                                            getattr(gpu, "total_memory", 0), 1))
-        return devices
+        return local_devices(self._gpu)
 
     # -------------------------------------------------------------------- run
     def run(self, fetches: Fetches, feed_dict: FeedDict = None,

@@ -435,6 +435,7 @@ def local_variables_initializer():
 initialize_all_variables = global_variables_initializer
 initialize_local_variables = local_variables_initializer
 initialize_variables = variables_initializer
+all_variables = global_variables  # deprecated in TF 1.0, kept through 1.x
 
 
 def is_variable_initialized(variable):

@@ -469,3 +469,89 @@ def test_default_scope_names_count_per_scope():
     with pytest.raises(ValueError, match="reuse=True cannot be used without a name_or_scope"):
         with gc.variable_scope(None, default_name="block", reuse=True):
             pass
+
+
+def _conv1d_reference(x, kernel, bias, stride, rate, padding):
+    """NumPy 1-D convolution [b, n, c] * [k, c, f], TF's SAME/VALID padding."""
+    n, k = x.shape[1], kernel.shape[0]
+    span = (k - 1) * rate + 1
+    if padding == "same":
+        out_len = -(-n // stride)
+        total = max((out_len - 1) * stride + span - n, 0)
+        x = np.pad(x, [(0, 0), (total // 2, total - total // 2), (0, 0)])
+    else:
+        out_len = max(-(-(n - span + 1) // stride), 0)
+    out = np.zeros((x.shape[0], out_len, kernel.shape[2]))
+    for t in range(out_len):
+        window = x[:, t * stride: t * stride + span: rate, :]  # [b, k, c]
+        out[:, t] = np.einsum("bkc,kcf->bf", window, kernel)
+    return out + bias
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("stride, rate, padding, fmt", [
+    (1, 1, "valid", "channels_last"), (2, 1, "same", "channels_last"),
+    (1, 2, "same", "channels_last"), (3, 1, "valid", "channels_first")])
+def test_conv1d_layer_matches_numpy(dtype, stride, rate, padding, fmt):
+    rng = np.random.RandomState(4)
+    x = rng.randn(2, 9, 3).astype(dtype)
+    fed = x if fmt == "channels_last" else x.transpose(0, 2, 1)
+    y = gc.layers.conv1d(fed, 4, 3, strides=stride, dilation_rate=rate, padding=padding,
+                         data_format=fmt, bias_initializer=gc.constant_initializer(0.25),
+                         name="conv")
+    kernel = [v for v in gc.trainable_variables() if v.op.name == "conv/kernel"][0]
+    assert kernel.shape.as_list() == [3, 3, 4]
+    with gc.Session() as sess:
+        sess.run(gc.global_variables_initializer())
+        out, k = sess.run([y, kernel])
+    expected = _conv1d_reference(x.astype(np.float64), k.astype(np.float64), 0.25, stride,
+                                 rate, padding)
+    if fmt == "channels_first":
+        out = out.transpose(0, 2, 1)
+    assert out.dtype == dtype
+    np.testing.assert_allclose(out, expected, rtol=1e-4 if dtype == np.float32 else 1e-10,
+                               atol=1e-5 if dtype == np.float32 else 1e-12)
+
+
+def test_conv1d_layer_needs_rank_3_with_known_channels():
+    with pytest.raises(ValueError, match="expected ndim=3"):
+        gc.layers.conv1d(np.zeros((2, 3), np.float32), 2, 1)
+    with pytest.raises(ValueError, match="channel dimension of the inputs should be defined"):
+        gc.layers.conv1d(gc.placeholder(gc.float32, [None, 5, None]), 2, 1)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_dense_layer_object_shares_its_variables_across_calls(dtype):
+    rng = np.random.RandomState(5)
+    a, b = rng.randn(3, 4).astype(dtype), rng.randn(2, 5, 4).astype(dtype)
+    layer = gc.layers.Dense(2, activation=gc.nn.relu, name="proj",
+                            bias_initializer=gc.constant_initializer(0.5))
+    assert not layer.built
+    with gc.variable_scope("first"):
+        ya = layer(a)
+    with gc.variable_scope("second"):
+        yb = layer.apply(b)  # any rank >= 2: the last axis
+    assert layer.built and layer.name == "proj"
+    assert [v.op.name for v in layer.trainable_variables] == ["first/proj/kernel",
+                                                              "first/proj/bias"]
+    assert _var_names() == ["first/proj/kernel:0", "first/proj/bias:0"]
+    out_a, out_b, k = _run_initialized([ya, yb, layer.kernel])
+    np.testing.assert_allclose(out_a, np.maximum(a @ k + 0.5, 0), rtol=1e-5)
+    np.testing.assert_allclose(out_b, np.maximum(b @ k + 0.5, 0), rtol=1e-5)
+    assert out_b.shape == (2, 5, 2) and out_a.dtype == dtype
+    assert layer.compute_output_shape([None, 7, 4]).as_list() == [None, 7, 2]
+
+
+def test_dense_layer_objects_are_named_like_the_function():
+    x = gc.zeros([1, 3])
+    first, second = gc.layers.Dense(2), gc.layers.Dense(2, use_bias=False)
+    first(x)
+    second(x)
+    gc.layers.dense(x, 2)
+    assert (first.name, second.name) == ("dense", "dense_1") and second.bias is None
+    assert _var_names() == ["dense/kernel:0", "dense/bias:0", "dense_1/kernel:0",
+                            "dense_2/kernel:0", "dense_2/bias:0"]
+    with pytest.raises(AttributeError, match="until it is called"):
+        gc.layers.Dense(2).kernel
+    with pytest.raises(ValueError, match="units must be a positive integer"):
+        gc.layers.Dense(0)

@@ -412,13 +412,15 @@ NOT_FLOAT_OPS = {
     "Const", "Placeholder", "NoOp",                   # sources and ordering
     "All", "Any", "LogicalAnd", "LogicalNot", "LogicalOr",   # bool only
     "InvertPermutation",                                      # int only
-    "HistogramSummary", "ImageSummary", "MergeSummary", "ScalarSummary",  # host strings
+    "HistogramSummary", "ImageSummary", "AudioSummaryV2", "MergeSummary",  # host strings
+    "ScalarSummary",
     "IteratorGetNext", "MakeIterator",                # tf.data
     "ParseExampleProtos",                             # serialized Examples: test_tf_example
     "LogUniformCandidateSampler", "UniformCandidateSampler",  # int samples
     "MaxPoolGradGrad",      # second derivative of max-pool: test_nn_ops' gradchecks
     "PrintV2",              # tf.print: no output, writes text (test_tf1_ops_breadth)
-    "FIFOQueueV2", "RandomShuffleQueueV2", "QueueEnqueueV2", "QueueEnqueueManyV2",
+    "FIFOQueueV2", "PaddingFIFOQueueV2", "RandomShuffleQueueV2", "QueueEnqueueV2",
+    "QueueEnqueueManyV2",
     "QueueDequeueV2", "QueueDequeueManyV2", "QueueDequeueUpToV2", "QueueCloseV2",
     "QueueSizeV2", "QueueIsClosedV2",  # queues move values unchanged: test_tf1_queues
     "CountUpTo",            # int variables only

@@ -371,3 +371,46 @@ def test_add_run_metadata(tmp_path):
     raw = [Event.FromString(r) for r in RawEventFileLoader(_event_file(tmp_path)).Load()]
     tagged = [e for e in raw if e.HasField("tagged_run_metadata")]
     assert [(e.step, e.tagged_run_metadata.tag) for e in tagged] == [(1, "step1")]
+
+
+# ------------------------------------------------------------------------ audio
+def _decode_wav(data):
+    import wave  # the standard library's reader: independent of graphc's encoder
+    with wave.open(io.BytesIO(data)) as w:
+        frames = np.frombuffer(w.readframes(w.getnframes()), "<i2")
+        return w.getframerate(), w.getnchannels(), frames.reshape(-1, w.getnchannels())
+
+
+def test_audio_summary_encodes_16_bit_wav_clips():
+    rng = np.random.RandomState(0)
+    clips = rng.uniform(-1.2, 1.2, size=(3, 7, 2)).astype(np.float32)  # some out of range
+    clips[0, 0] = [0.5 / 32768, -0.5 / 32768]  # halves round away from zero
+    x = gc.placeholder(gc.float32, [None, None, 2])
+    summary = gc.summary.audio("speech", x, 8000, max_outputs=2)
+    with gc.Session() as sess:
+        values = gc.Summary.FromString(sess.run(summary, {x: clips})).value
+    assert [v.tag for v in values] == ["speech/audio/0", "speech/audio/1"]
+    for clip, value in zip(clips, values):
+        audio = value.audio
+        assert (audio.sample_rate, audio.num_channels, audio.length_frames,
+                audio.content_type) == (8000.0, 2, 7, "audio/wav")
+        rate, channels, frames = _decode_wav(audio.encoded_audio_string)
+        scaled = clip.astype(np.float64) * 32768
+        expected = np.clip(np.sign(scaled) * np.floor(np.abs(scaled) + 0.5), -32768, 32767)
+        assert (rate, channels) == (8000, 2)
+        np.testing.assert_array_equal(frames, expected)
+    assert _decode_wav(values[0].audio.encoded_audio_string)[2][0].tolist() == [1, -1]
+
+
+def test_audio_summary_of_mono_frames_and_bad_input():
+    mono = np.linspace(-1, 1, 5, dtype=np.float32).reshape(1, 5)
+    summary = gc.summary.audio("a", mono, 100.0, max_outputs=1)
+    with gc.Session() as sess:
+        (value,) = gc.Summary.FromString(sess.run(summary)).value
+    assert value.tag == "a/audio" and value.audio.num_channels == 1
+    assert _decode_wav(value.audio.encoded_audio_string)[2].ravel().tolist() == [
+        -32768, -16384, 0, 16384, 32767]
+    with pytest.raises(TypeError, match="expects float32 audio"):
+        gc.summary.audio("b", mono.astype(np.float64), 100.0)
+    with pytest.raises(ValueError, match="3-D \\[batch_size, frames, channels\\] or 2-D"):
+        gc.summary.audio("c", np.zeros(4, np.float32), 100.0)

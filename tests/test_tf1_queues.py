@@ -192,3 +192,118 @@ def test_count_up_to_and_num_epochs():
         coord.join(threads, stop_grace_period_secs=10)
     # two epochs of 0..4 in order, the last batch smaller
     assert got == [[0, 1, 2], [3, 4, 0], [1, 2, 3], [4]]
+
+
+def test_queue_shapes_of_ints_are_one_shape_and_the_empty_list_is_a_scalar():
+    # TF1's _as_shape_list: a list of ints/None is the shape of a single component
+    scalar = tf.FIFOQueue(4, tf.float32, shapes=[])
+    vector = tf.FIFOQueue(4, [tf.int32], shapes=[3])
+    pair = tf.FIFOQueue(4, [tf.float32, tf.int32], shapes=[[], [2]])
+    assert scalar.dequeue().shape.as_list() == []
+    assert vector.dequeue().shape.as_list() == [3]
+    assert [t.shape.as_list() for t in pair.dequeue()] == [[], [2]]
+    with pytest.raises(ValueError, match="same length as dtypes"):
+        tf.FIFOQueue(4, [tf.float32, tf.int32], shapes=[])
+    with tf.Session() as sess:
+        sess.run(scalar.enqueue(2.5))
+        assert sess.run(scalar.dequeue()) == 2.5
+
+
+def test_padding_fifo_queue_pads_batches_to_their_largest_element():
+    queue = tf.PaddingFIFOQueue(10, [tf.float32, tf.int64], shapes=[[None], [None, 2]])
+    x = tf.placeholder(tf.float32, [None])
+    y = tf.placeholder(tf.int64, [None, 2])
+    enqueue = queue.enqueue([x, y])
+    batch = queue.dequeue_many(2)
+    rest = queue.dequeue_up_to(5)
+    assert [t.shape.as_list() for t in batch] == [[2, None], [2, None, 2]]
+    rows = [(np.array([1.5, 2.5], np.float32), np.arange(2).reshape(1, 2)),
+            (np.array([3.0], np.float32), np.arange(6).reshape(3, 2)),
+            (np.array([], np.float32), np.zeros((0, 2), np.int64)),
+            (np.array([4.0, 5.0, 6.0], np.float32), np.ones((1, 2), np.int64))]
+    with tf.Session() as sess:
+        for a, b in rows:
+            sess.run(enqueue, {x: a, y: b})
+        first_a, first_b = sess.run(batch)
+        sess.run(queue.close())
+        last_a, last_b = sess.run(rest)
+    np.testing.assert_array_equal(first_a, [[1.5, 2.5], [3.0, 0.0]])
+    expected_b = np.zeros((2, 3, 2), np.int64)
+    expected_b[0, :1] = np.arange(2).reshape(1, 2)
+    expected_b[1] = np.arange(6).reshape(3, 2)
+    np.testing.assert_array_equal(first_b, expected_b)
+    np.testing.assert_array_equal(last_a, [[0.0, 0.0, 0.0], [4.0, 5.0, 6.0]])
+    np.testing.assert_array_equal(last_b, [[[0, 0]], [[1, 1]]])
+    with pytest.raises(ValueError, match="shapes must be provided for all components"):
+        tf.PaddingFIFOQueue(10, [tf.float32, tf.int32], shapes=[[None]])
+
+
+def test_input_producer_queues_the_rows_each_epoch_in_a_new_order():
+    x = np.arange(12.0).reshape(6, 2)
+    queue = tf.train.input_producer(x, num_epochs=2, shuffle=True, seed=3)
+    ordered = tf.train.input_producer(x[:, 0], shuffle=False, capacity=4)
+    row, first = queue.dequeue(), ordered.dequeue()
+    assert row.shape.as_list() == [2]
+    with tf.Session() as sess:
+        sess.run(tf.local_variables_initializer())
+        coord = tf.train.Coordinator()
+        threads = tf.train.start_queue_runners(sess, coord)
+        rows = []
+        with pytest.raises(tf.errors.OutOfRangeError):
+            while True:
+                rows.append(sess.run(row))
+        firsts = [float(sess.run(first)) for _ in range(8)]
+        coord.request_stop()
+        coord.join(threads)
+    epochs = [np.array(rows[:6]), np.array(rows[6:])]
+    assert len(rows) == 12
+    for epoch in epochs:  # each pass: every row once
+        np.testing.assert_array_equal(epoch[np.argsort(epoch[:, 0])], x)
+    assert firsts == [0.0, 2.0, 4.0, 6.0, 8.0, 10.0, 0.0, 2.0]
+    with pytest.raises(ValueError, match="fully defined shape or `element_shape`"):
+        tf.train.input_producer(tf.placeholder(tf.float32, [None, None]))
+
+
+def test_batch_with_dynamic_pad_pads_each_batch_to_its_longest_element():
+    lengths = tf.placeholder(tf.int32, [])
+    row = tf.cast(tf.range(lengths) + 1, tf.float32)  # [1, 2, ..., length]
+    batched = tf.train.batch([row, lengths], batch_size=2, dynamic_pad=True, capacity=8)
+    assert batched[0].shape.as_list() == [2, None]
+    enqueue = tf.get_collection(tf.GraphKeys.QUEUE_RUNNERS)[0].enqueue_ops[0]
+    with tf.Session() as sess:
+        for n in (3, 1, 0, 2):
+            sess.run(enqueue, {lengths: n})
+        first, second = sess.run(batched), sess.run(batched)
+    np.testing.assert_array_equal(first[0], [[1, 2, 3], [1, 0, 0]])
+    np.testing.assert_array_equal(second[0], [[0, 0], [1, 2]])
+    assert first[1].tolist() == [3, 1] and second[1].tolist() == [0, 2]
+    with pytest.raises(ValueError, match="All shapes must be fully defined"):
+        tf.train.batch([row], batch_size=2)
+
+
+def test_batch_join_batches_the_elements_of_every_source():
+    sources = [tf.train.input_producer(np.arange(k * 10, k * 10 + 4, dtype=np.int64),
+                                       num_epochs=1, shuffle=False) for k in range(3)]
+    tensors_list = [{"value": q.dequeue(), "source": tf.constant(k, tf.int64)}
+                    for k, q in enumerate(sources)]
+    batch = tf.train.batch_join(tensors_list, batch_size=5, allow_smaller_final_batch=True)
+    assert sorted(batch) == ["source", "value"]
+    with tf.Session() as sess:
+        sess.run(tf.local_variables_initializer())
+        coord = tf.train.Coordinator()
+        threads = tf.train.start_queue_runners(sess, coord)
+        values, origins = [], []
+        with pytest.raises(tf.errors.OutOfRangeError):
+            while True:
+                out = sess.run(batch)
+                values += out["value"].tolist()
+                origins += out["source"].tolist()
+        coord.request_stop()
+        coord.join(threads)
+    # every element once, each with the source it came from; each source in its order
+    assert sorted(values) == sorted(k * 10 + i for k in range(3) for i in range(4))
+    assert all(v // 10 == s for v, s in zip(values, origins))
+    for k in range(3):
+        assert [v for v in values if v // 10 == k] == [k * 10 + i for i in range(4)]
+    with pytest.raises(ValueError, match="same structure and dtypes"):
+        tf.train.batch_join([[tf.constant(1)], [tf.constant(1.0)]], batch_size=2)

@@ -669,7 +669,8 @@ def _control_lines(g):
 # Registered op types the generator never builds, and why (test_differential checks that
 # every other type does show up).
 NOT_GENERATED = {
-    **dict.fromkeys(["HistogramSummary", "ImageSummary", "MergeSummary", "ScalarSummary"],
+    **dict.fromkeys(["HistogramSummary", "ImageSummary", "AudioSummaryV2", "MergeSummary",
+                     "ScalarSummary"],
                     "summaries are host-side strings, not numbers to compare"),
     **dict.fromkeys(["IteratorGetNext", "MakeIterator"], "tf.data pipelines are host-side"),
     "ParseExampleProtos": "parses serialized tf.train.Example strings: test_tf_example",
@@ -693,7 +694,8 @@ NOT_GENERATED = {
     **dict.fromkeys(["PyFunc", "Print", "PrintV2"],
                     "host ops running the user's Python or writing text"),
     "TopKV2": "host-side sort; test_tf1_ops_breadth and test_public_ops_dtypes check it",
-    **dict.fromkeys(["FIFOQueueV2", "RandomShuffleQueueV2", "QueueEnqueueV2",
+    **dict.fromkeys(["FIFOQueueV2", "PaddingFIFOQueueV2", "RandomShuffleQueueV2",
+                     "QueueEnqueueV2",
                      "QueueEnqueueManyV2", "QueueDequeueV2", "QueueDequeueManyV2",
                      "QueueDequeueUpToV2", "QueueCloseV2", "QueueSizeV2", "QueueIsClosedV2"],
                     "queues: host state shared between threads (test_tf1_queues)"),

@@ -1,2 +1,3 @@
 """gc.contrib: the tf.contrib names that TF1 scripts use."""
-from graphc.contrib import framework, layers, opt, rnn, seq2seq, slim, training  # noqa: F401
+from graphc.contrib import (data, framework, layers, learn, opt, rnn, seq2seq,  # noqa: F401
+                            slim, training)

@@ -18,7 +18,7 @@ from graphc.variable_scope import get_variable, variable_scope
 __all__ = ["xavier_initializer", "xavier_initializer_conv2d", "variance_scaling_initializer",
            "l1_regularizer", "l2_regularizer", "fully_connected", "conv2d", "flatten",
            "batch_norm", "layer_norm", "max_pool2d", "avg_pool2d", "dropout",
-           "convolution2d"]
+           "convolution2d", "apply_regularization"]
 
 
 # ----------------------------------------------------------------------- initializers
@@ -81,7 +81,9 @@ def l2_regularizer(scale, scope=None):
     def l2(weights):
         with name_scope(scope, "l2_regularizer", [weights]) as name:
             w = convert_to_tensor(weights)
-            return math_ops.multiply(math_ops.cast(scale, w.dtype), nn_ops.l2_loss(w), name=name)
+            # the scale in the weights' dtype, as contrib: exact for float64 weights
+            return math_ops.multiply(convert_to_tensor(scale, dtype=w.dtype.base_dtype),
+                                     nn_ops.l2_loss(w), name=name)
     return l2
 
 
@@ -94,9 +96,28 @@ def l1_regularizer(scale, scope=None):
     def l1(weights):
         with name_scope(scope, "l1_regularizer", [weights]) as name:
             w = convert_to_tensor(weights)
-            return math_ops.multiply(math_ops.cast(scale, w.dtype),
+            return math_ops.multiply(convert_to_tensor(scale, dtype=w.dtype.base_dtype),
                                      reduce_sum(math_ops.abs(w)), name=name)
     return l1
+
+
+def apply_regularization(regularizer, weights_list=None):
+    """The sum of regularizer(w) over weights_list (default: the WEIGHTS collection), a
+    scalar added to REGULARIZATION_LOSSES; a regularizer returning None adds 0."""
+    weights_list = weights_list or get_default_graph().get_collection(GraphKeys.WEIGHTS)
+    if not weights_list:
+        raise ValueError("apply_regularization: no weights to regularize (weights_list is "
+                         "empty and so is the WEIGHTS collection).")
+    with name_scope("get_regularization_penalty", values=weights_list) as scope:
+        penalties = [regularizer(w) for w in weights_list]
+        penalties = [convert_to_tensor(0.0) if p is None else p for p in penalties]
+        for p in penalties:
+            if p.shape.ndims != 0:
+                raise ValueError(f"apply_regularization: regularizer must return a scalar "
+                                 f"Tensor instead of a Tensor with rank {p.shape.ndims}.")
+        total = math_ops.add_n(penalties, name=scope)
+    get_default_graph().add_to_collection(GraphKeys.REGULARIZATION_LOSSES, total)
+    return total
 
 
 # ------------------------------------------------------------------------------ layers

@@ -10,5 +10,6 @@ from graphc.data.iterator_ops import (Iterator, get_output_classes,  # noqa: F40
                                       make_initializable_iterator, make_one_shot_iterator)
 
 
-class experimental:  # noqa: N801 - tf.data.experimental.AUTOTUNE
-    AUTOTUNE = AUTOTUNE
+class experimental:  # noqa: N801 - tf.data.experimental
+    from graphc.data.experimental_ops import (AUTOTUNE, group_by_window, map_and_batch,
+                                              parallel_interleave)

@@ -41,6 +41,7 @@ class PipelineRun:
         self.captured = captured
         self._rngs = {}
         self._fn_states = {}
+        self._caches = {}
 
     def value(self, x):
         return self.captured[x] if isinstance(x, Tensor) else x
@@ -50,6 +51,10 @@ class PipelineRun:
 
     def fn_state(self, key):
         return self._fn_states.setdefault(key, SessionState())
+
+    def cache(self, ds):
+        """The elements `ds` (a cache()) recorded, and whether its input was exhausted."""
+        return self._caches.setdefault(ds, ([], [False]))
 
     def shuffle_rng(self, ds):
         """The generator for one epoch of `ds`: reshuffling datasets keep drawing from one
@@ -71,6 +76,7 @@ class Dataset:
 
     _children = ()
     _params = ()  # parameters that may be tensors (captured), e.g. batch_size
+    _windows = False  # elements are windows (Dataset.window): only flat_map/interleave them
 
     # ------------------------------------------------------------------ sources
     @staticmethod
@@ -121,6 +127,27 @@ class Dataset:
     def concatenate(self, dataset):
         return _ConcatenateDataset(self, dataset)
 
+    def padded_batch(self, batch_size, padded_shapes, padding_values=None,
+                     drop_remainder=False):
+        return _PaddedBatchDataset(self, batch_size, padded_shapes, padding_values,
+                                   drop_remainder)
+
+    def cache(self, filename=""):
+        return _CacheDataset(self, filename)
+
+    def window(self, size, shift=None, stride=1, drop_remainder=False):
+        from graphc.data.interleave_ops import WindowDataset
+        return WindowDataset(self, size, shift, stride, drop_remainder)
+
+    def flat_map(self, map_func):
+        from graphc.data.interleave_ops import FlatMapDataset
+        return FlatMapDataset(self, map_func)
+
+    def interleave(self, map_func, cycle_length=AUTOTUNE, block_length=1,
+                   num_parallel_calls=None, deterministic=None):
+        from graphc.data.interleave_ops import InterleaveDataset
+        return InterleaveDataset(self, map_func, cycle_length, block_length)
+
     def apply(self, transformation_func):
         return transformation_func(self)
 
@@ -160,6 +187,14 @@ class Dataset:
     def __repr__(self):
         return f"<{type(self).__name__.lstrip('_')} shapes: {self.output_shapes}, " \
                f"types: {self.output_types}>"
+
+
+def check_not_windows(dataset, what):
+    """Window elements are datasets, not tensors: refused where tensors are needed."""
+    if dataset._windows:
+        raise TypeError(f"{what} needs elements of tensors, but this dataset's elements are "
+                        f"windows (Dataset.window): turn each window into tensors first, "
+                        f"e.g. .flat_map(lambda w: w.batch(size))")
 
 
 def _scalar_param(x, name):
@@ -320,6 +355,7 @@ class _ZipDataset(Dataset):
         for d in self._children:
             if not isinstance(d, Dataset):
                 raise TypeError(f"zip() got a {type(d).__name__}, not a Dataset")
+            check_not_windows(d, "Dataset.zip")
         self._structure = tuple(d._structure for d in self._children)
         self._types = [t for d in self._children for t in d._types]
         self._shapes = [s for d in self._children for s in d._shapes]
@@ -339,10 +375,12 @@ class _UnaryDataset(Dataset):
         self._structure = input_dataset._structure
         self._types = input_dataset._types
         self._shapes = input_dataset._shapes
+        self._windows = input_dataset._windows
 
 
 class _MapDataset(Dataset):
     def __init__(self, input_dataset, map_func):
+        check_not_windows(input_dataset, "Dataset.map")
         self._input = input_dataset
         self._children = (input_dataset,)
         self._fn = GraphFunction(map_func, input_dataset._structure, input_dataset._types,
@@ -359,6 +397,7 @@ class _MapDataset(Dataset):
 
 class _FilterDataset(_UnaryDataset):
     def __init__(self, input_dataset, predicate):
+        check_not_windows(input_dataset, "Dataset.filter")
         super().__init__(input_dataset)
         self._fn = GraphFunction(predicate, input_dataset._structure, input_dataset._types,
                                  input_dataset._shapes, name="Dataset.filter")
@@ -373,6 +412,7 @@ class _FilterDataset(_UnaryDataset):
 
 class _BatchDataset(Dataset):
     def __init__(self, input_dataset, batch_size, drop_remainder):
+        check_not_windows(input_dataset, "Dataset.batch")
         self._input = input_dataset
         self._children = (input_dataset,)
         self._batch_size = _scalar_param(batch_size, "batch_size")
@@ -404,6 +444,136 @@ class _BatchDataset(Dataset):
                 pending = []
         if pending and not self._drop_remainder:
             yield structure.stack_components(pending, n)
+
+
+class _PaddedBatchDataset(Dataset):
+    """batch() of elements padded, per component, to padded_shapes (a dimension of None or
+    -1: to the largest in the batch) with padding_values (default 0, False or b"")."""
+
+    def __init__(self, input_dataset, batch_size, padded_shapes, padding_values,
+                 drop_remainder):
+        check_not_windows(input_dataset, "Dataset.padded_batch")
+        self._input = input_dataset
+        self._children = (input_dataset,)
+        self._batch_size = _scalar_param(batch_size, "batch_size")
+        if isinstance(self._batch_size, int) and self._batch_size <= 0:
+            raise ValueError("Batch size must be greater than zero.")
+        self._drop_remainder = bool(drop_remainder)
+        self._padded = _flat_like(input_dataset, padded_shapes, "padded_shapes",
+                                  _padded_shape)
+        for padded, shape in zip(self._padded, input_dataset._shapes):
+            if not _fits(padded, shape):
+                raise ValueError(f"padded_batch: the padded shape {padded} is not "
+                                 f"compatible with the corresponding input component shape "
+                                 f"{shape}.")
+        self._padding = [None] * len(input_dataset._types) if padding_values is None else \
+            _flat_like(input_dataset, padding_values, "padding_values", lambda v: v)
+        for value, dtype in zip(self._padding, input_dataset._types):
+            _check_padding_value(value, dtype)
+        self._params = [self._batch_size] + [v for v in self._padding if isinstance(v, Tensor)]
+        static = self._batch_size if (self._drop_remainder and
+                                      isinstance(self._batch_size, int)) else None
+        self._structure = input_dataset._structure
+        self._types = input_dataset._types
+        self._shapes = [TensorShape([static]).concatenate(p) for p in self._padded]
+
+    def _elements(self, run):
+        size = run.scalar(self._batch_size)
+        if size <= 0:
+            raise errors.KernelError("Batch size must be greater than zero.")
+        pending = []
+        for element in self._input._elements(run):
+            pending.append(element)
+            if len(pending) == size:
+                yield self._pad(pending, run)
+                pending = []
+        if pending and not self._drop_remainder:
+            yield self._pad(pending, run)
+
+    def _pad(self, elements, run):
+        out = []
+        for c, (padded, dtype, value) in enumerate(zip(self._padded, self._types,
+                                                       self._padding)):
+            parts = [np.asarray(e[c]) for e in elements]
+            dims = [padded[i].value if padded[i].value is not None else
+                    max(p.shape[i] for p in parts) for i in range(padded.ndims)]
+            fill = _default_padding(dtype) if value is None else np.asarray(run.value(value))
+            batch = np.full([len(parts)] + dims, fill, dtype=dtype.np)
+            for i, part in enumerate(parts):
+                if part.ndim != len(dims) or any(d > t for d, t in zip(part.shape, dims)):
+                    raise errors.KernelError(
+                        f"padded_batch: attempted to pad to a smaller size than the input "
+                        f"element: component {c} of shape {list(part.shape)} into "
+                        f"{dims}.", errors.InvalidArgumentError)
+                batch[(i,) + tuple(slice(0, d) for d in part.shape)] = part
+            out.append(batch)
+        return out
+
+
+def _flat_like(dataset, value, what, convert):
+    """`value`, nested like the dataset's elements (a tuple of ints and None is one
+    shape), flattened to one converted item per component."""
+    if dataset._structure is structure.LEAF:
+        flat = [value]
+    else:
+        flat = _nested_leaves(value)
+    if len(flat) != len(dataset._types):
+        raise ValueError(f"padded_batch: {what} {value!r} must have the structure of the "
+                         f"dataset's elements {dataset.output_shapes}")
+    try:
+        return [convert(v) for v in flat]
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"padded_batch: cannot read {what} {value!r}: {e}") from None
+
+
+def _nested_leaves(value):
+    if isinstance(value, dict):
+        return [x for k in sorted(value) for x in _nested_leaves(value[k])]
+    if isinstance(value, tuple) and not all(isinstance(v, (int, type(None))) for v in value):
+        return [x for v in value for x in _nested_leaves(v)]
+    return [value]
+
+
+def _padded_shape(value):
+    if isinstance(value, Tensor):
+        from graphc.framework.static_value import constant_value
+        known = constant_value(value)
+        if known is None:
+            raise TypeError("a padded shape given as a tensor must be a constant")
+        value = known
+    if isinstance(value, np.ndarray):
+        value = value.tolist()
+    if isinstance(value, (list, tuple)):
+        value = [None if d is None or int(d) == -1 else int(d) for d in value]
+    return as_shape(value)
+
+
+def _fits(padded, shape):
+    if padded.ndims is None:
+        raise ValueError("padded_batch: padded shapes need a known rank")
+    if shape.ndims is None:
+        return True
+    return shape.ndims == padded.ndims and all(
+        p.value is None or s.value is None or s.value <= p.value for p, s in zip(padded, shape))
+
+
+def _check_padding_value(value, dtype):
+    if value is None:
+        return
+    if isinstance(value, Tensor):
+        if value.dtype.base_dtype != dtype.base_dtype or value.shape.ndims not in (0, None):
+            raise TypeError(f"padded_batch: padding value {value!r} must be a scalar of the "
+                            f"component's dtype {dtype.name}")
+        return
+    if np.ndim(value) != 0:
+        raise ValueError(f"padded_batch: padding value {value!r} must be a scalar")
+    if dtype.is_floating is False and isinstance(value, float) and not float(value).is_integer():
+        raise TypeError(f"padded_batch: padding value {value!r} does not fit the component's "
+                        f"dtype {dtype.name}")
+
+
+def _default_padding(dtype):
+    return b"" if dtype == dtypes.string else np.zeros((), dtype.np)
 
 
 def _buffer_shuffle(items, size, rng):
@@ -555,8 +725,36 @@ class _PrefetchDataset(_UnaryDataset):
         return self._input._elements(run)
 
 
+class _CacheDataset(_UnaryDataset):
+    """Records its input's elements on the first complete pass; later passes of the same
+    iterator (after repeat) replay them without running the input again. The cache lives
+    as long as the iterator's initialization (TF1 keeps an in-memory cache in the
+    iterator too)."""
+
+    def __init__(self, input_dataset, filename):
+        super().__init__(input_dataset)
+        if filename:
+            raise NotImplementedError(f"Dataset.cache(filename={filename!r}): graphc caches "
+                                      f"in memory only; call cache() without a filename")
+
+    def _elements(self, run):
+        recorded, complete = run.cache(self)
+        if complete[0]:
+            yield from recorded
+            return
+        recorded.clear()
+        for element in self._input._elements(run):
+            recorded.append(element)
+            yield element
+        complete[0] = True
+
+
 class _ConcatenateDataset(Dataset):
     def __init__(self, first, second):
+        if first._windows != second._windows:
+            raise TypeError("concatenate: one dataset has windows as elements, the other "
+                            "tensors")
+        self._windows = first._windows
         structure.check_same_types(first._types, second._types, "concatenate")
         if first._structure != second._structure:
             raise TypeError(f"concatenate: element structures differ: {first._structure!r} "

@@ -27,7 +27,7 @@ import weakref
 
 from graphc import errors
 from graphc.data import structure
-from graphc.data.dataset_ops import Dataset, PipelineRun
+from graphc.data.dataset_ops import Dataset, PipelineRun, check_not_windows
 from graphc.framework.graph import Tensor, get_default_graph
 from graphc.framework.op_def import not_differentiable, register_op
 from graphc.framework.static_value import constant_value
@@ -41,6 +41,7 @@ _keys = itertools.count()
 
 
 def _register(graph, dataset, captured=None):
+    check_not_windows(dataset, "An iterator")
     key = f"dataset_{next(_keys)}"
     _DATASETS.setdefault(graph, {})[key] = (dataset, captured)
     return key

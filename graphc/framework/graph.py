@@ -170,6 +170,8 @@ class GraphKeys:
     UPDATE_OPS = "update_ops"
     LOSSES = "losses"
     REGULARIZATION_LOSSES = "regularization_losses"
+    WEIGHTS = "weights"  # what contrib.layers.apply_regularization reads by default
+    BIASES = "biases"
     GLOBAL_STEP = "global_step"
     SUMMARIES = "summaries"
     TRAIN_OP = "train_op"

@@ -668,6 +668,10 @@ register_op("ConcatV2", infer=_concat_infer, kernel=_concat_kernel, grad=_concat
 
 
 def concat(values, axis, name="concat"):
+    if isinstance(axis, (list, tuple)) and not isinstance(values, (list, tuple)):
+        raise TypeError("tf.concat(values, axis) takes the list of tensors first; "
+                        "tf.concat(concat_dim, values) is the argument order of TensorFlow "
+                        "before 1.0: swap the two arguments")
     if not isinstance(values, (list, tuple)):
         values = [values]
     values = _convert_all(values)

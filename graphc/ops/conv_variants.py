@@ -1,7 +1,7 @@
 """Convolutions TF1 has besides conv2d, composed of conv2d: conv1d (a conv2d over a height
 of 1), depthwise_conv2d (one conv2d with a block-diagonal filter: input channel c feeds
 only its own channel_multiplier outputs, c * multiplier + m, TF's order),
-separable_conv2d (depthwise, then a 1x1 conv2d), and xw_plus_b. The compositions compile
+separable_conv2d (depthwise, then a 1x1 conv2d), xw_plus_b and relu_layer. The compositions compile
 as conv2d does and differentiate through it. The depthwise filter does C times the
 multiply-adds of a true depthwise kernel for C input channels: fine for the narrow layers
 of TF1 scripts, slow for very wide ones.
@@ -13,7 +13,7 @@ from graphc.ops.control_flow_ops import identity
 from graphc.ops.conv_ops import conv2d
 
 __all__ = ["conv1d", "depthwise_conv2d", "depthwise_conv2d_native", "separable_conv2d",
-           "xw_plus_b"]
+           "xw_plus_b", "relu_layer"]
 
 
 def conv1d(value=None, filters=None, stride=None, padding=None, use_cudnn_on_gpu=None,
@@ -126,3 +126,10 @@ def xw_plus_b(x, weights, biases, name=None):
         x = convert_to_tensor(x, name="x")
         return nn_ops.bias_add(matmul_ops.matmul(x, convert_to_tensor(weights, dtype_hint=x.dtype)),
                                convert_to_tensor(biases, dtype_hint=x.dtype), name=scope)
+
+
+def relu_layer(x, weights, biases, name=None):
+    """relu(matmul(x, weights) + biases)."""
+    with name_scope(name, "relu_layer", [x, weights, biases]) as scope:
+        x = convert_to_tensor(x, name="x")
+        return nn_ops.relu(xw_plus_b(x, weights, biases), name=scope)

@@ -1,6 +1,6 @@
-"""Queues (TF1's FIFOQueue and RandomShuffleQueue): host ops whose state, the queued
-elements, lives in the Session, so that queue runner threads enqueue while the training
-step dequeues.
+"""Queues (TF1's FIFOQueue, PaddingFIFOQueue and RandomShuffleQueue): host ops whose state,
+the queued elements, lives in the Session, so that queue runner threads enqueue while the
+training step dequeues.
 
 The queue op outputs a handle (its name); enqueue, dequeue, close and size ops take it.
 A dequeue waits for enough elements; once the queue is closed it takes what is left and
@@ -22,14 +22,15 @@ from graphc.framework.op_def import not_differentiable, register_op
 from graphc.framework.tensor_shape import TensorShape, as_shape
 from graphc.ops.constant_ops import convert_to_tensor
 
-__all__ = ["FIFOQueue", "RandomShuffleQueue", "QueueBase"]
+__all__ = ["FIFOQueue", "PaddingFIFOQueue", "RandomShuffleQueue", "QueueBase"]
 
 
 class _QueueState:
     """The elements of one queue in one Session, and the waiting on them."""
 
-    def __init__(self, name, capacity, min_after_dequeue=0, rng=None):
+    def __init__(self, name, capacity, min_after_dequeue=0, rng=None, pads=False):
         self.name, self.capacity = name, capacity
+        self.pads = pads  # a PaddingFIFOQueue: batches pad their components
         self.min_after_dequeue, self.rng = min_after_dequeue, rng
         self.elements = []
         self.closed = False
@@ -118,7 +119,8 @@ def _queue_kernel(state, op):
         shuffle = op.type == "RandomShuffleQueueV2"
         queues[op.name] = _QueueState(op.name, op.attrs["capacity"],
                                       op.attrs.get("min_after_dequeue", 0),
-                                      state.rng_for(op) if shuffle else None)
+                                      state.rng_for(op) if shuffle else None,
+                                      pads=op.type == "PaddingFIFOQueueV2")
     return np.array(op.name, dtype=object)
 
 
@@ -158,16 +160,29 @@ def _dequeue_kernel(state, op, handle, n=None):
     count = int(n) if many else 1
     if count < 0:
         raise KernelError(f"dequeue_many: n must be >= 0, got {count}")
-    taken = _queue_of(state, op, handle).take(count, op.type == "QueueDequeueUpToV2",
-                                              _timeout_s(state))
+    queue = _queue_of(state, op, handle)
+    taken = queue.take(count, op.type == "QueueDequeueUpToV2", _timeout_s(state))
     types = op.attrs["component_types"]
     if not many:
         return list(taken[0])
     if not taken:
         shapes = op.attrs["shapes"]
-        return [np.zeros([0] + list(as_shape(s).as_list()), dtypes.as_dtype(t).np)
+        return [np.zeros([0] + [d or 0 for d in as_shape(s).as_list()], dtypes.as_dtype(t).np)
                 for s, t in zip(shapes, types)]
+    if queue.pads:
+        return [_padded_stack([row[i] for row in taken], dtypes.as_dtype(types[i]))
+                for i in range(len(types))]
     return [np.stack([row[i] for row in taken]) for i in range(len(types))]
+
+
+def _padded_stack(parts, dtype):
+    """The parts stacked, each padded at the end of every dimension to the largest (with
+    zeros, or b"" for strings), as TF1's PaddingFIFOQueue batches."""
+    dims = [max(p.shape[d] for p in parts) for d in range(parts[0].ndim)]
+    out = np.full([len(parts)] + dims, b"" if dtype == dtypes.string else 0, dtype.np)
+    for i, part in enumerate(parts):
+        out[(i,) + tuple(slice(0, d) for d in part.shape)] = part
+    return out
 
 
 def _dequeue_infer(inputs, a):
@@ -184,7 +199,7 @@ def _dequeue_infer(inputs, a):
 
 # host-only: a queue is Python state in the Session, and its ops wait on other threads
 _QUEUE_OP = dict(stateful=True, uses_context=True, kind="opaque", host_only=True)
-for _type in ("FIFOQueueV2", "RandomShuffleQueueV2"):
+for _type in ("FIFOQueueV2", "PaddingFIFOQueueV2", "RandomShuffleQueueV2"):
     register_op(_type, infer=_handle_infer, kernel=_queue_kernel, **_QUEUE_OP)
 for _type in ("QueueEnqueueV2", "QueueEnqueueManyV2"):
     register_op(_type, infer=lambda inputs, a: [], kernel=_enqueue_kernel, **_QUEUE_OP)
@@ -200,14 +215,26 @@ register_op("QueueSizeV2", infer=lambda inputs, a: (TensorShape([]), dtypes.int3
 register_op("QueueIsClosedV2", infer=lambda inputs, a: (TensorShape([]), dtypes.bool),
             **_QUEUE_OP,
             kernel=lambda state, op, handle: np.bool_(_queue_of(state, op, handle).closed))
-not_differentiable("FIFOQueueV2", "RandomShuffleQueueV2", "QueueEnqueueV2",
+not_differentiable("FIFOQueueV2", "PaddingFIFOQueueV2", "RandomShuffleQueueV2",
+                   "QueueEnqueueV2",
                    "QueueEnqueueManyV2", "QueueDequeueV2", "QueueDequeueManyV2",
                    "QueueDequeueUpToV2", "QueueCloseV2", "QueueSizeV2", "QueueIsClosedV2")
 
-QUEUE_OP_TYPES = frozenset({"FIFOQueueV2", "RandomShuffleQueueV2", "QueueEnqueueV2",
+QUEUE_OP_TYPES = frozenset({"FIFOQueueV2", "PaddingFIFOQueueV2", "RandomShuffleQueueV2",
+                            "QueueEnqueueV2",
                             "QueueEnqueueManyV2", "QueueDequeueV2", "QueueDequeueManyV2",
                             "QueueDequeueUpToV2", "QueueCloseV2", "QueueSizeV2",
                             "QueueIsClosedV2"})
+
+
+def _shape_list(shapes):
+    """TF1's reading of a queue's shapes: one shape when every item is an int or None
+    (so [] is one scalar shape, not an empty list of shapes), else a list of shapes."""
+    if isinstance(shapes, TensorShape) or not isinstance(shapes, (list, tuple)):
+        shapes = [shapes]
+    elif all(s is None or isinstance(s, int) for s in shapes):
+        shapes = [shapes]
+    return [as_shape(s) for s in shapes]
 
 
 class QueueBase:
@@ -218,10 +245,7 @@ class QueueBase:
         self._dtypes = [dtypes.as_dtype(d) for d in (dtypes_ if isinstance(dtypes_, (list, tuple))
                                                      else [dtypes_])]
         if shapes is not None:
-            shapes = [as_shape(s) for s in (shapes if isinstance(shapes, (list, tuple)) and
-                                            (not shapes or isinstance(shapes[0], (list, tuple,
-                                                                                  TensorShape)))
-                                            else [shapes])]
+            shapes = _shape_list(shapes)
             if len(shapes) != len(self._dtypes):
                 raise ValueError(f"Queue shapes must have the same length as dtypes, got "
                                  f"{len(shapes)} and {len(self._dtypes)}")
@@ -315,6 +339,23 @@ class FIFOQueue(QueueBase):
     def __init__(self, capacity, dtypes, shapes=None, names=None, shared_name=None,
                  name="fifo_queue"):
         super().__init__("FIFOQueueV2", capacity, dtypes, shapes, names, name, {})
+
+
+class PaddingFIFOQueue(QueueBase):
+    """A FIFOQueue whose component shapes may have unknown dimensions (None): dequeue_many
+    and dequeue_up_to pad each component to the largest element of the batch."""
+
+    def __init__(self, capacity, dtypes, shapes, names=None, shared_name=None,
+                 name="padding_fifo_queue"):
+        n_types = len(dtypes) if isinstance(dtypes, (list, tuple)) else 1
+        if shapes is None or len(_shape_list(shapes)) != n_types:
+            raise ValueError(f"PaddingFIFOQueue: shapes must be provided for all components, "
+                             f"but received {n_types} dtypes and "
+                             f"{0 if shapes is None else len(_shape_list(shapes))} shapes.")
+        if any(s.ndims is None for s in _shape_list(shapes)):
+            raise ValueError("PaddingFIFOQueue: every component shape needs a known rank "
+                             "(its dimensions may be None)")
+        super().__init__("PaddingFIFOQueueV2", capacity, dtypes, shapes, names, name, {})
 
 
 class RandomShuffleQueue(QueueBase):

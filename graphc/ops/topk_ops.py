@@ -1,5 +1,6 @@
-"""top_k (TopKV2: a host op, its output order being a sort) and in_top_k (composed of
-comparisons and sums, so it compiles natively)."""
+"""top_k (TopKV2: a host op, its output order being a sort), sort and argsort (TF1's
+sort_ops, built on top_k) and in_top_k (composed of comparisons and sums, so it compiles
+natively)."""
 import numpy as np
 
 from graphc import dtypes
@@ -11,7 +12,7 @@ from graphc.framework.tensor_shape import TensorShape
 from graphc.ops import array_ops, math_ops, reduction_ops
 from graphc.ops.constant_ops import constant, convert_to_tensor
 
-__all__ = ["top_k", "in_top_k"]
+__all__ = ["top_k", "in_top_k", "sort", "argsort"]
 
 
 def _top_k_infer(inputs, a):
@@ -106,3 +107,43 @@ def in_top_k(predictions, targets, k, name=None):
         k = math_ops.cast(convert_to_tensor(k, dtype_hint=t.dtype), t.dtype)
         return math_ops.logical_and(math_ops.logical_and(valid, finite),
                                     math_ops.less(larger, k), name=scope)
+
+
+def _sorted_along(values, axis, direction, name, pick):
+    """top_k over the whole of `axis` (moved last and back): pick(values, indices)."""
+    if direction not in ("ASCENDING", "DESCENDING"):
+        raise ValueError(f"{name}: direction must be 'ASCENDING' or 'DESCENDING', got "
+                         f"{direction!r}")
+    with name_scope(None, name, [values]):
+        x = convert_to_tensor(values)
+        rank = x.shape.ndims
+        if rank is None:
+            raise ValueError(f"{name}: values need a known rank")
+        if rank == 0:
+            raise ValueError(f"{name}: values must have rank >= 1, got a scalar")
+        if not isinstance(axis, int) or not -rank <= axis < rank:
+            raise ValueError(f"{name}: axis must be an int in [{-rank}, {rank}), got {axis!r}")
+        axis %= rank
+        perm = [d for d in range(rank) if d != axis] + [axis]
+        moved = x if axis == rank - 1 else array_ops.transpose(x, perm)
+        ascending = direction == "ASCENDING"
+        if ascending and x.dtype.is_unsigned:
+            raise TypeError(f"{name}: ascending order of unsigned {x.dtype.name} is not "
+                            f"supported; cast to a signed type first")
+        keys = math_ops.negative(moved) if ascending else moved
+        top_values, top_indices = top_k(keys, k=array_ops.shape(moved)[-1])
+        out = pick(math_ops.negative(top_values) if ascending else top_values, top_indices)
+        if axis == rank - 1:
+            return out
+        return array_ops.transpose(out, np.argsort(perm).tolist())
+
+
+def sort(values, axis=-1, direction="ASCENDING", name=None):
+    """values sorted along axis; equal values keep their order (top_k's, stable)."""
+    return _sorted_along(values, axis, direction, name or "sort", lambda v, i: v)
+
+
+def argsort(values, axis=-1, direction="ASCENDING", stable=False, name=None):
+    """The int32 indices that sort values along axis (stable: equal values in index
+    order, whatever `stable` says)."""
+    return _sorted_along(values, axis, direction, name or "argsort", lambda v, i: i)

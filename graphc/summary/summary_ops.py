@@ -1,10 +1,12 @@
 """Summary ops: host-only ops of dtype string whose kernels produce serialized `Summary`
-protocol buffers, as TF1's ScalarSummary, HistogramSummary, ImageSummary, MergeSummary.
+protocol buffers, as TF1's ScalarSummary, HistogramSummary, ImageSummary,
+AudioSummaryV2, MergeSummary.
 
 The public functions name the op and its tag as TF1's summary_scope does and add the
 op's output to GraphKeys.SUMMARIES, so `merge_all` gathers them."""
 import math
 import re
+import struct
 import sys
 
 import numpy as np
@@ -18,7 +20,7 @@ from graphc.ops.constant_ops import convert_to_tensor
 from graphc.summary import protos
 from graphc.summary.png import encode_png
 
-__all__ = ["scalar", "histogram", "image", "merge", "merge_all"]
+__all__ = ["scalar", "histogram", "image", "audio", "merge", "merge_all"]
 
 _SCALAR = TensorShape([])
 
@@ -158,6 +160,53 @@ def _image_kernel(images, tag, max_images, bad_color):
     return _serialized(pb.Summary(value=values))
 
 
+# ------------------------------------------------------------------------- audio
+def _audio_infer(inputs, attrs):
+    x, rate = inputs
+    if x.dtype != dtypes.float32:
+        raise TypeError(f"AudioSummaryV2 expects float32 audio, got {x.dtype.name}")
+    if x.shape.ndims not in (None, 2, 3):
+        raise ValueError(f"Tensor must be 3-D [batch_size, frames, channels] or 2-D "
+                         f"[batch_size, frames], not {x.shape}")
+    if rate.dtype != dtypes.float32 or rate.shape.ndims not in (None, 0):
+        raise ValueError(f"sample_rate must be a float32 scalar, got {rate.dtype.name} "
+                         f"{rate.shape}")
+    return _SCALAR, dtypes.string
+
+
+def encode_wav(samples, sample_rate):
+    """TF's EncodeAudioAsS16LEWav: [frames, channels] floats as 16-bit little-endian PCM,
+    each sample round(x * 32768) (halves away from zero) clamped to the int16 range."""
+    frames, channels = samples.shape
+    scaled = samples.astype(np.float32) * np.float32(32768.0)
+    rounded = np.sign(scaled) * np.floor(np.abs(scaled) + np.float32(0.5))
+    pcm = np.clip(rounded, -32768, 32767).astype("<i2").tobytes()
+    header = struct.pack("<4sI4s4sIHHIIHH4sI", b"RIFF", 36 + len(pcm), b"WAVE", b"fmt ", 16,
+                         1, channels, sample_rate, sample_rate * channels * 2, channels * 2,
+                         16, b"data", len(pcm))
+    return header + pcm
+
+
+def _audio_kernel(audio, sample_rate, tag, max_outputs):
+    if audio.ndim not in (2, 3):
+        raise KernelError(f"Tensor must be 3-D [batch_size, frames, channels] or 2-D "
+                          f"[batch_size, frames], not {list(audio.shape)}")
+    if audio.ndim == 2:
+        audio = audio[:, :, None]
+    if audio.shape[2] == 0:
+        raise KernelError(f"Audio summary '{tag}' needs at least one channel")
+    rate = float(sample_rate)
+    pb = protos.summary_pb2()
+    values = []
+    for i in range(min(max_outputs, audio.shape[0])):
+        values.append(pb.Summary.Value(
+            tag=f"{tag}/audio/{i}" if max_outputs > 1 else f"{tag}/audio",
+            audio=pb.Summary.Audio(sample_rate=rate, num_channels=audio.shape[2],
+                                   length_frames=audio.shape[1], content_type="audio/wav",
+                                   encoded_audio_string=encode_wav(audio[i], int(rate)))))
+    return _serialized(pb.Summary(value=values))
+
+
 # ------------------------------------------------------------------------- merge
 def _merge_infer(inputs, attrs):
     for t in inputs:
@@ -189,8 +238,10 @@ _SUMMARY = dict(kind="opaque", host_only=True)
 register_op("ScalarSummary", infer=_scalar_infer, kernel=_scalar_kernel, **_SUMMARY)
 register_op("HistogramSummary", infer=_histogram_infer, kernel=_histogram_kernel, **_SUMMARY)
 register_op("ImageSummary", infer=_image_infer, kernel=_image_kernel, **_SUMMARY)
+register_op("AudioSummaryV2", infer=_audio_infer, kernel=_audio_kernel, **_SUMMARY)
 register_op("MergeSummary", infer=_merge_infer, kernel=_merge_kernel, **_SUMMARY)
-not_differentiable("ScalarSummary", "HistogramSummary", "ImageSummary", "MergeSummary")
+not_differentiable("ScalarSummary", "HistogramSummary", "ImageSummary", "AudioSummaryV2",
+                   "MergeSummary")
 
 
 # ------------------------------------------------------------------ public API
@@ -199,7 +250,7 @@ def _clean_tag(name):
     return re.sub(r"[^-/\w\.]", "_", name).lstrip("/") if name is not None else None
 
 
-def _summary_op(op_type, name, tensor, attrs, collections, family):
+def _summary_op(op_type, name, tensor, attrs, collections, family, more_inputs=()):
     """Creates one summary op named like TF1's summary_scope; returns its output."""
     protos.summary_pb2()  # fail now, with the install hint, rather than at run time
     name, family = _clean_tag(name), _clean_tag(family)
@@ -207,8 +258,26 @@ def _summary_op(op_type, name, tensor, attrs, collections, family):
     base = name if family is None else f"{family}/{name}"
     with name_scope(base, values=[tensor]) as scope:
         tag = scope.rstrip("/") if family is None else f"{family}/{scope.rstrip('/')}"
-        out = tensor.graph.create_op(op_type, [tensor], dict(attrs, tag=tag),
-                                     scope).outputs[0]
+        out = tensor.graph.create_op(op_type, [tensor] + list(more_inputs),
+                                     dict(attrs, tag=tag), scope).outputs[0]
+    for key in ([GraphKeys.SUMMARIES] if collections is None else collections):
+        add_to_collection(key, out)
+    return out
+
+
+def tagged_summary_op(op_type, tag, tensor, attrs, collections, name, default_name,
+                      more_inputs=()):
+    """A summary op whose tag is `tag` verbatim, as TF before 1.0 made them
+    (scalar_summary, histogram_summary, image_summary): the op is named by name_scope
+    like any op and the tag is not prefixed by it."""
+    protos.summary_pb2()
+    if not isinstance(tag, str):
+        raise TypeError(f"{default_name}: graphc takes the tag as a Python string, got "
+                        f"{tag!r} (a tensor of tags is not supported)")
+    tensor = convert_to_tensor(tensor)
+    with name_scope(name, default_name, [tensor]) as scope:
+        out = tensor.graph.create_op(op_type, [tensor] + list(more_inputs),
+                                     dict(attrs, tag=tag), scope).outputs[0]
     for key in ([GraphKeys.SUMMARIES] if collections is None else collections):
         add_to_collection(key, out)
     return out
@@ -229,6 +298,14 @@ def image(name, tensor, max_outputs=3, collections=None, family=None):
     uint8 as is, floats rescaled as TF does; at most max_outputs images."""
     attrs = {"max_images": int(max_outputs), "bad_color": [255, 0, 0, 255]}
     return _summary_op("ImageSummary", name, tensor, attrs, collections, family)
+
+
+def audio(name, tensor, sample_rate, max_outputs=3, collections=None, family=None):
+    """WAV clips (16-bit PCM) from float32 audio [batch, frames, channels] or [batch,
+    frames] in [-1, 1] at sample_rate Hz; at most max_outputs clips."""
+    rate = convert_to_tensor(sample_rate, dtype=dtypes.float32, name="sample_rate")
+    return _summary_op("AudioSummaryV2", name, tensor, {"max_outputs": int(max_outputs)},
+                       collections, family, [rate])
 
 
 def merge(inputs, collections=None, name=None):

@@ -11,7 +11,7 @@ import time
 
 from graphc import errors
 
-__all__ = ["Coordinator"]
+__all__ = ["Coordinator", "LooperThread"]
 
 
 class Coordinator:
@@ -105,3 +105,57 @@ class Coordinator:
             if self._exc_info_to_raise:
                 _, ex, tb = self._exc_info_to_raise
                 raise ex.with_traceback(tb)
+
+
+class LooperThread(threading.Thread):
+    """A thread calling target(*args, **kwargs) (or run_loop()) until the coordinator
+    stops: every timer_interval_secs seconds, the first call at once, or back to back when
+    timer_interval_secs is None. An exception stops the coordinator, which re-raises it
+    in join()."""
+
+    def __init__(self, coord, timer_interval_secs, target=None, args=None, kwargs=None):
+        if not isinstance(coord, Coordinator):
+            raise ValueError(f"LooperThread: coord must be a tf.train.Coordinator, given "
+                             f"{coord!r}")
+        super().__init__()
+        self.daemon = True
+        self._coord = coord
+        self._timer_interval_secs = timer_interval_secs
+        self._target = target
+        self._args = tuple(args or ())
+        self._kwargs = dict(kwargs or {})
+        if target is None and (args or kwargs):
+            raise ValueError("LooperThread: 'args' and 'kwargs' argument require that you "
+                             "also pass 'target'")
+        self._coord.register_thread(self)
+
+    @staticmethod
+    def loop(coord, timer_interval_secs, target, args=None, kwargs=None):
+        """Starts a LooperThread calling target; returns it."""
+        looper = LooperThread(coord, timer_interval_secs, target=target, args=args,
+                              kwargs=kwargs)
+        looper.start()
+        return looper
+
+    def run(self):
+        with self._coord.stop_on_exception():
+            self.start_loop()
+            if self._timer_interval_secs is None:
+                while not self._coord.should_stop():
+                    self.run_loop()
+            else:
+                next_time = time.time()
+                while not self._coord.wait_for_stop(next_time - time.time()):
+                    next_time += self._timer_interval_secs
+                    self.run_loop()
+            self.stop_loop()
+
+    def start_loop(self):
+        """Called once before the first run_loop (for subclasses)."""
+
+    def stop_loop(self):
+        """Called once after the last run_loop (for subclasses)."""
+
+    def run_loop(self):
+        if self._target is not None:
+            self._target(*self._args, **self._kwargs)

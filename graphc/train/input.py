@@ -1,16 +1,17 @@
-"""tf.train.batch, shuffle_batch, slice_input_producer and limit_epochs: queue pipelines
+"""tf.train.batch, batch_join, shuffle_batch, input_producer, range_input_producer,
+slice_input_producer and limit_epochs: queue pipelines
 as TF1 builds them (a queue, its enqueue op run by a QueueRunner in num_threads threads, and a
 dequeue_many of batch_size), so they need start_queue_runners or a MonitoredSession."""
 from graphc.framework.graph import Tensor, name_scope
 from graphc.framework.tensor_shape import TensorShape
 from graphc.ops import array_ops, random_ops
 from graphc.ops.constant_ops import convert_to_tensor
-from graphc.ops.queue_ops import FIFOQueue, RandomShuffleQueue
+from graphc.ops.queue_ops import FIFOQueue, PaddingFIFOQueue, RandomShuffleQueue
 from graphc.ops.topk_ops import top_k
 from graphc.train.queue_runner import QueueRunner, add_queue_runner
 
-__all__ = ["batch", "shuffle_batch", "slice_input_producer", "range_input_producer",
-           "limit_epochs"]
+__all__ = ["batch", "batch_join", "shuffle_batch", "input_producer", "slice_input_producer",
+           "range_input_producer", "limit_epochs"]
 
 
 def _as_list(tensors):
@@ -23,17 +24,31 @@ def _as_list(tensors):
     return [convert_to_tensor(tensors)], None
 
 
-def _element_shapes(tensors, shapes, enqueue_many):
+def _element_shapes(tensors, shapes, enqueue_many, dynamic_pad=False):
+    """The queue's element shapes: given, or the tensors' (without the batch dimension
+    when enqueue_many). dynamic_pad allows unknown dimensions (padded per batch), not an
+    unknown rank."""
     if shapes is not None:
         return [TensorShape(s) for s in shapes]
     out = []
     for t in tensors:
         shape = t.shape[1:] if enqueue_many and t.shape.ndims else t.shape
-        if not shape.is_fully_defined():
+        if dynamic_pad and shape.ndims is None:
+            raise ValueError(f"dynamic_pad: the rank of {t.name} must be known to pad it")
+        if not dynamic_pad and not shape.is_fully_defined():
             raise ValueError(f"All shapes must be fully defined: the element shape of "
-                             f"{t.name} is {shape}; pass shapes=")
+                             f"{t.name} is {shape}; pass shapes= (or dynamic_pad=True)")
         out.append(shape)
     return out
+
+
+def _batching_queue(tensors, shapes, enqueue_many, capacity, dynamic_pad):
+    """batch's queue: a PaddingFIFOQueue when dynamic_pad, else a FIFOQueue."""
+    dtypes_ = [t.dtype for t in tensors]
+    element_shapes = _element_shapes(tensors, shapes, enqueue_many, dynamic_pad)
+    if dynamic_pad:
+        return PaddingFIFOQueue(capacity, dtypes_, element_shapes)
+    return FIFOQueue(capacity, dtypes_, element_shapes)
 
 
 def _packed(outputs, names, single):
@@ -44,10 +59,13 @@ def _packed(outputs, names, single):
     return outputs if isinstance(outputs, list) else list(outputs)
 
 
-def _pipeline(queue, tensors, names, single, batch_size, num_threads, enqueue_many,
-              allow_smaller_final_batch):
-    enqueue = queue.enqueue_many(tensors) if enqueue_many else queue.enqueue(tensors)
-    add_queue_runner(QueueRunner(queue, [enqueue] * num_threads))
+def _enqueue(queue, tensors, enqueue_many):
+    return queue.enqueue_many(tensors) if enqueue_many else queue.enqueue(tensors)
+
+
+def _pipeline(queue, enqueue_ops, names, single, batch_size, allow_smaller_final_batch):
+    """A QueueRunner running enqueue_ops (one thread each) and the batch dequeued."""
+    add_queue_runner(QueueRunner(queue, enqueue_ops))
     out = (queue.dequeue_up_to(batch_size) if allow_smaller_final_batch
            else queue.dequeue_many(batch_size))
     outputs = [out[n] for n in names] if isinstance(out, dict) else (
@@ -57,15 +75,34 @@ def _pipeline(queue, tensors, names, single, batch_size, num_threads, enqueue_ma
 
 def batch(tensors, batch_size, num_threads=1, capacity=32, enqueue_many=False, shapes=None,
           dynamic_pad=False, allow_smaller_final_batch=False, shared_name=None, name=None):
-    """Batches of batch_size elements in the order the runner threads enqueue them."""
-    if dynamic_pad:
-        raise NotImplementedError("tf.train.batch(dynamic_pad=True) is not supported by graphc")
+    """Batches of batch_size elements in the order the runner threads enqueue them;
+    with dynamic_pad, each batch padded (zeros) to its longest element per dimension."""
     with name_scope(name, "batch", list(_as_list(tensors)[0])):
         ts, names = _as_list(tensors)
-        queue = FIFOQueue(capacity, [t.dtype for t in ts],
-                          _element_shapes(ts, shapes, enqueue_many), names=None)
-        return _pipeline(queue, ts, names, isinstance(tensors, Tensor), batch_size,
-                         num_threads, enqueue_many, allow_smaller_final_batch)
+        queue = _batching_queue(ts, shapes, enqueue_many, capacity, dynamic_pad)
+        return _pipeline(queue, [_enqueue(queue, ts, enqueue_many)] * num_threads, names,
+                         isinstance(tensors, Tensor), batch_size, allow_smaller_final_batch)
+
+
+def batch_join(tensors_list, batch_size, capacity=32, enqueue_many=False, shapes=None,
+               dynamic_pad=False, allow_smaller_final_batch=False, shared_name=None,
+               name=None):
+    """batch() of several sources of the same structure and dtypes (e.g. one reader per
+    file), each enqueued by its own runner thread; batches mix them in arrival order."""
+    if not tensors_list:
+        raise ValueError("batch_join: expected at least one list of tensors in tensors_list")
+    with name_scope(name, "batch_join", [t for tl in tensors_list
+                                         for t in _as_list(tl)[0]]):
+        sources = [_as_list(tensors) for tensors in tensors_list]
+        ts, names = sources[0]
+        for other, other_names in sources[1:]:
+            if other_names != names or [t.dtype for t in other] != [t.dtype for t in ts]:
+                raise ValueError("batch_join: every entry of tensors_list must have the same "
+                                 "structure and dtypes")
+        queue = _batching_queue(ts, shapes, enqueue_many, capacity, dynamic_pad)
+        enqueue_ops = [_enqueue(queue, source, enqueue_many) for source, _ in sources]
+        return _pipeline(queue, enqueue_ops, names, isinstance(tensors_list[0], Tensor),
+                         batch_size, allow_smaller_final_batch)
 
 
 def shuffle_batch(tensors, batch_size, capacity, min_after_dequeue, num_threads=1, seed=None,
@@ -76,8 +113,8 @@ def shuffle_batch(tensors, batch_size, capacity, min_after_dequeue, num_threads=
         ts, names = _as_list(tensors)
         queue = RandomShuffleQueue(capacity, min_after_dequeue, [t.dtype for t in ts],
                                    _element_shapes(ts, shapes, enqueue_many), seed=seed)
-        return _pipeline(queue, ts, names, isinstance(tensors, Tensor), batch_size,
-                         num_threads, enqueue_many, allow_smaller_final_batch)
+        return _pipeline(queue, [_enqueue(queue, ts, enqueue_many)] * num_threads, names,
+                         isinstance(tensors, Tensor), batch_size, allow_smaller_final_batch)
 
 
 def limit_epochs(tensor, num_epochs=None, name=None):
@@ -98,20 +135,45 @@ def limit_epochs(tensor, num_epochs=None, name=None):
             return identity(tensor, name=scope)
 
 
+def input_producer(input_tensor, element_shape=None, num_epochs=None, shuffle=True,
+                   seed=None, capacity=32, shared_name=None, summary_name=None, name=None,
+                   cancel_op=None):
+    """A queue of the rows of input_tensor, over and over (each pass in a new random
+    order if `shuffle`), or num_epochs times before the queue closes, filled by a
+    QueueRunner; with summary_name, a scalar summary of how full the queue is."""
+    with name_scope(name, "input_producer", [input_tensor]):
+        input_tensor = convert_to_tensor(input_tensor, name="input_tensor")
+        if input_tensor.shape.ndims == 0:
+            raise ValueError("input_producer: input_tensor must have rank >= 1 (its rows "
+                             "are the queue's elements)")
+        element_shape = input_tensor.shape[1:].merge_with(
+            element_shape if element_shape is not None else input_tensor.shape[1:])
+        if not element_shape.is_fully_defined():
+            raise ValueError("Either `input_tensor` must have a fully defined shape or "
+                             "`element_shape` must be specified")
+        if shuffle:
+            # the order of random keys: a uniformly random permutation each pass
+            keys = random_ops.random_uniform(array_ops.shape(input_tensor)[:1], seed=seed)
+            input_tensor = array_ops.gather(input_tensor,
+                                            top_k(keys, k=array_ops.size(keys))[1])
+        input_tensor = limit_epochs(input_tensor, num_epochs)
+        queue = FIFOQueue(capacity, [input_tensor.dtype.base_dtype], [element_shape])
+        add_queue_runner(QueueRunner(queue, [queue.enqueue_many([input_tensor])],
+                                     cancel_op=cancel_op))
+        if summary_name is not None:
+            from graphc.ops.math_ops import cast, multiply
+            from graphc.summary import scalar
+            scalar(summary_name, multiply(cast(queue.size(), "float32"), 1.0 / capacity))
+        return queue
+
+
 def range_input_producer(limit, num_epochs=None, shuffle=True, seed=None, capacity=32,
                          shared_name=None, name=None):
     """A queue of the integers 0 .. limit-1, over and over (each pass shuffled if
     `shuffle`), or num_epochs times before the queue closes, filled by a QueueRunner."""
-    with name_scope(name, "input_producer", [limit]):
-        indices = array_ops.range(limit)
-        if shuffle:
-            # the order of random keys: a uniformly random permutation each pass
-            keys = random_ops.random_uniform(array_ops.shape(indices), seed=seed)
-            indices = top_k(keys, k=array_ops.size(indices))[1]
-        indices = limit_epochs(indices, num_epochs)
-        queue = FIFOQueue(capacity, [indices.dtype], [[]])
-        add_queue_runner(QueueRunner(queue, [queue.enqueue_many([indices])]))
-        return queue
+    with name_scope(name, "input_producer", [limit]) as scope:
+        return input_producer(array_ops.range(limit), [], num_epochs, shuffle, seed,
+                              capacity, name=scope)
 
 
 def slice_input_producer(tensor_list, num_epochs=None, shuffle=True, seed=None, capacity=32,

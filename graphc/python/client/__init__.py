@@ -1,0 +1,1 @@
+"""tensorflow.python.client (see graphc/python/__init__.py)."""

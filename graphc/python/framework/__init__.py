@@ -1,0 +1,1 @@
+"""tensorflow.python.framework (see graphc/python/__init__.py)."""

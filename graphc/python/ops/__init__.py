@@ -1,0 +1,1 @@
+"""tensorflow.python.ops (see graphc/python/__init__.py)."""

@@ -1,0 +1,1 @@
+"""tensorflow.python.platform (see graphc/python/__init__.py)."""

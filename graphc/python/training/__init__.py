@@ -1,0 +1,1 @@
+"""tensorflow.python.training (see graphc/python/__init__.py)."""

@@ -1,0 +1,1 @@
+"""tensorflow.python.util (see graphc/python/__init__.py)."""
