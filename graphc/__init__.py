@@ -31,6 +31,10 @@ from graphc.ops.script_ops import numpy_function, py_func  # noqa: F401
 from graphc.ops.logging_ops import Print, print  # noqa: F401,A004
 from graphc.ops.queue_ops import FIFOQueue, QueueBase, RandomShuffleQueue  # noqa: F401
 from graphc.ops.multinomial_ops import multinomial  # noqa: F401
+from graphc.ops.string_ops import (as_string, decode_raw, reduce_join,  # noqa: F401
+                                   regex_replace, string_join, string_split,
+                                   string_to_hash_bucket_fast, string_to_number, substr)
+from graphc.framework.sparse_tensor import SparseTensor, SparseTensorValue  # noqa: F401
 from graphc.framework.indexed_slices import IndexedSlices, IndexedSlicesValue  # noqa: F401
 from graphc.init_ops import *  # noqa: F401,F403
 from graphc.variables import (Variable, assign, assign_add, assign_sub, count_up_to,  # noqa: F401,E501
@@ -94,6 +98,6 @@ def executing_eagerly():
 
 # TF1's utility modules (tf.app, tf.flags, tf.logging, tf.gfile, tf.io.gfile, tf.test,
 # tf.compat, tf.nest)
-from graphc import app, compat, flags, gfile, io, logging, nest, test  # noqa: F401,E402
+from graphc import app, compat, flags, gfile, io, logging, nest, strings, test  # noqa: F401,E402
 random = __import__("graphc.ops.random_ops", fromlist=["x"])
 __version__ = "0.1.0"
