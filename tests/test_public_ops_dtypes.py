@@ -424,7 +424,8 @@ NOT_FLOAT_OPS = {
     "CountUpTo",            # int variables only
     "StringJoin", "ReduceJoin", "StringSplit", "StringSplitV2", "StringLength",
     "StringLower", "StringUpper", "StringStrip", "Substr", "RegexReplace", "RegexFullMatch",
-    "StringToHashBucketFast",  # strings only: test_strings
+    "StaticRegexReplace", "StaticRegexFullMatch", "StringToHashBucketFast", "ReadFile",
+    "WriteFile", "MatchingFiles",  # strings only: test_strings
     "AsString", "StringToNumber", "DecodeRaw",  # float32/float64 cases in test_strings
 }
 # Random ops: their values are graphc's own stream (not NumPy's); checked for dtype/range.

@@ -1,6 +1,8 @@
 """String tensors and string ops, against TF1's documented behaviour: strings are held as
 bytes (fetched as object arrays of bytes), string ops run on the host between the
 compiled stages of the numbers around them, and numeric ops refuse strings by name."""
+import os
+
 import numpy as np
 import pytest
 
@@ -357,3 +359,73 @@ def test_string_to_hash_bucket_fast_matches_tensorflow():
     assert got_big.dtype == np.int64
     np.testing.assert_array_equal(got_big, TF_BUCKETS_2_62)
     np.testing.assert_array_equal(got_small, TF_BUCKETS_1000)
+
+
+# ------------------------------------------------------------------ graph files
+DATA = os.path.join(os.path.dirname(__file__), "data", "tf_formats")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_graph_def_with_string_ops_recorded_by_tensorflow(backend):
+    """strings_tf.pb: TF 2.21 (tf.compat.v1 graph mode) wrote this graph of string_split,
+    strings.length, Mul, substr, upper, as_string, StringJoin, StaticRegexReplace,
+    to_hash_bucket_fast and a ReduceJoin of a string Const; the values below are TF's
+    outputs for these feeds."""
+    pytest.importorskip("tensorboard")
+    gd = gc.GraphDef()
+    with open(os.path.join(DATA, "strings_tf.pb"), "rb") as f:
+        gd.ParseFromString(f.read())
+    with gc.Graph().as_default():
+        fetched = gc.import_graph_def(gd, name="", return_elements=[
+            "tokens:0", "dense_shape:0", "score:0", "label:0", "bucket:0", "joined:0"])
+        with gc.Session() as sess:
+            got = sess.run(fetched, {"words:0": ["ab,c", "héllo", ""],
+                                     "scale:0": [0.5, 1.25, 2.0]})
+    assert_bytes(got[0], [b"ab", b"c", "héllo".encode()])
+    np.testing.assert_array_equal(got[1], [3, 2])
+    np.testing.assert_array_equal(got[2], np.array([2.0, 7.5, 0.0], np.float32))
+    assert_bytes(got[3], [b"A:2.00", b"H:7.50", b":0.00"])
+    np.testing.assert_array_equal(got[4], [6, 0, 6])
+    assert_bytes(got[5], ["é+b\x00c".encode()])
+
+
+@pytest.mark.parametrize("name, as_text", [("g.json", True), ("g.pb", False),
+                                           ("g.pbtxt", True)])
+def test_string_constants_and_ops_round_trip_through_graph_files(tmp_path, name, as_text):
+    if not name.endswith(".json"):
+        pytest.importorskip("tensorboard")
+    values = [["a", "é"], ["", "b\x00c"]]
+    c = gc.constant(values, name="c")
+    gc.strings.regex_replace(gc.as_string(gc.strings.length(c), width=3), " ", "_",
+                             name="out")
+    gc.train.write_graph(gc.get_default_graph(), str(tmp_path), name, as_text=as_text)
+    from graphc import graph_io
+    with gc.Graph().as_default():
+        c2, out = gc.import_graph_def(graph_io.read_graph_def(str(tmp_path / name)), name="",
+                                      return_elements=["c:0", "out:0"])
+        got_c, got_out = run([c2, out])
+    assert_bytes(got_c, [[b"a", "é".encode()], [b"", b"b\x00c"]])
+    assert_bytes(got_out, [[b"__1", b"__2"], [b"__0", b"__3"]])
+
+
+# ------------------------------------------------------------------- whole files
+def test_write_file_then_read_file_and_matching_files(tmp_path):
+    path = str(tmp_path / "made" / "a.bin")
+    contents = bytes(range(256))
+    write = gc.io.write_file(path, contents)
+    read = gc.read_file(path)
+    found = gc.matching_files(str(tmp_path / "made" / "*.bin"))
+    with gc.Session() as sess:
+        assert write.type == "WriteFile" and sess.run(write) is None
+        assert sess.run(gc.io.read_file(path)) == contents
+        (tmp_path / "made" / "b.bin").write_bytes(b"later")
+        # read when run, never folded when compiled: a changed file reads anew
+        (tmp_path / "made" / "a.bin").write_bytes(b"changed")
+        got_read, got_found = sess.run([read, found])
+    assert got_read == b"changed"
+    assert_bytes(got_found, [path.encode(), str(tmp_path / "made" / "b.bin").encode()])
+
+
+def test_read_file_of_a_missing_file_is_not_found(tmp_path):
+    with pytest.raises(errors.NotFoundError, match="nothing.txt"):
+        run(gc.read_file(str(tmp_path / "nothing.txt")))

@@ -148,11 +148,41 @@ def _regex_replace_kernel(x, pattern, rewrite, replace_global=True):
 register_op("RegexReplace", infer=_regex_replace_infer, kernel=_regex_replace_kernel, **_HOST)
 
 
+def _static_regex_infer(op_type, out_dtype):
+    def infer(inputs, a):
+        _need_string(inputs[0], op_type)
+        return inputs[0].shape, out_dtype
+    return infer
+
+
+def _as_bytes(text):
+    return text.encode("utf-8") if isinstance(text, str) else bytes(text)
+
+
+def _static_regex_replace_kernel(x, pattern, rewrite, replace_global=True):
+    return _regex_replace_kernel(x, np.array(_as_bytes(pattern), object),
+                                 np.array(_as_bytes(rewrite), object), replace_global)
+
+
+# TF's form for a pattern and rewrite known when the graph is built (attrs, not inputs)
+register_op("StaticRegexReplace", infer=_static_regex_infer("StaticRegexReplace",
+                                                            dtypes.string),
+            kernel=_static_regex_replace_kernel, **_HOST)
+
+
+def _is_text(value):
+    return isinstance(value, (str, bytes))
+
+
 def regex_replace(input, pattern, rewrite, replace_global=True, name=None):
     """Each string with the matches of `pattern` (RE2 syntax) replaced by `rewrite` (\\1:
     a group, \\0: the match); only the first match unless replace_global."""
     with name_scope(name, "RegexReplace", [input]) as scope:
         x = _strings(input, "input")
+        if _is_text(pattern) and _is_text(rewrite):
+            return x.graph.create_op("StaticRegexReplace", [x], {
+                "pattern": pattern, "rewrite": rewrite,
+                "replace_global": bool(replace_global)}, scope).outputs[0]
         p = _strings(pattern, "pattern")
         r = _strings(rewrite, "rewrite")
         return x.graph.create_op("RegexReplace", [x, p, r],
@@ -174,15 +204,24 @@ register_op("RegexFullMatch", infer=_regex_full_match_infer, kernel=_regex_full_
             **_HOST)
 
 
+register_op("StaticRegexFullMatch", infer=_static_regex_infer("StaticRegexFullMatch",
+                                                              dtypes.bool),
+            kernel=lambda x, pattern: _regex_full_match_kernel(
+                x, np.array(_as_bytes(pattern), object)), **_HOST)
+
+
 def regex_full_match(input, pattern, name=None):
     """bool: whether each whole string matches `pattern` (RE2 syntax)."""
     with name_scope(name, "RegexFullMatch", [input]) as scope:
         x = _strings(input, "input")
+        if _is_text(pattern):
+            return x.graph.create_op("StaticRegexFullMatch", [x], {"pattern": pattern},
+                                     scope).outputs[0]
         p = _strings(pattern, "pattern")
         return x.graph.create_op("RegexFullMatch", [x, p], {}, scope).outputs[0]
 
 
-not_differentiable("RegexReplace", "RegexFullMatch")
+not_differentiable("RegexReplace", "RegexFullMatch", "StaticRegexReplace", "StaticRegexFullMatch")
 
 
 # ----------------------------------------------------------------------- joins
@@ -547,14 +586,16 @@ def _as_string_infer(inputs, a):
     x = inputs[0]
     if x.dtype == dtypes.string:
         raise TypeError("AsString: input must be a number or bool, got string")
+    _as_string_format(x.dtype, **a)
     return x.shape, dtypes.string
 
 
-def _as_string_kernel(x, format):
+def _as_string_kernel(x, **attrs):
+    fmt = _as_string_format(dtypes.as_dtype(x.dtype), **attrs)
     if x.dtype == np.bool_:
-        return _each(lambda v: (format % ("true" if v else "false")).encode(), x)
+        return _each(lambda v: (fmt % ("true" if v else "false")).encode(), x)
     cast = float if x.dtype.kind == "f" else int
-    return _each(lambda v: (format % cast(v)).encode(), x)
+    return _each(lambda v: (fmt % cast(v)).encode(), x)
 
 
 register_op("AsString", infer=_as_string_infer, kernel=_as_string_kernel, **_HOST)
@@ -567,9 +608,12 @@ def as_string(input, precision=-1, scientific=False, shortest=False, width=-1, f
     with `precision` digits), integers "%d", bools "true"/"false"; padded to `width` with
     spaces or `fill`."""
     x = convert_to_tensor(input, name="input")
-    fmt = _as_string_format(x.dtype, int(precision), bool(scientific), bool(shortest),
-                            int(width), fill)
-    return x.graph.create_op("AsString", [x], {"format": fmt}, name or "AsString").outputs[0]
+    attrs = {"precision": int(precision), "scientific": bool(scientific),
+             "shortest": bool(shortest), "width": int(width), "fill": str(fill)}
+    try:
+        return x.graph.create_op("AsString", [x], attrs, name or "AsString").outputs[0]
+    except ValueError as e:
+        raise ValueError(f"as_string: {e}") from None
 
 
 # -------------------------------------------------------------------- raw bytes

@@ -147,6 +147,26 @@ def _spec_table():
         "RandomStandardNormal": OpSpec({"T": 0}, keep=["dtype"]),
         "TruncatedNormal": OpSpec({"T": 0}, keep=["dtype"]),
         "RandomUniformInt": OpSpec({"T": 0, "Tout": 1}),
+        # string ops (graphc/ops/string_ops.py) and whole files (io_ops.py)
+        "StringJoin": OpSpec({"N": "N"}, defaults={"separator": ""}),
+        "ReduceJoin": OpSpec(defaults={"keep_dims": False, "separator": ""}),
+        "StringSplit": OpSpec(defaults={"skip_empty": True}),
+        "StringSplitV2": OpSpec(defaults={"maxsplit": -1}),
+        "StringLength": OpSpec(defaults={"unit": "BYTE"}),
+        "StringLower": OpSpec(defaults={"encoding": ""}),
+        "StringUpper": OpSpec(defaults={"encoding": ""}),
+        "StringStrip": OpSpec(),
+        "Substr": OpSpec({"T": 1}, defaults={"unit": "BYTE"}),
+        "RegexReplace": OpSpec(defaults={"replace_global": True}),
+        "RegexFullMatch": OpSpec(),
+        "StaticRegexReplace": OpSpec(defaults={"replace_global": True}),
+        "StaticRegexFullMatch": OpSpec(),
+        "StringToNumber": OpSpec(keep=["out_type"], defaults={"out_type": dtypes.float32}),
+        "AsString": OpSpec(t0, defaults={"precision": -1, "scientific": False,
+                                         "shortest": False, "width": -1, "fill": ""}),
+        "DecodeRaw": OpSpec(keep=["out_type"], defaults={"little_endian": True}),
+        "StringToHashBucketFast": OpSpec(),
+        "ReadFile": OpSpec(), "WriteFile": OpSpec(), "MatchingFiles": OpSpec(),
     })
     for name in reductions:
         table[name] = OpSpec({"T": 0, "Tidx": 1}, defaults={"keep_dims": False})
