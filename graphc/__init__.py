@@ -36,6 +36,7 @@ from graphc.ops.string_ops import (as_string, decode_raw, reduce_join,  # noqa: 
                                    string_to_hash_bucket_fast, string_to_number, substr)
 from graphc.framework.sparse_tensor import SparseTensor, SparseTensorValue  # noqa: F401
 from graphc.ops.io_ops import matching_files, read_file, write_file  # noqa: F401
+from graphc.ops.lookup_ops import tables_initializer  # noqa: F401
 from graphc.framework.indexed_slices import IndexedSlices, IndexedSlicesValue  # noqa: F401
 from graphc.init_ops import *  # noqa: F401,F403
 from graphc.variables import (Variable, assign, assign_add, assign_sub, count_up_to,  # noqa: F401,E501
@@ -99,6 +100,7 @@ def executing_eagerly():
 
 # TF1's utility modules (tf.app, tf.flags, tf.logging, tf.gfile, tf.io.gfile, tf.test,
 # tf.compat, tf.nest)
-from graphc import app, compat, flags, gfile, io, logging, nest, strings, test  # noqa: F401,E402
+from graphc import (app, compat, flags, gfile, io, logging, lookup, nest,  # noqa: F401,E402
+                    strings, test)
 random = __import__("graphc.ops.random_ops", fromlist=["x"])
 __version__ = "0.1.0"

@@ -427,6 +427,8 @@ NOT_FLOAT_OPS = {
     "StaticRegexReplace", "StaticRegexFullMatch", "StringToHashBucketFast", "ReadFile",
     "WriteFile", "MatchingFiles",  # strings only: test_strings
     "AsString", "StringToNumber", "DecodeRaw",  # float32/float64 cases in test_strings
+    "HashTable", "InitializeTable", "InitializeTableFromTextFile", "LookupTableFind",
+    "LookupTableSize",  # tables of every value dtype: test_lookup
 }
 # Random ops: their values are graphc's own stream (not NumPy's); checked for dtype/range.
 RANDOM_OPS = {"RandomUniform": lambda dt: tf.random_uniform([400], dtype=dt, seed=1),
