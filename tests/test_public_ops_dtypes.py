@@ -429,6 +429,8 @@ NOT_FLOAT_OPS = {
     "AsString", "StringToNumber", "DecodeRaw",  # float32/float64 cases in test_strings
     "HashTable", "InitializeTable", "InitializeTableFromTextFile", "LookupTableFind",
     "LookupTableSize",  # tables of every value dtype: test_lookup
+    "DecodeJpeg", "DecodePng", "DecodeBmp", "DecodeGif", "DecodeImage", "IsJpeg",
+    "EncodePng", "EncodeJpeg",  # uint8 pixels (float decode_image: test_image_decode)
 }
 # Random ops: their values are graphc's own stream (not NumPy's); checked for dtype/range.
 RANDOM_OPS = {"RandomUniform": lambda dt: tf.random_uniform([400], dtype=dt, seed=1),
