@@ -37,6 +37,8 @@ from graphc.ops.string_ops import (as_string, decode_raw, reduce_join,  # noqa: 
 from graphc.framework.sparse_tensor import SparseTensor, SparseTensorValue  # noqa: F401
 from graphc.ops.io_ops import matching_files, read_file, write_file  # noqa: F401
 from graphc.ops.lookup_ops import tables_initializer  # noqa: F401
+from graphc.ops.reader_ops import (FixedLengthRecordReader, ReaderBase,  # noqa: F401
+                                   TextLineReader, TFRecordReader, WholeFileReader)
 from graphc.framework.indexed_slices import IndexedSlices, IndexedSlicesValue  # noqa: F401
 from graphc.init_ops import *  # noqa: F401,F403
 from graphc.variables import (Variable, assign, assign_add, assign_sub, count_up_to,  # noqa: F401,E501

@@ -431,6 +431,9 @@ NOT_FLOAT_OPS = {
     "LookupTableSize",  # tables of every value dtype: test_lookup
     "DecodeJpeg", "DecodePng", "DecodeBmp", "DecodeGif", "DecodeImage", "IsJpeg",
     "EncodePng", "EncodeJpeg",  # uint8 pixels (float decode_image: test_image_decode)
+    "TextLineReaderV2", "WholeFileReaderV2", "TFRecordReaderV2", "FixedLengthRecordReaderV2",
+    "ReaderReadV2", "ReaderReadUpToV2", "ReaderNumRecordsProducedV2",
+    "ReaderNumWorkUnitsCompletedV2", "ReaderResetV2",  # file records: test_readers
 }
 # Random ops: their values are graphc's own stream (not NumPy's); checked for dtype/range.
 RANDOM_OPS = {"RandomUniform": lambda dt: tf.random_uniform([400], dtype=dt, seed=1),

@@ -1,16 +1,18 @@
-"""tf.train.batch, shuffle_batch, slice_input_producer and limit_epochs: queue pipelines
+"""tf.train.batch, shuffle_batch, the input producers and limit_epochs: queue pipelines
 as TF1 builds them (a queue, its enqueue op run by a QueueRunner in num_threads threads, and a
 dequeue_many of batch_size), so they need start_queue_runners or a MonitoredSession."""
-from graphc.framework.graph import Tensor, name_scope
+from graphc import dtypes
+from graphc.framework.graph import Tensor, control_dependencies, name_scope
 from graphc.framework.tensor_shape import TensorShape
 from graphc.ops import array_ops, random_ops
 from graphc.ops.constant_ops import convert_to_tensor
+from graphc.ops.control_flow_ops import Assert, identity
 from graphc.ops.queue_ops import FIFOQueue, RandomShuffleQueue
 from graphc.ops.topk_ops import top_k
 from graphc.train.queue_runner import QueueRunner, add_queue_runner
 
 __all__ = ["batch", "shuffle_batch", "slice_input_producer", "range_input_producer",
-           "limit_epochs"]
+           "limit_epochs", "input_producer", "string_input_producer"]
 
 
 def _as_list(tensors):
@@ -126,3 +128,45 @@ def slice_input_producer(tensor_list, num_epochs=None, shuffle=True, seed=None, 
         size = array_ops.shape(tensors[0])[0]
         index = range_input_producer(size, num_epochs, shuffle, seed, capacity).dequeue()
         return [array_ops.gather(t, index) for t in tensors]
+
+
+def input_producer(input_tensor, element_shape=None, num_epochs=None, shuffle=True, seed=None,
+                   capacity=32, shared_name=None, summary_name=None, name=None,
+                   cancel_op=None):
+    """A queue of the rows of input_tensor, over and over (each pass shuffled if
+    `shuffle`), or num_epochs times before the queue closes, filled by a QueueRunner."""
+    with name_scope(name, "input_producer", [input_tensor]):
+        rows = convert_to_tensor(input_tensor, name="input_tensor")
+        return _producer_queue(rows, element_shape, num_epochs, shuffle, seed, capacity)
+
+
+def _producer_queue(rows, element_shape, num_epochs, shuffle, seed, capacity):
+    element_shape = rows.shape[1:] if element_shape is None else TensorShape(element_shape)
+    if not element_shape.is_fully_defined():
+        raise ValueError("Either `input_tensor` must have a fully defined shape or "
+                         "`element_shape` must be specified")
+    if shuffle:
+        # a uniformly random permutation each pass: the order of random keys
+        keys = random_ops.random_uniform(array_ops.shape(rows)[:1], seed=seed)
+        rows = array_ops.gather(rows, top_k(keys, k=array_ops.shape(rows)[0])[1])
+    rows = limit_epochs(rows, num_epochs)
+    queue = FIFOQueue(capacity, [rows.dtype], [element_shape])
+    add_queue_runner(QueueRunner(queue, [queue.enqueue_many([rows])]))
+    return queue
+
+
+def string_input_producer(string_tensor, num_epochs=None, shuffle=True, seed=None,
+                          capacity=32, shared_name=None, name=None, cancel_op=None):
+    """A queue of the strings of string_tensor (file names, for a reader), each pass
+    shuffled if `shuffle`, num_epochs passes (None: forever); an empty string_tensor is an
+    InvalidArgumentError when the queue runner first runs."""
+    with name_scope(name, "input_producer", [string_tensor]):
+        strings = convert_to_tensor(string_tensor, dtype=dtypes.string, name="string_tensor")
+        if strings.shape.ndims not in (None, 1):
+            raise ValueError(f"string_input_producer takes a vector of strings, got shape "
+                             f"{strings.shape}")
+        not_empty = Assert(array_ops.size(strings) > 0,
+                           ["string_input_producer requires a non-null input tensor"])
+        with control_dependencies([not_empty]):
+            strings = identity(strings)
+        return _producer_queue(strings, [], num_epochs, shuffle, seed, capacity)
