@@ -89,11 +89,13 @@ def test_constant_mixing_strings_and_numbers_is_a_type_error():
     (lambda s: s + 1, "Add"), (lambda s: gc.exp(s), "Exp"),
     (lambda s: gc.reduce_sum(s), "Sum"), (lambda s: gc.matmul(s, s), "MatMul"),
     (lambda s: gc.cast(s, gc.float32), "Cast")])
-def test_numeric_ops_refuse_strings_naming_the_op(make, op):
-    s = gc.constant([["a"]])
+def test_numeric_ops_refuse_strings_naming_the_op_and_line(make, op):
+    s = gc.constant([["a"]], name="words")
     with pytest.raises(TypeError, match=f"op: '{op}'") as info:
         make(s)
-    assert "string" in str(info.value)
+    message = str(info.value)
+    assert "string" in message and "words:0" in message
+    assert __file__ in message and "in <lambda>" in message  # the user's line
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -105,6 +107,19 @@ def test_string_ops_between_compiled_numbers(backend):
     got_text, got_n = run([text, n], {x: [1, -25, 0]})
     assert_bytes(got_text, [b"10", b"-250", b"0"])
     np.testing.assert_array_equal(got_n, np.array([2.0, 3.0, 1.5], np.float32))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_equal_and_not_equal_compare_strings(backend):
+    s = gc.placeholder(gc.string, [None])
+    is_cat = gc.equal(s, "cat")
+    other = gc.not_equal(s, gc.constant([["cat"], ["dog"]]))
+    cats = gc.reduce_sum(gc.cast(is_cat, gc.int32))
+    got = run([is_cat, other, cats], {s: ["cat", "dog", "", "cat"]})
+    np.testing.assert_array_equal(got[0], [True, False, False, True])
+    np.testing.assert_array_equal(got[1], [[False, True, True, False],
+                                           [True, False, True, True]])
+    assert got[2] == 2
 
 
 def test_shape_ops_carry_strings():
