@@ -31,7 +31,8 @@ from graphc.ops.script_ops import numpy_function, py_func  # noqa: F401
 from graphc.ops.logging_ops import Print, print  # noqa: F401,A004
 from graphc.ops.queue_ops import FIFOQueue, QueueBase, RandomShuffleQueue  # noqa: F401
 from graphc.ops.multinomial_ops import multinomial  # noqa: F401
-from graphc.ops.string_ops import (as_string, decode_raw, reduce_join,  # noqa: F401
+from graphc.ops.string_ops import (as_string, decode_base64, decode_raw,  # noqa: F401
+                                   encode_base64, reduce_join,
                                    regex_replace, string_join, string_split,
                                    string_to_hash_bucket_fast, string_to_number, substr)
 from graphc.framework.sparse_tensor import SparseTensor, SparseTensorValue  # noqa: F401

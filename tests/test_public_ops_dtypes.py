@@ -425,7 +425,7 @@ NOT_FLOAT_OPS = {
     "StringJoin", "ReduceJoin", "StringSplit", "StringSplitV2", "StringLength",
     "StringLower", "StringUpper", "StringStrip", "Substr", "RegexReplace", "RegexFullMatch",
     "StaticRegexReplace", "StaticRegexFullMatch", "StringToHashBucketFast", "ReadFile",
-    "WriteFile", "MatchingFiles",  # strings only: test_strings
+    "WriteFile", "MatchingFiles", "EncodeBase64", "DecodeBase64",  # strings only: test_strings
     "AsString", "StringToNumber", "DecodeRaw",  # float32/float64 cases in test_strings
     "HashTable", "InitializeTable", "InitializeTableFromTextFile", "LookupTableFind",
     "LookupTableSize",  # tables of every value dtype: test_lookup

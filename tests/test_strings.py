@@ -444,3 +444,22 @@ def test_write_file_then_read_file_and_matching_files(tmp_path):
 def test_read_file_of_a_missing_file_is_not_found(tmp_path):
     with pytest.raises(errors.NotFoundError, match="nothing.txt"):
         run(gc.read_file(str(tmp_path / "nothing.txt")))
+
+
+# ------------------------------------------------------------------------ base64
+def test_base64_web_safe_as_tensorflow():
+    # TensorFlow 2.21's values for these strings
+    x = gc.constant(["", "a", "ab", "abc", "\xff\xfe?>"])
+    plain, padded = gc.encode_base64(x), gc.io.encode_base64(x, pad=True)
+    got = run([plain, padded, gc.decode_base64(plain), gc.io.decode_base64(padded)])
+    assert_bytes(got[0], [b"", b"YQ", b"YWI", b"YWJj", b"w7_Dvj8-"])
+    assert_bytes(got[1], [b"", b"YQ==", b"YWI=", b"YWJj", b"w7_Dvj8-"])
+    want = [b"", b"a", b"ab", b"abc", "\xff\xfe?>".encode()]
+    assert_bytes(got[2], want)
+    assert_bytes(got[3], want)
+
+
+@pytest.mark.parametrize("bad", ["a", "ab+c", "YQ==="])
+def test_decode_base64_of_bad_text_is_invalid_argument(bad):
+    with pytest.raises(errors.InvalidArgumentError):
+        run(gc.decode_base64([bad]))

@@ -3,6 +3,8 @@ and parsing, raw bytes. A string tensor holds bytes (an object array of them), a
 
 Every op here is host_only: native code never holds a string, so each runs its reference
 kernel on the host, between the compiled stages of the numbers around it."""
+import base64
+import binascii
 import re
 
 import numpy as np
@@ -18,7 +20,7 @@ from graphc.ops.constant_ops import convert_to_tensor
 from graphc.ops.farmhash import fingerprint64
 
 __all__ = ["string_split", "string_join", "reduce_join", "substr", "regex_replace",
-           "string_to_number", "as_string", "decode_raw", "string_to_hash_bucket_fast"]
+           "string_to_number", "as_string", "decode_raw", "string_to_hash_bucket_fast", "encode_base64", "decode_base64"]
 
 _HOST = dict(kind="opaque", host_only=True)
 _WHITESPACE = b" \t\n\v\f\r"
@@ -690,3 +692,34 @@ def string_to_hash_bucket_fast(input, num_buckets, name=None):
 
 def to_hash_bucket_fast(input, num_buckets, name=None):
     return string_to_hash_bucket_fast(input, num_buckets, name)
+
+
+# ------------------------------------------------------------------------ base64
+def _encode_base64(s, pad=False):
+    text = base64.urlsafe_b64encode(s)
+    return text if pad else text.rstrip(b"=")
+
+
+def _decode_base64(s):
+    """TF's DecodeBase64: the web-safe alphabet, padding optional."""
+    if not re.fullmatch(rb"[A-Za-z0-9_-]*={0,2}", s) or len(s.rstrip(b"=")) % 4 == 1:
+        raise KernelError(f"Invalid character found in base64 or invalid length: {s!r}")
+    body = s.rstrip(b"=")
+    try:
+        return base64.urlsafe_b64decode(body + b"=" * (-len(body) % 4))
+    except (binascii.Error, ValueError):
+        raise KernelError(f"Invalid base64 data: {s!r}") from None
+
+
+_register_unary("EncodeBase64", _encode_base64)
+_register_unary("DecodeBase64", _decode_base64)
+
+
+def encode_base64(input, pad=False, name=None):
+    """Each string in web-safe base64 ('-' and '_' for '+' and '/'), '=' padding if pad."""
+    return _unary("EncodeBase64", input, name, pad=bool(pad))
+
+
+def decode_base64(input, name=None):
+    """Each web-safe base64 string decoded (padding optional)."""
+    return _unary("DecodeBase64", input, name)

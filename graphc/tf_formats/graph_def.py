@@ -166,6 +166,7 @@ def _spec_table():
                                          "shortest": False, "width": -1, "fill": ""}),
         "DecodeRaw": OpSpec(keep=["out_type"], defaults={"little_endian": True}),
         "StringToHashBucketFast": OpSpec(),
+        "EncodeBase64": OpSpec(defaults={"pad": False}), "DecodeBase64": OpSpec(),
         "ReadFile": OpSpec(), "WriteFile": OpSpec(), "MatchingFiles": OpSpec(),
     })
     for name in reductions:
