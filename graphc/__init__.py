@@ -36,6 +36,7 @@ from graphc.ops.string_ops import (as_string, decode_base64, decode_raw,  # noqa
                                    regex_replace, string_join, string_split,
                                    string_to_hash_bucket_fast, string_to_number, substr)
 from graphc.framework.sparse_tensor import SparseTensor, SparseTensorValue  # noqa: F401
+from graphc.ops.sparse_ops import sparse_tensor_to_dense, sparse_to_dense  # noqa: F401
 from graphc.ops.io_ops import matching_files, read_file, write_file  # noqa: F401
 from graphc.ops.lookup_ops import tables_initializer  # noqa: F401
 from graphc.ops.reader_ops import (FixedLengthRecordReader, ReaderBase,  # noqa: F401
@@ -104,6 +105,6 @@ def executing_eagerly():
 # TF1's utility modules (tf.app, tf.flags, tf.logging, tf.gfile, tf.io.gfile, tf.test,
 # tf.compat, tf.nest)
 from graphc import (app, compat, flags, gfile, io, logging, lookup, nest,  # noqa: F401,E402
-                    strings, test)
+                    sparse, strings, test)
 random = __import__("graphc.ops.random_ops", fromlist=["x"])
 __version__ = "0.1.0"

@@ -434,6 +434,7 @@ NOT_FLOAT_OPS = {
     "TextLineReaderV2", "WholeFileReaderV2", "TFRecordReaderV2", "FixedLengthRecordReaderV2",
     "ReaderReadV2", "ReaderReadUpToV2", "ReaderNumRecordsProducedV2",
     "ReaderNumWorkUnitsCompletedV2", "ReaderResetV2",  # file records: test_readers
+    "SparseToDense",  # float32/float64 cases and gradient in test_sparse_to_dense
 }
 # Random ops: their values are graphc's own stream (not NumPy's); checked for dtype/range.
 RANDOM_OPS = {"RandomUniform": lambda dt: tf.random_uniform([400], dtype=dt, seed=1),

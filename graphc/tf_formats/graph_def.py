@@ -168,6 +168,7 @@ def _spec_table():
         "StringToHashBucketFast": OpSpec(),
         "EncodeBase64": OpSpec(defaults={"pad": False}), "DecodeBase64": OpSpec(),
         "ReadFile": OpSpec(), "WriteFile": OpSpec(), "MatchingFiles": OpSpec(),
+        "SparseToDense": OpSpec({"T": 2, "Tindices": 0}, defaults={"validate_indices": True}),
     })
     for name in reductions:
         table[name] = OpSpec({"T": 0, "Tidx": 1}, defaults={"keep_dims": False})
