@@ -222,3 +222,53 @@ def test_monitored_session_initializes_tables():
     gc.train.get_or_create_global_step()
     with gc.train.MonitoredTrainingSession() as sess:
         np.testing.assert_array_equal(sess.run(found), [1])
+
+
+# ------------------------------------------------------------------ graph files
+def test_tables_in_a_graph_def_recorded_by_tensorflow(tmp_path):
+    """tables_tf.pb: TF 2.21 (tf.compat.v1 graph mode) wrote a StaticHashTable from
+    tensors (HashTableV2, LookupTableImportV2) and one from a vocabulary file
+    (InitializeTableFromTextFileV2) whose path is the Const vocab_path; TF's outputs for
+    this vocabulary and these words are below."""
+    pytest.importorskip("tensorboard")
+    import os
+    gd = gc.GraphDef()
+    with open(os.path.join(os.path.dirname(__file__), "data", "tf_formats", "tables_tf.pb"),
+              "rb") as f:
+        gd.ParseFromString(f.read())
+    vocab = write_vocab(tmp_path, b"the\nquick\nfox\n")
+    with gc.Graph().as_default():
+        fetched = gc.import_graph_def(gd, name="", input_map={
+            "vocab_path:0": gc.constant(vocab, name="my_vocab")}, return_elements=["ids1:0", "ids2:0",
+                                                                  "size2:0"])
+        with gc.Session() as sess:
+            sess.run(gc.get_default_graph().get_operation_by_name("init_all_tables"))
+            got = sess.run(fetched, {"words:0": ["b", "fox", "zz"]})
+    np.testing.assert_array_equal(got[0], [1, -1, -1])
+    np.testing.assert_array_equal(got[1], [-5, 2, -5])
+    assert got[2] == 3
+
+
+@pytest.mark.parametrize("name, as_text", [("t.pb", False), ("t.pbtxt", True),
+                                           ("t.json", True)])
+def test_tables_round_trip_through_graph_files(tmp_path, name, as_text):
+    if not name.endswith(".json"):
+        pytest.importorskip("tensorboard")
+    vocab = write_vocab(tmp_path, b"the\nquick\nfox\n")
+    words = gc.placeholder(gc.string, [None], name="words")
+    gc.identity(gc.lookup.index_table_from_tensor(["a", "b"], num_oov_buckets=2)
+                .lookup(words), name="ids1")
+    gc.identity(gc.lookup.index_table_from_file(vocab, default_value=-5).lookup(words),
+                name="ids2")
+    gc.tables_initializer(name="init_all_tables")
+    gc.train.write_graph(gc.get_default_graph(), str(tmp_path), name, as_text=as_text)
+    from graphc import graph_io
+    with gc.Graph().as_default():
+        ids1, ids2 = gc.import_graph_def(graph_io.read_graph_def(str(tmp_path / name)),
+                                         name="", return_elements=["ids1:0", "ids2:0"])
+        with gc.Session() as sess:
+            sess.run(gc.get_default_graph().get_operation_by_name("init_all_tables"))
+            got = sess.run([ids1, ids2], {"words:0": ["b", "fox", "zz"]})
+    # zz: bucket 2 + Fingerprint64("zz") % 2, TF's value (graphc's export ran in TF 2.21)
+    np.testing.assert_array_equal(got[0], [1, 2, 2])
+    np.testing.assert_array_equal(got[1], [-5, 2, -5])

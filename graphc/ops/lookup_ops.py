@@ -167,9 +167,11 @@ def _text_file_entries(path, key_index, value_index, key_dtype, value_dtype, voc
 
 def _initialize_from_file_kernel(state, op, handle, filename):
     a = op.attrs
+    table = op.inputs[0].op.attrs  # the dtypes are the table's (TF's op has no such attrs)
     path = bytes(np.asarray(filename, object)[()]).decode("utf-8")
-    keys, values = _text_file_entries(path, a["key_index"], a["value_index"], a["key_dtype"],
-                                      a["value_dtype"], a["vocab_size"], a["delimiter"])
+    keys, values = _text_file_entries(path, a["key_index"], a["value_index"],
+                                      table["key_dtype"], table["value_dtype"],
+                                      a["vocab_size"], a["delimiter"])
     _table_of(state, handle).insert(keys, values)
     return []
 
@@ -255,8 +257,7 @@ class TextFileInitializer:
         self.key_dtype, self.value_dtype = key_dtype, value_dtype
         self._attrs = {"key_index": int(key_index), "value_index": int(value_index),
                        "vocab_size": -1 if vocab_size is None else int(vocab_size),
-                       "delimiter": str(delimiter), "key_dtype": key_dtype,
-                       "value_dtype": value_dtype}
+                       "delimiter": str(delimiter)}
         self._name = name or "text_file_init"
 
     def initialize(self, table):

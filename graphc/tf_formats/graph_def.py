@@ -169,6 +169,24 @@ def _spec_table():
         "EncodeBase64": OpSpec(defaults={"pad": False}), "DecodeBase64": OpSpec(),
         "ReadFile": OpSpec(), "WriteFile": OpSpec(), "MatchingFiles": OpSpec(),
         "SparseToDense": OpSpec({"T": 2, "Tindices": 0}, defaults={"validate_indices": True}),
+        # TF1's lookup tables (ops/lookup_ops.py), whose handle is a string (a ref in TF1)
+        "HashTable": OpSpec(keep=["key_dtype", "value_dtype"],
+                            drop=["container", "shared_name", "use_node_name_sharing"]),
+        "InitializeTable": OpSpec({"Tkey": 1, "Tval": 2}),
+        "InitializeTableFromTextFile": OpSpec(defaults={"vocab_size": -1, "delimiter": "\t"},
+                                              drop=["offset"]),
+        "LookupTableFind": OpSpec({"Tin": 1, "Tout": 2}),
+        "LookupTableSize": OpSpec(),
+        # TF 1.x's later and TF2's resource-handle forms of the same tables
+        "HashTableV2": OpSpec(keep=["key_dtype", "value_dtype"], graphc_type="HashTable",
+                              drop=["container", "shared_name", "use_node_name_sharing"]),
+        "InitializeTableV2": OpSpec(graphc_type="InitializeTable", drop=["Tkey", "Tval"]),
+        "LookupTableImportV2": OpSpec(graphc_type="InitializeTable", drop=["Tin", "Tout"]),
+        "InitializeTableFromTextFileV2": OpSpec(graphc_type="InitializeTableFromTextFile",
+                                                defaults={"vocab_size": -1, "delimiter": "\t"},
+                                                drop=["offset"]),
+        "LookupTableFindV2": OpSpec(graphc_type="LookupTableFind", drop=["Tin", "Tout"]),
+        "LookupTableSizeV2": OpSpec(graphc_type="LookupTableSize"),
     })
     for name in reductions:
         table[name] = OpSpec({"T": 0, "Tidx": 1}, defaults={"keep_dims": False})
