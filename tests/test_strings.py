@@ -466,3 +466,40 @@ def test_base64_web_safe_as_tensorflow():
 def test_decode_base64_of_bad_text_is_invalid_argument(bad):
     with pytest.raises(errors.InvalidArgumentError):
         run(gc.decode_base64([bad]))
+
+
+# ------------------------------------------------------------- string variables
+@pytest.mark.parametrize("tf_format", [False, True])
+def test_string_variables_assign_save_and_restore(tmp_path, tf_format):
+    if tf_format:
+        pytest.importorskip("tensorboard")
+        pytest.importorskip("google_crc32c")
+    v = gc.Variable([["a", "bc"], ["", "é"]], name="sv")
+    x = gc.Variable(1.5, name="x")
+    joined = gc.strings.join([v, "!"])
+    saver = gc.train.Saver(write_version=gc.train.SaverDef.V2) if tf_format \
+        else gc.train.Saver()
+    with gc.Session() as sess:
+        sess.run(gc.global_variables_initializer())
+        assert_bytes(sess.run(joined), [[b"a!", b"bc!"], [b"!", "é!".encode()]])
+        path = saver.save(sess, str(tmp_path / "ck"))
+        sess.run(gc.assign(v, [["z", "z"], ["z", "z"]]))
+        assert_bytes(sess.run(v), [[b"z", b"z"], [b"z", b"z"]])
+        saver.restore(sess, path)
+        assert_bytes(sess.run(v), [[b"a", b"bc"], [b"", "é".encode()]])
+        assert sess.run(x) == 1.5
+    reader = gc.train.load_checkpoint(path)
+    assert_bytes(reader.get_tensor("sv"), [[b"a", b"bc"], [b"", "é".encode()]])
+
+
+def test_a_damaged_string_tensor_in_a_checkpoint_is_data_loss(tmp_path):
+    gc.Variable(["abc", "de"], name="sv")
+    with gc.Session() as sess:
+        sess.run(gc.global_variables_initializer())
+        path = gc.train.Saver().save(sess, str(tmp_path / "ck"))
+    from graphc.train import checkpoint_file
+    raw = bytearray(open(checkpoint_file.checkpoint_path(path), "rb").read())
+    raw[-1] ^= 0xFF  # the last element's last byte
+    open(checkpoint_file.checkpoint_path(path), "wb").write(bytes(raw))
+    with pytest.raises(errors.DataLossError):
+        checkpoint_file.CheckpointReader(path).get_tensor("sv")
