@@ -156,15 +156,16 @@ def test_text_file_initializer_columns(tmp_path):
             sess.run(table.lookup(gc.constant(["banana", "apple", "kiwi"]))), [-3, 10, 0])
 
 
-@pytest.mark.parametrize("text, kwargs, match", [
-    (b"a\nb\n", dict(vocab_size=3), "Invalid vocab_size"),
-    (b"a,1\nb\n", dict(key_column_index=0, value_column_index=1, delimiter=","),
-     "Invalid number of columns")])
-def test_bad_vocabulary_files_are_invalid_argument(tmp_path, text, kwargs, match):
+@pytest.mark.parametrize("text, columns, match", [
+    (b"a\nb\n", False, "Invalid vocab_size"),
+    (b"a,1\nb\n", True, "Invalid number of columns")])
+def test_bad_vocabulary_files_are_invalid_argument(tmp_path, text, columns, match):
     path = write_vocab(tmp_path, text)
-    table = gc.lookup.index_table_from_file(path, key_dtype=gc.string, **kwargs) \
-        if "key_column_index" not in kwargs else gc.lookup.StaticHashTable(
+    if columns:
+        gc.lookup.StaticHashTable(
             gc.lookup.TextFileInitializer(path, gc.string, 0, gc.int64, 1, delimiter=","), -1)
+    else:
+        gc.lookup.index_table_from_file(path, vocab_size=3)
     with gc.Session() as sess, pytest.raises(errors.InvalidArgumentError, match=match):
         sess.run(gc.tables_initializer())
 
@@ -238,9 +239,9 @@ def test_tables_in_a_graph_def_recorded_by_tensorflow(tmp_path):
         gd.ParseFromString(f.read())
     vocab = write_vocab(tmp_path, b"the\nquick\nfox\n")
     with gc.Graph().as_default():
-        fetched = gc.import_graph_def(gd, name="", input_map={
-            "vocab_path:0": gc.constant(vocab, name="my_vocab")}, return_elements=["ids1:0", "ids2:0",
-                                                                  "size2:0"])
+        path = gc.constant(vocab, name="my_vocab")
+        fetched = gc.import_graph_def(gd, name="", input_map={"vocab_path:0": path},
+                                      return_elements=["ids1:0", "ids2:0", "size2:0"])
         with gc.Session() as sess:
             sess.run(gc.get_default_graph().get_operation_by_name("init_all_tables"))
             got = sess.run(fetched, {"words:0": ["b", "fox", "zz"]})

@@ -20,7 +20,8 @@ from graphc.ops.constant_ops import convert_to_tensor
 from graphc.ops.farmhash import fingerprint64
 
 __all__ = ["string_split", "string_join", "reduce_join", "substr", "regex_replace",
-           "string_to_number", "as_string", "decode_raw", "string_to_hash_bucket_fast", "encode_base64", "decode_base64"]
+           "string_to_number", "as_string", "decode_raw", "string_to_hash_bucket_fast",
+           "encode_base64", "decode_base64"]
 
 _HOST = dict(kind="opaque", host_only=True)
 _WHITESPACE = b" \t\n\v\f\r"
