@@ -180,3 +180,17 @@ def test_text_line_dataset_of_a_fed_file_name(tmp_path):
         sess.run(it.initializer, {names: [str(tmp_path / "missing.txt")]})
         with pytest.raises(errors.NotFoundError):
             sess.run(nxt)
+
+
+def test_match_filenames_once_feeds_a_reader(text_files, tmp_path):
+    names = gc.train.match_filenames_once(str(tmp_path / "*.txt"))
+    queue = gc.train.string_input_producer(names, num_epochs=1, shuffle=False)
+    key, _ = gc.WholeFileReader().read(queue)
+    with gc.Session() as sess:
+        coord, threads = started(sess)
+        (tmp_path / "later.txt").write_bytes(b"")  # matched once: not seen
+        assert sess.run(names).tolist() == [f.encode() for f in sorted(text_files)]
+        got = read_all(sess, key)
+        coord.request_stop()
+        coord.join(threads)
+    assert got == [f.encode() for f in sorted(text_files)]

@@ -2,17 +2,18 @@
 as TF1 builds them (a queue, its enqueue op run by a QueueRunner in num_threads threads, and a
 dequeue_many of batch_size), so they need start_queue_runners or a MonitoredSession."""
 from graphc import dtypes
-from graphc.framework.graph import Tensor, control_dependencies, name_scope
+from graphc.framework.graph import GraphKeys, Tensor, control_dependencies, name_scope
 from graphc.framework.tensor_shape import TensorShape
 from graphc.ops import array_ops, random_ops
 from graphc.ops.constant_ops import convert_to_tensor
 from graphc.ops.control_flow_ops import Assert, identity
+from graphc.ops.io_ops import matching_files
 from graphc.ops.queue_ops import FIFOQueue, RandomShuffleQueue
 from graphc.ops.topk_ops import top_k
 from graphc.train.queue_runner import QueueRunner, add_queue_runner
 
 __all__ = ["batch", "shuffle_batch", "slice_input_producer", "range_input_producer",
-           "limit_epochs", "input_producer", "string_input_producer"]
+           "limit_epochs", "input_producer", "string_input_producer", "match_filenames_once"]
 
 
 def _as_list(tensors):
@@ -170,3 +171,12 @@ def string_input_producer(string_tensor, num_epochs=None, shuffle=True, seed=Non
         with control_dependencies([not_empty]):
             strings = identity(strings)
         return _producer_queue(strings, [], num_epochs, shuffle, seed, capacity)
+
+
+def match_filenames_once(pattern, name=None):
+    """A local variable holding the sorted names of the files matching the glob `pattern`
+    when local_variables_initializer runs (TF1's: matched once, not at every read)."""
+    from graphc.variables import Variable
+    with name_scope(name, "matching_filenames", [pattern]) as scope:
+        return Variable(matching_files(pattern), trainable=False, validate_shape=False,
+                        collections=[GraphKeys.LOCAL_VARIABLES], name=scope.rstrip("/"))
