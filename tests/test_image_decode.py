@@ -168,3 +168,35 @@ def test_encode_refuses_non_uint8_and_bad_channels():
         im.encode_png(gc.constant(np.zeros((2, 2, 3), np.float32)))
     with pytest.raises(ValueError, match="EncodeJpeg: image must have 1 or 3 channels"):
         im.encode_jpeg(gc.constant(np.zeros((2, 2, 4), np.uint8)))
+
+
+def test_graph_def_with_image_ops_recorded_by_tensorflow():
+    """images_tf.pb: TF 2.21 (tf.compat.v1 graph mode) wrote decode_png(channels=1),
+    decode_jpeg(channels=3, dct_method="INTEGER_ACCURATE") and decode_image(channels=4)
+    cast and doubled; TF's outputs for rgb.png and rgb.jpg are those in tf_decoded.npz."""
+    pytest.importorskip("tensorboard")
+    gd = gc.GraphDef()
+    with open(os.path.join(DATA, "..", "tf_formats", "images_tf.pb"), "rb") as f:
+        gd.ParseFromString(f.read())
+    want = np.load(os.path.join(DATA, "tf_decoded.npz"))
+    with gc.Graph().as_default():
+        fetched = gc.import_graph_def(gd, name="", return_elements=[
+            "png_gray:0", "jpg_rgb:0", "png_rgba2:0"])
+        with open(os.path.join(DATA, "rgb.png"), "rb") as f:
+            png = f.read()
+        with open(os.path.join(DATA, "rgb.jpg"), "rb") as f:
+            jpg = f.read()
+        got = run(fetched, {"png:0": png, "jpg:0": jpg})
+    np.testing.assert_array_equal(got[0], want["rgb_png_c1"])
+    np.testing.assert_array_equal(got[1], want["rgb_jpg_c3"])
+    np.testing.assert_array_equal(got[2], want["rgb_png_c4"].astype(np.float32) * 2)
+
+
+def test_a_jpeg_decode_graphc_cannot_do_as_asked_is_unimplemented():
+    with pytest.raises(NotImplementedError, match="INTEGER_ACCURATE"):
+        im.decode_jpeg(b"", dct_method="INTEGER_FAST")
+    # the same attrs in a graph file: refused when it runs, not decoded differently
+    contents = gc.constant(encoded(RGB, "JPEG"))
+    op = contents.graph.create_op("DecodeJpeg", [contents], {"channels": 0, "ratio": 2})
+    with pytest.raises(errors.UnimplementedError, match="ratio"):
+        run(op.outputs[0])

@@ -15,7 +15,7 @@ import io
 import numpy as np
 
 from graphc import dtypes
-from graphc.errors import KernelError
+from graphc.errors import KernelError, UnimplementedError
 from graphc.framework.op_def import not_differentiable, register_op
 from graphc.framework.tensor_shape import TensorShape
 from graphc.ops.constant_ops import convert_to_tensor
@@ -203,8 +203,19 @@ def _contents(value):
     return bytes(np.asarray(value, object)[()])
 
 
+# TF's DecodeJpeg attrs at the only values graphc decodes with (a GraphDef TF wrote may
+# hold others)
+_JPEG_DEFAULTS = {"ratio": 1, "fancy_upscaling": True, "try_recover_truncated": False,
+                  "acceptable_fraction": 1.0}
+
+
 def _decode_kernel(op_type):
-    def kernel(contents, channels=0, dtype=dtypes.uint8):
+    def kernel(contents, channels=0, dtype=dtypes.uint8, dct_method="", **jpeg_attrs):
+        unsupported = {k: v for k, v in jpeg_attrs.items() if _JPEG_DEFAULTS.get(k) != v}
+        if unsupported or dct_method not in ("", "INTEGER_ACCURATE"):
+            raise KernelError(f"{op_type}: graphc decodes JPEGs at full size with the "
+                              f"accurate integer IDCT only, not with {unsupported or dct_method}",
+                              UnimplementedError)
         return _decode_still(_contents(contents), op_type, channels, dtype.np)
     return kernel
 

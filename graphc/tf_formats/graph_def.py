@@ -169,6 +169,17 @@ def _spec_table():
         "EncodeBase64": OpSpec(defaults={"pad": False}), "DecodeBase64": OpSpec(),
         "ReadFile": OpSpec(), "WriteFile": OpSpec(), "MatchingFiles": OpSpec(),
         "SparseToDense": OpSpec({"T": 2, "Tindices": 0}, defaults={"validate_indices": True}),
+        # images (ops/image_decode.py)
+        "DecodeJpeg": OpSpec(defaults={"channels": 0}),
+        "DecodePng": OpSpec(keep=["dtype"], defaults={"channels": 0, "dtype": dtypes.uint8}),
+        "DecodeBmp": OpSpec(defaults={"channels": 0}),
+        "DecodeGif": OpSpec(),
+        "DecodeImage": OpSpec(keep=["dtype"], defaults={"channels": 0, "dtype": dtypes.uint8,
+                                                        "expand_animations": True}),
+        "EncodePng": OpSpec(t0, defaults={"compression": -1}),
+        "EncodeJpeg": OpSpec(drop=["format", "density_unit", "xmp_metadata"], defaults={
+            "quality": 95, "progressive": False, "optimize_size": False,
+            "chroma_downsampling": True, "x_density": 300, "y_density": 300}),
         # TF1's lookup tables (ops/lookup_ops.py), whose handle is a string (a ref in TF1)
         "HashTable": OpSpec(keep=["key_dtype", "value_dtype"],
                             drop=["container", "shared_name", "use_node_name_sharing"]),
