@@ -34,6 +34,16 @@ from graphc.ops.logging_ops import Print, print  # noqa: F401,A004
 from graphc.ops.queue_ops import (FIFOQueue, PaddingFIFOQueue, QueueBase,  # noqa: F401
                                   RandomShuffleQueue)
 from graphc.ops.multinomial_ops import multinomial  # noqa: F401
+from graphc.ops.string_ops import (as_string, decode_base64, decode_raw,  # noqa: F401
+                                   encode_base64, reduce_join,
+                                   regex_replace, string_join, string_split,
+                                   string_to_hash_bucket_fast, string_to_number, substr)
+from graphc.framework.sparse_tensor import SparseTensor, SparseTensorValue  # noqa: F401
+from graphc.ops.sparse_ops import sparse_tensor_to_dense, sparse_to_dense  # noqa: F401
+from graphc.ops.io_ops import matching_files, read_file, write_file  # noqa: F401
+from graphc.ops.lookup_ops import tables_initializer  # noqa: F401
+from graphc.ops.reader_ops import (FixedLengthRecordReader, ReaderBase,  # noqa: F401
+                                   TextLineReader, TFRecordReader, WholeFileReader)
 from graphc.framework.indexed_slices import IndexedSlices, IndexedSlicesValue  # noqa: F401
 from graphc.init_ops import *  # noqa: F401,F403
 from graphc.variables import (Variable, all_variables, assign, assign_add,  # noqa: F401
@@ -99,8 +109,8 @@ def executing_eagerly():
 
 # TF1's utility modules (tf.app, tf.flags, tf.logging, tf.gfile, tf.io.gfile, tf.test,
 # tf.compat, tf.nest)
-from graphc import app, compat, flags, gfile, io, logging, nest, test  # noqa: F401,E402
-from graphc import image  # noqa: F401,E402
+from graphc import (app, compat, flags, gfile, image, io, logging, lookup,  # noqa: F401,E402
+                    nest, sparse, strings, test)
 from graphc.ops.random_ops import random_crop  # noqa: F401,E402
 random = __import__("graphc.ops.random_ops", fromlist=["x"])
 __version__ = "0.1.0"

@@ -54,8 +54,10 @@ GPU_FALLBACKS = collections.Counter()
 
 
 def is_host_op(op):
-    return op.type in HOST_OP_TYPES or any(t.dtype.name == "string" for t in op.outputs) \
-        or reshapes_variable(op)
+    """Native code never holds a string: an op reading or making one runs on the host."""
+    return op.type in HOST_OP_TYPES or reshapes_variable(op) \
+        or any(t.dtype.name == "string" for t in op.outputs) \
+        or any(t.dtype.name == "string" for t in op.inputs)
 
 
 def reshapes_variable(op):
@@ -81,7 +83,8 @@ class CompiledExecutable:
         self.stages = _plan_stages(ops, fed, self.feeds, self.fetches, self.targets, session,
                                    device)
         single = self.stages[0] if len(self.stages) == 1 else None
-        self._single = single if single is not None and single.fetches == self.fetches else None
+        self._single = single if single is not None and single.fetches == self.fetches \
+            and single.feeds == self.feeds else None
 
     def run(self, feed_arrays, state):
         if self._single is not None:
@@ -112,6 +115,12 @@ def _plan_stages(ops, fed, feeds, fetches, targets, session, device):
     # stage, or a constant fetched at the end, which no stage computes)
     controls = {d for op in ops for d in op.control_inputs}
     numbers = sorted(set(stage_of.values()))
+    if any(t.dtype.name == "string" and t.op not in stage_of for t in fetches):
+        # a fed or constant string fetched as it is: native code never holds a string, so
+        # the last stage, which reads such fetches, is a host stage
+        last = numbers[-1] if numbers else 0
+        if last % 2 == 0:
+            numbers.append(last + 1)
     if len(numbers) <= 1:
         if numbers == [1]:
             return [HostStage(_stage_feeds(feeds, HostStage), fetches, targets, frozenset(),

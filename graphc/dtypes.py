@@ -103,4 +103,25 @@ def as_dtype(value):
         raise TypeError(f"Cannot convert value {value!r} to a graphc DType.") from None
     if npd in _BY_NP:
         return _BY_NP[npd]
+    if npd.kind in "SU":  # NumPy's fixed-width bytes and text, as TF's
+        return string
     raise TypeError(f"Cannot convert value {value!r} to a graphc DType: unsupported type {npd}.")
+
+
+def bytes_array(value):
+    """`value` (str, bytes, or nested lists/arrays of them) as TF holds a string tensor: an
+    object array of bytes, str encoded as UTF-8. TypeError naming the first element that
+    is neither."""
+    arr = np.array(value, dtype=object)
+    flat = arr.reshape(-1)
+    for i, v in enumerate(flat):
+        if isinstance(v, (bytes, np.bytes_)):
+            flat[i] = builtins.bytes(v)
+        elif isinstance(v, str):
+            flat[i] = v.encode("utf-8")
+        elif isinstance(v, (bytearray, memoryview)):
+            flat[i] = builtins.bytes(v)
+        else:
+            raise TypeError(f"Expected a string (str or bytes) for a tensor of dtype string, "
+                            f"got {v!r} of type {type(v).__name__}")
+    return arr

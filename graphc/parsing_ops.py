@@ -5,9 +5,8 @@ One host op, ParseExampleProtos, parses a scalar (one Example) or a vector (a ba
 serialized protos. Its outputs follow TF's ParseExample layout: for each VarLenFeature
 its indices (int64 [N, rank+1]), values [N] and dense_shape (int64 [rank+1]), then for
 each FixedLenFeature its dense tensor ([batch] + shape). Keys, dtypes, shapes and
-defaults are attrs. A VarLenFeature comes back as a SparseTensor namedtuple of those
-three tensors; Session.run turns it into the same namedtuple of arrays (TF's
-SparseTensorValue has the same fields)."""
+defaults are attrs. A VarLenFeature comes back as a SparseTensor of those
+three tensors; Session.run fetches it as a SparseTensorValue of arrays, as TF's."""
 import collections
 
 import numpy as np
@@ -15,6 +14,7 @@ import numpy as np
 from graphc import dtypes, errors
 from graphc.framework.graph import get_default_graph, name_scope
 from graphc.framework.op_def import not_differentiable, register_op
+from graphc.framework.sparse_tensor import SparseTensor
 from graphc.framework.tensor_shape import TensorShape
 from graphc.ops.constant_ops import convert_to_tensor
 from graphc.tf_formats import example
@@ -35,7 +35,6 @@ class VarLenFeature(collections.namedtuple("VarLenFeature", ["dtype"])):
     """A feature with any number of values, parsed into a SparseTensor."""
 
 
-SparseTensor = collections.namedtuple("SparseTensor", ["indices", "values", "dense_shape"])
 
 
 # ------------------------------------------------------------------ the op

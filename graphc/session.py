@@ -23,7 +23,7 @@ from typing import Any, NamedTuple, Optional
 
 import numpy as np
 
-from graphc import errors, profiling
+from graphc import dtypes, errors, profiling
 from graphc.config import ConfigProto, RunMetadata, RunOptions
 from graphc.framework.api_types import FeedDict, Fetches
 from graphc.framework.default_session import DefaultSession
@@ -31,6 +31,7 @@ from graphc.framework.device_spec import device_type, parse_device
 from graphc.framework.graph import Graph, Tensor, get_default_graph, warn_at_user
 from graphc.framework.indexed_slices import IndexedSlices, IndexedSlicesValue
 from graphc.framework.op_kernel import SessionState
+from graphc.framework.sparse_tensor import SparseTensor, SparseTensorValue
 from graphc.framework.subgraph import prune
 from graphc.reference_executor import ReferenceExecutable
 
@@ -91,6 +92,8 @@ class _FetchStructure:
         self.template = self._flatten(fetches)
 
     def _flatten(self, f):
+        if isinstance(f, SparseTensor):
+            return ("namedtuple", SparseTensorValue, [self._flatten(p) for p in f])
         if isinstance(f, (list, tuple)) and not hasattr(f, "_as_graph_element"):
             items = [self._flatten(x) for x in f]
             if isinstance(f, tuple) and hasattr(f, "_fields"):
@@ -285,7 +288,9 @@ class Session:
             arrays = []
             if feed_dict:
                 for (dtype, t), seen, v in zip(checks, seen_shapes, feed_dict.values()):
-                    if type(v) is np.ndarray and v.dtype == dtype:
+                    if dtype == object:  # a string: its elements become bytes
+                        a = _feed_array(t, v)
+                    elif type(v) is np.ndarray and v.dtype == dtype:
                         a = v
                     elif isinstance(v, (int, float, np.generic)):
                         a = _feed_array(t, v)  # ints checked for overflow, as TF
@@ -473,6 +478,8 @@ def _flatten_feed_dict(feed_dict):
 def _feed_array(t, value):
     """The fed value as an array of t's dtype and a shape t accepts."""
     dtype = t.dtype.np
+    if t.dtype.name == "string":
+        return _checked_feed_shape(t, _string_feed(t, value))
     if isinstance(value, int) and not isinstance(value, bool) and dtype.kind in "iu" and \
             not np.iinfo(dtype).min <= value <= np.iinfo(dtype).max:
         raise TypeError(f"Type of feed value {value} with type {type(value)} is not compatible "
@@ -483,6 +490,19 @@ def _feed_array(t, value):
     except (TypeError, ValueError) as e:  # NumPy's own class, as in TF
         raise type(e)(f"Cannot feed value {value!r} for Tensor '{t.name}' of dtype "
                       f"{t.dtype.name}: {e}") from None
+    return _checked_feed_shape(t, arr)
+
+
+def _string_feed(t, value):
+    """A fed string value as TF holds it: bytes (str fed are encoded as UTF-8)."""
+    try:
+        return dtypes.bytes_array(value)
+    except TypeError as e:
+        raise TypeError(f"Cannot feed value {value!r} for Tensor '{t.name}' of dtype "
+                        f"string: {e}") from None
+
+
+def _checked_feed_shape(t, arr):
     if not t.shape.is_compatible_with(arr.shape):
         raise ValueError(f"Cannot feed value of shape {arr.shape} for Tensor '{t.name}', "
                          f"which has shape '{t.shape}'")

@@ -424,6 +424,19 @@ NOT_FLOAT_OPS = {
     "QueueDequeueV2", "QueueDequeueManyV2", "QueueDequeueUpToV2", "QueueCloseV2",
     "QueueSizeV2", "QueueIsClosedV2",  # queues move values unchanged: test_tf1_queues
     "CountUpTo",            # int variables only
+    "StringJoin", "ReduceJoin", "StringSplit", "StringSplitV2", "StringLength",
+    "StringLower", "StringUpper", "StringStrip", "Substr", "RegexReplace", "RegexFullMatch",
+    "StaticRegexReplace", "StaticRegexFullMatch", "StringToHashBucketFast", "ReadFile",
+    "WriteFile", "MatchingFiles", "EncodeBase64", "DecodeBase64",  # strings only: test_strings
+    "AsString", "StringToNumber", "DecodeRaw",  # float32/float64 cases in test_strings
+    "HashTable", "InitializeTable", "InitializeTableFromTextFile", "LookupTableFind",
+    "LookupTableSize",  # tables of every value dtype: test_lookup
+    "DecodeJpeg", "DecodePng", "DecodeBmp", "DecodeGif", "DecodeImage", "IsJpeg",
+    "EncodePng", "EncodeJpeg",  # uint8 pixels (float decode_image: test_image_decode)
+    "TextLineReaderV2", "WholeFileReaderV2", "TFRecordReaderV2", "FixedLengthRecordReaderV2",
+    "ReaderReadV2", "ReaderReadUpToV2", "ReaderNumRecordsProducedV2",
+    "ReaderNumWorkUnitsCompletedV2", "ReaderResetV2",  # file records: test_readers
+    "SparseToDense",  # float32/float64 cases and gradient in test_sparse_to_dense
 }
 # Random ops: their values are graphc's own stream (not NumPy's); checked for dtype/range.
 RANDOM_OPS = {"RandomUniform": lambda dt: tf.random_uniform([400], dtype=dt, seed=1),

@@ -169,3 +169,14 @@ def test_summary_computed_and_loop(tmp_path):
     acc.Reload()
     (event,) = acc.Scalars("by_hand")
     assert event.step == 1 and event.value == pytest.approx((_numpy_w(1) - 3.0) ** 2)
+
+
+def test_managed_session_initializes_lookup_tables():
+    """TF1's Supervisor runs tables_initializer with the local variables, so a table
+    lookup works in a managed session without the user initializing it."""
+    table = tf.lookup.index_table_from_tensor(tf.constant(["a", "b", "c"]), default_value=-1)
+    ids = table.lookup(tf.constant(["c", "x", "a"]))
+    tf.Variable(0.0, name="w")  # the default Saver needs a variable, as TF1's does
+    sv = tf.train.Supervisor(logdir=None)
+    with sv.managed_session() as sess:
+        np.testing.assert_array_equal(sess.run(ids), [2, -1, 0])

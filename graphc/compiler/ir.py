@@ -489,6 +489,10 @@ def encode_attr(value):
         return {"shape": None if value.ndims is None else [d.value for d in value]}
     if isinstance(value, (np.ndarray, np.generic)):
         arr = np.asarray(value)
+        if arr.dtype == object and all(isinstance(v, bytes) for v in arr.flat):
+            # a string tensor's bytes (any bytes: JSON text could not hold them raw)
+            return {"bytes": [base64.b64encode(v).decode("ascii") for v in arr.flat],
+                    "shape": list(arr.shape)}
         if arr.dtype == object:
             return {"strings": arr.tolist(), "shape": list(arr.shape),
                     "scalar": isinstance(value, np.generic)}
@@ -517,6 +521,12 @@ def decode_attr(value):
         return tuple(decode_attr(v) for v in value["tuple"])
     if "dict" in value:
         return {k: decode_attr(v) for k, v in value["dict"].items()}
+    if "bytes" in value:
+        arr = np.empty(len(value["bytes"]), dtype=object)
+        arr[:] = [base64.b64decode(v, validate=True) for v in value["bytes"]]
+        arr = arr.reshape(value["shape"])
+        arr.setflags(write=False)
+        return arr
     if "strings" in value:
         arr = np.empty(len(value["strings"]) if value["shape"] else (), dtype=object)
         arr[...] = value["strings"] if value["shape"] else value["strings"]

@@ -4,7 +4,7 @@ See dataset_ops.py for how pipelines run and iterator_ops.py for how their eleme
 reach a Session (the IteratorGetNext op).
 """
 from graphc.data.dataset_ops import AUTOTUNE, Dataset  # noqa: F401
-from graphc.data.readers import TFRecordDataset  # noqa: F401
+from graphc.data.readers import TextLineDataset, TFRecordDataset  # noqa: F401
 from graphc.data.iterator_ops import (Iterator, get_output_classes,  # noqa: F401
                                       get_output_shapes, get_output_types,
                                       make_initializable_iterator, make_one_shot_iterator)

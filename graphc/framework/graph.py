@@ -42,6 +42,16 @@ def warn_at_user(message, category=UserWarning):
     warnings.warn(message, category, stacklevel=level)
 
 
+def _string_inputs_note(inputs):
+    """Where a string tensor reached an op that refused it: most ops take numbers only,
+    and a string can come from far away (a placeholder, a parsed file)."""
+    strings = [t.name for t in inputs if t.dtype == dtypes.string]
+    if not strings:
+        return ""
+    return (f" It was given the string tensor{'s' if len(strings) > 1 else ''} "
+            f"{', '.join(strings)} at:\n  {format_location(user_frame())}")
+
+
 def format_location(loc):
     if loc is None:
         return "<unknown location>"
@@ -184,6 +194,7 @@ class GraphKeys:
     READY_FOR_LOCAL_INIT_OP = "ready_for_local_init_op"
     SUMMARY_OP = "summary_op"
     QUEUE_RUNNERS = "queue_runners"
+    TABLE_INITIALIZERS = "table_initializer"
 
 
 class Graph:
@@ -360,7 +371,8 @@ class Graph:
             specs = op_def.infer(list(inputs), attrs)
         except (ValueError, TypeError) as e:
             shapes = ", ".join(_shape_str(t.shape) for t in inputs)
-            raise type(e)(f"{e} for '{name}' (op: '{op_type}') with input shapes: {shapes}.") from None
+            raise type(e)(f"{e} for '{name}' (op: '{op_type}') with input shapes: {shapes}."
+                          f"{_string_inputs_note(inputs)}") from None
         if isinstance(specs, tuple) and len(specs) == 2 and isinstance(specs[1], dtypes.DType):
             specs = [specs]
         input_ops = {t.op for t in inputs}

@@ -17,6 +17,8 @@ class SessionState:
         self.iterators = {}  # tf.data iterator positions by name (graphc/data/iterator_ops.py)
         self.print_counts = {}  # runs so far of each Print op, by name (its first_n)
         self.queues = {}  # FIFOQueue/RandomShuffleQueue elements by queue name (queue_ops)
+        self.tables = {}  # lookup tables' entries by table name (ops/lookup_ops.py)
+        self.readers = {}  # TF1 readers' positions by reader name (ops/reader_ops.py)
         self.operation_timeout_ms = 0  # the longest a queue wait lasts; 0: no limit
 
     def rng_for(self, op):

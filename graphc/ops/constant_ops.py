@@ -31,6 +31,9 @@ def _infer_dtype(value):
         return dtypes.int32
     if arr.dtype.kind == "b":
         return dtypes.bool
+    if arr.dtype.kind in "SU" or (arr.dtype == object and arr.size and all(
+            isinstance(v, (str, bytes)) for v in arr.reshape(-1))):
+        return dtypes.string
     raise TypeError(f"Cannot convert {value!r} (NumPy dtype {arr.dtype}) to a graphc Tensor.")
 
 
@@ -38,8 +41,10 @@ def to_numpy(value, dtype=None):
     """A NumPy array of `value` in `dtype` (a DType or None: inferred). TypeError for a
     float value asked to be an integer or bool tensor, as TF."""
     dtype = _infer_dtype(value) if dtype is None else dtypes.as_dtype(dtype)
+    if dtype == dtypes.string:
+        return dtypes.bytes_array(value)
     arr = np.asarray(value)
-    if arr.dtype == object:
+    if arr.dtype == object or arr.dtype.kind in "SU":
         raise TypeError(f"Cannot convert {value!r} to a tensor of dtype {dtype.name}.")
     if (dtype.is_integer or dtype.is_bool) and arr.dtype.kind == "f" and arr.size:
         # TF never turns a float value into an integer tensor implicitly

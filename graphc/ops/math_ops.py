@@ -387,8 +387,9 @@ _BINARY = {
 
 # op type: (NumPy kernel, allowed dtypes); the result is bool and has no gradient
 _PREDICATES = {
-    "Equal": (np.equal, NON_STRING),
-    "NotEqual": (np.not_equal, NON_STRING),
+    # strings compare too, as TF's (an op reading a string runs on the host)
+    "Equal": (np.equal, NON_STRING + (dtypes.string,)),
+    "NotEqual": (np.not_equal, NON_STRING + (dtypes.string,)),
     "Less": (np.less, NUMERIC),
     "LessEqual": (np.less_equal, NUMERIC),
     "Greater": (np.greater, NUMERIC),

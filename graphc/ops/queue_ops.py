@@ -100,7 +100,7 @@ class _QueueState:
             self.cond.notify_all()
 
 
-def _queue_of(state, op, handle):
+def queue_of(state, op, handle):
     queue = state.queues.get(str(handle[()] if isinstance(handle, np.ndarray) else handle))
     if queue is None:
         raise KernelError(f"queue {handle!r} was not created in this Session (run its "
@@ -146,12 +146,15 @@ def _enqueue_kernel(state, op, handle, *components):
         if len(counts) != 1 or None in counts:
             raise KernelError("enqueue_many: every component needs the same first "
                               "dimension (the number of elements)")
-        rows = [list(row) for row in zip(*components)]
+        # each element an array of its component's dtype (a string component's rows
+        # would otherwise be bare bytes)
+        rows = [[np.asarray(v, c.dtype) for v, c in zip(row, components)]
+                for row in zip(*components)]
     else:
         rows = [components]
     for row in rows:
         _check_components(op, row)
-    _queue_of(state, op, handle).put(rows, _timeout_s(state))
+    queue_of(state, op, handle).put(rows, _timeout_s(state))
     return []
 
 
@@ -160,7 +163,7 @@ def _dequeue_kernel(state, op, handle, n=None):
     count = int(n) if many else 1
     if count < 0:
         raise KernelError(f"dequeue_many: n must be >= 0, got {count}")
-    queue = _queue_of(state, op, handle)
+    queue = queue_of(state, op, handle)
     taken = queue.take(count, op.type == "QueueDequeueUpToV2", _timeout_s(state))
     types = op.attrs["component_types"]
     if not many:
@@ -206,15 +209,15 @@ for _type in ("QueueEnqueueV2", "QueueEnqueueManyV2"):
 for _type in ("QueueDequeueV2", "QueueDequeueManyV2", "QueueDequeueUpToV2"):
     register_op(_type, infer=_dequeue_infer, kernel=_dequeue_kernel, **_QUEUE_OP)
 register_op("QueueCloseV2", infer=lambda inputs, a: [], **_QUEUE_OP,
-            kernel=lambda state, op, handle: _queue_of(state, op, handle).close(
+            kernel=lambda state, op, handle: queue_of(state, op, handle).close(
                 op.attrs["cancel_pending_enqueues"]) or [])
 register_op("QueueSizeV2", infer=lambda inputs, a: (TensorShape([]), dtypes.int32),
             **_QUEUE_OP,
-            kernel=lambda state, op, handle: np.int32(len(_queue_of(state, op,
+            kernel=lambda state, op, handle: np.int32(len(queue_of(state, op,
                                                                     handle).elements)))
 register_op("QueueIsClosedV2", infer=lambda inputs, a: (TensorShape([]), dtypes.bool),
             **_QUEUE_OP,
-            kernel=lambda state, op, handle: np.bool_(_queue_of(state, op, handle).closed))
+            kernel=lambda state, op, handle: np.bool_(queue_of(state, op, handle).closed))
 not_differentiable("FIFOQueueV2", "PaddingFIFOQueueV2", "RandomShuffleQueueV2",
                    "QueueEnqueueV2",
                    "QueueEnqueueManyV2", "QueueDequeueV2", "QueueDequeueManyV2",

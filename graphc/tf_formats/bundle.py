@@ -9,8 +9,8 @@
 
 A string tensor's bytes are: the varint64 length of each element, the masked CRC32C of
 those varints (uint32), then the elements' bytes; its entry's crc32c covers all of it.
-graphc writes one shard of numeric tensors; it reads any number of shards, numeric and
-string tensors (TF2's object checkpoints hold their object graph as one). Partitioned
+graphc writes one shard of numeric and string tensors; it reads any number of shards
+of them (TF2's object checkpoints hold their object graph as one). Partitioned
 (sliced) variables are refused with an error naming the tensor."""
 import os
 import struct
@@ -21,7 +21,8 @@ from graphc import dtypes, errors
 from graphc.tf_formats import protos
 from graphc.tf_formats.records import masked_crc32c
 from graphc.train.checkpoint_file import write_atomically
-from graphc.tf_formats.table import TableError, build_table, get_varint, read_table
+from graphc.tf_formats.table import (TableError, build_table, get_varint, put_varint,
+                                     read_table)
 from graphc.tf_formats.tensors import FormatError, data_type, graphc_dtype, graphc_shape, \
     shape_proto
 
@@ -52,13 +53,14 @@ def write_bundle(prefix, named_arrays):
     for name in sorted(named_arrays, key=lambda n: n.encode()):
         value, dtype = named_arrays[name]
         dtype = dtypes.as_dtype(dtype)
-        if dtype == dtypes.string:
-            raise TypeError(f"Cannot save {name}: string tensors are not checkpointable")
         array = np.asarray(value, dtype=dtype.np, order="C")  # keeps 0-d arrays 0-d
-        blob = array.astype(array.dtype.newbyteorder("<")).tobytes()
+        if dtype == dtypes.string:
+            blob, crc = _string_blob(array)
+        else:
+            blob = array.astype(array.dtype.newbyteorder("<")).tobytes()
+            crc = masked_crc32c(blob)
         entry = pb.BundleEntryProto(dtype=data_type(dtype), shape=shape_proto(array.shape),
-                                    shard_id=0, offset=offset, size=len(blob),
-                                    crc32c=masked_crc32c(blob))
+                                    shard_id=0, offset=offset, size=len(blob), crc32c=crc)
         entries.append((name.encode(), entry.SerializeToString()))
         blobs.append(blob)
         offset += len(blob)
@@ -68,6 +70,21 @@ def write_bundle(prefix, named_arrays):
     _atomic_write(index_path(prefix), build_table([(b"", header.SerializeToString())]
                                                   + entries))
     return index_path(prefix)
+
+
+def _string_blob(array):
+    """(bytes, entry checksum) of a string tensor as TF's bundle writer lays it out: the
+    varint lengths, the masked CRC32C of the lengths as uint32s, the elements' bytes; the
+    entry's checksum covers the lengths as uint32s, that CRC and the bytes."""
+    items = [bytes(v) for v in array.reshape(-1)]
+    varints = bytearray()
+    for item in items:
+        put_varint(varints, len(item))
+    as_ints = b"".join(struct.pack("<I" if len(v) <= 0xFFFFFFFF else "<Q", len(v))
+                       for v in items)
+    check = struct.pack("<I", masked_crc32c(as_ints))
+    body = b"".join(items)
+    return bytes(varints) + check + body, masked_crc32c(as_ints + check + body)
 
 
 class BundleReader:

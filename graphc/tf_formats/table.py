@@ -28,7 +28,7 @@ class TableError(ValueError):
 
 
 # ------------------------------------------------------------------ varints
-def _put_varint(out, value):
+def put_varint(out, value):
     while value >= 0x80:
         out.append((value & 0x7F) | 0x80)
         value >>= 7
@@ -66,7 +66,7 @@ class _BlockBuilder:
             while shared < limit and key[shared] == self.last_key[shared]:
                 shared += 1
         for n in (shared, len(key) - shared, len(value)):
-            _put_varint(self.buf, n)
+            put_varint(self.buf, n)
         self.buf += key[shared:] + value
         self.last_key = key
         self.count += 1
@@ -78,8 +78,8 @@ class _BlockBuilder:
 
 def _handle(offset, size):
     out = bytearray()
-    _put_varint(out, offset)
-    _put_varint(out, size)
+    put_varint(out, offset)
+    put_varint(out, size)
     return bytes(out)
 
 

@@ -9,7 +9,8 @@ A checkpoint with prefix P is the single file P + ".gcckpt":
                     "tensors": [{"name": "w/Adam", "dtype": "float32", "shape": [3, 4],
                                  "offset": 128, "nbytes": 48, "crc32": 123456}, ...]}
     data         each tensor's elements, C order, little-endian, at its absolute `offset`
-                 (64-byte aligned), with the zlib CRC-32 of those bytes in `crc32`.
+                 (64-byte aligned), with the zlib CRC-32 of those bytes in `crc32`; a
+                 string tensor's elements are each a uint64 length then its bytes.
 
 Files are written to a temporary name in the same directory and renamed into place,
 so a reader sees either the old checkpoint or the complete new one. The temporary name
@@ -48,13 +49,36 @@ def _little_endian(arr, dtype):
     return arr.astype(arr.dtype.newbyteorder("<"), copy=False)
 
 
+def _string_blob(value):
+    """A string tensor's elements in C order, each its uint64 length then its bytes."""
+    return b"".join(struct.pack("<Q", len(v)) + bytes(v)
+                    for v in np.asarray(value, dtype=object).reshape(-1))
+
+
+def _strings(blob, shape):
+    """The elements _string_blob wrote; None when the blob does not hold exactly them."""
+    count, pos, out = int(np.prod(shape, dtype=np.int64)), 0, []
+    for _ in range(count):
+        if pos + 8 > len(blob):
+            return None
+        (n,) = struct.unpack_from("<Q", blob, pos)
+        if pos + 8 + n > len(blob):
+            return None
+        out.append(blob[pos + 8:pos + 8 + n])
+        pos += 8 + n
+    if pos != len(blob):
+        return None
+    arr = np.empty(count, dtype=object)
+    arr[:] = out
+    return arr.reshape(shape)
+
+
 def write_checkpoint(prefix, named_arrays):
     """Writes {name: (array, DType)} atomically to checkpoint_path(prefix); returns the path."""
     entries, blobs = [], []
     for name, (value, dtype) in named_arrays.items():
-        if dtype == dtypes.string:
-            raise TypeError(f"Cannot save {name}: string tensors are not checkpointable")
-        blob = _little_endian(value, dtype).tobytes()
+        blob = _string_blob(value) if dtype == dtypes.string else \
+            _little_endian(value, dtype).tobytes()
         entries.append({"name": name, "dtype": dtype.name, "shape": list(np.shape(value)),
                         "nbytes": len(blob), "crc32": zlib.crc32(blob)})
         blobs.append(blob)
@@ -162,6 +186,10 @@ class CheckpointReader:
                 if _PREFIX_LEN + header_len > self._size:
                     self._corrupt("the file is truncated (header runs past the end)")
                 header = self._parse_header(f.read(header_len))
+                # a string tensor's lengths can only be checked by reading them: done here,
+                # so that a damaged header is found when the checkpoint is opened
+                self._strings = {e["name"]: self._read_strings(f, e) for e in header["tensors"]
+                                 if e["dtype"] == dtypes.string}
         except FileNotFoundError:
             raise errors.NotFoundError(
                 None, None, f"Unsuccessful TensorSliceReader constructor: Failed to find any "
@@ -170,6 +198,19 @@ class CheckpointReader:
 
     def _corrupt(self, why):
         raise errors.DataLossError(None, None, f"Unable to read checkpoint {self._path}: {why}")
+
+    def _blob(self, f, e):
+        f.seek(e["offset"])
+        blob = f.read(e["nbytes"])
+        if len(blob) != e["nbytes"] or zlib.crc32(blob) != e["crc32"]:
+            self._corrupt(f"checksum mismatch for {e['name']!r}: the data is damaged")
+        return blob
+
+    def _read_strings(self, f, e):
+        arr = _strings(self._blob(f, e), e["shape"])
+        if arr is None:
+            self._corrupt(f"the string tensor {e['name']!r} does not hold its elements")
+        return arr
 
     def _parse_header(self, raw):
         try:
@@ -197,14 +238,16 @@ class CheckpointReader:
 
     def _check_entry(self, e, data_start):
         """The entry's bytes lie in the data area and hold exactly its dtype and shape."""
-        size = e["dtype"].size if e["dtype"] != dtypes.string else None
-        if not size or any(d < 0 for d in e["shape"]):
+        size = e["dtype"].size if e["dtype"] != dtypes.string else 8  # at least a length
+        if any(d < 0 for d in e["shape"]):
             self._corrupt(f"the entry for {e['name']!r} has dtype {e['dtype'].name} and shape "
                           f"{e['shape']}, which no saved tensor has")
         expected = size
         for d in e["shape"]:
             expected *= d  # Python ints: a product of huge dims cannot wrap around
-        if e["nbytes"] != expected or e["offset"] < data_start or \
+        too_few = e["nbytes"] < expected if e["dtype"] == dtypes.string else \
+            e["nbytes"] != expected
+        if too_few or e["offset"] < data_start or \
                 e["offset"] + e["nbytes"] > self._size:
             self._corrupt(f"the entry for {e['name']!r} does not fit the file")
 
@@ -225,11 +268,10 @@ class CheckpointReader:
         e = self._entries.get(name)
         if e is None:
             raise errors.NotFoundError(None, None, f"Key {name} not found in checkpoint")
+        if e["dtype"] == dtypes.string:
+            return self._strings[name].copy()
         with open(self._path, "rb") as f:
-            f.seek(e["offset"])
-            blob = f.read(e["nbytes"])
-        if len(blob) != e["nbytes"] or zlib.crc32(blob) != e["crc32"]:
-            self._corrupt(f"checksum mismatch for {name!r}: the data is damaged")
+            blob = self._blob(f, e)
         little = e["dtype"].np.newbyteorder("<")
         arr = np.frombuffer(blob, dtype=little).reshape(e["shape"])
         return arr.astype(e["dtype"].np)  # native byte order, a writable copy

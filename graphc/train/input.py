@@ -1,17 +1,21 @@
-"""tf.train.batch, batch_join, shuffle_batch, input_producer, range_input_producer,
-slice_input_producer and limit_epochs: queue pipelines
+"""tf.train.batch, batch_join, shuffle_batch, the input producers and limit_epochs: queue
+pipelines
 as TF1 builds them (a queue, its enqueue op run by a QueueRunner in num_threads threads, and a
 dequeue_many of batch_size), so they need start_queue_runners or a MonitoredSession."""
-from graphc.framework.graph import Tensor, name_scope
+from graphc import dtypes
+from graphc.framework.graph import GraphKeys, Tensor, control_dependencies, name_scope
 from graphc.framework.tensor_shape import TensorShape
 from graphc.ops import array_ops, random_ops
 from graphc.ops.constant_ops import convert_to_tensor
+from graphc.ops.control_flow_ops import Assert, identity
+from graphc.ops.io_ops import matching_files
 from graphc.ops.queue_ops import FIFOQueue, PaddingFIFOQueue, RandomShuffleQueue
 from graphc.ops.topk_ops import top_k
 from graphc.train.queue_runner import QueueRunner, add_queue_runner
 
-__all__ = ["batch", "batch_join", "shuffle_batch", "input_producer", "slice_input_producer",
-           "range_input_producer", "limit_epochs"]
+__all__ = ["batch", "batch_join", "shuffle_batch", "slice_input_producer",
+           "range_input_producer", "limit_epochs", "input_producer", "string_input_producer",
+           "match_filenames_once"]
 
 
 def _as_list(tensors):
@@ -124,9 +128,6 @@ def limit_epochs(tensor, num_epochs=None, name=None):
         return tensor
     if num_epochs <= 0:
         raise ValueError(f"num_epochs must be > 0 not {num_epochs}.")
-    from graphc import dtypes
-    from graphc.framework.graph import GraphKeys, control_dependencies
-    from graphc.ops.control_flow_ops import identity
     from graphc.variables import Variable
     with name_scope(name, "limit_epochs", [tensor]) as scope:
         counter = Variable(array_ops.zeros([], dtypes.int64), name="epochs", trainable=False,
@@ -142,24 +143,12 @@ def input_producer(input_tensor, element_shape=None, num_epochs=None, shuffle=Tr
     order if `shuffle`), or num_epochs times before the queue closes, filled by a
     QueueRunner; with summary_name, a scalar summary of how full the queue is."""
     with name_scope(name, "input_producer", [input_tensor]):
-        input_tensor = convert_to_tensor(input_tensor, name="input_tensor")
-        if input_tensor.shape.ndims == 0:
+        rows = convert_to_tensor(input_tensor, name="input_tensor")
+        if rows.shape.ndims == 0:
             raise ValueError("input_producer: input_tensor must have rank >= 1 (its rows "
                              "are the queue's elements)")
-        element_shape = input_tensor.shape[1:].merge_with(
-            element_shape if element_shape is not None else input_tensor.shape[1:])
-        if not element_shape.is_fully_defined():
-            raise ValueError("Either `input_tensor` must have a fully defined shape or "
-                             "`element_shape` must be specified")
-        if shuffle:
-            # the order of random keys: a uniformly random permutation each pass
-            keys = random_ops.random_uniform(array_ops.shape(input_tensor)[:1], seed=seed)
-            input_tensor = array_ops.gather(input_tensor,
-                                            top_k(keys, k=array_ops.size(keys))[1])
-        input_tensor = limit_epochs(input_tensor, num_epochs)
-        queue = FIFOQueue(capacity, [input_tensor.dtype.base_dtype], [element_shape])
-        add_queue_runner(QueueRunner(queue, [queue.enqueue_many([input_tensor])],
-                                     cancel_op=cancel_op))
+        queue = _producer_queue(rows, element_shape, num_epochs, shuffle, seed, capacity,
+                                cancel_op)
         if summary_name is not None:
             from graphc.ops.math_ops import cast, multiply
             from graphc.summary import scalar
@@ -188,3 +177,45 @@ def slice_input_producer(tensor_list, num_epochs=None, shuffle=True, seed=None, 
         size = array_ops.shape(tensors[0])[0]
         index = range_input_producer(size, num_epochs, shuffle, seed, capacity).dequeue()
         return [array_ops.gather(t, index) for t in tensors]
+
+
+def _producer_queue(rows, element_shape, num_epochs, shuffle, seed, capacity, cancel_op=None):
+    element_shape = rows.shape[1:].merge_with(
+        element_shape if element_shape is not None else rows.shape[1:])
+    if not element_shape.is_fully_defined():
+        raise ValueError("Either `input_tensor` must have a fully defined shape or "
+                         "`element_shape` must be specified")
+    if shuffle:
+        # a uniformly random permutation each pass: the order of random keys
+        keys = random_ops.random_uniform(array_ops.shape(rows)[:1], seed=seed)
+        rows = array_ops.gather(rows, top_k(keys, k=array_ops.size(keys))[1])
+    rows = limit_epochs(rows, num_epochs)
+    queue = FIFOQueue(capacity, [rows.dtype.base_dtype], [element_shape])
+    add_queue_runner(QueueRunner(queue, [queue.enqueue_many([rows])], cancel_op=cancel_op))
+    return queue
+
+
+def string_input_producer(string_tensor, num_epochs=None, shuffle=True, seed=None,
+                          capacity=32, shared_name=None, name=None, cancel_op=None):
+    """A queue of the strings of string_tensor (file names, for a reader), each pass
+    shuffled if `shuffle`, num_epochs passes (None: forever); an empty string_tensor is an
+    InvalidArgumentError when the queue runner first runs."""
+    with name_scope(name, "input_producer", [string_tensor]):
+        strings = convert_to_tensor(string_tensor, dtype=dtypes.string, name="string_tensor")
+        if strings.shape.ndims not in (None, 1):
+            raise ValueError(f"string_input_producer takes a vector of strings, got shape "
+                             f"{strings.shape}")
+        not_empty = Assert(array_ops.size(strings) > 0,
+                           ["string_input_producer requires a non-null input tensor"])
+        with control_dependencies([not_empty]):
+            strings = identity(strings)
+        return _producer_queue(strings, [], num_epochs, shuffle, seed, capacity, cancel_op)
+
+
+def match_filenames_once(pattern, name=None):
+    """A local variable holding the sorted names of the files matching the glob `pattern`
+    when local_variables_initializer runs (TF1's: matched once, not at every read)."""
+    from graphc.variables import Variable
+    with name_scope(name, "matching_filenames", [pattern]) as scope:
+        return Variable(matching_files(pattern), trainable=False, validate_shape=False,
+                        collections=[GraphKeys.LOCAL_VARIABLES], name=scope.rstrip("/"))

@@ -79,6 +79,7 @@ class Scaffold:
 
     def finalize(self):
         """Makes the missing ops, then finalizes the graph (no ops may be added after)."""
+        from graphc.ops.lookup_ops import tables_initializer
         from graphc.summary import merge_all
         from graphc.train.saver import Saver
         from graphc.variables import (global_variables_initializer,
@@ -94,7 +95,7 @@ class Scaffold:
         if self._local_init_op is None:
             self._local_init_op = Scaffold.get_or_default(
                 "local_init_op", GraphKeys.LOCAL_INIT_OP,
-                lambda: group(local_variables_initializer()))
+                lambda: group(local_variables_initializer(), tables_initializer()))
         if self._summary_op is None:
             self._summary_op = Scaffold.get_or_default("summary_op", GraphKeys.SUMMARY_OP,
                                                        merge_all)

@@ -283,8 +283,11 @@ def _initialize_globals():
 
 
 def _initialize_locals():
+    """TF1's default: the local variables and the lookup tables (which
+    global_variables_initializer leaves alone)."""
+    from graphc.ops.lookup_ops import tables_initializer
     from graphc.variables import local_variables_initializer
-    return group(local_variables_initializer())
+    return group(local_variables_initializer(), tables_initializer())
 
 
 def _new_saver():
