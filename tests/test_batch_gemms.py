@@ -128,9 +128,11 @@ def test_static_rnn_weight_gradient_is_one_matmul(steps, monkeypatch):
     after, stats = _matmul_count([grad], [x], shapes)
     # forward: one product per step; backward: dW per step and dh for all but the first
     assert before == steps + steps + (steps - 1)
-    assert after == before - (steps - 1)
-    assert stats["batch_gemms"] == {"gemms_batched": 1, "gemms_removed": steps - 1,
-                                    "nodes_removed": stats["batch_gemms"]["nodes_removed"]}
+    # dW: one product; forward: x_t . W_x of every step as one, h_t . W_h per step
+    assert after == before - (steps - 1) + 1
+    counts = dict(stats["batch_gemms"], nodes_removed=None)
+    assert counts == {"gemms_batched": 1, "gemms_removed": steps - 1, "row_batches": 1,
+                      "row_products_merged": steps, "nodes_removed": None}
     feed = {x: RNG.standard_normal(shapes[0]).astype(np.float32)}
     got = _run(grad, feed, monkeypatch, batched=True)
     want = _run(grad, feed, monkeypatch, batched=False)
@@ -171,3 +173,62 @@ def test_products_with_other_flags_are_batched_apart(monkeypatch):
     got = _run(total, dict(zip(ph, a)), monkeypatch, batched=True)
     want = a[0].T @ a[1] + a[1].T @ a[0] + a[2] @ a[3].T + a[3] @ a[2].T
     np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("rows", [[1, 1], [3, 3, 3, 3, 3, 3, 3], [2, 5, 1], [0, 4]])
+def test_products_of_one_weight_become_one_product_of_the_stacked_rows(dtype, rows,
+                                                                       monkeypatch):
+    k, n = 6, 5
+    w_val = RNG.standard_normal((k, n)).astype(dtype)
+    a_vals = [RNG.standard_normal((r, k)).astype(dtype) for r in rows]
+    same = len(set(rows)) == 1  # one unknown batch dim for all, else each its own shape
+    a_ph = [gc.placeholder(dtype, [None if same else r, k]) for r in rows]
+    w = gc.placeholder(dtype, [k, n])
+    outs = [gc.tanh(gc.matmul(a, w)) for a in a_ph]
+    count, stats = _matmul_count(outs, a_ph + [w], [a.shape for a in a_vals] + [(k, n)])
+    assert count == 1 and stats["batch_gemms"]["row_products_merged"] == len(rows)
+    feed = dict(zip(a_ph + [w], a_vals + [w_val]))
+    got = _run(outs, feed, monkeypatch, batched=True)
+    for g, a in zip(got, a_vals):
+        assert g.dtype == dtype and g.shape == (a.shape[0], n)
+        np.testing.assert_allclose(g, np.tanh(a.astype(np.float64) @ w_val), **TOL[dtype])
+
+
+@pytest.mark.parametrize("steps", [1, 2, 7])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_static_rnn_input_projection_matches_numpy(steps, dtype, monkeypatch):
+    batch, width, hidden = 3, 4, 5
+    xs = RNG.standard_normal((batch, steps, width)).astype(dtype)
+    kernel = (0.5 * RNG.standard_normal((width + hidden, 4 * hidden))).astype(dtype)
+    bias = RNG.standard_normal(4 * hidden).astype(dtype)
+    x = gc.placeholder(dtype, [None, steps, width])
+    cell = gc.nn.rnn_cell.BasicLSTMCell(hidden, dtype=dtype)
+    outputs, _ = gc.nn.static_rnn(cell, gc.unstack(x, axis=1), dtype=dtype)
+    with gc.Session() as sess:
+        sess.run(gc.global_variables_initializer())
+        variables = {v.name.split("/")[-1].split(":")[0]: v for v in gc.trainable_variables()}
+        variables["kernel"].load(kernel, sess)
+        variables["bias"].load(bias, sess)
+        got = sess.run(outputs, {x: xs})
+    # TF's BasicLSTMCell: gates i, j, f, o of [x, h] . kernel + bias; forget bias 1
+    sig = lambda v: 1 / (1 + np.exp(-v))  # noqa: E731
+    h = np.zeros((batch, hidden))
+    c = np.zeros((batch, hidden))
+    for t in range(steps):
+        i, j, f, o = np.split(np.concatenate([xs[:, t], h], 1) @ kernel + bias, 4, axis=1)
+        c = c * sig(f + 1.0) + sig(i) * np.tanh(j)
+        h = np.tanh(c) * sig(o)
+        np.testing.assert_allclose(got[t], h, **TOL[dtype])
+
+
+def test_products_whose_left_operands_depend_on_each_other_stay_apart():
+    # h_{t+1} = tanh(h_t . w): each product needs the one before it
+    h0 = h = gc.placeholder(gc.float32, [2, 4])
+    w = gc.placeholder(gc.float32, [4, 4])
+    outs = []
+    for _ in range(5):
+        h = gc.tanh(gc.matmul(h, w))
+        outs.append(h)
+    count, stats = _matmul_count(outs, [h0, w], [(2, 4), (4, 4)])
+    assert count == 5 and stats["batch_gemms"]["row_batches"] == 0
