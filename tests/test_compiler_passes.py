@@ -365,6 +365,47 @@ def test_simplify_keeps_what_changes_the_result(build):
     np.testing.assert_array_equal(_run(m, [feed])[0], sess.run(y, {x: feed}))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("transpose_b", [False, True])
+@pytest.mark.parametrize("piece", [0, 1, 2])
+@pytest.mark.parametrize("split", ["Split", "SplitV"])
+def test_simplify_computes_only_the_used_columns_of_a_split_product(split, piece, transpose_b,
+                                                                     dtype):
+    a_val = _feed(5, 7, dtype=dtype)
+    b_val = _feed(*((9, 7) if transpose_b else (7, 9)), dtype=dtype)
+    a = gc.placeholder(dtype, [None, 7], name="a")
+    b = gc.placeholder(dtype, b_val.shape, name="b")
+    product = gc.matmul(a, b, transpose_b=transpose_b)
+    sizes = [3, 3, 3] if split == "Split" else [2, 3, 4]
+    pieces = gc.split(product, 3 if split == "Split" else sizes, axis=-1)
+    m, stats = _simplified(pieces[piece] * 2.0, [a, b])
+    assert stats["split_of_product"] == 1
+    (narrow,) = [n for n in m.nodes if n.type == "MatMul"]
+    assert narrow.outputs[0].dims[1] == sizes[piece] and _count(m, split) == 0
+    full = a_val @ (b_val.T if transpose_b else b_val)
+    begin = sum(sizes[:piece])
+    want = 2.0 * full[:, begin:begin + sizes[piece]]
+    np.testing.assert_allclose(_run(m, [a_val, b_val])[0], want, rtol=1e-6)
+    with gc.Session() as sess:  # compiled, through every pass
+        got = sess.run(pieces[piece] * 2.0, {a: a_val, b: b_val})
+    assert got.dtype == dtype
+    np.testing.assert_allclose(got, want, rtol=1e-5 if dtype == np.float32 else 1e-12)
+
+
+def test_simplify_keeps_a_split_product_whose_pieces_are_all_used():
+    a = gc.placeholder(gc.float32, [4, 6], name="a")
+    b = gc.placeholder(gc.float32, [6, 8], name="b")
+    product = gc.matmul(a, b)
+    left, right = gc.split(product, 2, axis=1)
+    m, stats = _simplified(left + right, [a, b])
+    assert "split_of_product" not in stats and _count(m, "Split") == 1
+    m, stats = _simplified([left, product], [a, b])  # the whole product is fetched too
+    assert "split_of_product" not in stats
+    rows, _ = gc.split(product, 2, axis=0)  # rows are not columns
+    m, stats = _simplified(rows, [a, b])
+    assert "split_of_product" not in stats
+
+
 def test_simplify_does_not_forward_a_node_with_control_dependencies():
     x = gc.placeholder(gc.float32, [2], name="x")
     v = gc.Variable(np.zeros(2, np.float32), name="v")
@@ -477,21 +518,23 @@ def test_cse_never_merges_random_or_stateful_ops():
 
 # -------------------------------------------------------------------------- pipeline
 def test_pipeline_runs_the_passes_in_order_and_can_switch_them_off(monkeypatch):
-    assert PASS_NAMES == ["prune", "constant_folding", "algebraic_simplify", "cse"]
+    assert PASS_NAMES == [
+        "prune", "constant_folding", "algebraic_simplify", "batch_gemms", "cse"]
     assert STAGE_NAMES == PASS_NAMES + ["fusion", "memory_planning"]
     x = gc.placeholder(gc.float32, [2], name="x")
     y = x * (gc.constant(2.0) - 1.0)
     m = _lower(y, [x])
     stats = schedule_module(m, options=compile_options(disable=["cse"]))
-    assert list(stats) == ["prune", "constant_folding", "algebraic_simplify", "fusion",
-                           "memory_planning"]
+    assert list(stats) == ["prune", "constant_folding", "algebraic_simplify", "batch_gemms",
+                           "fusion", "memory_planning"]
     assert m.outputs[0] is m.params[0].outputs[0]  # folded to x*1, then simplified to x
     monkeypatch.setenv("GRAPHC_DISABLE_PASSES", "constant_folding, algebraic_simplify")
     m = _lower(y, [x])
-    assert list(schedule_module(m)) == ["prune", "cse", "fusion", "memory_planning"]
+    assert list(schedule_module(m)) == ["prune", "batch_gemms", "cse", "fusion",
+                                        "memory_planning"]
     assert _count(m, "Mul") == 1
     m = _lower(y, [x])
-    assert list(optimize(m)) == ["prune", "cse"]  # the passes only: nothing scheduled
+    assert list(optimize(m)) == ["prune", "batch_gemms", "cse"]  # the passes only: nothing scheduled
     assert getattr(m, "kernels", None) is None
     with pytest.raises(ValueError, match="Unknown compiler pass"):
         optimize(m, disable="fusion_typo")
@@ -508,7 +551,8 @@ def test_dump_env_var_writes_the_ir_after_every_pass(tmp_path, monkeypatch):
     folder = tmp_path / m.name
     assert sorted(os.listdir(folder)) == ["00-lowered.txt", "01-prune.txt",
                                           "02-constant_folding.txt", "03-algebraic_simplify.txt",
-                                          "05-fusion.txt", "06-memory_planning.txt"]
+                                          "04-batch_gemms.txt", "06-fusion.txt",
+                                          "07-memory_planning.txt"]
     assert " Mul(" in (folder / "00-lowered.txt").read_text()
     assert " Mul(" not in (folder / "03-algebraic_simplify.txt").read_text()
 

@@ -170,7 +170,8 @@ def spawn_scale(workload, profile=False):
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-STAGES = ["lower", "prune", "constant_folding", "algebraic_simplify", "cse", "fusion",
+STAGES = ["lower", "prune", "constant_folding", "algebraic_simplify", "batch_gemms", "cse",
+          "fusion",
           "memory_planning", "codegen", "llvm"]
 
 

@@ -50,12 +50,14 @@ def cycles_per_ms():
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("workload", choices=sorted(bench.NAMES))
+    ap.add_argument("workload", help="a workload of peers_bench.py (W1-W6 or the new ones)")
     ap.add_argument("--runs", type=int, default=50)
     ap.add_argument("--peers", default=os.path.join(bench.REPO, "tools",
                                                     "peers_bench.py"))
     args = ap.parse_args(argv)
     pb = bench.load_peers_bench(args.peers)
+    if args.workload not in pb.WORKLOADS:
+        ap.error(f"unknown workload {args.workload!r}; peers_bench.py has {pb.WORKLOADS}")
     bench.install_tensorflow_shim("compiled")
     created = executables_created()
     import argparse as _argparse

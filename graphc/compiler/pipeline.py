@@ -13,13 +13,14 @@ The module is verified after every pass, so a broken rewrite fails at the pass t
 """
 import os
 
-from graphc.compiler.passes import algebraic_simplify, constant_folding, cse, prune
+from graphc.compiler.passes import algebraic_simplify, batch_gemms, constant_folding, cse, prune
 from graphc.compiler.schedule import STEP_NAMES
 
 PASSES = [
     ("prune", prune.run),
     ("constant_folding", constant_folding.run),
     ("algebraic_simplify", algebraic_simplify.run),
+    ("batch_gemms", batch_gemms.run),
     ("cse", cse.run),
 ]
 PASS_NAMES = [name for name, _ in PASSES]

@@ -19,6 +19,7 @@ from contextlib import contextmanager
 
 from llvmlite import ir
 
+from graphc.compiler.loops import pieces
 from graphc.compiler.loops.expr import dims_key, walk
 from graphc.compiler.loops.program import MAX_ERROR_DETAILS
 from graphc.framework.op_def import OpTypes
@@ -143,10 +144,13 @@ class Emitter:
     loop_splitter: None, or an object whose `emit_loop(emitter, nest, level, by_level,
     deepest) -> bool` may emit a nest's outermost loop itself (the CPU's thread team:
     backends/cpu/parallel.ParallelLoops) and says whether it did; otherwise the loop is
-    emitted here, sequentially."""
+    emitted here, sequentially.
+
+    piecewise: the innermost loop is cut where a concatenation changes pieces
+    (loops/pieces.py), each piece its own loop with its selects folded away."""
 
     def __init__(self, builder, views, buffers, syms, dim_emitter, scalar_ops,
-                 loop_splitter=None):
+                 loop_splitter=None, piecewise=False):
         self.b = builder
         self.views = views
         self.x = views.x
@@ -161,11 +165,13 @@ class Emitter:
         self.detail_slots = None
         self.detail_base = views.detail_base
         self.loop_splitter = loop_splitter
+        self.piecewise = piecewise
 
     def fork(self, builder, buffers, syms):
         """An emitter of the same kernel's views into another function (a split loop's
         body), with no values emitted yet and no splitter (the body's loops are inner)."""
-        return Emitter(builder, self.views, buffers, syms, self.dim_emitter, self.scalar)
+        return Emitter(builder, self.views, buffers, syms, self.dim_emitter, self.scalar,
+                       piecewise=self.piecewise)
 
     # ---------------------------------------------------------------- nests
     def emit_nest(self, nest):
@@ -191,8 +197,31 @@ class Emitter:
         if self.loop_splitter is not None and all(v is None for v in nest.vars[:nxt]) and \
                 self.loop_splitter.emit_loop(self, nest, nxt, by_level, deepest):
             return  # the outermost loop, run by a thread team
+        if self.piecewise and nxt == deepest and self._emit_pieces(nest, nxt, by_level):
+            return
         with self.loop(var):
             self.emit_level(nest, nxt, by_level, deepest)
+
+    def _emit_pieces(self, nest, level, by_level):
+        """The innermost loop as one loop per concatenated piece; False if there is one."""
+        var = nest.vars[level]
+        here = by_level.get(level, [])
+        points = pieces.breakpoints(self.x, [e for t in here for e in (t.expr, t.position)],
+                                    var)
+        if not points:
+            return False
+        for lo, hi in pieces.ranges(points, self.x.const_value(var.extent)):
+            narrowed = []
+            for t in here:
+                copy = StoreTarget(t.storage, t.dims, t.dtype, t.value_of, t.accumulate,
+                                   t.loop_dims, t.place)
+                copy.index = t.index
+                copy.expr, copy.position = pieces.specialize(self.x, [t.expr, t.position],
+                                                             var, lo, hi)
+                narrowed.append(copy)
+            with self.loop(var, lo, hi):
+                self.emit_level(nest, level, {**by_level, level: narrowed}, level)
+        return True
 
     def store_target(self, t, value, position):
         """Stores (or folds, for an accumulating target) one element of target t (the GPU
@@ -205,9 +234,12 @@ class Emitter:
         kd.store_scalar(self.b, value, ptr, t.dtype)
 
     @contextmanager
-    def loop(self, var):
-        """A counted loop over `var`, with its own scope of emitted values."""
-        with for_range(self.b, self.value(var.extent), name=var.name) as iv:
+    def loop(self, var, start=None, stop=None):
+        """A counted loop over `var` (or over [start, stop) of its range), with its own
+        scope of emitted values."""
+        stop = self.value(var.extent) if stop is None else ir.Constant(I64, stop)
+        start = None if start is None else ir.Constant(I64, start)
+        with for_range(self.b, stop, start, name=var.name) as iv:
             self.var_values[var.id] = iv
             self.defined.add(var.id)
             self.scopes.append({})

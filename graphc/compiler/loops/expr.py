@@ -94,6 +94,10 @@ class ExprBuilder:
             e = self._table[key] = Expr(kind, dtype, data, tuple(args), free)
         return e
 
+    def with_args(self, e, args):
+        """An expr of e's kind, dtype and data over other args (no folding)."""
+        return self._make(e.kind, e.dtype, e.data, args)
+
     # ------------------------------------------------------------------ indices
     def const(self, value, dtype=INDEX):
         if dtype == "bool":

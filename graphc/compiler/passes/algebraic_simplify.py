@@ -10,6 +10,9 @@ Rewrites (c is a Const whose elements are all equal, a "splat"):
 - pow(x, 2) -> x*x; pow(x, 3) -> (x*x)*x; pow(x, 4) -> (x*x)*(x*x); pow(x, 1) -> x;
   pow(x, 0) -> ones_like(x); pow(x, -1) -> reciprocal(x) (floats); pow(x, 0.5) -> sqrt(x).
 - select(c, x, y) -> x or y when the condition c is the same constant everywhere.
+- split(a . b) along the last axis with one piece used -> a . b' where b' is that piece's
+  columns of op(b) (a Slice: rows of b when transpose_b): the unused columns are never
+  computed. Static widths only.
 - x / c -> x * (1/c) for floats when 1/c is exact (c a power of two whose reciprocal is
   representable), for every float c when run with exact_only=False.
 - an operand of a broadcasting binary op that is a splat (a Const, Fill(dims, s) or
@@ -31,6 +34,8 @@ in XLA and TF's grappler:
   rounded power, and they overflow to inf exactly where the power does); grappler's
   arithmetic optimizer makes the same trade (a tanh-gelu's x**3 then costs two
   multiplications instead of exp/log).
+- the narrowed product of a split sums each element over the same terms, but the GEMM
+  may order them differently for the narrower shape (last-bit differences).
 pow(x, 2) -> x*x is exact: both are the correctly rounded square.
 """
 import numpy as np
@@ -306,7 +311,50 @@ def _simplify_select(module, node, exact_only):
     return None
 
 
+def _simplify_split_of_product(module, node, exact_only):
+    """split(a . b) along the columns with one piece used -> a . (that piece's columns
+    of b): static_rnn's backward product g . [W_x; W_h]^T is split into the gradients of
+    x and h, and x's (a fed input's) is dropped, a third of the product's work."""
+    x, axis = (node.inputs[1], node.inputs[0]) if node.type == "Split" else \
+        (node.inputs[0], node.inputs[2])
+    product = x.node
+    used = [o for o in node.outputs if o.uses or o in module.outputs]
+    if (product.type != "MatMul" or len(used) != 1 or len(node.outputs) < 2
+            or x.uses != [node] or x in module.outputs or product in module.roots
+            or product.control_deps or product.control_users or node.control_deps
+            or not isinstance(product.inputs[1], Value)):
+        return None
+    axis = _const(axis)
+    widths = [o.dims[-1] for o in node.outputs]
+    b = product.inputs[1]
+    if (axis is None or int(axis) % 2 != 1 or not all(isinstance(w, int) for w in widths)
+            or not all(isinstance(d, int) for d in b.dims)):
+        return None
+    piece = node.outputs.index(used[0])
+    offset, width = sum(widths[:piece]), widths[piece]
+    transpose_b = bool(product.attrs.get("transpose_b"))
+    # the piece's columns of op(b): rows of b when it is transposed
+    begin, size = ([offset, 0], [width, b.dims[1]]) if transpose_b else \
+        ([0, offset], [b.dims[0], width])
+    where = dict(location=product.location, before=node)
+    columns = module.add_node(
+        "Slice", [b, module.add_constant(np.array(begin, np.int64), name=b.node.name + "/begin",
+                                         **where),
+                  module.add_constant(np.array(size, np.int64), name=b.node.name + "/size",
+                                      **where)],
+        {}, [(b.dtype, tuple(size))], product.name + "/columns", product.location,
+        product.gradient_of, before=node)
+    narrow = module.add_node("MatMul", [product.inputs[0], columns.outputs[0]],
+                             dict(product.attrs), [(used[0].dtype, used[0].dims)],
+                             product.name + "/narrow", product.location, product.gradient_of,
+                             before=node)
+    module.replace_all_uses(used[0], narrow.outputs[0])
+    return "split_of_product"
+
+
 RULES = {
+    "Split": _simplify_split_of_product,
+    "SplitV": _simplify_split_of_product,
     "Select": _simplify_select,
     "Mul": _identity_operand(1, commutes=True),
     "Add": _identity_operand(0, commutes=True),

@@ -35,7 +35,8 @@ def emit_loop_function(llvm_module, name, views, nests, storages, dim_emitter, s
         prologue(builder, buffers, fn.args[-1])
     # the nests run at the function's top level: their outermost loops are splittable
     splitter = parallel.ParallelLoops(llvm_module, name) if parallel.enabled() else None
-    emitter = Emitter(builder, views, buffers, fn.args[-1], dim_emitter, scalar_ops, splitter)
+    emitter = Emitter(builder, views, buffers, fn.args[-1], dim_emitter, scalar_ops, splitter,
+                      piecewise=True)
     for nest in nests:
         emitter.emit_nest(nest)
     builder.ret(emitter.status())

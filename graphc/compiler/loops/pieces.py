@@ -1,0 +1,127 @@
+"""Index-set splitting: the innermost loop cut where a concatenation changes pieces.
+
+A concatenation along the last axis is a chain of selects on the loop index
+(op_lowering._stitch: `i < 256 ? f(i) : i < 512 ? g(i - 256) : ...`), each piece's load
+index clamped into its part. Emitted as one loop, every element computes every piece
+and the clamped loads are gathers, so LSTM's gate gradients (four pieces) cost four
+times their work and do not vectorize. Cut into one loop per piece, each over a static
+range, the comparisons are constants there: the selects fold to the one piece, the
+clamps to the plain index (interval arithmetic proves them no-ops), and each loop is a
+plain contiguous one.
+
+`breakpoints` finds where to cut (comparisons of the loop variable with a constant);
+`specialize` rebuilds expressions for the variable limited to [lo, hi). Reductions are
+kept as they are (their bodies run over their own loops, hoisted elsewhere).
+"""
+
+# More pieces than this stay one loop: each piece is a copy of the loop's code.
+MAX_PIECES = 16
+_OPAQUE = ("reduce", "argreduce")
+
+
+def breakpoints(x, roots, var):
+    """Sorted cut points strictly inside (0, extent) of the loop variable `var` (static
+    extent), from comparisons `var op constant` under `roots`; [] when there are none
+    or too many."""
+    if not var.extent.is_const:
+        return []
+    extent = x.const_value(var.extent)
+    points = set()
+    stack, seen = list(roots), set()
+    while stack:
+        e = stack.pop()
+        if id(e) in seen or e.kind in _OPAQUE:
+            continue
+        seen.add(id(e))
+        if e.kind == "icmp" and e.data in ("lt", "le", "gt", "ge"):
+            a, b = e.args
+            if _is_var(a, var) and b.is_const:
+                # var < c and var >= c change at c; var <= c and var > c at c + 1
+                points.add(x.const_value(b) + (e.data in ("le", "gt")))
+        stack.extend(e.args)
+    points = sorted(p for p in points if 0 < p < extent)
+    return points if len(points) < MAX_PIECES else []
+
+
+def ranges(points, extent):
+    bounds = [0] + list(points) + [extent]
+    return list(zip(bounds[:-1], bounds[1:]))
+
+
+def specialize(x, roots, var, lo, hi):
+    """`roots` rebuilt for `var` in [lo, hi): comparisons, mins and maxes that the
+    ranges decide become constants or their deciding operand."""
+    memo, spans = {}, {}
+
+    def span(e):
+        """(least, greatest) value of index expr e, or None when unknown."""
+        if id(e) in spans:
+            return spans[id(e)]
+        s = None
+        if e.is_const and isinstance(x.const_value(e), int):
+            s = (x.const_value(e),) * 2
+        elif e.kind == "var":
+            v = x.vars[e.data]
+            if v is var:
+                s = (lo, hi - 1)
+            elif v.extent.is_const:
+                s = (0, x.const_value(v.extent) - 1)
+        elif e.kind in ("add", "sub", "min", "max"):
+            a, b = (span(arg) for arg in e.args)
+            if a is not None and b is not None:
+                s = {"add": (a[0] + b[0], a[1] + b[1]), "sub": (a[0] - b[1], a[1] - b[0]),
+                     "min": (min(a[0], b[0]), min(a[1], b[1])),
+                     "max": (max(a[0], b[0]), max(a[1], b[1]))}[e.kind]
+        spans[id(e)] = s
+        return s
+
+    def rebuild(e):
+        if id(e) in memo:
+            return memo[id(e)]
+        if not e.args or e.kind in _OPAQUE:
+            out = e
+        else:
+            args = [rebuild(a) for a in e.args]
+            out = _fold(x, e, args, span)
+        memo[id(e)] = out
+        return out
+
+    return [rebuild(r) for r in roots]
+
+
+def _fold(x, e, args, span):
+    if e.kind == "icmp" and e.data in ("lt", "le", "gt", "ge"):
+        decided = _decide(e.data, span(args[0]), span(args[1]))
+        if decided is not None:
+            return x.const(decided, "bool")
+    elif e.kind == "select":
+        return x.select(*args)
+    elif e.kind in ("and", "or"):
+        return x.logical(e.kind, *args)
+    elif e.kind in ("min", "max"):
+        a, b = span(args[0]), span(args[1])
+        if a is not None and b is not None:
+            first_smaller = a[1] <= b[0]
+            if first_smaller or b[1] <= a[0]:
+                keep_first = first_smaller == (e.kind == "min")
+                return args[0] if keep_first else args[1]
+    elif e.kind in ("add", "sub", "mul"):
+        return getattr(x, e.kind)(*args)
+    if all(a is b for a, b in zip(args, e.args)):
+        return e
+    return x.with_args(e, args)
+
+
+def _decide(op, a, b):
+    """The comparison's outcome when the spans decide it, else None."""
+    if a is None or b is None:
+        return None
+    if op in ("gt", "ge"):
+        return _decide({"gt": "lt", "ge": "le"}[op], b, a)
+    if op == "lt":
+        return True if a[1] < b[0] else False if a[0] >= b[1] else None
+    return True if a[1] <= b[0] else False if a[0] > b[1] else None  # le
+
+
+def _is_var(e, var):
+    return e.kind == "var" and e.data == var.id
