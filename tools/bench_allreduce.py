@@ -12,7 +12,10 @@
    `op` against `raw` is the cost of graphc's collective itself; `run` against `by hand`
    is the cost of having it in the graph. The overheads are medians over rounds of the
    per-round ratio (the ways run interleaved, each round started together on every rank)
-   and their spread is the interquartile range of those ratios: the machine is shared.
+   with the interquartile range of those ratios, and the ratio of the fastest rounds
+   (`best`: what each way costs when the shared machine lets it run undisturbed). Last,
+   the process CPU time per call of each way with MPI's Allreduce replaced by nothing:
+   the work each adds to MPI's own, which the other jobs' load does not blur.
 2. Training steps, batch per process fixed: W3 (tools/compile_time.py's mlp_train:
    784-512-512-10 relu, batch 128, SGD) and resnet_train (peers_bench.py's CIFAR ResNet,
    batch 32, Momentum), the plain optimizer on 1 process and DistributedOptimizer on 2
@@ -92,8 +95,44 @@ def measure_allreduce(comm, rounds):
                                 comm.Allreduce(x, out, op=mpi_sum)),
             "run": lambda: sess.run(y, {ph: x})}, comm, calls, rounds)
         rows.append({"bytes": nbytes, "calls": calls, "seconds": t,
-                     "exchanges": agreement.exchanges - before})
+                     "exchanges": agreement.exchanges - before,
+                     "cpu_us": own_cpu_seconds(sess, y, ph, x, same_run_without_op, kernel)})
     return rows
+
+
+class _NoMpi:
+    """A communicator whose Allreduce does nothing: what remains of a call is the caller's
+    own work."""
+
+    def Allreduce(self, x, out, op=None):  # noqa: N802 - mpi4py's name
+        pass
+
+
+def own_cpu_seconds(sess, y, ph, x, same_run_without_op, kernel, calls=2000):
+    """{way: process CPU microseconds per call with MPI's Allreduce replaced by nothing}
+    (median of 7 runs of `calls`): what each way adds to MPI's own work, undisturbed by
+    the other jobs' load and by waiting for the other rank."""
+    from graphc.distribute.world import world
+    w = world()
+    comm, w.comm = w.comm, _NoMpi()
+    out = np.empty_like(x)
+    ways = {"raw": lambda: w.comm.Allreduce(x, out),
+            "op": lambda: kernel(None, y.op, x),
+            "by_hand": lambda: (sess.run(same_run_without_op, {ph: x}), w.comm.Allreduce(x, out)),
+            "run": lambda: sess.run(y, {ph: x})}
+    try:
+        result = {}
+        for name, fn in ways.items():
+            runs = []
+            for _ in range(7):
+                start = time.process_time()
+                for _ in range(calls):
+                    fn()
+                runs.append((time.process_time() - start) / calls)
+            result[name] = float(np.median(runs)) * 1e6
+        return result
+    finally:
+        w.comm = comm
 
 
 def build_w3(tf, batch=128):
@@ -240,33 +279,39 @@ def launch(what, ranks, args):
 
 
 def overhead(way, base, row):
-    """(median, interquartile range) over the rounds of way's time / base's time - 1."""
-    ratios = np.array(row["seconds"][way]) / np.array(row["seconds"][base]) - 1
-    q1, median, q3 = np.percentile(ratios, [25, 50, 75])
-    return median, q3 - q1
+    """(median, interquartile range) over the rounds of way's time / base's time - 1, and
+    the fastest round of way against the fastest of base."""
+    way_s, base_s = np.array(row["seconds"][way]), np.array(row["seconds"][base])
+    q1, median, q3 = np.percentile(way_s / base_s - 1, [25, 50, 75])
+    return median, q3 - q1, way_s.min() / base_s.min() - 1
 
 
 def print_allreduce(rows, ranks):
     print(f"allreduce, float32 sum over {ranks} ranks: median ms per call; overheads: "
           "median (interquartile range) of the per-round ratios")
-    print(f"{'size':>7} {'raw':>9} {'op':>9} {'op vs raw':>17} {'by hand':>9} {'run':>9} "
-          f"{'run vs by hand':>17} {'raw GB/s':>8} {'exchanges':>9}")
+    print(f"{'size':>7} {'raw':>9} {'op':>9} {'op vs raw (IQR)':>18} {'best':>7} "
+          f"{'by hand':>9} {'run':>9} {'run vs by hand (IQR)':>21} {'best':>7} "
+          f"{'raw GB/s':>8} {'exchanges':>9}")
     for r in rows:
         ms = {k: float(np.median(v)) * 1e3 for k, v in r["seconds"].items()}
-        op, op_iqr = overhead("op", "raw", r)
-        run, run_iqr = overhead("run", "by_hand", r)
+        op, op_iqr, op_best = overhead("op", "raw", r)
+        run, run_iqr, run_best = overhead("run", "by_hand", r)
         print(f"{_size(r['bytes']):>7} {ms['raw']:9.4f} {ms['op']:9.4f} "
-              f"{op:+8.1%} ({op_iqr:5.1%}) {ms['by_hand']:9.4f} {ms['run']:9.4f} "
-              f"{run:+8.1%} ({run_iqr:5.1%}) {r['bytes'] / ms['raw'] / 1e6:8.2f} "
-              f"{r['exchanges']:9d}")
+              f"{op:+8.1%} ({op_iqr:6.1%}) {op_best:+7.1%} {ms['by_hand']:9.4f} "
+              f"{ms['run']:9.4f} {run:+11.1%} ({run_iqr:6.1%}) {run_best:+7.1%} "
+              f"{r['bytes'] / ms['raw'] / 1e6:8.2f} {r['exchanges']:9d}")
+    cpu = rows[0]["cpu_us"]
+    print(f"\nCPU microseconds per call with MPI's Allreduce replaced by nothing (what each way "
+          f"adds to MPI's own work; {_size(rows[0]['bytes'])}): raw {cpu['raw']:.2f}, op "
+          f"{cpu['op']:.2f}, by hand {cpu['by_hand']:.2f}, run {cpu['run']:.2f}")
 
 
 def print_steps(results, args):
     print(f"\ntraining steps ({args.threads} compiled-code thread(s) per process), median "
           f"of {args.steps} steps")
-    print(f"  {'':44s} {'step ms':>8} {'(IQR)':>8} {'in collectives':>17} {'exchanges':>9}")
+    print(f"  {'':52s} {'step ms':>8} {'(IQR)':>8} {'in collectives':>17} {'exchanges':>9}")
     for name, r in results.items():
-        print(f"  {name:44s} {r['step_ms']:8.2f} {r['step_iqr_ms']:8.2f} "
+        print(f"  {name:52s} {r['step_ms']:8.2f} {r['step_iqr_ms']:8.2f} "
               f"{r['comm_ms']:8.2f} ({r['comm_fraction']:4.0%}) {r['exchanges']:9d}")
 
 

@@ -128,7 +128,8 @@ def _broadcast_kernel(state, op, x):
 
 
 class OpRecord:
-    """What the calls of one collective op keep, made at its first call: the hash of what
+    """What the calls of one collective op keep, made at its first call (and dropped with
+    the op): the hash of what
     the op is (which the ranks compare; the text of its attrs costs more than a small
     allreduce) and its last output array, reused when nothing else holds it any more: a
     new array of many MiB costs a page fault per 4 KiB on its first write, 15-20% of the
@@ -160,13 +161,16 @@ def _count_of_unshared():
 
 
 _UNSHARED = _count_of_unshared()
-_records = weakref.WeakKeyDictionary()  # op -> its OpRecord
+# id(op) -> its OpRecord: a plain dict, a third of a WeakKeyDictionary's lookup cost on
+# every call; the op's finalizer removes its entry before its id can be reused
+_records = {}
 
 
 def _record(op):
-    record = _records.get(op)
+    record = _records.get(id(op))
     if record is None:
-        record = _records[op] = OpRecord(op)
+        record = _records[id(op)] = OpRecord(op)
+        weakref.finalize(op, _records.pop, id(op), None)
     return record
 
 
@@ -257,8 +261,10 @@ def _int(value, what):
 # ---------------------------------------------------------------- schedule agreement
 def _world_for(op):
     w = world_module.current()
-    if w is not None:
-        return w
+    return w if w is not None else _no_world(op)
+
+
+def _no_world(op):
     try:
         return world_module.world(f"{op.type} '{op.name}'")
     except ValueError as e:
