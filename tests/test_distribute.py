@@ -586,6 +586,14 @@ def test_a_rank_leaving_the_agreed_sequence_alone_ends_the_job(tmp_path):
     assert time.monotonic() - start < 60
 
 
+
+@needs_mpi
+def test_a_bad_timeout_fails_init_naming_the_variable(tmp_path):
+    proc = run_job(tmp_path, 2, "import graphc.distribute as hvd\nhvd.init()\n", timeout=120,
+                   env={"GRAPHC_MPI_TIMEOUT": "0"})
+    assert proc.returncode != 0
+    assert "GRAPHC_MPI_TIMEOUT must be a number of seconds > 0, got '0'" in proc.stderr
+
 class _OneRankComm:
     """The check communicator of Agreement's unit tests: every rank sends what this one
     does (or, from `lying_rank` on, another header's identity)."""

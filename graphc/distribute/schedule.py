@@ -17,13 +17,13 @@ sequence and position. Two ranks moving data without an exchange therefore run t
 collective on the same shape. Where all ranks depart, the exchange compares them and a
 mismatch raises FailedPreconditionError on every rank, naming what each runs; where only
 some depart, they wait in the exchange while the others wait in a data collective, and the
-watchdog ends the job after COLLECTIVE_TIMEOUT. Headers travel on a duplicate of the
+watchdog ends the job after GRAPHC_MPI_TIMEOUT seconds. Headers travel on a duplicate of the
 communicator, so a header is never matched with a gradient.
 
 The watchdog: MPI's blocking collectives are the fastest path (a polled non-blocking one
 costs 10-40% more on large buffers here) but cannot be interrupted, so a thread watches
-the collective this rank is in: it warns after STALL_WARNING seconds and, after
-COLLECTIVE_TIMEOUT, prints which collective never completed and calls MPI_Abort, which
+the collective this rank is in: it warns after GRAPHC_MPI_STALL_WARNING seconds and,
+after GRAPHC_MPI_TIMEOUT, prints which collective never completed and calls MPI_Abort, which
 ends every rank of the job (a rank whose partners left can do nothing else: its MPI
 state is broken).
 """
@@ -37,14 +37,25 @@ import numpy as np
 
 from graphc import errors
 
-# A rank may legitimately keep the others waiting a while (rank 0 evaluating or writing a
-# checkpoint): a warning after STALL_WARNING seconds, the end after COLLECTIVE_TIMEOUT.
-COLLECTIVE_TIMEOUT = float(os.environ.get("GRAPHC_MPI_TIMEOUT", "600"))
-STALL_WARNING = float(os.environ.get("GRAPHC_MPI_STALL_WARNING", "60"))
 _DESCRIPTION_BYTES = 240  # of a rank's description of its collective, in a mismatch report
 # A sequence longer than this is restarted rather than extended: a job whose collectives
 # never repeat exchanges headers at every call instead of keeping an ever longer list.
 _MAX_SEQUENCE = 4096
+
+
+def _seconds(variable, default):
+    """A limit of the watchdog, read when init() makes it (a bad value fails init(), not
+    `import graphc`)."""
+    text = os.environ.get(variable, "").strip() or default
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value > 0:  # (NaN too)
+        raise ValueError(f"graphc.distribute: {variable} must be a number of seconds > 0, "
+                         f"got {text!r}")
+    return value
+
 
 
 def hash64(text):
@@ -125,16 +136,20 @@ class Agreement:
 
 class Watchdog:
     """A thread ending the job when this rank waits in one collective longer than
-    COLLECTIVE_TIMEOUT. watch(op) before the MPI call, done() after it: two attribute
-    stores, nothing the call's latency notices."""
+    GRAPHC_MPI_TIMEOUT seconds (default 600), after a warning at GRAPHC_MPI_STALL_WARNING
+    (default 60): a rank may legitimately keep the others waiting a while (rank 0
+    evaluating or writing a checkpoint). watch(op) before the MPI call, done() after it:
+    two attribute stores, nothing the call's latency notices."""
 
     def __init__(self, comm, rank):
         self._comm = comm
         self._rank = rank
+        self.timeout = _seconds("GRAPHC_MPI_TIMEOUT", "600")
+        self.stall_warning = _seconds("GRAPHC_MPI_STALL_WARNING", "60")
         self._watched = None  # (op, since) of the collective this rank is in, or None
         self._thread = None
         # a tenth of the shorter limit: the message comes at most 10% late
-        self._interval = min(1.0, STALL_WARNING / 10, COLLECTIVE_TIMEOUT / 10)
+        self._interval = min(1.0, self.stall_warning / 10, self.timeout / 10)
 
     def watch(self, op):
         if self._thread is None:
@@ -155,21 +170,21 @@ class Watchdog:
                 continue
             op, since = watched
             waited = time.monotonic() - since
-            if waited > COLLECTIVE_TIMEOUT:
+            if waited > self.timeout:
                 self._abort(op)
-            if waited > STALL_WARNING and warned is not watched and \
-                    COLLECTIVE_TIMEOUT > STALL_WARNING:
+            if waited > self.stall_warning and warned is not watched and \
+                    self.timeout > self.stall_warning:
                 warned = watched
                 sys.stderr.write(
-                    f"graphc.distribute: rank {self._rank} has waited {STALL_WARNING:g} s "
-                    f"for the other ranks at collective {op.type} '{op.name}'; it fails "
-                    f"after {COLLECTIVE_TIMEOUT:g} s (GRAPHC_MPI_TIMEOUT)\n")
+                    f"graphc.distribute: rank {self._rank} has waited {self.stall_warning:g} "
+                    f"s for the other ranks at collective {op.type} '{op.name}'; it fails "
+                    f"after {self.timeout:g} s (GRAPHC_MPI_TIMEOUT)\n")
                 sys.stderr.flush()
 
     def _abort(self, op):
         sys.stderr.write(
             f"graphc.distribute: FailedPreconditionError: rank {self._rank}: the other ranks "
-            f"did not reach collective {op.type} '{op.name}' within {COLLECTIVE_TIMEOUT:g} s "
+            f"did not reach collective {op.type} '{op.name}' within {self.timeout:g} s "
             "(GRAPHC_MPI_TIMEOUT): a rank stopped, or runs other collectives (another graph, "
             f"other fetches or shapes) than this one\n\t [[node {op.describe()}]]\n"
             "graphc.distribute: aborting all ranks (MPI_Abort).\n")

@@ -9,7 +9,7 @@ Failure: a Python exception that reaches the top of a rank (sys.excepthook) prin
 traceback and then calls MPI_Abort, which makes the launcher end every rank at once:
 the other ranks exit non-zero within moments instead of waiting forever in their next
 collective. A rank that stops calling collectives without raising (it left its training
-loop early, it hangs) is caught by the others' watchdog (schedule.COLLECTIVE_TIMEOUT).
+loop early, it hangs) is caught by the others' watchdog (schedule.Watchdog).
 """
 import os
 import sys
