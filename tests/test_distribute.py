@@ -628,9 +628,13 @@ def test_agreement_reports_ranks_that_depart_differently():
     from graphc.distribute.schedule import Agreement
     op = hvd.allreduce(gc.placeholder(gc.float32, [2]), name="grad").op
     agreement = Agreement(_OneRankComm(3, lying_rank=2), 0, 3)
-    with pytest.raises(gc.errors.FailedPreconditionError,
-                       match="the ranks run different collectives"):
+    with pytest.raises(gc.errors.FailedPreconditionError, match=r"different collectives"
+                       r"(.|\n)*rank 0: MpiAllreduce 'grad' float32\[2\]"):
         agreement.depart(op, (1, (2,)), (2,))
+    gather = hvd.allgather(gc.placeholder(gc.float32, [None, 3]), name="rows").op
+    with pytest.raises(gc.errors.FailedPreconditionError,  # the whole shape, rows first
+                       match=r"rank 2: MpiAllgather 'rows' float32\[5, 3\]"):
+        agreement.exchange(gather, 1, (3,), 5)
 
 
 SAVER_WORKER = """

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""graphc.distribute's cost: its allreduce against raw mpi4py, and training steps on 1 and 2 processes.
+"""graphc.distribute's cost: its allreduce against raw mpi4py; training steps on 1 and 2 processes.
 
 1. Allreduce (float32 sum, 2 ranks) of buffers from 4 KiB to 64 MiB, on the same arrays:
      raw      mpi4py's `comm.Allreduce(x, out)` alone, back to back;
@@ -316,7 +316,7 @@ def print_steps(results, args):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[1])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ranks", type=int, default=2)
     parser.add_argument("--steps", type=int, default=50)
     parser.add_argument("--rounds", type=int, default=15, help="rounds of the allreduce table")

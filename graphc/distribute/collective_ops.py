@@ -129,12 +129,12 @@ def _broadcast_kernel(state, op, x):
 
 class OpRecord:
     """What the calls of one collective op keep, made at its first call (and dropped with
-    the op): the hash of what
-    the op is (which the ranks compare; the text of its attrs costs more than a small
-    allreduce) and its last output array, reused when nothing else holds it any more: a
-    new array of many MiB costs a page fault per 4 KiB on its first write, 15-20% of the
-    Allreduce itself. An array still referenced anywhere (fetched by the user, kept in an
-    executor's values) is left alone, and a new one is made."""
+    the op): the hash of what the op is (which the ranks compare; the text of its attrs
+    costs more than a small allreduce) and its last output array, reused when nothing
+    else holds it any more: a new array of many MiB costs a page fault per 4 KiB on its
+    first write, 15-20% of the Allreduce itself. An array still referenced anywhere
+    (fetched by the user, kept in an executor's values) is left alone, and a new one is
+    made."""
 
     __slots__ = ("identity", "out")
 

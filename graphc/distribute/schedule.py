@@ -102,11 +102,11 @@ class Agreement:
             self._sequence = ran + [key] if len(ran) < _MAX_SEQUENCE else [key]
             self._position = len(self._sequence)
 
-    def exchange(self, op, identity, shape, dim0=0):
+    def exchange(self, op, identity, shape, dim0=None):
         """Every rank's (identity, shape) header; returns the ranks' `dim0`s (Allgather's
-        row counts). Raises FailedPreconditionError on every rank when the identities or
-        shapes differ."""
-        mine = np.array([identity, hash64(repr(shape)), dim0], np.int64)
+        row counts, which may differ; `shape` is then the rest of its shape). Raises
+        FailedPreconditionError on every rank when the identities or shapes differ."""
+        mine = np.array([identity, hash64(repr(shape)), dim0 or 0], np.int64)
         headers = np.empty((self.size, mine.size), np.int64)
         self.watchdog.watch(op)
         try:
@@ -115,13 +115,14 @@ class Agreement:
             self.watchdog.done()
         self.exchanges += 1
         if not (headers[:, :2] == headers[0, :2]).all():
-            raise errors.FailedPreconditionError(None, op, self._mismatch_report(op, shape))
+            shown = list(shape) if dim0 is None else [dim0] + list(shape)
+            raise errors.FailedPreconditionError(None, op, self._mismatch_report(op, shown))
         return headers[:, 2]
 
     def _mismatch_report(self, op, shape):
         """What each rank runs, gathered as fixed-size text (every rank is here: the header
         exchange completed)."""
-        mine = f"{op.type} '{op.name}' {op.outputs[0].dtype.name}{list(shape)} {dict(op.attrs)}"
+        mine = f"{op.type} '{op.name}' {op.outputs[0].dtype.name}{shape} {dict(op.attrs)}"
         buf = np.zeros(_DESCRIPTION_BYTES, np.uint8)
         raw = mine.encode()[:_DESCRIPTION_BYTES]
         buf[:len(raw)] = np.frombuffer(raw, np.uint8)
