@@ -337,6 +337,24 @@ def test_one_process_job_runs_the_same_script():
         np.testing.assert_allclose(reduced, unreduced, rtol=1e-13, atol=1e-15)
 
 
+
+def test_an_average_of_gradients_is_divided_by_the_compiled_update():
+    """reduce_gradients' average is its allreduce's sum divided by size() in graph ops
+    after the unpacking, so the native update stage divides as it reads (no pass over the
+    whole buffer on the host); integers are still refused an average."""
+    hvd.init()
+    a, b = gc.constant([1.0, 2.0]), gc.constant([[3.0]])
+    reduced = hvd.reduce_gradients([a, b])
+    fused = [o for o in gc.get_default_graph().get_operations() if o.type == "MpiAllreduce"]
+    assert [o.attrs["reduction"] for o in fused] == [hvd.Sum]
+    assert [r.op.type for r in reduced] == ["RealDiv", "RealDiv"]
+    with gc.Session() as sess:
+        got = sess.run(reduced)
+    np.testing.assert_array_equal(got[0], [1.0, 2.0])
+    np.testing.assert_array_equal(got[1], [[3.0]])
+    with pytest.raises(TypeError, match="would be truncated; use op=Sum"):
+        hvd.reduce_gradients([gc.constant([1, 2])])
+
 def _initial_values(dtype):
     gc.reset_default_graph()
     model(dtype)
