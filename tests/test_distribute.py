@@ -337,6 +337,24 @@ def test_one_process_job_runs_the_same_script():
         np.testing.assert_allclose(reduced, unreduced, rtol=1e-13, atol=1e-15)
 
 
+
+def test_an_average_of_gradients_is_divided_by_the_compiled_update():
+    """reduce_gradients' average is its allreduce's sum divided by size() in graph ops
+    after the unpacking, so the native update stage divides as it reads (no pass over the
+    whole buffer on the host); integers are still refused an average."""
+    hvd.init()
+    a, b = gc.constant([1.0, 2.0]), gc.constant([[3.0]])
+    reduced = hvd.reduce_gradients([a, b])
+    fused = [o for o in gc.get_default_graph().get_operations() if o.type == "MpiAllreduce"]
+    assert [o.attrs["reduction"] for o in fused] == [hvd.Sum]
+    assert [r.op.type for r in reduced] == ["RealDiv", "RealDiv"]
+    with gc.Session() as sess:
+        got = sess.run(reduced)
+    np.testing.assert_array_equal(got[0], [1.0, 2.0])
+    np.testing.assert_array_equal(got[1], [[3.0]])
+    with pytest.raises(TypeError, match="would be truncated; use op=Sum"):
+        hvd.reduce_gradients([gc.constant([1, 2])])
+
 def _initial_values(dtype):
     gc.reset_default_graph()
     model(dtype)
@@ -472,6 +490,169 @@ def test_a_stalled_rank_makes_the_others_fail_after_the_timeout(tmp_path):
     assert "rank 0: the other ranks did not reach collective MpiAllreduce 'grad' within 3 s" \
         in proc.stderr
     assert time.monotonic() - start < 60
+
+
+# ------------------------------------------------------- the agreed sequence
+SEQUENCE_WORKER = """
+    import json
+    import os
+    import numpy as np
+    import graphc as gc
+    import graphc.distribute as hvd
+    from graphc.distribute.world import world
+    hvd.init()
+    r = hvd.rank()
+    agreement = world().agreement
+    out = {}
+    for backend in os.environ["BACKENDS"].split(","):
+        gc.reset_default_graph()
+        x = gc.placeholder(gc.float64, [None])
+        total = hvd.allreduce(x, op=hvd.Sum, name="total")
+        root = hvd.broadcast(x * 2.0, 0, name="root")
+        exchanges, values = [], []
+        with gc.Session(config=gc.ConfigProto(backend=backend)) as sess:
+            for step in range(8):
+                size = 3 if step < 5 else 4  # every rank's batch grows at step 5
+                before = agreement.exchanges
+                got = sess.run([total, root], {x: np.arange(size) + 10.0 * r + step})
+                exchanges.append(agreement.exchanges - before)
+                values.append([v.tolist() for v in got])
+        out[backend] = {"exchanges": exchanges, "values": values}
+    with open(os.path.join(os.environ["OUT"], f"rank{r}.json"), "w") as f:
+        json.dump(out, f)
+"""
+
+
+@needs_mpi
+@pytest.mark.parametrize("n", [2, 3])
+def test_ranks_exchange_headers_only_where_their_collectives_change(tmp_path, n):
+    """A run repeating the collectives the ranks agreed on moves data at once: headers are
+    exchanged in the first run (one per collective) and where the shapes change, and
+    the sums and broadcasts are right throughout."""
+    check_ok(run_job(tmp_path, n, SEQUENCE_WORKER, env={"BACKENDS": ",".join(BACKENDS)}))
+    for r in range(n):
+        with open(tmp_path / f"rank{r}.json") as f:
+            got = json.load(f)
+        for i, backend in enumerate(BACKENDS):
+            exchanges, values = got[backend]["exchanges"], got[backend]["values"]
+            # one exchange per collective in the first run; where the shapes change (and
+            # where a session follows another one's collectives), the second run closes
+            # the cycle of the new keys with one more exchange; then none
+            assert exchanges == [2, 1 if i else 0, 0, 0, 0, 2, 1, 0], f"{backend}: {exchanges}"
+            for step, (total, root) in enumerate(values):
+                base = np.arange(3 if step < 5 else 4) + step
+                np.testing.assert_array_equal(total, n * base + 10.0 * sum(range(n)))
+                np.testing.assert_array_equal(root, 2 * base)
+
+
+DEPARTING_WORKER = """
+    import numpy as np
+    import graphc as gc
+    import graphc.distribute as hvd
+    hvd.init()
+    x = gc.placeholder(gc.float32, [None])
+    y = hvd.allreduce(x, name="grad")
+    with gc.Session() as sess:
+        for step in range(4):
+            size = 3 if step < 3 else (4 if hvd.rank() == 0 else 5)  # rank 0's batch differs
+            sess.run(y, {x: np.ones(size)})
+    print("finished", hvd.rank())
+"""
+
+
+@needs_mpi
+def test_ranks_changing_shapes_differently_fail_with_a_report(tmp_path):
+    """After steps the ranks agreed on, every rank's shape changes, but not alike: the
+    header exchange of the change reports what each rank runs."""
+    proc = run_job(tmp_path, 3, DEPARTING_WORKER, timeout=120)
+    assert proc.returncode != 0
+    assert "the ranks run different collectives" in proc.stderr
+    assert "rank 0: MpiAllreduce 'grad' float32[4]" in proc.stderr
+    assert "rank 1: MpiAllreduce 'grad' float32[5]" in proc.stderr
+    assert "finished" not in proc.stdout
+
+
+SKIPPING_WORKER = """
+    import numpy as np
+    import graphc as gc
+    import graphc.distribute as hvd
+    hvd.init()
+    x = gc.placeholder(gc.float32, [3])
+    a, b = hvd.allreduce(x, name="a"), hvd.allreduce(x, name="b")  # the same shape
+    with gc.Session() as sess:
+        for _ in range(3):  # the ranks agree on the sequence a, b
+            sess.run(a, {x: np.ones(3)})
+            sess.run(b, {x: np.ones(3)})
+        # rank 0 runs a (the sequence's next), the others b: nothing may pair them up
+        print("result", sess.run(a if hvd.rank() == 0 else b, {x: np.ones(3)}))
+    print("finished", hvd.rank())
+"""
+
+
+@needs_mpi
+def test_a_rank_leaving_the_agreed_sequence_alone_ends_the_job(tmp_path):
+    """Rank 0 follows the agreed sequence, rank 1 runs another collective of the same
+    shape: rank 1 waits in a header exchange, rank 0 in the data's allreduce, and the
+    watchdog ends the job (no result mixing a with b)."""
+    start = time.monotonic()
+    proc = run_job(tmp_path, 2, SKIPPING_WORKER, timeout=90,
+                   env={"GRAPHC_MPI_TIMEOUT": "3", "GRAPHC_MPI_STALL_WARNING": "1"})
+    assert proc.returncode != 0
+    assert "result" not in proc.stdout and "finished" not in proc.stdout
+    assert re.search(r"rank [01]: the other ranks did not reach collective MpiAllreduce "
+                     r"'[ab]' within 3 s", proc.stderr), proc.stderr
+    assert time.monotonic() - start < 60
+
+
+
+@needs_mpi
+def test_a_bad_timeout_fails_init_naming_the_variable(tmp_path):
+    proc = run_job(tmp_path, 2, "import graphc.distribute as hvd\nhvd.init()\n", timeout=120,
+                   env={"GRAPHC_MPI_TIMEOUT": "0"})
+    assert proc.returncode != 0
+    assert "GRAPHC_MPI_TIMEOUT must be a number of seconds > 0, got '0'" in proc.stderr
+
+class _OneRankComm:
+    """The check communicator of Agreement's unit tests: every rank sends what this one
+    does (or, from `lying_rank` on, another header's identity)."""
+
+    def __init__(self, size, lying_rank=None):
+        self.size, self.lying_rank = size, lying_rank
+
+    def Allgather(self, mine, every):  # noqa: N802 - mpi4py's name
+        every[:] = mine
+        if self.lying_rank is not None and every.dtype == np.int64:
+            every[self.lying_rank:, 0] += 1
+
+
+@pytest.mark.parametrize("pattern, exchanges", [
+    ("ab" * 6, 2),                 # learned in the first pass, then followed
+    ("abc" * 3 + "d" + "abc" * 3, 3 + 1 + 1),  # d extends it; a instead of d: abc again
+    ("a" * 10, 1),
+    ("ab" * 3 + "b" + "ab" * 3, 2 + 1 + 1),    # b instead of a: the cycle b; then b, a
+])
+def test_agreement_exchanges_where_the_sequence_departs(pattern, exchanges):
+    from graphc.distribute.schedule import Agreement
+    ops = {c: hvd.allreduce(gc.placeholder(gc.float32, [2]), name=c).op for c in set(pattern)}
+    agreement = Agreement(_OneRankComm(2), 0, 2)
+    for c in pattern:
+        key = (hash(c), (2,))
+        if not agreement.follows(key):
+            agreement.depart(ops[c], key, (2,))
+    assert agreement.exchanges == exchanges
+
+
+def test_agreement_reports_ranks_that_depart_differently():
+    from graphc.distribute.schedule import Agreement
+    op = hvd.allreduce(gc.placeholder(gc.float32, [2]), name="grad").op
+    agreement = Agreement(_OneRankComm(3, lying_rank=2), 0, 3)
+    with pytest.raises(gc.errors.FailedPreconditionError, match=r"different collectives"
+                       r"(.|\n)*rank 0: MpiAllreduce 'grad' float32\[2\]"):
+        agreement.depart(op, (1, (2,)), (2,))
+    gather = hvd.allgather(gc.placeholder(gc.float32, [None, 3]), name="rows").op
+    with pytest.raises(gc.errors.FailedPreconditionError,  # the whole shape, rows first
+                       match=r"rank 2: MpiAllgather 'rows' float32\[5, 3\]"):
+        agreement.exchange(gather, 1, (3,), 5)
 
 
 SAVER_WORKER = """

@@ -1,25 +1,41 @@
 #!/usr/bin/env python3
-"""graphc.distribute's cost: its allreduce against raw mpi4py, and W3's step on 1 and 2 processes.
+"""graphc.distribute's cost: its allreduce against raw mpi4py; training steps on 1 and 2 processes.
 
-1. Allreduce (float32 sum, 2 ranks) of buffers from 4 KiB to 64 MiB, three ways on the
-   same arrays: raw mpi4py `comm.Allreduce(x, out)`; graphc's MpiAllreduce kernel (the
-   header exchange that checks the ranks agree, then the same Allreduce); and a whole
-   `Session.run` of a graph holding the op (feeds, the host stage, the fetch). Prints
-   ms per call, algorithm bandwidth (bytes / time) and the overhead against raw.
-2. W3 (tools/compile_time.py's mlp_train: 784-512-512-10 relu, sparse xent, SGD 0.01) at
-   a batch of 128 per process: the plain optimizer on 1 process, DistributedOptimizer on
-   1 and on 2 processes (so 2 processes train on 256 examples per step). Prints the
-   median step time and the fraction of it spent in collectives (MpiAllreduce kernels).
+1. Allreduce (float32 sum, 2 ranks) of buffers from 4 KiB to 64 MiB, on the same arrays:
+     raw      mpi4py's `comm.Allreduce(x, out)` alone, back to back;
+     op       graphc's MpiAllreduce kernel, back to back: what the host stage of a run
+              calls (the steady state: the ranks follow the collectives they agreed on,
+              so no header is exchanged; the `exchanges` column counts any);
+     by hand  `Session.run` of a NoOp with the same feed, then `comm.Allreduce`: a run's
+              round trip plus raw MPI, what a user without graphc's op would pay at least;
+     run      `Session.run` of the graph holding the op (feed, host stage, fetch).
+   `op` against `raw` is the cost of graphc's collective itself; `run` against `by hand`
+   is the cost of having it in the graph. The overheads are medians over rounds of the
+   per-round ratio (the ways run interleaved, each round started together on every rank)
+   with the interquartile range of those ratios, and the ratio of the fastest rounds
+   (`best`: what each way costs when the shared machine lets it run undisturbed). Last,
+   the process CPU time per call of each way with MPI's Allreduce replaced by nothing:
+   the work each adds to MPI's own, which the other jobs' load does not blur.
+2. Training steps, batch per process fixed: W3 (tools/compile_time.py's mlp_train:
+   784-512-512-10 relu, batch 128, SGD) and resnet_train (peers_bench.py's CIFAR ResNet,
+   batch 32, Momentum), the plain optimizer on 1 process and DistributedOptimizer on 2
+   (so 2 processes train on twice the examples per step). Prints the median step time,
+   the time inside the collective kernels (MPI plus waiting for the slower rank) and its
+   fraction of the step. (DistributedOptimizer in a job of one process is the plain
+   optimizer: it adds no op.)
 
-    python tools/bench_allreduce.py [--ranks 2] [--steps 50] [--json out.json]
+    python tools/bench_allreduce.py [--ranks 2] [--steps 50] [--workloads w3,resnet_train]
+                                    [--json out.json]
 
-Run plainly, it starts itself under mpiexec for each measurement and prints a table.
+Run plainly, it starts itself under mpiexec for each measurement and prints the tables.
 What a 2-core machine can show: the overhead of graphc's collectives over raw MPI (the
-same bytes move through the same shared-memory transport) and the extra work of a step
-that is split into native and host stages. What it cannot show: scaling. Two processes
-on two cores share the memory bandwidth and the cores the compiled kernels would
-otherwise use (each rank runs 1 thread here), and shared-memory MPI says nothing of a
-network, where bandwidth is 10-100x lower and fusion matters far more.
+same bytes move through the same shared-memory transport), the extra work of a step
+that is split into native and host stages, and how the time of a step divides between
+computing and communicating. What it cannot show: scaling. Two processes on two cores
+share the memory bandwidth and the cores the compiled kernels would otherwise use (each
+rank runs 1 thread here), so a 2-process step is not expected to be faster per example;
+and shared-memory MPI says nothing of a network, where bandwidth is 10-100x lower and
+fusion and overlap matter far more.
 """
 import argparse
 import json
@@ -35,9 +51,9 @@ SIZES = [4 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20]  # bytes
 
 
 def call_seconds(fns, comm, calls, rounds=9):
-    """{name: median over `rounds` of (time of `calls` back-to-back calls) / calls}. The
-    ways are interleaved round by round, each round started together on every rank, so
-    that a load change on the machine falls on all of them alike."""
+    """{name: [time of `calls` back-to-back calls / calls, per round]}. The ways are
+    interleaved round by round, each round started together on every rank, so that a
+    load change on the machine falls on all of them alike."""
     times = {name: [] for name in fns}
     for _ in range(rounds):
         for name, fn in fns.items():
@@ -46,14 +62,17 @@ def call_seconds(fns, comm, calls, rounds=9):
             for _ in range(calls):
                 fn()
             times[name].append((time.perf_counter() - start) / calls)
-    return {name: float(np.median(t)) for name, t in times.items()}
+    return times
 
 
-def measure_allreduce(comm):
+def measure_allreduce(comm, rounds):
     import graphc as gc
     import graphc.distribute as hvd
+    from graphc.distribute.world import world
     from graphc.framework.op_def import get_op_def
     hvd.init()
+    mpi_sum = world().mpi.SUM
+    agreement = world().agreement
     kernel = get_op_def("MpiAllreduce").kernel
     rows = []
     for nbytes in SIZES:
@@ -63,20 +82,62 @@ def measure_allreduce(comm):
         gc.reset_default_graph()
         ph = gc.placeholder(gc.float32, [n])
         y = hvd.allreduce(ph, op=hvd.Sum)
+        same_run_without_op = gc.no_op()
         sess = gc.Session()
         np.testing.assert_array_equal(sess.run(y, {ph: x}), kernel(None, y.op, x))
-        calls = max(3, min(100, (16 << 20) // nbytes))
-        t = call_seconds({"raw": lambda: comm.Allreduce(x, out),
-                          "op": lambda: kernel(None, y.op, x),
-                          "session": lambda: sess.run(y, {ph: x})}, comm, calls)
-        rows.append({"bytes": nbytes, "raw_ms": t["raw"] * 1e3, "op_ms": t["op"] * 1e3,
-                     "session_ms": t["session"] * 1e3})
+        sess.run(same_run_without_op, {ph: x})  # set up before the clock starts
+        calls = max(3, min(200, (16 << 20) // nbytes))
+        before = agreement.exchanges
+        t = call_seconds({
+            "raw": lambda: comm.Allreduce(x, out, op=mpi_sum),
+            "op": lambda: kernel(None, y.op, x),
+            "by_hand": lambda: (sess.run(same_run_without_op, {ph: x}),
+                                comm.Allreduce(x, out, op=mpi_sum)),
+            "run": lambda: sess.run(y, {ph: x})}, comm, calls, rounds)
+        rows.append({"bytes": nbytes, "calls": calls, "seconds": t,
+                     "exchanges": agreement.exchanges - before,
+                     "cpu_us": own_cpu_seconds(sess, y, ph, x, same_run_without_op, kernel)})
     return rows
 
 
-def build_w3(distributed, batch=128):
-    """W3's graph (tools/compile_time.py build_mlp_train), this rank's batch fed."""
-    import graphc as gc
+class _NoMpi:
+    """A communicator whose Allreduce does nothing: what remains of a call is the caller's
+    own work."""
+
+    def Allreduce(self, x, out, op=None):  # noqa: N802 - mpi4py's name
+        pass
+
+
+def own_cpu_seconds(sess, y, ph, x, same_run_without_op, kernel, calls=2000):
+    """{way: process CPU microseconds per call with MPI's Allreduce replaced by nothing}
+    (median of 7 runs of `calls`): what each way adds to MPI's own work, undisturbed by
+    the other jobs' load and by waiting for the other rank."""
+    from graphc.distribute.world import world
+    w = world()
+    comm, w.comm = w.comm, _NoMpi()
+    out = np.empty_like(x)
+    ways = {"raw": lambda: w.comm.Allreduce(x, out),
+            "op": lambda: kernel(None, y.op, x),
+            "by_hand": lambda: (sess.run(same_run_without_op, {ph: x}), w.comm.Allreduce(x, out)),
+            "run": lambda: sess.run(y, {ph: x})}
+    try:
+        result = {}
+        for name, fn in ways.items():
+            runs = []
+            for _ in range(7):
+                start = time.process_time()
+                for _ in range(calls):
+                    fn()
+                runs.append((time.process_time() - start) / calls)
+            result[name] = float(np.median(runs)) * 1e6
+        return result
+    finally:
+        w.comm = comm
+
+
+def build_w3(tf, batch=128):
+    """W3's graph (tools/compile_time.py build_mlp_train) in the default graph; returns
+    (feed, loss) with this rank's batch."""
     import graphc.distribute as hvd
     rng = np.random.default_rng(0)
     f32 = np.float32
@@ -84,67 +145,109 @@ def build_w3(distributed, batch=128):
     def he(i, o):
         return (rng.standard_normal((i, o), dtype=f32) * np.sqrt(2.0 / i)).astype(f32)
 
-    x = gc.placeholder(gc.float32, [batch, 784], name="x")
-    y = gc.placeholder(gc.int32, [batch], name="y")
-    w1, b1 = gc.Variable(he(784, 512), name="W1"), gc.Variable(np.zeros(512, f32), name="b1")
-    w2, b2 = gc.Variable(he(512, 512), name="W2"), gc.Variable(np.zeros(512, f32), name="b2")
-    w3, b3 = gc.Variable(he(512, 10), name="W3"), gc.Variable(np.zeros(10, f32), name="b3")
-    h = gc.nn.relu(gc.matmul(x, w1) + b1)
-    h = gc.nn.relu(gc.matmul(h, w2) + b2)
-    logits = gc.matmul(h, w3) + b3
-    loss = gc.reduce_mean(gc.nn.sparse_softmax_cross_entropy_with_logits(labels=y,
+    x = tf.placeholder(tf.float32, [batch, 784], name="x")
+    y = tf.placeholder(tf.int32, [batch], name="y")
+    w1, b1 = tf.Variable(he(784, 512), name="W1"), tf.Variable(np.zeros(512, f32), name="b1")
+    w2, b2 = tf.Variable(he(512, 512), name="W2"), tf.Variable(np.zeros(512, f32), name="b2")
+    w3, b3 = tf.Variable(he(512, 10), name="W3"), tf.Variable(np.zeros(10, f32), name="b3")
+    h = tf.nn.relu(tf.matmul(x, w1) + b1)
+    h = tf.nn.relu(tf.matmul(h, w2) + b2)
+    logits = tf.matmul(h, w3) + b3
+    loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y,
                                                                          logits=logits))
-    opt = gc.train.GradientDescentOptimizer(0.01)
-    train_op = (hvd.DistributedOptimizer(opt) if distributed else opt).minimize(loss)
+    train_op = tf.train.GradientDescentOptimizer(0.01).minimize(loss)
     data = np.random.default_rng(1 + hvd.rank())
     feed = {x: data.standard_normal((batch, 784), dtype=f32),
             y: data.integers(0, 10, batch).astype(np.int32)}
-    return train_op, feed
+    return feed, train_op
 
 
-def measure_w3(comm, distributed, steps, threads):
-    import graphc as gc
+class HorovodTf:
+    """graphc as the `tf` of a Horovod user's script: tf.train's optimizers come wrapped
+    in DistributedOptimizer, and Sessions run `threads` compiled-code threads, so that
+    peers_bench's workloads build unchanged for several processes."""
+
+    def __init__(self, threads):
+        import graphc
+        self._tf, self._threads = graphc, threads
+        self.train = _DistributedTrain(graphc.train)
+
+    def Session(self, graph=None, config=None):  # noqa: N802 - tf's name
+        return self._tf.Session(graph=graph, config=self._tf.ConfigProto(
+            intra_op_parallelism_threads=self._threads))
+
+    def __getattr__(self, name):
+        return getattr(self._tf, name)
+
+
+class _DistributedTrain:
+    def __init__(self, train):
+        self._train = train
+
+    def __getattr__(self, name):
+        import graphc.distribute as hvd
+        value = getattr(self._train, name)
+        if isinstance(value, type) and issubclass(value, self._train.Optimizer):
+            return lambda *args, **kwargs: hvd.DistributedOptimizer(value(*args, **kwargs))
+        return value
+
+
+def build_step(workload, threads):
+    """(session, fetch, feed) of one training step of `workload`, variables initialized."""
+    tf = HorovodTf(threads)
+    if workload == "w3":
+        graph = tf.Graph()
+        with graph.as_default():
+            feed, train_op = build_w3(tf)
+            init = tf.global_variables_initializer()
+        sess = tf.Session(graph=graph)
+        sess.run(init)
+        return sess, train_op, feed
+    sys.path.insert(0, os.path.join(REPO, "tools"))
+    from workloads import build
+    return build(workload, tf)
+
+
+def measure_step(comm, workload, steps, threads):
     import graphc.distribute as hvd
-    from graphc.distribute import collective_ops
+    from graphc.distribute.world import world
     from graphc.framework.op_def import get_op_def
     hvd.init()
-    op_def = get_op_def("MpiAllreduce")
-    inner_kernel, inner_agree = op_def.kernel, collective_ops._agree
-    spent = {"kernel": 0.0, "agree": 0.0}
+    collectives = [get_op_def(t) for t in ("MpiAllreduce", "MpiAllgather", "MpiBroadcast")]
+    kernels = [d.kernel for d in collectives]
+    spent = [0.0]
 
-    def timed(what, fn):
+    def timed(kernel):
         def run(*args):
             start = time.perf_counter()
             try:
-                return fn(*args)
+                return kernel(*args)
             finally:
-                spent[what] += time.perf_counter() - start
+                spent[0] += time.perf_counter() - start
         return run
 
-    # time inside the collective kernels of a step, and inside their header exchange
-    # (mostly waiting for the slowest rank to arrive)
-    op_def.kernel = timed("kernel", inner_kernel)
-    collective_ops._agree = timed("agree", inner_agree)
-    train_op, feed = build_w3(distributed)
-    config = gc.ConfigProto(intra_op_parallelism_threads=threads)
+    for d in collectives:  # the time of a step inside the collectives' kernels
+        d.kernel = timed(d.kernel)
+    sess, fetch, feed = build_step(workload, threads)
+    agreement = world().agreement
+    for _ in range(3):
+        sess.run(fetch, feed)  # compile and warm up
+    before = agreement.exchanges if agreement else 0
     rows = []
-    with gc.Session(config=config) as sess:
-        sess.run(gc.global_variables_initializer())
-        for _ in range(3):
-            sess.run(train_op, feed)  # compile and warm up
-        for _ in range(steps):
-            comm.Barrier()
-            spent.update(kernel=0.0, agree=0.0)
-            start = time.perf_counter()
-            sess.run(train_op, feed)
-            rows.append((time.perf_counter() - start, spent["kernel"], spent["agree"]))
-    op_def.kernel, collective_ops._agree = inner_kernel, inner_agree
-    step, kernel, agree = np.array(rows).T
+    for _ in range(steps):
+        comm.Barrier()
+        spent[0] = 0.0
+        start = time.perf_counter()
+        sess.run(fetch, feed)
+        rows.append((time.perf_counter() - start, spent[0]))
+    for d, kernel in zip(collectives, kernels):
+        d.kernel = kernel
+    step, comm_s = np.array(rows).T
     return {"step_ms": float(np.median(step)) * 1e3,
-            "comm_ms": float(np.median(kernel)) * 1e3,
-            "wait_ms": float(np.median(agree)) * 1e3,
-            "comm_fraction": float(np.median(kernel / step)),
-            "transfer_fraction": float(np.median((kernel - agree) / step))}
+            "step_iqr_ms": float(np.subtract(*np.percentile(step, [75, 25]))) * 1e3,
+            "comm_ms": float(np.median(comm_s)) * 1e3,
+            "comm_fraction": float(np.median(comm_s / step)),
+            "exchanges": (agreement.exchanges - before) if agreement else 0}
 
 
 def worker(args):
@@ -154,9 +257,9 @@ def worker(args):
     from mpi4py import MPI
     comm = MPI.COMM_WORLD
     if args.worker == "allreduce":
-        result = measure_allreduce(comm)
+        result = measure_allreduce(comm, args.rounds)
     else:
-        result = measure_w3(comm, args.worker == "w3_distributed", args.steps, args.threads)
+        result = measure_step(comm, args.worker, args.steps, args.threads)
     if comm.Get_rank() == 0:
         print("RESULT " + json.dumps(result), flush=True)
 
@@ -164,48 +267,79 @@ def worker(args):
 def launch(what, ranks, args):
     env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
     cmd = ["mpiexec", "-n", str(ranks), sys.executable, os.path.abspath(__file__),
-           "--worker", what, "--steps", str(args.steps), "--threads", str(args.threads)]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+           "--worker", what, "--steps", str(args.steps), "--threads", str(args.threads),
+           "--rounds", str(args.rounds)]
+    if ranks == 1:
+        cmd = cmd[3:]  # a process of its own: the plain optimizer, no MPI at all
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
     for line in proc.stdout.splitlines():
         if line.startswith("RESULT "):
             return json.loads(line[len("RESULT "):])
     raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stdout}\n{proc.stderr}")
 
 
+def overhead(way, base, row):
+    """(median, interquartile range) over the rounds of way's time / base's time - 1, and
+    the fastest round of way against the fastest of base."""
+    way_s, base_s = np.array(row["seconds"][way]), np.array(row["seconds"][base])
+    q1, median, q3 = np.percentile(way_s / base_s - 1, [25, 50, 75])
+    return median, q3 - q1, way_s.min() / base_s.min() - 1
+
+
+def print_allreduce(rows, ranks):
+    print(f"allreduce, float32 sum over {ranks} ranks: median ms per call; overheads: "
+          "median (interquartile range) of the per-round ratios")
+    print(f"{'size':>7} {'raw':>9} {'op':>9} {'op vs raw (IQR)':>18} {'best':>7} "
+          f"{'by hand':>9} {'run':>9} {'run vs by hand (IQR)':>21} {'best':>7} "
+          f"{'raw GB/s':>8} {'exchanges':>9}")
+    for r in rows:
+        ms = {k: float(np.median(v)) * 1e3 for k, v in r["seconds"].items()}
+        op, op_iqr, op_best = overhead("op", "raw", r)
+        run, run_iqr, run_best = overhead("run", "by_hand", r)
+        print(f"{_size(r['bytes']):>7} {ms['raw']:9.4f} {ms['op']:9.4f} "
+              f"{op:+8.1%} ({op_iqr:6.1%}) {op_best:+7.1%} {ms['by_hand']:9.4f} "
+              f"{ms['run']:9.4f} {run:+11.1%} ({run_iqr:6.1%}) {run_best:+7.1%} "
+              f"{r['bytes'] / ms['raw'] / 1e6:8.2f} {r['exchanges']:9d}")
+    cpu = rows[0]["cpu_us"]
+    print(f"\nCPU microseconds per call with MPI's Allreduce replaced by nothing (what each way "
+          f"adds to MPI's own work; {_size(rows[0]['bytes'])}): raw {cpu['raw']:.2f}, op "
+          f"{cpu['op']:.2f}, by hand {cpu['by_hand']:.2f}, run {cpu['run']:.2f}")
+
+
+def print_steps(results, args):
+    print(f"\ntraining steps ({args.threads} compiled-code thread(s) per process), median "
+          f"of {args.steps} steps")
+    print(f"  {'':52s} {'step ms':>8} {'(IQR)':>8} {'in collectives':>17} {'exchanges':>9}")
+    for name, r in results.items():
+        print(f"  {name:52s} {r['step_ms']:8.2f} {r['step_iqr_ms']:8.2f} "
+              f"{r['comm_ms']:8.2f} ({r['comm_fraction']:4.0%}) {r['exchanges']:9d}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ranks", type=int, default=2)
     parser.add_argument("--steps", type=int, default=50)
+    parser.add_argument("--rounds", type=int, default=15, help="rounds of the allreduce table")
     parser.add_argument("--threads", type=int, default=1, help="compiled-code threads per rank")
+    parser.add_argument("--workloads", default="w3,resnet_train",
+                        help="steps to time: w3, resnet_train (comma-separated; empty: none)")
     parser.add_argument("--json", default=None)
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         return worker(args)
-    print(f"allreduce, float32 sum over {args.ranks} ranks (median ms per call)")
-    print(f"{'size':>9} {'raw mpi4py':>11} {'graphc op':>10} {'overhead':>9} "
-          f"{'Session.run':>12} {'overhead':>9} {'raw GB/s':>9}")
     rows = launch("allreduce", args.ranks, args)
-    for r in rows:
-        print(f"{_size(r['bytes']):>9} {r['raw_ms']:11.4f} {r['op_ms']:10.4f} "
-              f"{r['op_ms'] / r['raw_ms'] - 1:9.1%} {r['session_ms']:12.4f} "
-              f"{r['session_ms'] / r['raw_ms'] - 1:9.1%} "
-              f"{r['bytes'] / r['raw_ms'] / 1e6:9.2f}")
-    w3 = {"1 process, plain SGD": launch("w3_plain", 1, args),
-          "1 process, DistributedOptimizer": launch("w3_distributed", 1, args),
-          f"{args.ranks} processes, DistributedOptimizer": launch("w3_distributed",
-                                                                  args.ranks, args)}
-    print(f"\nW3 (batch 128 per process, {args.threads} thread(s) per process), median of "
-          f"{args.steps} steps")
-    print(f"  {'':36s} {'step ms':>8} {'in collectives':>15} {'of which waiting':>17} "
-          f"{'moving data':>12}")
-    for name, r in w3.items():
-        print(f"  {name:36s} {r['step_ms']:8.3f} {r['comm_ms']:8.3f} ({r['comm_fraction']:4.0%})"
-              f" {r['wait_ms']:17.3f} {r['comm_ms'] - r['wait_ms']:7.3f} "
-              f"({r['transfer_fraction']:3.0%})")
+    print_allreduce(rows, args.ranks)
+    steps = {}
+    for workload in filter(None, args.workloads.split(",")):
+        steps[f"{workload}: 1 process, plain optimizer"] = launch(workload, 1, args)
+        steps[f"{workload}: {args.ranks} processes, DistributedOptimizer"] = \
+            launch(workload, args.ranks, args)
+    if steps:
+        print_steps(steps, args)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"allreduce": rows, "w3": w3}, f, indent=1)
+            json.dump({"allreduce": rows, "steps": steps}, f, indent=1)
 
 
 def _size(nbytes):

@@ -16,11 +16,12 @@ and everything runs (mpi4py is then not even imported).
 
 Collectives are graph ops (MpiAllreduce, MpiAllgather, MpiBroadcast, collective_ops.py)
 run on the host between native stages; DistributedOptimizer packs small gradients into
-fusion buffers (optimizer.py). init() installs an excepthook that aborts every rank when
-one raises (world.py). Checkpoints: Saver.save writes on rank 0 only (see graphc.train.Saver).
-Horovod's BroadcastGlobalVariablesHook has no counterpart: graphc has no
-MonitoredTrainingSession or session hooks yet; run broadcast_global_variables(0) after
-the initializer instead.
+fusion buffers (optimizer.py); the ranks check that they run the same collectives where
+their sequence of collectives changes, and a watchdog bounds every wait (schedule.py).
+init() installs an excepthook that aborts every rank when one raises (world.py).
+Checkpoints: Saver.save writes on rank 0 only (see graphc.train.Saver). With
+MonitoredTrainingSession, BroadcastGlobalVariablesHook(0) does what
+broadcast_global_variables(0) after the initializer does.
 """
 from graphc.distribute import world as _world
 from graphc.distribute.collective_ops import Average, Sum, allgather, allreduce, broadcast

@@ -8,25 +8,19 @@ the arrays the native stage wrote its fetches into and an output array the next 
 stage reads as a feed, so no byte is copied on the host besides what MPI moves itself.
 The reference executor and gpu_emulated run the same kernels.
 
-Every rank must run the same collectives in the same order. Before its data moves, each
-collective exchanges a 24-byte header (a hash of its type, name, dtype and attrs; a hash
-of its shape; its first dim) with every rank: a rank running a different graph, another
-op, or another shape makes every rank raise FailedPreconditionError naming what each rank
-runs, instead of deadlocking or reducing mismatched buffers. The exchange is
-non-blocking and polled: a rank that never arrives (it left its loop early, it hangs)
-makes the others warn after a minute and fail after COLLECTIVE_TIMEOUT seconds
-(GRAPHC_MPI_TIMEOUT, default 600).
+Every rank must run the same collectives in the same order, on the same shapes:
+schedule.py checks it (a header exchange where a rank's collectives depart from the
+sequence the ranks last agreed on, not at every call) and bounds every wait
+(GRAPHC_MPI_TIMEOUT).
 """
-import os
 import sys
-import time
 import weakref
-import zlib
 
 import numpy as np
 
 from graphc import dtypes, errors
 from graphc.distribute import world as world_module
+from graphc.distribute.schedule import hash64
 from graphc.framework.graph import create_op
 from graphc.framework.indexed_slices import IndexedSlices
 from graphc.framework.op_def import register_gradient, register_op
@@ -36,16 +30,7 @@ from graphc.ops.constant_ops import convert_to_tensor
 Average = "average"
 Sum = "sum"
 REDUCTIONS = (Average, Sum)
-# A rank may legitimately keep the others waiting a while (rank 0 evaluating or writing a
-# checkpoint): a warning after STALL_WARNING seconds, an error after COLLECTIVE_TIMEOUT.
-COLLECTIVE_TIMEOUT = float(os.environ.get("GRAPHC_MPI_TIMEOUT", "600"))
-STALL_WARNING = float(os.environ.get("GRAPHC_MPI_STALL_WARNING", "60"))
-_DESCRIPTION_BYTES = 240  # of a rank's description of its collective, in a mismatch report
 _SUPPORTED = (dtypes.float32, dtypes.float64, dtypes.int32, dtypes.int64)
-# Poll without sleeping this long: partners usually arrive by then, and a sleep would add
-# its wake-up latency to the step; after it, sleep between polls (the wait is long anyway,
-# and the cores may be the other ranks' own).
-_SPIN_SECONDS = 0.05
 
 
 # ------------------------------------------------------------------ op definitions
@@ -90,12 +75,17 @@ def _broadcast_infer(inputs, a):
 def _allreduce_kernel(state, op, x):
     w = _world_for(op)
     x = np.asarray(x, order="C")  # (ascontiguousarray would make a 0-d array 1-d)
-    out = _outputs.like(op, x)
+    record = _record(op)
+    out = record.output_like(x)
     if w.size == 1:
         np.copyto(out, x)
         return out
-    _agree(w, op, x)
-    w.comm.Allreduce(x, out, op=w.mpi.SUM)
+    watchdog = _agreed(w.agreement, op, record.identity, x.shape)
+    watchdog.watch(op)
+    try:
+        w.comm.Allreduce(x, out, op=w.mpi.SUM)
+    finally:
+        watchdog.done()
     if op.attrs["reduction"] == Average:
         np.divide(out, w.size, out=out)
     return out
@@ -106,10 +96,16 @@ def _allgather_kernel(state, op, x):
     x = np.asarray(x, order="C")
     if w.size == 1:
         return x.copy()
-    dims0 = _agree(w, op, x)
+    # its output size is the sum of the ranks' first dims: exchanged at every call, with
+    # the header that checks the rest (so an allgather is never part of the sequence)
+    dims0 = w.agreement.exchange(op, _record(op).identity, x.shape[1:], x.shape[0])
     out = np.empty((int(dims0.sum()),) + x.shape[1:], x.dtype)
     counts = dims0 * int(np.prod(x.shape[1:], dtype=np.int64))  # elements per rank
-    w.comm.Allgatherv(x, [out, counts])
+    w.agreement.watchdog.watch(op)
+    try:
+        w.comm.Allgatherv(x, [out, counts])
+    finally:
+        w.agreement.watchdog.done()
     return out
 
 
@@ -122,40 +118,60 @@ def _broadcast_kernel(state, op, x):
                       f"{w.size} processes\n\t [[node {op.describe()}]]")
     out = np.array(x, order="C")  # the root's value leaves from here, the others' arrive
     if w.size > 1:
-        _agree(w, op, out)
-        w.comm.Bcast(out, root=root)
+        watchdog = _agreed(w.agreement, op, _record(op).identity, out.shape)
+        watchdog.watch(op)
+        try:
+            w.comm.Bcast(out, root=root)
+        finally:
+            watchdog.done()
     return out
 
 
-class OutputBuffers:
-    """Each allreduce's output array of its last run, reused when nothing else holds it
-    any more: a new array of many MiB costs a page fault per 4 KiB on its first write,
-    15-20% of the Allreduce itself. An array still referenced anywhere (fetched by the
-    user, kept in an executor's values) is left alone, and a new one is made."""
+class OpRecord:
+    """What the calls of one collective op keep, made at its first call (and dropped with
+    the op): the hash of what the op is (which the ranks compare; the text of its attrs
+    costs more than a small allreduce) and its last output array, reused when nothing
+    else holds it any more: a new array of many MiB costs a page fault per 4 KiB on its
+    first write, 15-20% of the Allreduce itself. An array still referenced anywhere
+    (fetched by the user, kept in an executor's values) is left alone, and a new one is
+    made."""
 
-    def __init__(self):
-        self._arrays = weakref.WeakKeyDictionary()  # op -> its last output
-        self._unshared = self._count_of_unshared()
+    __slots__ = ("identity", "out")
 
-    def like(self, op, x):
-        out = self._arrays.get(op)
+    def __init__(self, op):
+        self.identity = hash64(
+            f"{op.type}|{op.name}|{op.outputs[0].dtype.name}|{sorted(op.attrs.items())}")
+        self.out = None
+
+    def output_like(self, x):
+        out = self.out
         if out is None or out.shape != x.shape or out.dtype != x.dtype or \
-                sys.getrefcount(out) > self._unshared:
-            out = self._arrays[op] = np.empty_like(x)
+                sys.getrefcount(out) > _UNSHARED:
+            out = self.out = np.empty_like(x)
         return out
 
-    def _count_of_unshared(self):
-        """What sys.getrefcount says, in like(), of an array only the dict holds (measured
-        here on this interpreter, which may count references of locals differently)."""
-        key = type("Probe", (), {})()
-        self._arrays[key] = np.empty(0)
-        out = self._arrays.get(key)
-        count = sys.getrefcount(out)
-        del self._arrays[key]
-        return count
+
+def _count_of_unshared():
+    """What sys.getrefcount says, in output_like, of an array only its record holds
+    (measured here on this interpreter, which may count references of locals otherwise)."""
+    record = OpRecord.__new__(OpRecord)
+    record.out = np.empty(0)
+    out = record.out
+    return sys.getrefcount(out)
 
 
-_outputs = OutputBuffers()
+_UNSHARED = _count_of_unshared()
+# id(op) -> its OpRecord: a plain dict, a third of a WeakKeyDictionary's lookup cost on
+# every call; the op's finalizer removes its entry before its id can be reused
+_records = {}
+
+
+def _record(op):
+    record = _records.get(id(op))
+    if record is None:
+        record = _records[id(op)] = OpRecord(op)
+        weakref.finalize(op, _records.pop, id(op), None)
+    return record
 
 
 # host_only: the stage planner runs them on the host between native stages (MPI calls,
@@ -244,6 +260,11 @@ def _int(value, what):
 
 # ---------------------------------------------------------------- schedule agreement
 def _world_for(op):
+    w = world_module.current()
+    return w if w is not None else _no_world(op)
+
+
+def _no_world(op):
     try:
         return world_module.world(f"{op.type} '{op.name}'")
     except ValueError as e:
@@ -251,67 +272,10 @@ def _world_for(op):
             from None
 
 
-def _header(op, x):
-    """(what the op is, its shape apart from dim 0, dim 0) as int64s: what every rank
-    must agree on before data moves (Allgather's dims 0 may differ: they are its counts)."""
-    what = _identities.get(op)
-    if what is None:  # once per op: the text of its attrs costs more than the exchange
-        text = f"{op.type}|{op.name}|{op.outputs[0].dtype.name}|{sorted(op.attrs.items())}"
-        what = _identities[op] = zlib.crc32(text.encode())
-    rest = x.shape[1:] if op.type == "MpiAllgather" else x.shape
-    dim0 = x.shape[0] if x.ndim else 0
-    return np.array([what, zlib.crc32(repr(rest).encode()), dim0], np.int64)
-
-
-_identities = weakref.WeakKeyDictionary()  # op -> the hash of what it is
-
-
-def _agree(w, op, x):
-    """Exchanges headers; returns every rank's dim 0. Raises on every rank when they
-    disagree, and on a rank whose partners do not arrive within COLLECTIVE_TIMEOUT."""
-    mine = _header(op, x)
-    headers = np.empty((w.size, mine.size), np.int64)
-    _wait(w.comm.Iallgather(mine, headers), op, w)
-    same = headers[:, :2] == headers[0, :2]
-    if op.type != "MpiAllgather":
-        same = np.column_stack([same, headers[:, 2] == headers[0, 2]])
-    if not same.all():
-        raise errors.FailedPreconditionError(None, op, _mismatch_report(w, op, x))
-    return headers[:, 2]
-
-
-def _wait(request, op, w):
-    start = time.monotonic()
-    warned = False
-    while not request.Test():
-        waited = time.monotonic() - start
-        if waited > STALL_WARNING and not warned and COLLECTIVE_TIMEOUT > STALL_WARNING:
-            warned = True
-            sys.stderr.write(f"graphc.distribute: rank {w.rank} has waited {STALL_WARNING:g} s "
-                             f"for the other ranks at collective {op.type} '{op.name}'; it "
-                             f"fails after {COLLECTIVE_TIMEOUT:g} s (GRAPHC_MPI_TIMEOUT)\n")
-            sys.stderr.flush()
-        if waited > COLLECTIVE_TIMEOUT:
-            raise errors.FailedPreconditionError(
-                None, op, f"rank {w.rank}: the other ranks did not reach collective "
-                          f"{op.type} '{op.name}' within {COLLECTIVE_TIMEOUT:g} s "
-                          "(GRAPHC_MPI_TIMEOUT): a rank stopped or runs other steps\n\t "
-                          f"[[node {op.describe()}]]")
-        if waited > _SPIN_SECONDS:
-            time.sleep(1e-3)
-
-
-def _mismatch_report(w, op, x):
-    """What each rank runs, gathered as fixed-size text (every rank is here: the header
-    exchange completed)."""
-    mine = f"{op.type} '{op.name}' {x.dtype.name}{list(x.shape)} {dict(op.attrs)}"
-    buf = np.zeros(_DESCRIPTION_BYTES, np.uint8)
-    raw = mine.encode()[:_DESCRIPTION_BYTES]
-    buf[:len(raw)] = np.frombuffer(raw, np.uint8)
-    every = np.empty((w.size, _DESCRIPTION_BYTES), np.uint8)
-    w.comm.Allgather(buf, every)
-    lines = [f"  rank {r}: " + bytes(row).rstrip(b"\0").decode(errors="replace")
-             for r, row in enumerate(every)]
-    return ("the ranks run different collectives at the same point of their schedules "
-            "(different graphs, fetches or shapes on different ranks):\n" + "\n".join(lines)
-            + f"\n\t [[node {op.describe()}]]")
+def _agreed(agreement, op, identity, shape):
+    """Makes sure every rank runs `op` on `shape` now (schedule.Agreement); returns the
+    watchdog to watch the data's move with."""
+    key = (identity, shape)
+    if not agreement.follows(key):
+        agreement.depart(op, key, shape)
+    return agreement.watchdog

@@ -9,7 +9,9 @@ reduces, and the update stage reads its slices of the reduced buffer, so neither
 adds a copy on the host. The order of the collectives is the order of their creation,
 hence the same on every rank that builds the same graph (collective_ops checks it).
 """
-from graphc.distribute.collective_ops import REDUCTIONS, Average, allreduce
+import numpy as np
+
+from graphc.distribute.collective_ops import REDUCTIONS, Average, Sum, allreduce
 from graphc.distribute.world import world
 from graphc.framework.indexed_slices import IndexedSlices
 from graphc.ops import array_ops
@@ -114,12 +116,23 @@ def _nbytes(t):
 
 
 def _reduce_bucket(grads, op):
-    """One allreduce of the gradients packed into one 1-D buffer, unpacked again."""
+    """One allreduce of the gradients packed into one 1-D buffer, unpacked again. An
+    average of floats is the allreduce's sum divided by the number of ranks in graph ops
+    after the unpacking: the division becomes part of the update stage's compiled kernels
+    instead of one more pass over the whole buffer on the host (5-10% of a 64 MiB
+    allreduce here)."""
+    average = op == Average and grads[0].dtype.is_floating
+    reduction = Sum if average else op
     if len(grads) == 1:
-        return [allreduce(grads[0], op)]
-    sizes = [g.shape.num_elements() for g in grads]
-    packed = array_ops.concat([array_ops.reshape(g, [-1]) for g in grads], 0,
-                              name="FusionBuffer")
-    summed = allreduce(packed, op, name="FusedAllreduce")
-    pieces = array_ops.split(summed, sizes, 0, name="Unfuse")
-    return [array_ops.reshape(p, g.shape.as_list()) for p, g in zip(pieces, grads)]
+        reduced = [allreduce(grads[0], reduction)]
+    else:
+        sizes = [g.shape.num_elements() for g in grads]
+        packed = array_ops.concat([array_ops.reshape(g, [-1]) for g in grads], 0,
+                                  name="FusionBuffer")
+        summed = allreduce(packed, reduction, name="FusedAllreduce")
+        pieces = array_ops.split(summed, sizes, 0, name="Unfuse")
+        reduced = [array_ops.reshape(p, g.shape.as_list()) for p, g in zip(pieces, grads)]
+    if not average:
+        return reduced
+    size = world("DistributedOptimizer's average").size
+    return [r / np.asarray(size, r.dtype.np) for r in reduced]

@@ -9,10 +9,12 @@ Failure: a Python exception that reaches the top of a rank (sys.excepthook) prin
 traceback and then calls MPI_Abort, which makes the launcher end every rank at once:
 the other ranks exit non-zero within moments instead of waiting forever in their next
 collective. A rank that stops calling collectives without raising (it left its training
-loop early, it hangs) is caught by the others' timeout (collective_ops.COLLECTIVE_TIMEOUT).
+loop early, it hangs) is caught by the others' watchdog (schedule.Watchdog).
 """
 import os
 import sys
+
+from graphc.distribute.schedule import Agreement
 
 # Variables an MPI launcher sets in the processes it starts (MPICH/Intel MPI/Slurm PMI,
 # Open MPI, PMIx, MVAPICH).
@@ -42,11 +44,12 @@ class Solo:
 class World:
     """The communicator and the facts derived from it once."""
 
-    def __init__(self, comm, local_comm, mpi):
+    def __init__(self, comm, local_comm, mpi, agreement=None):
         self.comm = comm
         self.mpi = mpi  # the mpi4py.MPI module, or None for a Solo world
         self.rank, self.size = comm.Get_rank(), comm.Get_size()
         self.local_rank, self.local_size = local_comm.Get_rank(), local_comm.Get_size()
+        self.agreement = agreement  # of the ranks on their collectives; None for one rank
 
 
 def launched_by_mpi():
@@ -72,7 +75,9 @@ def init(abort_on_error=True):
                           f"installs the MPICH library): {e}") from None
     comm = MPI.COMM_WORLD
     local = comm.Split_type(MPI.COMM_TYPE_SHARED, key=comm.Get_rank())
-    _world.append(World(comm, local, MPI))
+    agreement = Agreement(comm.Dup(), comm.Get_rank(), comm.Get_size()) \
+        if comm.Get_size() > 1 else None
+    _world.append(World(comm, local, MPI, agreement))
     if abort_on_error and comm.Get_size() > 1:
         _abort_on_uncaught_exceptions(comm)
     return _world[0]
@@ -84,6 +89,11 @@ def world(what="graphc.distribute"):
         raise ValueError(f"{what} needs graphc.distribute.init() to be called first "
                          "(hvd.init(), before building the graph)")
     return _world[0]
+
+
+def current():
+    """The World of init(), or None before it (what a collective's every call asks)."""
+    return _world[0] if _world else None
 
 
 def writes_checkpoints():
