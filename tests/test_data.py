@@ -1,6 +1,4 @@
 """tf.data pipelines, checked element by element against NumPy."""
-import time
-
 import numpy as np
 import pytest
 
@@ -363,51 +361,3 @@ def test_output_structure_helpers():
     assert tf.data.get_output_classes(ds) == (tf.Tensor, tf.Tensor)
     assert tf.compat.v1.data.Dataset is Dataset
     assert tf.data.experimental.AUTOTUNE == -1
-
-
-def _median_run_time(run, n=40):
-    times = []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times))
-
-
-def test_iterator_step_not_slower_than_feed_dict():
-    """A shuffled, batched pipeline costs a step no more than slicing arrays for feed_dict."""
-    rng = np.random.RandomState(0)
-    x = rng.randn(20000, 64).astype(np.float32)
-    y = rng.randint(0, 10, 20000).astype(np.int32)
-    batch = 128
-
-    def model(features, labels):
-        w = tf.Variable(tf.zeros([64, 10]))
-        logits = tf.matmul(features, w)
-        loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
-            labels=labels, logits=logits))
-        return tf.train.GradientDescentOptimizer(0.01).minimize(loss)
-
-    fx = tf.placeholder(tf.float32, [None, 64])
-    fy = tf.placeholder(tf.int32, [None])
-    feed_step = model(fx, fy)
-    ds = Dataset.from_tensor_slices((x, y)).shuffle(10000, seed=0).repeat().batch(batch)
-    dx, dy = ds.make_one_shot_iterator().get_next()
-    data_step = model(dx, dy)
-    sess = tf.Session()
-    sess.run(tf.global_variables_initializer())
-    order = rng.permutation(20000)
-    pos = [0]
-
-    def feed():
-        idx = order[pos[0]:pos[0] + batch]
-        pos[0] = (pos[0] + batch) % (20000 - batch)
-        sess.run(feed_step, {fx: x[idx], fy: y[idx]})
-
-    def pull():
-        sess.run(data_step)
-
-    feed(), pull()  # first runs build the executables and fill the shuffle buffer
-    t_data = min(_median_run_time(pull) for _ in range(2))
-    t_feed = min(_median_run_time(feed) for _ in range(2))
-    assert t_data <= 1.5 * t_feed + 50e-6, (t_data, t_feed)
