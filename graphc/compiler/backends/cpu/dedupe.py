@@ -31,11 +31,12 @@ def merge_identical_kernels(llvm_ir):
             bases[number] = name  # the kernel's own function: the shortest of its names
     keeper, renamed = {}, {}
     for number in sorted(texts, key=int):
-        base = bases[number]
-        key = "\n".join(chunks[i][2].replace(f'@"{base}', '@"KERNEL') for i in texts[number])
+        # its functions' names and the labels made from them (a thread team's blocks)
+        own_name = re.compile(re.escape(bases[number]) + r"(?![0-9A-Za-z])")
+        key = "\n".join(own_name.sub("KERNEL", chunks[i][2]) for i in texts[number])
         first = keeper.setdefault(key, number)
         if first != number:
-            renamed[number] = (base, bases[first])
+            renamed[number] = (bases[number], bases[first])
     if not renamed:
         return llvm_ir
     kept = [text for number, _, text in chunks if number not in renamed]
