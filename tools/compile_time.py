@@ -246,7 +246,6 @@ def scale(depths, extra, warm=False, peers=None):
 
 
 PEER_SYSTEMS = ("tf1", "tf1_xla", "jax")
-PEER_WORKLOADS = ("lstm_train", "resnet_train")  # besides compile_scale_<depth>
 
 
 def peer_first_call(python, system, workload):
@@ -268,7 +267,8 @@ def peer_first_call(python, system, workload):
 
 
 def print_peers_table(python, names, cold, warm_runs):
-    names = [n for n in names if n.startswith("compile_scale_") or n in PEER_WORKLOADS]
+    sys.path.insert(0, os.path.join(REPO, "tools"))
+    from peers_bench import WORKLOADS  # what it times (compile_scale_ at depths 8, 64, 256)
     print("\nfirst run (s), measured in this sitting: graphc cold (wall / process CPU), "
           "warm as % of cold (wall), peak MB; the peers' first call (wall, peers_bench.py)",
           flush=True)
@@ -281,7 +281,7 @@ def print_peers_table(python, names, cold, warm_runs):
         warm_cell = f"{100 * w['first'] / c['first']:.0f}%" if w else ""
         cells = []
         for system in PEER_SYSTEMS:
-            t = peer_first_call(python, system, name)
+            t = peer_first_call(python, system, name) if name in WORKLOADS else "n/a"
             cells.append(f"{t:.2f}" if isinstance(t, float) else str(t)[:30])
         print(f"| {name} | {c['first']:.2f} / {c['first_cpu']:.2f} | {warm_cell} | "
               f"{c['peak_mb']:.0f} | " + " | ".join(cells) + " |", flush=True)
