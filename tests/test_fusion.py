@@ -509,3 +509,31 @@ def test_control_edges_an_input_already_implies_are_not_kernel_graph_edges():
         sess.run(gc.global_variables_initializer())
         np.testing.assert_allclose(sess.run(h, {x: xv}), want, rtol=1e-12)
         np.testing.assert_allclose(sess.run(vs), np.arange(n_vars) + 1.0)
+
+
+def test_duplications_against_the_numbering_renumber_locally(monkeypatch):
+    # a batch-norm training step under control_dependencies(UPDATE_OPS): copying a cheap
+    # group into the gradient kernels that wait for the moving-average updates gives
+    # edges against fusion's numbering; each such copy sorted all kernels again (108
+    # times in a ResNet-50 step). The schedule still computes what the Session does.
+    from graphc.compiler.schedule import fusion
+    sorts = []
+    full_sort = fusion.Fusion._topological_order
+    monkeypatch.setattr(fusion.Fusion, "_topological_order",
+                        lambda self: sorts.append(1) or full_sort(self))
+    gc.set_random_seed(1)
+    x = gc.placeholder(gc.float64, [6, 3, 3, 2])
+    y = gc.placeholder(gc.int32, [6])
+    h = x
+    for _ in range(3):
+        h = gc.layers.conv2d(h, 4, 3, padding="same", use_bias=False)
+        h = gc.nn.relu(gc.layers.batch_normalization(h, axis=3, training=True, fused=True))
+    h = gc.layers.max_pooling2d(h, 3, 2, padding="same")
+    logits = gc.layers.dense(gc.reduce_mean(h, axis=[1, 2]), 3)
+    loss = gc.reduce_mean(gc.nn.sparse_softmax_cross_entropy_with_logits(labels=y,
+                                                                         logits=logits))
+    with gc.control_dependencies(gc.get_collection(gc.GraphKeys.UPDATE_OPS)):
+        train = gc.train.MomentumOptimizer(0.1, 0.9).minimize(loss)
+    feed = {x: RNG.standard_normal((6, 3, 3, 2)), y: RNG.integers(0, 3, 6).astype(np.int32)}
+    check_against_session([loss], feed, [train], steps=2)
+    assert len(sorts) == 2  # to number the kernels, then to schedule them

@@ -68,10 +68,11 @@ def test_collections_and_scoped_lookup():
 
 def test_control_dependencies_attach_and_clear():
     a = gc.no_op(name="a")
+    one = gc.constant(1.0)
     with gc.control_dependencies([a]):
-        b = gc.identity(1.0)
+        b = gc.identity(one)
         with gc.control_dependencies(None):
-            c = gc.identity(1.0)
+            c = gc.identity(one)
     assert b.op.control_inputs == [a] and c.op.control_inputs == []
     grp = gc.group(b, c)
     assert set(grp.control_inputs) == {b.op, c.op} and grp.type == "NoOp"

@@ -20,10 +20,21 @@ pruning and caches) and the growth exponent of the first run over depth (least s
 of log time on log depth). --profile WORKLOAD prints cProfile's top functions for one.
 
     python tools/compile_time.py --scale [--depths 8,16,32,64,128,256] [--extra lstm_train,...]
+
+Each scale row also gives the process's peak memory (its maximum resident set, MB) and how
+much the first run raised it (the compile's peak), and --warm runs each workload a second
+time in a fresh process over the on-disk cache its cold run filled: the warm first run, and
+its share of the cold one. --peers PYTHON (a Python with TensorFlow and JAX, e.g.
+/tmp/peers-venv/bin/python) then times the same workloads' first call in TF1, TF1+XLA and
+JAX with peers_bench.py, one process each, in the same sitting, for the table of issue 11:
+
+    python tools/compile_time.py --scale --warm --depths 8,64,256 --extra lstm_train,resnet_train \
+        --peers /tmp/peers-venv/bin/python
 """
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -149,17 +160,29 @@ def scale_child(workload, profile=False):
         pstats.Stats(prof, stream=sys.stderr).sort_stats("cumulative").print_stats(40)
         pstats.Stats(prof, stream=sys.stderr).sort_stats("tottime").print_stats(25)
         return
+    rss_before = _rss_mb()
     t0, c0 = time.perf_counter(), time.process_time()
     sess.run(fetch, feed)
     first, first_cpu = time.perf_counter() - t0, time.process_time() - c0
+    peak = _peak_rss_mb()
     ops = len(sess.graph.get_operations())
     print(json.dumps({"build": build, "first": first, "ops": ops, "stages": times,
                       "build_cpu": build_cpu, "first_cpu": first_cpu,
-                      "stages_cpu": cpu_times}))
+                      "stages_cpu": cpu_times, "peak_mb": peak,
+                      "first_peak_rise_mb": max(0.0, peak - rss_before)}))
 
 
-def spawn_scale(workload, profile=False):
-    env = dict(os.environ, GRAPHC_CACHE_DIR="off", PYTHONPATH=REPO)
+def _rss_mb():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def _peak_rss_mb():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+
+
+def spawn_scale(workload, profile=False, cache_dir="off"):
+    env = dict(os.environ, GRAPHC_CACHE_DIR=cache_dir, PYTHONPATH=REPO)
     args = [sys.executable, __file__, "--scale-child", workload] + \
         (["--profile", workload] if profile else [])
     proc = subprocess.run(args, env=env, cwd=REPO, capture_output=True, text=True)
@@ -181,30 +204,88 @@ def growth_exponent(depths, seconds):
     return float(np.polyfit(np.log(depths), np.log(seconds), 1)[0])
 
 
-def scale(depths, extra):
+def scale(depths, extra, warm=False, peers=None):
     names = [f"compile_scale_{d}" for d in depths] + extra
     head = f"{'workload, clock':24s} {'ops':>6s} {'build':>6s} {'first':>7s} " + \
-        " ".join(f"{s[:8]:>8s}" for s in STAGES) + f" {'rest':>6s}"
+        " ".join(f"{s[:8]:>8s}" for s in STAGES) + f" {'rest':>6s} {'peak MB':>8s}"
     print("cold first run (s): graph build, first Session.run, its stages; wall time and "
-          "this process's CPU time (the LLVM worker process's is not counted)", flush=True)
+          "this process's CPU time (the LLVM worker process's is not counted); peak MB: the "
+          "process's peak resident memory (+ the first run's rise of it)", flush=True)
     print(head, flush=True)
-    firsts = {}
+    cold, warm_runs = {}, {}
     for name in names:
-        r = spawn_scale(name)
-        firsts[name] = r["first"]
+        with tempfile.TemporaryDirectory(prefix="graphc_cache_") as cache_dir:
+            r = cold[name] = spawn_scale(name, cache_dir=cache_dir if warm else "off")
+            if warm:
+                warm_runs[name] = spawn_scale(name, cache_dir=cache_dir)
         for clock, suffix in (("wall", ""), ("cpu", "_cpu")):
             st = r["stages" + suffix]
             rest = r["first" + suffix] - sum(st.get(s, 0.0) for s in STAGES)
             label = f"{name} {clock}"
+            memory = f" {r['peak_mb']:5.0f}+{r['first_peak_rise_mb']:.0f}" if clock == "wall" \
+                else ""
             print(f"{label:24s} {r['ops']:6d} {r['build' + suffix]:6.2f} "
                   f"{r['first' + suffix]:7.2f} " +
-                  " ".join(f"{st.get(s, 0.0):8.3f}" for s in STAGES) + f" {rest:6.2f}",
-                  flush=True)
+                  " ".join(f"{st.get(s, 0.0):8.3f}" for s in STAGES) + f" {rest:6.2f}" +
+                  memory, flush=True)
     if len(depths) > 1:
-        secs = [firsts[f"compile_scale_{d}"] for d in depths]
+        secs = [cold[f"compile_scale_{d}"]["first"] for d in depths]
+        cpus = [cold[f"compile_scale_{d}"]["first_cpu"] for d in depths]
         print(f"growth of the first run over depth: t ~ depth^"
               f"{growth_exponent(depths, secs):.2f} (all depths), "
-              f"^{growth_exponent(depths[-3:], secs[-3:]):.2f} (last three)", flush=True)
+              f"^{growth_exponent(depths[-3:], secs[-3:]):.2f} (last three); CPU time ~ "
+              f"depth^{growth_exponent(depths, cpus):.2f}", flush=True)
+    if warm:
+        print("\nwarm first run (a fresh process over the on-disk cache the cold run filled)")
+        for name in names:
+            w, c = warm_runs[name], cold[name]
+            print(f"{name:24s} warm {w['first']:6.2f} s wall {w['first_cpu']:6.2f} CPU-s = "
+                  f"{100 * w['first'] / c['first']:4.0f}% / "
+                  f"{100 * w['first_cpu'] / c['first_cpu']:4.0f}% of cold", flush=True)
+    if peers:
+        print_peers_table(peers, names, cold, warm_runs)
+
+
+PEER_SYSTEMS = ("tf1", "tf1_xla", "jax")
+
+
+def peer_first_call(python, system, workload):
+    """peers_bench.py's first-call seconds of one (system, workload), in its own process,
+    or the reason there is none."""
+    args = [python, os.path.join(REPO, "tools", "peers_bench.py"), "--system", system,
+            "--workload", workload, "--min-iters", "3", "--min-time", "0",
+            "--warmup-iters", "1", "--warmup-time", "0"]
+    with tempfile.TemporaryDirectory(prefix="peer_cold_") as cold:
+        env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=cold, TF_CPP_MIN_LOG_LEVEL="2")
+        proc = subprocess.run(args, env=env, cwd=REPO, capture_output=True, text=True)
+    for line in reversed(proc.stdout.splitlines()):
+        if line.startswith("{"):
+            r = json.loads(line)
+            if r.get("first_call_ms") is not None:
+                return r["first_call_ms"] / 1e3
+            return r.get("error", "no first call")
+    return f"rc={proc.returncode}"
+
+
+def print_peers_table(python, names, cold, warm_runs):
+    sys.path.insert(0, os.path.join(REPO, "tools"))
+    from peers_bench import WORKLOADS  # what it times (compile_scale_ at depths 8, 64, 256)
+    print("\nfirst run (s), measured in this sitting: graphc cold (wall / process CPU), "
+          "warm as % of cold (wall), peak MB; the peers' first call (wall, peers_bench.py)",
+          flush=True)
+    print("| workload | graphc cold | graphc warm | graphc peak MB | " +
+          " | ".join(PEER_SYSTEMS) + " |", flush=True)
+    print("| --- " * (4 + len(PEER_SYSTEMS)) + "|", flush=True)
+    for name in names:
+        c = cold[name]
+        w = warm_runs.get(name)
+        warm_cell = f"{100 * w['first'] / c['first']:.0f}%" if w else ""
+        cells = []
+        for system in PEER_SYSTEMS:
+            t = peer_first_call(python, system, name) if name in WORKLOADS else "n/a"
+            cells.append(f"{t:.2f}" if isinstance(t, float) else str(t)[:30])
+        print(f"| {name} | {c['first']:.2f} / {c['first_cpu']:.2f} | {warm_cell} | "
+              f"{c['peak_mb']:.0f} | " + " | ".join(cells) + " |", flush=True)
 
 
 def spawn(model, cache_dir):
@@ -223,6 +304,10 @@ def main(argv=None):
     ap.add_argument("--depths", default=SCALE_DEPTHS)
     ap.add_argument("--extra", default=SCALE_EXTRA)
     ap.add_argument("--profile", help="cProfile the first run of this scale workload")
+    ap.add_argument("--warm", action="store_true",
+                    help="--scale: also the warm first run over the cold run's cache")
+    ap.add_argument("--peers", metavar="PYTHON",
+                    help="--scale: the peers' first calls, run by this Python")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--scale-child", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -235,7 +320,8 @@ def main(argv=None):
         return None
     if args.scale:
         depths = [int(d) for d in args.depths.split(",") if d]
-        return scale(depths, [w for w in args.extra.split(",") if w])
+        return scale(depths, [w for w in args.extra.split(",") if w], warm=args.warm,
+                     peers=args.peers)
     for model in args.models.split(","):
         cold, warm, hits = [], [], []
         for _ in range(args.repeats):

@@ -124,9 +124,9 @@ class FuncGraph(Graph):
                 return outer
         return None
 
-    def _current_control_inputs(self):
+    def _current_control_inputs(self, input_ops=()):
         own = []
-        for op in super()._current_control_inputs():
+        for op in super()._current_control_inputs(input_ops):
             if op.graph is self:
                 own.append(op)
             else:

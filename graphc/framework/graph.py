@@ -171,6 +171,15 @@ class Operation:
         return self is other
 
 
+
+class _ControlBlock:
+    """One control_dependencies block in force: its control inputs, and the ops made
+    inside it."""
+
+    def __init__(self, ops):
+        self.ops = ops
+        self.created = set()
+
 class GraphKeys:
     GLOBAL_VARIABLES = "variables"
     LOCAL_VARIABLES = "local_variables"
@@ -203,7 +212,7 @@ class Graph:
         self._ops_by_name = {}
         self._names_in_use = {}
         self._name_stack = ""
-        self._control_stack = []   # list of lists of ops; None entry clears outer ones
+        self._control_stack = []   # _ControlBlocks; a None entry clears outer ones
         self._forward_op_stack = []
         self._device_stack = []
         self._collections = {}
@@ -293,18 +302,31 @@ class Graph:
                 if not isinstance(op, Operation):
                     raise TypeError(f"Control input must be an Operation or Tensor: {c!r}")
                 ops.append(op)
-            self._control_stack.append(ops)
+            self._control_stack.append(_ControlBlock(ops))
         try:
             yield
         finally:
             self._control_stack.pop()
 
-    def _current_control_inputs(self):
-        out = []
+    def _open_control_blocks(self):
+        """The control_dependencies blocks in force, outermost first."""
+        blocks = []
         for entry in reversed(self._control_stack):
             if entry is None:
                 break
-            out = entry + out
+            blocks.append(entry)
+        return blocks[::-1]
+
+    def _current_control_inputs(self, input_ops=()):
+        """The control inputs of an op made now from the ops `input_ops`. As TF's
+        _control_dependencies_for_inputs: a block one of whose own ops is an input adds
+        none, as that input already runs after the block's control inputs. Without the
+        rule every op of a gradient built under control_dependencies(update_ops) waits
+        for every update, and the compiler works through ops x updates edges."""
+        out = []
+        for block in self._open_control_blocks():
+            if not any(op in block.created for op in input_ops):
+                out.extend(block.ops)
         return out
 
     @contextlib.contextmanager
@@ -376,8 +398,10 @@ class Graph:
         if isinstance(specs, tuple) and len(specs) == 2 and isinstance(specs[1], dtypes.DType):
             specs = [specs]
         input_ops = {t.op for t in inputs}
-        controls = [c for c in self._current_control_inputs() if c not in input_ops]
+        controls = [c for c in self._current_control_inputs(input_ops) if c not in input_ops]
         op = Operation(self, op_type, name, inputs, attrs, controls, specs)
+        for block in self._open_control_blocks():
+            block.created.add(op)
         with self._lock:
             self._ops.append(op)
             self._ops_by_name[name] = op

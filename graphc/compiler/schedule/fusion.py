@@ -340,10 +340,39 @@ class Fusion:
                     stack.append(s)
         return False
 
-    def _numbering_holds(self, groups):
+    def _repair_numbering(self, groups):
+        """Makes the numbering valid again after `groups` got new edges, or returns False
+        (the numbering untouched) when those edges made a cycle. Edges against the
+        numbering all touch `groups`; the groups numbered from the lowest head to the
+        highest tail of those edges are sorted again among themselves, on their own
+        numbers: an edge leaving that window goes up and one entering it comes from
+        below, so the rest stays valid, and a cycle (through an edge against the
+        numbering) cannot leave the window. Sorting all groups per duplication was a
+        tenth of a ResNet-50 step's fusion."""
         order = self.order
-        return all(order[p] < order[g] for g in groups for p in self.pred[g]) and \
-            all(order[g] < order[s] for g in groups for s in self.succ[g])
+        against = [(p, g) for g in groups for p in self.pred[g] if order[p] >= order[g]] + \
+            [(g, s) for g in groups for s in self.succ[g] if order[g] >= order[s]]
+        if not against:
+            return True
+        lo, hi = min(order[b] for _, b in against), max(order[a] for a, _ in against)
+        window = {g for g in self.groups if lo <= order[g] <= hi}
+        indeg = {g: sum(1 for p in self.pred[g] if p in window) for g in window}
+        ready = [(order[g], g) for g, d in indeg.items() if d == 0]
+        heapq.heapify(ready)
+        sequence = []
+        while ready:
+            _, g = heapq.heappop(ready)
+            sequence.append(g)
+            for s in self.succ[g]:
+                if s in window:
+                    indeg[s] -= 1
+                    if indeg[s] == 0:
+                        heapq.heappush(ready, (order[s], s))
+        if len(sequence) < len(window):
+            return False
+        for g, number in zip(sequence, sorted(order[g] for g in window)):
+            order[g] = number
+        return True
 
     def _renumber_merged(self, a, b):
         """Numbers for a's and b's merged group (it keeps id a) and the groups between
@@ -497,11 +526,8 @@ class Fusion:
             for n in needed:
                 self.group_of[n].add(c)
         self._update_edges(list(duplication), removed=[gid])
-        if self._numbering_holds(duplication):  # the copies' new edges all go forward: no cycle
+        if self._repair_numbering(duplication):
             del self.order[gid]
-            return True
-        if self._topological_order() is not None:
-            self._renumber()
             return True
         for c, nodes in saved.items():
             self.groups[c].nodes = nodes

@@ -6,7 +6,8 @@ the thread team) + the executable spec.
     outputs = exe.run(feed_arrays, variables)
 
 One LLVM function per distinct kernel (in `module.kernels`, the schedule: kernels equal up
-to their buffers share one, kernel_reuse.py before emitting and dedupe.py after), and the entry
+to their buffers share one, kernel_reuse.py before emitting and dedupe.py after, as do
+kernels that differ only in an index offset, which they take as arguments), and the entry
 `int32 graphc_main(feeds, fetches, variables, constants, arena, syms)` that calls them in
 order with pointers to their buffers (loops/program.py says where each value lives,
 entry.py emits the entry); unknown dims
@@ -47,7 +48,7 @@ HOW TO ADD AN OP
   and register it in KERNEL_LOWERINGS under the kernel kind fusion gives it.
 """
 from graphc.compiler.backends.cpu.conv_kernel import lower_conv_kernel
-from graphc.compiler.backends.cpu.dedupe import merge_identical_kernels
+from graphc.compiler.backends.cpu.dedupe import merge_identical_kernels, merge_offset_kernels
 from graphc.compiler.backends.cpu.entry import cpu_spec, emit_entry
 from graphc.compiler.backends.cpu.gemm_kernel import has_blas_gemm, lower_gemm_kernel
 from graphc.compiler.backends.cpu.kernel_reuse import KernelReuse
@@ -116,8 +117,8 @@ def generate(module, target=None, profile=False):
         calls.append(reuse.lower(lower, kernel, name, scalar_ops, LOOP_RULES))
         names.append(f"{name} [{kernel.kind}: {', '.join(n.type for n in kernel.nodes)}]")
     emit_entry(program, calls, profile=profile)
-    spec = cpu_spec(program, merge_identical_kernels(str(program.llvm)),
-                    target or jit.host_target())
+    llvm_ir = merge_offset_kernels(merge_identical_kernels(str(program.llvm)))
+    spec = cpu_spec(program, llvm_ir, target or jit.host_target())
     if profile:
         spec["profile_kernels"] = names
     return spec
