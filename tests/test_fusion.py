@@ -263,6 +263,29 @@ def test_cheap_producer_is_duplicated_into_its_consumers_not_written():
     assert len(computing(m, t)) == 2
 
 
+def test_gelu_forward_is_one_kernel_when_its_gradient_shares_its_tanh_chain():
+    # BERT's gelu in a training step: the forward and the gradient both read tanh(..) and
+    # pow(h, 3)'s h*h; the tanh chain, holding a node already copied into the gradient's
+    # kernel, must still be duplicated rather than written and read back
+    x = gc.placeholder(gc.float32, [None, 6], name="x")
+    w = gc.Variable(RNG.standard_normal((6, 10)).astype(np.float32), name="w")
+    w2 = gc.Variable(RNG.standard_normal((10, 3)).astype(np.float32), name="w2")
+    h = gc.matmul(x, w) + gc.constant(RNG.standard_normal(10).astype(np.float32))
+    cdf = 0.5 * (1.0 + gc.tanh(np.sqrt(2 / np.pi) * (h + 0.044715 * gc.pow(h, 3))))
+    y = h * cdf
+    loss = gc.reduce_sum(gc.square(gc.matmul(y, w2)))
+    grads = gc.gradients(loss, [w, w2])
+    m = check_against_session([loss] + grads, {x: RNG.standard_normal((5, 6)).astype(np.float32)})
+    tanh = y.op.inputs[1].op.inputs[1].op.inputs[1].op
+    assert tanh.type == "Tanh"
+    assert all(v.node.name != tanh.name for k in m.kernels for v in k.outputs), \
+        kernels_to_text(m.kernels)
+    forward = computing(m, y)
+    assert len(forward) == 1 and m.kernels[forward[0]].kind == "loop"
+    tanh_kernels = computing(m, tanh.outputs[0])  # the forward's and the gradient's
+    assert len(tanh_kernels) == 2 and forward[0] in tanh_kernels
+
+
 def _mlp(hidden=16, classes=5, features=12):
     x = gc.placeholder(gc.float32, [None, features], name="x")
     labels = gc.placeholder(gc.int32, [None], name="labels")

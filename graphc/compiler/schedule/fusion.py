@@ -447,8 +447,6 @@ class Fusion:
         for gid in sorted(self.groups):
             if gid not in self.groups or not self._is_cheap(gid):
                 continue
-            if any(len(self.group_of[n]) > 1 for n in self.groups[gid].nodes):
-                continue
             consumers = self._consumers(gid)
             if len(consumers) < 2 or any(self.groups[c].kind != "loop" for c in consumers):
                 continue
@@ -490,8 +488,11 @@ class Fusion:
         would make a cycle of kernels (a copy inherits the group's ordering edges)."""
         g = self.groups.pop(gid)
         saved = {c: set(self.groups[c].nodes) for c in duplication}
+        # a node of g may already have copies in other kernels (GELU's x*x, which both its
+        # tanh chain and its gradient read): those stay
+        saved_of = {n: set(self.group_of[n]) for n in g.nodes}
         for n in g.nodes:
-            self.group_of[n] = set()
+            self.group_of[n].discard(gid)
         for c, needed in duplication.items():
             self.groups[c].nodes |= needed
             for n in needed:
@@ -507,7 +508,7 @@ class Fusion:
             self.groups[c].nodes = nodes
         self.groups[gid] = g
         for n in g.nodes:
-            self.group_of[n] = {gid}
+            self.group_of[n] = saved_of[n]
         self._update_edges(list(duplication) + [gid])
         return False
 
