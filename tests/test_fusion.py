@@ -263,6 +263,66 @@ def test_cheap_producer_is_duplicated_into_its_consumers_not_written():
     assert len(computing(m, t)) == 2
 
 
+def test_gelu_forward_is_one_kernel_when_its_gradient_shares_its_tanh_chain():
+    # BERT's gelu in a training step: the forward and the gradient both read tanh(..) and
+    # pow(h, 3)'s h*h; the tanh chain, holding a node already copied into the gradient's
+    # kernel, must still be duplicated rather than written and read back
+    x = gc.placeholder(gc.float32, [None, 6], name="x")
+    w = gc.Variable(RNG.standard_normal((6, 10)).astype(np.float32), name="w")
+    w2 = gc.Variable(RNG.standard_normal((10, 3)).astype(np.float32), name="w2")
+    h = gc.matmul(x, w) + gc.constant(RNG.standard_normal(10).astype(np.float32))
+    cdf = 0.5 * (1.0 + gc.tanh(np.sqrt(2 / np.pi) * (h + 0.044715 * gc.pow(h, 3))))
+    y = h * cdf
+    loss = gc.reduce_sum(gc.square(gc.matmul(y, w2)))
+    grads = gc.gradients(loss, [w, w2])
+    m = check_against_session([loss] + grads, {x: RNG.standard_normal((5, 6)).astype(np.float32)})
+    tanh = y.op.inputs[1].op.inputs[1].op.inputs[1].op
+    assert tanh.type == "Tanh"
+    assert all(v.node.name != tanh.name for k in m.kernels for v in k.outputs), \
+        kernels_to_text(m.kernels)
+    forward = computing(m, y)
+    assert len(forward) == 1 and m.kernels[forward[0]].kind == "loop"
+    tanh_kernels = computing(m, tanh.outputs[0])  # the forward's and the gradient's
+    assert len(tanh_kernels) == 2 and forward[0] in tanh_kernels
+
+
+def _bag_step(lr=0.1):
+    table = gc.Variable(RNG.standard_normal((7, 4)).astype(np.float32), name="table")
+    w = gc.Variable(RNG.standard_normal((4, 5)).astype(np.float32), name="w")
+    ids = gc.placeholder(gc.int32, [None, 3], name="ids")
+    labels = gc.placeholder(gc.int32, [None], name="labels")
+    pooled = gc.reduce_mean(gc.nn.embedding_lookup(table, ids), axis=1)
+    loss = gc.reduce_mean(gc.nn.sparse_softmax_cross_entropy_with_logits(
+        labels=labels, logits=gc.matmul(pooled, w)))
+    train = gc.train.GradientDescentOptimizer(lr).minimize(loss)
+    feeds = {ids: np.array([[1, 1, 3], [6, 1, 0]], np.int32),  # 1 thrice, in two bags
+             labels: np.array([2, 4], np.int32)}
+    return loss, train, feeds
+
+
+def test_scatter_computes_its_updates_instead_of_reading_them():
+    # the mean's gradient broadcast over the bag, times the learning rate: computed in the
+    # ScatterSub's loop, never written
+    loss, train, feeds = _bag_step()
+    m = check_against_session([loss], feeds, [train], steps=2)
+    (scatter,) = [k for k in m.kernels if k.main is not None and k.main.type == "ScatterSub"]
+    updates = scatter.main.inputs[2]
+    assert updates.node in scatter.nodes, kernels_to_text(m.kernels)
+    assert {"BroadcastTo", "Mul"} <= {n.type for n in scatter.nodes}
+    assert all(updates not in k.outputs for k in m.kernels)
+
+
+def test_scatter_updates_reading_the_scattered_variable_stay_apart():
+    # with repeated ids, computing them in the scatter's loop would read rows it has
+    # already written: they are computed (from the old rows) first
+    ref = gc.Variable(np.arange(12, dtype=np.float32).reshape(4, 3), name="ref")
+    ids = gc.placeholder(gc.int32, [None], name="ids")
+    step = gc.scatter_sub(ref, ids, gc.gather(ref, ids) * 0.5 + 1.0)
+    m = check_against_session([], {ids: np.array([2, 0, 2], np.int32)}, [step.op], steps=2)
+    (scatter,) = [k for k in m.kernels if k.main is not None and k.main.type == "ScatterSub"]
+    assert scatter.nodes == [scatter.main], kernels_to_text(m.kernels)
+
+
 def _mlp(hidden=16, classes=5, features=12):
     x = gc.placeholder(gc.float32, [None, features], name="x")
     labels = gc.placeholder(gc.int32, [None], name="labels")

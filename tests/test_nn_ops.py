@@ -689,3 +689,46 @@ def test_fused_batch_norm_inference_and_errors():
     with pytest.raises(ValueError):
         gc.nn.fused_batch_norm(gc.zeros([1, 2, 2, 3]), gc.ones([3]), gc.zeros([3]),
                                is_training=False)
+
+
+def _bert_gelu(h):  # BERT's modeling.py, as transformer_train builds it
+    return h * (0.5 * (1.0 + gc.tanh(math.sqrt(2 / math.pi) * (h + 0.044715 * gc.pow(h, 3)))))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("rows", [5, 0])
+def test_gelu_dense_training_step_matches_numpy(dtype, rows):
+    # the forward gelu and its gradient share the tanh chain and pow's h*h: fusion computes
+    # them in two kernels that each recompute those
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((rows, 6)).astype(dtype)
+    w = rng.standard_normal((6, 10)).astype(dtype)
+    w2 = rng.standard_normal((10, 3)).astype(dtype)
+    b = rng.standard_normal(10).astype(dtype)
+    g = gc.Graph()
+    with g.as_default():
+        xp = gc.placeholder(dtype, [None, 6])
+        wv, w2v = gc.Variable(w), gc.Variable(w2)
+        h = gc.matmul(xp, wv) + b
+        y = _bert_gelu(h)
+        loss = gc.reduce_sum(gc.square(gc.matmul(y, w2v)))
+        fetches = [y, loss] + gc.gradients(loss, [wv, w2v])
+        with gc.Session(graph=g) as sess:
+            sess.run(gc.global_variables_initializer())
+            got = sess.run(fetches, {xp: x})
+    c = np.sqrt(2 / np.pi)
+    hn = x.astype(np.float64) @ w + b
+    t = np.tanh(c * (hn + 0.044715 * hn ** 3))
+    yn = 0.5 * hn * (1 + t)
+    z = yn @ w2
+    dh = (2 * z @ w2.T) * (0.5 * (1 + t) + 0.5 * hn * (1 - t * t) * c * (1 + 3 * 0.044715 * hn * hn))
+    want = [yn, np.sum(z * z), x.T.astype(np.float64) @ dh, yn.T @ (2 * z)]
+    tol = 1e-4 if dtype == np.float32 else 1e-11
+    for name, a, e in zip(["y", "loss", "dW", "dW2"], got, want):
+        assert np.asarray(a).dtype == dtype, name
+        np.testing.assert_allclose(a, e, rtol=tol, atol=tol, err_msg=name)
+
+
+def test_bert_gelu_gradient_matches_central_differences():
+    x = np.random.default_rng(4).standard_normal((3, 5)) * 2
+    check_gradients(_bert_gelu, [x])

@@ -607,3 +607,47 @@ def test_embedding_bag_gradients_match_finite_differences():
         return gc.nn.sparse_softmax_cross_entropy_with_logits(
             labels=labels_v, logits=gc.matmul(pooled, w) + b)
     check_gradients(model, _bag_weights(np.float64))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_scatters_of_computed_updates_match_numpy(dtype):
+    # the updates' elementwise/broadcast producers are computed in the scatter's loop;
+    # repeated ids add up, and updates read from the scattered variable see its old rows
+    ref0 = np.linspace(-2, 3, 15).reshape(5, 3).astype(dtype)
+    ids_v = np.array([4, 1, 4, 4, 0], np.int32)
+    col_v = np.array([0.5, -1.0, 2.0], dtype)
+    rows_v = np.linspace(0.25, 2, 5).astype(dtype)
+    ref = gc.Variable(ref0)
+    ids = gc.placeholder(gc.int32, [None])
+    col = gc.placeholder(dtype, [3])
+    rows = gc.placeholder(dtype, [None])
+    computed = gc.expand_dims(rows, 1) * col + 1.0  # a broadcast [n, 3]
+    add = gc.scatter_add(ref, ids, computed)
+    sub = gc.scatter_sub(ref, ids, gc.gather(ref, ids) * 0.5)
+    update = gc.scatter_update(ref, ids[:2], gc.tanh(computed[:2]))
+    feed = {ids: ids_v, col: col_v, rows: rows_v}
+    want = ref0.astype(np.float64)
+    want_computed = rows_v[:, None].astype(np.float64) * col_v + 1.0
+    with gc.Session() as sess:
+        sess.run(ref.initializer)
+        sess.run(add.op, feed)
+        np.add.at(want, ids_v, want_computed)
+        got_add = sess.run(ref)
+        sess.run(sub.op, feed)
+        np.subtract.at(want, ids_v, want[ids_v] * 0.5)
+        got_sub = sess.run(ref)
+        sess.run(update.op, feed)
+        want[ids_v[:2]] = np.tanh(want_computed[:2])
+        got_update = sess.run(ref)
+        empty = {ids: np.zeros(0, np.int32), col: col_v, rows: np.zeros(0, dtype)}
+        sess.run(add.op, empty)
+        got_empty = sess.run(ref)
+    ref1 = ref0.astype(np.float64)
+    np.add.at(ref1, ids_v, want_computed)
+    for got, expected, name in [(got_add, ref1, "scatter_add"), (got_update, want, "all"),
+                                (got_empty, want, "empty")]:
+        assert got.dtype == dtype
+        np.testing.assert_allclose(got, expected, err_msg=name, **TOL[dtype])
+    ref2 = ref1.copy()
+    np.subtract.at(ref2, ids_v, ref1[ids_v] * 0.5)
+    np.testing.assert_allclose(got_sub, ref2, err_msg="scatter_sub", **TOL[dtype])

@@ -1,7 +1,9 @@
 """GatherGrad as a scatter-add kernel: zero the result, then one loop over the gradient
 adding each element into its gathered position. The row scatters into a variable
 (ScatterUpdate/ScatterAdd/ScatterSub) are the same loop over their updates, storing or
-adding straight into the variable's buffer: only the rows they name are touched.
+adding straight into the variable's buffer: only the rows they name are touched. Their
+updates may be computed in the same loop by the kernel's other nodes (elementwise and
+index ops that nothing else reads), element by element as they are stored.
 
     out[pre, indices[b, i], post] += grad[pre, i, post]     (b: the batch_dims prefix)
 
@@ -60,7 +62,9 @@ def scatter_nests(program, kernel, rules):
     variable copied to the op's fetches, if it is fetched."""
     node = getattr(kernel, "main", None) or kernel.nodes[0]
     ref, indices, updates = node.inputs
-    views = KernelViews(set(), program.storage_of, program.error_site, rules)
+    # the kernel's other nodes compute the updates (fusion's _fuse_scatter_updates)
+    producers = {v for n in kernel.nodes if n is not node for v in n.outputs}
+    views = KernelViews(producers, program.storage_of, program.error_site, rules)
     vx = views.x
     dtype, ri = ref.dtype.name, len(indices.dims)
     var = ("var", ref.name)

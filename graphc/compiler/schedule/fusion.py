@@ -19,7 +19,10 @@ Groups, in this order:
    (elementwise/index nodes only) used by several kernels is first offered to all of
    them: if each can compute it itself, it is duplicated into each and never written
    to memory; otherwise it merges into one of them like any other group.
-3. everything else is one node per kernel ("opaque", lone gemm/conv).
+3. scatter updates: a row scatter (ScatterUpdate/ScatterAdd/ScatterSub) takes the loop
+   group producing its updates if that is cheap, read by nothing else and does not read
+   the scattered variable: the scatter's loop computes each element as it stores it.
+   Everything else is one node per kernel ("opaque", lone gemm/conv).
 4. aliases: a reshape (Reshape, ExpandDims, Squeeze, Identity, StopGradient) left alone
    in its kernel (its users are gemm/conv/opaque kernels) moves no data in row-major
    order, so it gets no kernel: `module.aliases` maps its value to its input's, whose
@@ -67,6 +70,9 @@ ACTIVATIONS = OpTypes("epilogue")  # may follow a MatMul/Conv2D in its epilogue
 RESHAPES = OpTypes("aliases_input")  # input 0's elements in order: alone, an alias
 # ops reading a variable through a ref input without updating it
 _REF_READERS = OpTypes(lambda d: bool(d.ref_inputs) and not d.updates_variable)
+# row scatters into a variable, by the input slot their codegen (loops/scatter.py) reads
+# once per element of its loop: their updates
+SCATTER_UPDATES = {"ScatterUpdate": 2, "ScatterAdd": 2, "ScatterSub": 2}
 LOOP_KINDS = frozenset({"elementwise", "index", "reduction", "window", "random", "state"})
 CHEAP_KINDS = frozenset({"elementwise", "index"})
 
@@ -438,6 +444,34 @@ class Fusion:
             return False
         return self._try_merge(g, b)
 
+    # ------------------------------------------------------------ scatter updates
+    def _fuse_scatter_updates(self):
+        """A row scatter computes its updates itself when a cheap loop group that nothing
+        else reads produces them (embedding training's mean gradient broadcast over the
+        ids, times the learning rate): the scatter's loop visits each element of the
+        updates once, so the group is computed there, never written."""
+        for n in self.compute:
+            slot = SCATTER_UPDATES.get(n.type)
+            if slot is None or n.inputs[slot].node not in self.group_of:
+                continue  # not a scatter, or its updates are fed
+            s, p = self._sole_group(n), self._sole_group(n.inputs[slot].node)
+            if s is None or p is None or s == p or not self._is_cheap(p) or \
+                    self.groups[p].kind != "loop" or self._consumers(p) != {s}:
+                continue
+            producers = self.groups[p].nodes
+            if any(v.node in producers for i, v in data_inputs(n) if i != slot):
+                continue  # the indices too: each would be recomputed per element of a row
+            if self._reads_variable(producers, n.inputs[0].name):
+                continue  # with repeated ids, it would read rows it has already written
+            if not self._split_required(producers, self.groups[s].nodes) and \
+                    not self._creates_cycle(s, p):
+                self._merge(s, p)
+
+    def _reads_variable(self, nodes, name):
+        return any(r.type == "VariableV2" and r.name == name or
+                   r.type in _REF_READERS and r.inputs[0].name == name
+                   for r in list(nodes) + [v.node for n in nodes for _, v in data_inputs(n)])
+
     # ------------------------------------------------------------ loop fusion
     def _merge_round(self, shared_cheap):
         changed = False
@@ -475,8 +509,6 @@ class Fusion:
         changed = False
         for gid in sorted(self.groups):
             if gid not in self.groups or not self._is_cheap(gid):
-                continue
-            if any(len(self.group_of[n]) > 1 for n in self.groups[gid].nodes):
                 continue
             consumers = self._consumers(gid)
             if len(consumers) < 2 or any(self.groups[c].kind != "loop" for c in consumers):
@@ -519,8 +551,11 @@ class Fusion:
         would make a cycle of kernels (a copy inherits the group's ordering edges)."""
         g = self.groups.pop(gid)
         saved = {c: set(self.groups[c].nodes) for c in duplication}
+        # a node of g may already have copies in other kernels (GELU's x*x, which both its
+        # tanh chain and its gradient read): those stay
+        saved_of = {n: set(self.group_of[n]) for n in g.nodes}
         for n in g.nodes:
-            self.group_of[n] = set()
+            self.group_of[n].discard(gid)
         for c, needed in duplication.items():
             self.groups[c].nodes |= needed
             for n in needed:
@@ -533,7 +568,7 @@ class Fusion:
             self.groups[c].nodes = nodes
         self.groups[gid] = g
         for n in g.nodes:
-            self.group_of[n] = {gid}
+            self.group_of[n] = saved_of[n]
         self._update_edges(list(duplication) + [gid])
         return False
 
@@ -567,6 +602,7 @@ class Fusion:
                 changed = self._duplicate_round() or changed
             while self._merge_round(shared_cheap=True):
                 pass
+            self._fuse_scatter_updates()
         out = []
         for gid in self._schedule():
             g = self.groups[gid]

@@ -7,7 +7,8 @@ outputs) and writing its `outputs` to memory.
   kind     "loop": one loop nest over `dims` computing elementwise, index, random and
            reduction nodes and variable updates; "gemm": one MatMul/BatchMatMulV2 node
            (`main`) then its elementwise epilogue; "conv": the same with a Conv2D or a
-           Conv2D backprop; "opaque": one node with its own codegen template.
+           Conv2D backprop; "opaque": one node with its own codegen template (`main`);
+           a row scatter's kernel also computes the cheap nodes producing its updates.
   nodes    the IR nodes it computes, in module order. A cheap node (elementwise/index)
            may be in several kernels: each computes it itself, none writes it.
   inputs   Values it reads that are computed elsewhere (Parameters, Consts, VariableV2
@@ -19,7 +20,7 @@ outputs) and writing its `outputs` to memory.
   dims     the loop shape ("loop"), the main node's output dims otherwise.
   main     the gemm/conv/opaque node; None for loop kernels.
   epilogue the nodes after `main` in a gemm/conv kernel (BiasAdd or Add of a vector, then
-           an activation), in order.
+           an activation), in order; in an opaque kernel, the nodes other than `main`.
 """
 from graphc.compiler.ir import VariableRef, node_text
 from graphc.framework.op_def import UPDATE_OPS
