@@ -141,6 +141,19 @@ def test_getitem_tensor_index_and_tensor_bounds():
     assert static(x[1:i]) == (None, 3)
 
 
+def test_getitem_by_a_known_dimension():
+    """TF1 code slices by a static dim (`w[:x.shape[1]]`): a known Dimension is its int, an
+    unknown one is refused."""
+    a = rand(5, 4)
+    w = gc.constant(a)
+    x = gc.placeholder(gc.float64, [None, 3])
+    with gc.Session() as sess:
+        np.testing.assert_array_equal(sess.run(w[:x.shape[1]]), a[:3])
+        np.testing.assert_array_equal(sess.run(w[x.shape[1]]), a[3])
+    with pytest.raises(TypeError, match="valid indices"):
+        w[:x.shape[0]]
+
+
 def test_getitem_bad_keys():
     x = gc.placeholder(gc.float32, [3, 4])
     for bad in [1.5, "a", [0, 1], gc.constant([0, 1]), gc.constant(1.0), True]:

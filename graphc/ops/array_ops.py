@@ -1123,9 +1123,12 @@ def strided_slice(input_, begin, end, strides=None, begin_mask=0, end_mask=0,
 
 
 def _index_part(value):
-    """One int (or None) of an index key, checked: Python/NumPy ints and scalar int tensors."""
+    """One int (or None) of an index key, checked: Python/NumPy ints, known Dimensions
+    (TF1 code slices by `x.shape[1]`) and scalar int tensors."""
     if value is None or (isinstance(value, (int, np.integer)) and not isinstance(value, bool)):
         return value
+    if isinstance(value, Dimension) and isinstance(value.value, int):
+        return value.value
     if hasattr(value, "_as_tensor"):
         value = value._as_tensor()
     if isinstance(value, Tensor) and value.dtype.is_integer and value.shape.ndims in (0, None):
