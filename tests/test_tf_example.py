@@ -90,7 +90,8 @@ def test_parse_example_batch_and_compiled_consumers():
                                                   "match. Data type: float but expected "
                                                   "type: int64"),
     (b"\xff\xff\xff", "Could not parse example input"),
-])
+], ids=["too_few_values", "missing_feature", "wrong_type", "not_a_proto"])  # not the bytes:
+# a proto map serializes in a per-process order, and pytest-xdist's workers must agree
 def test_bad_examples_are_invalid_argument(record, message):
     serialized = gc.placeholder(gc.string, [])
     parsed = gc.parse_single_example(serialized, FEATURES)
