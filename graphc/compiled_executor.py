@@ -3,9 +3,10 @@
 A run signature's ops are split into stages that alternate between native code and the
 host. Host-side ops (dataset iterators, summaries and other string ops, variable-status
 queries, candidate samplers, Where's indices form) never become native code: they run
-with their reference kernels. Most runs are one native stage; a training step fed by an
-iterator is host (IteratorGetNext) then native; a step with a loss summary is native
-then host. Each stage runs only its own ops (earlier stages' ops are excluded from its
+with their reference kernels. A While, If or TensorArray op is native on the CPU when
+graphc/compiler/regions.py says so (loops and branches in the generated code). Most runs
+are one native stage; a training step fed by an iterator is host (IteratorGetNext) then
+native; a step with a loss summary is native then host. Each stage runs only its own ops (earlier stages' ops are excluded from its
 pruning), and the values crossing a boundary are the next stage's feeds.
 
 A NativeStage holds every variant compiled for its signature: one per feed-rank tuple
@@ -32,6 +33,8 @@ from graphc import errors
 from graphc import profiling
 from graphc.compiler.driver import GPU_ARCH, compile_signature, gpu_target
 from graphc.compiler.lower import ops_to_lower, unfed
+from graphc.compiler.regions import (REGION_BODIES, TENSOR_ARRAY_OPS, compiles_natively,
+                                     tensor_array_compiles)
 from graphc.framework.graph import warn_at_user
 from graphc.framework.op_def import HOST_OP_TYPES, RANDOM_OP_TYPES
 from graphc.framework.random_state import random_state, random_state_name
@@ -53,7 +56,13 @@ class GpuFallbackWarning(RuntimeWarning):
 GPU_FALLBACKS = collections.Counter()
 
 
-def is_host_op(op):
+def is_host_op(op, native_regions=True):
+    """native_regions: a While or If whose bodies compile (graphc/compiler/regions.py)
+    runs in native code (the CPU's); else every one runs on the host."""
+    if op.type in REGION_BODIES:
+        return not (native_regions and compiles_natively(op, is_host_op))
+    if op.type in TENSOR_ARRAY_OPS:
+        return not (native_regions and tensor_array_compiles(op))
     return op.type in HOST_OP_TYPES or any(t.dtype.name == "string" for t in op.outputs) \
         or reshapes_variable(op)
 
@@ -105,7 +114,7 @@ def _plan_stages(ops, fed, feeds, fetches, targets, session, device):
         if op.type in _STAGE_FREE:
             ready_at[op] = s
             continue
-        if (s % 2 == 1) != is_host_op(op):
+        if (s % 2 == 1) != is_host_op(op, native_regions=device is None):
             s += 1
         stage_of[op] = s
     # every control input must run in its stage, whoever waits for it (an op of a later

@@ -45,8 +45,9 @@ def _if_kernel(state, op, pred, *args):
     return outs
 
 
-# host-only until the compiler has regions for bodies (issue 12): the host runs it between
-# native stages, its bodies on the reference executor; the rest of the run stays native
+# host-only but for the CPU's code, which compiles the branches graphc/compiler/regions.py
+# accepts; any other runs on the host between native stages, its bodies on the reference
+# executor
 register_op("If", infer=_if_infer, kernel=_if_kernel, stateful=True, uses_context=True,
             kind="opaque", host_only=True)
 
