@@ -278,6 +278,33 @@ def test_cond_runs_only_the_taken_branch_natively(native, dtype):
             assert sess.run(v) == 11.0
 
 
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_cond_gradient_with_saved_intermediates_natively(native, dtype):
+    """The forward If outputs the taken branch's intermediates for its gradient If (zeros
+    from the other branch): a training step with a cond compiles whole."""
+    x = gc.placeholder(dtype, [None])
+    p = gc.placeholder(gc.bool, [])
+    w = gc.Variable(np.array([0.7, -1.3], dtype))
+    y = gc.cond(p, lambda: gc.sin(w[0] * x) * gc.exp(w[1]), lambda: w[0] * w[0] * x)
+    loss = gc.reduce_sum(y * y)
+    grad = gc.gradients(loss, w)[0]
+    xv = np.array([0.5, -2.0, 1.5], dtype)
+    a, b = np.array([0.7, -1.3], dtype)
+    want = {True: lambda: np.array([np.sum(2 * np.sin(a * xv) * np.exp(b) * np.cos(a * xv) *
+                                           xv * np.exp(b)),
+                                    np.sum(2 * (np.sin(a * xv) * np.exp(b)) ** 2)]),
+            False: lambda: np.array([np.sum(2 * a * a * xv * 2 * a * xv), 0.0])}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with gc.Session() as sess:
+            sess.run(w.initializer)
+            before = sess.compile_count
+            for taken in (True, False):
+                np.testing.assert_allclose(sess.run(grad, {x: xv, p: taken}), want[taken](),
+                                           **tol(dtype))
+            assert sess.compile_count - before == 1
+
+
 def test_cond_inside_a_loop_and_a_loop_inside_cond(native):
     n = gc.placeholder(gc.int32, [])
 

@@ -125,8 +125,14 @@ class _Lowering:
         self.module = m = Module(name or _module_name(fetches, targets))
         self.enclosing = enclosing
         self.region_guards = []  # the guards of this module's bodies (on its symbols)
+        # a body's captured input -> the enclosing graph's tensor it stands for (its value
+        # is the same every iteration: shape inference reads through it, a known one is a
+        # constant of the body)
+        self.captured = {}
         if enclosing is not None:
             m.symbols = dict(enclosing.module.symbols)
+            graph = feeds[0].graph if feeds else None
+            self.captured = {inner: outer for outer, inner in getattr(graph, "captures", ())}
         self.values = {}      # graphc Tensor -> ir Value
         self.nodes = {}       # graphc Operation -> ir Node
         self._stand_ins = {}  # hints? -> {graphc Tensor: its stand-in}
@@ -173,6 +179,10 @@ class _Lowering:
             node = self.module.add_node(PARAMETER, [], {"index": index}, [(t.dtype, shape)],
                                         t.name, t.op.location)
             self.values[t] = node.outputs[0]
+            known = self._captured_constant(t)
+            if known is not None:  # an axis, a shape: codegen needs it as a constant
+                self.values[t] = self.module.add_constant(known, before=None, name=t.op.name,
+                                                          location=t.op.location)
             return
         label = t.op.name if t.value_index == 0 else t.name
         static = t.shape.as_tuple_or_none()
@@ -197,6 +207,18 @@ class _Lowering:
         node = self.module.add_node(PARAMETER, [], {"index": index}, [(t.dtype, dims)], t.name,
                                     t.op.location)
         self.values[t] = node.outputs[0]
+
+    def _captured_constant(self, t):
+        """The value of a body's captured input when the enclosing graph knows it (ints
+        only: a symbolic dim is no constant), else None."""
+        outer = self.captured.get(t)
+        if outer is None:
+            return None
+        with GuardSet():  # a value read here decides nothing that needs a guard
+            value = constant_value(self.enclosing.stand_in(outer))
+        if value is None or np.asarray(value).dtype == object:
+            return None
+        return np.asarray(value, dtype=t.dtype.np)
 
     def specialize(self, t):
         """The value of fed tensor t, which shape inference needs: the module becomes
@@ -255,7 +277,7 @@ class _Lowering:
     def _lower_regions(self, op, inputs):
         """({key: body module}, output dims) of a While or If (graphc/compiler/regions.py):
         each body lowered on the dims of the values it reads here."""
-        if op.attrs.get("saved"):
+        if op.type == "While" and op.attrs.get("saved"):
             raise LoweringError(f"{op.describe()} keeps values for its gradient: it runs on "
                                 "the host")
         bodies = bodies_of(op)
@@ -282,24 +304,36 @@ class _Lowering:
         return {"cond": cond, "body": body}, [v.dims for v in loop_vars] + [()]
 
     def _lower_if(self, op, inputs, bodies):
+        """Each branch module outputs the If's outputs, then the intermediates the If
+        saves for its gradient from that branch (attr `saved`; the other branch's are
+        zeros, which the kernel writes)."""
         n_then = op.attrs["num_then_inputs"]
         n_else = len(bodies["else"].inputs)
-        then = self._lower_body(op, bodies["then"], inputs[1:1 + n_then])
-        other = self._lower_body(op, bodies["else"], inputs[1 + n_then:1 + n_then + n_else])
-        for i, (a, b) in enumerate(zip(then.outputs, other.outputs)):
+        saved = [tuple(pair) for pair in op.attrs["saved"]]
+        n_out = len(bodies["then"].outputs)
+        branches = {}
+        for key, values in (("then", inputs[1:1 + n_then]),
+                            ("else", inputs[1 + n_then:1 + n_then + n_else])):
+            body = bodies[key]
+            mine = [body.get_tensor_by_name(name) for b, name in saved if b == key]
+            branches[key] = self._lower_body(op, body, values, mine)
+        then, other = branches["then"], branches["else"]
+        for i, (a, b) in enumerate(zip(then.outputs[:n_out], other.outputs[:n_out])):
             if not dims_equal(a.dims, b.dims):
                 raise LoweringError(f"output {i} of {op.describe()} has dims {a.dims} in one "
                                     f"branch and {b.dims} in the other")
-        return {"then": then, "else": other}, [v.dims for v in then.outputs]
+        own = {key: iter(m.outputs[n_out:]) for key, m in branches.items()}
+        dims = [v.dims for v in then.outputs[:n_out]] + [next(own[b]).dims for b, _ in saved]
+        return branches, dims
 
-    def _lower_body(self, op, fgraph, values):
-        """The module of body `fgraph` reading `values` (this module's), its variables
-        declared here too."""
+    def _lower_body(self, op, fgraph, values, extra_fetches=()):
+        """The module of body `fgraph` reading `values` (this module's) and giving its
+        outputs then `extra_fetches` (its tensors), its variables declared here too."""
         if len(values) != len(fgraph.inputs) or any(not isinstance(v, Value) for v in values):
             raise LoweringError(f"the inputs of {op.describe()} do not match its body "
                                 f"'{fgraph.name}'")
         name = f"{self.module.name}_{fgraph.name}"
-        body = _Lowering(list(fgraph.inputs), list(fgraph.outputs), [],
+        body = _Lowering(list(fgraph.inputs), list(fgraph.outputs) + list(extra_fetches), [],
                          [v.dims for v in values], "".join(c if c.isalnum() else "_"
                                                            for c in name),
                          variable_shapes=self.variable_shapes, enclosing=self).module
@@ -427,6 +461,8 @@ class _Lowering:
     def stand_in(self, t, hints=False):
         """A Tensor like t whose shape holds its IR dims (SymDims, or with `hints` their
         sizes in this run), made by a stand-in op."""
+        if t in self.captured:  # the same every iteration: what it captures
+            return self.enclosing.stand_in(self.captured[t], hints)
         cache = self._stand_ins.setdefault(hints, {})
         s = cache.get(t)
         if s is None:

@@ -13,7 +13,8 @@ What stays on the host (between native stages, bodies on the reference executor)
     dynamic_size...) or a random op (its generator state is created per op of the stage,
     not of a body);
   - a While keeping stacks for a gradient (attr `saved`: buffers sized by the trip count
-    are not planned yet), an If outputting saved intermediates;
+    are not planned yet; an If's saved intermediates compile: the taken branch writes
+    its own, the kernel zeros the other's);
   - a loop variable whose shape invariant is looser than the shape it enters with (its
     shape may change between iterations: a buffer of one size cannot hold it);
   - every loop on the GPU targets.
@@ -21,6 +22,7 @@ A loop variable whose unknown dim changes without a shape invariant (allowed by 
 found when lowering (its body's output dims differ from its input dims): the stage then
 runs on the reference executor with a warning (LoweringError).
 """
+from graphc import errors
 from graphc.framework.func_graph import function_of
 from graphc.framework.op_def import RANDOM_OP_TYPES, UPDATE_OPS
 
@@ -51,11 +53,13 @@ def compiles_natively(op, is_host_op):
     """Whether the While or If `op` runs in native code: its bodies' ops (nested loops
     and branches recursively) are all native (`is_host_op(op)` False) and it keeps no
     per-iteration values (module docstring)."""
-    if op.attrs.get("saved"):
+    try:
+        bodies = bodies_of(op)
+    except errors.KernelError:  # a graph file's op without its bodies: the host says so
         return False
-    if op.type == "While" and not _invariants_exact(op):
+    if op.type == "While" and (op.attrs.get("saved") or not _invariants_exact(op)):
         return False
-    for body in bodies_of(op).values():
+    for body in bodies.values():
         for inner in body.get_operations():
             if inner.type in RANDOM_OP_TYPES or is_host_op(inner):
                 return False

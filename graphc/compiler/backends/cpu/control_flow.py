@@ -12,7 +12,8 @@ kernel calls those entries:
     ones, the loop leaves when it gives false, the trip count is a run-time value, and
     maximum_iterations is a loop variable the cond already tests (while_v2.py). At the end
     the current buffers are copied to the node's outputs.
-  If: the predicate picks one branch entry, which writes the node's outputs.
+  If: the predicate picks one branch entry, which writes the node's outputs and its own
+    intermediates saved for the gradient; the other branch's saved ones are zeroed.
 
 The kernel's scratch memory (memory planning asks scratch_bytes) holds each body's arena,
 the two buffers per loop variable, and a slot per If output no other kernel reads. A
@@ -108,6 +109,15 @@ def _parts(node):
     return parts
 
 
+def _branch_outputs(node):
+    """{branch: [the If's output index of each of its module's outputs]}: the If's
+    outputs, then its saved intermediates of that branch (cond_v2.py)."""
+    saved = [pair[0] for pair in node.attrs.get("saved", ())]
+    n_out = len(node.outputs) - len(saved)
+    return {key: list(range(n_out)) + [n_out + k for k, b in enumerate(saved) if b == key]
+            for key in ("then", "else")}
+
+
 def _nbytes(value):
     size = np.dtype(value.dtype.name).itemsize
     for d in value.dims:
@@ -144,6 +154,13 @@ class _RegionEmitter:
             self.program.llvm, ir.FunctionType(ir.VoidType(), [PTR, PTR, I64, ir.IntType(1)]),
             "llvm.memcpy.p0.p0.i64")
         self.b.call(memcpy, [dst, src, self.dim(_nbytes(value)), ir.Constant(ir.IntType(1), 0)])
+
+    def zero(self, dst, value):
+        memset = self.program.llvm.globals.get("llvm.memset.p0.i64") or ir.Function(
+            self.program.llvm, ir.FunctionType(ir.VoidType(), [PTR, I8, I64, ir.IntType(1)]),
+            "llvm.memset.p0.i64")
+        self.b.call(memset, [dst, ir.Constant(I8, 0), self.dim(_nbytes(value)),
+                             ir.Constant(ir.IntType(1), 0)])
 
     def pointer_array(self, pointers):
         """An array of pointers on the stack, set to `pointers` (None: set later)."""
@@ -264,7 +281,7 @@ class _RegionEmitter:
         inputs = [self.buffers[self.program.storage_of(v)] for v in node.value_inputs]
         outputs = [self.buffers[stores[v][0]] if stores.get(v) else parts[("slot", v.index)]
                    for v in node.outputs]
-        fetches = self.pointer_array(outputs)
+        mine = _branch_outputs(node)
         n_then = len(entries["then"][1].module.params)
         then_feeds = self.pointer_array(inputs[1:1 + n_then])
         else_feeds = self.pointer_array(inputs[1 + n_then:])
@@ -276,7 +293,10 @@ class _RegionEmitter:
         for key, block, feeds in (("then", then_block, then_feeds),
                                   ("else", else_block, else_feeds)):
             b.position_at_end(block)
+            fetches = self.pointer_array([outputs[i] for i in mine[key]])
             self.call(entries[key], feeds, fetches, parts[("arena", key)])
+            for i in set(range(len(outputs))) - set(mine[key]):  # the other's saved values
+                self.zero(outputs[i], node.outputs[i])
             b.branch(join)
         b.position_at_end(join)
         for v, keys in stores.items():
