@@ -205,6 +205,19 @@ def test_scan_and_foldl_natively(native, dtype):
         np.testing.assert_allclose(got_total, (xv * xv).sum(0), **tol(dtype))
 
 
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("rows", [0, 1, 7])
+def test_map_fn_natively(native, dtype, rows):
+    x = gc.placeholder(dtype, [None, 3])
+    doubled, sums = gc.map_fn(lambda r: (gc.tanh(r) * 2.0, gc.reduce_sum(r * r)), x,
+                              dtype=(dtype, dtype))
+    xv = np.linspace(-2, 2, 3 * rows).astype(dtype).reshape(rows, 3)
+    got_doubled, got_sums = session_run([doubled, sums], {x: xv})
+    assert got_doubled.shape == (rows, 3) and got_sums.shape == (rows,)
+    np.testing.assert_allclose(got_doubled, np.tanh(xv) * 2, **tol(dtype))
+    np.testing.assert_allclose(got_sums, (xv * xv).sum(1), **tol(dtype))
+
+
 def test_tensor_array_errors_in_a_native_loop_name_the_op_and_line(native):
     n = gc.placeholder(gc.int32, [])
     ta = gc.TensorArray(gc.float32, size=3, element_shape=[])
