@@ -153,6 +153,21 @@ def test_error_inside_a_native_loop_names_the_op_and_line(native):
     assert 'gc.gather(table, i, name="lookup")' in str(e.value)
 
 
+def test_while_loop_gradient_runs_its_backward_loop_natively():
+    """The forward loop keeps its stacks on the host; the backward loop, whose variables
+    have the dims of the stacks' rows (equal sizes, other expressions: a guard), compiles
+    with the rest of the gradient."""
+    x = gc.placeholder(gc.float64, [None])
+    _, h = gc.while_loop(lambda i, h: i < 5, lambda i, h: (i + 1, gc.sin(h) * 1.5), [0, x])
+    grad = gc.gradients(gc.reduce_sum(h), x)[0]
+    xv = np.array([0.3, -0.2, 1.1])
+    want, value = np.ones_like(xv), xv.copy()
+    for _ in range(5):
+        want, value = want * 1.5 * np.cos(value), np.sin(value) * 1.5
+    # a host stage (the forward loop) then a native one (the backward loop), no fallback
+    np.testing.assert_allclose(session_run(grad, {x: xv}, compiles=1), want, rtol=1e-13)
+
+
 def test_export_runs_a_native_loop_standalone(native, tmp_path):
     x = gc.placeholder(gc.float32, [3], name="x")
     y = gc.while_loop(lambda v: gc.reduce_sum(v) < 100.0, lambda v: v * 2.0, [x])

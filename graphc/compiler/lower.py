@@ -296,7 +296,7 @@ class _Lowering:
         if pred.dtype != dtypes.bool or pred.dims != ():
             raise LoweringError(f"the cond of {op.describe()} gives {pred} for its predicate")
         for i, (v, out) in enumerate(zip(loop_vars, body.outputs)):
-            if not dims_equal(v.dims, out.dims):
+            if not _same_dims(v.dims, out.dims):
                 raise LoweringError(
                     f"loop variable {i} of {op.describe()} enters with dims {v.dims} and "
                     f"leaves the body with dims {out.dims}: a loop variable whose shape "
@@ -319,7 +319,7 @@ class _Lowering:
             branches[key] = self._lower_body(op, body, values, mine)
         then, other = branches["then"], branches["else"]
         for i, (a, b) in enumerate(zip(then.outputs[:n_out], other.outputs[:n_out])):
-            if not dims_equal(a.dims, b.dims):
+            if not _same_dims(a.dims, b.dims):
                 raise LoweringError(f"output {i} of {op.describe()} has dims {a.dims} in one "
                                     f"branch and {b.dims} in the other")
         own = {key: iter(m.outputs[n_out:]) for key, m in branches.items()}
@@ -532,6 +532,16 @@ class _FedValueAttrs(Mapping):
 
     def __len__(self):
         return 2
+
+
+def _same_dims(a, b):
+    """Whether two dims tuples are equal for the sizes being compiled: dims that are
+    different expressions (a gradient loop's variable and the rows of a stack the loop
+    before it filled) but equal sizes now are recorded as a guard, so the code is reused
+    only while they stay equal."""
+    if a is None or b is None or len(a) != len(b):
+        return False
+    return all(bool(x == y) for x, y in zip(a, b))
 
 
 def _merge_dims(inferred, graph_shape):
