@@ -77,7 +77,7 @@ def inference(args):
           f"{'step cpu ms':>11} {'step wall ms':>12}")
     for steps in args.steps:
         xv = np.random.default_rng(0).standard_normal((BATCH, steps, DEPTH)).astype(np.float32)
-        for kind in ("dynamic", "static"):
+        for kind in args.kinds:
             g, x, out, init = build_inference(steps, kind)
             try:
                 row = _timed_runs(g, x, out, init, xv, args.repeat)
@@ -120,6 +120,8 @@ def main():
     parser.add_argument("--inference", action="store_true")
     parser.add_argument("--host-loops", action="store_true")
     parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument("--kinds", nargs="+", default=["dynamic", "static"],
+                        choices=["dynamic", "static"], help="--inference: which graphs")
     args = parser.parse_args()
     if args.inference and "GRAPHC_BACKEND" not in os.environ and \
             "--backend" not in sys.argv:
