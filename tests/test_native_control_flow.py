@@ -233,6 +233,55 @@ def test_map_fn_natively(native, dtype, rows):
     np.testing.assert_allclose(got_sums, (xv * xv).sum(1), **tol(dtype))
 
 
+def test_nested_loops_writing_tensor_arrays(native):
+    """An inner loop fills a row array per outer step; the outer loop stacks the rows."""
+    n = gc.placeholder(gc.int32, [])
+    outer = gc.TensorArray(gc.float64, size=n, element_shape=[3])
+
+    def outer_body(i, ta):
+        row = gc.TensorArray(gc.float64, size=3, element_shape=[])
+        _, row = gc.while_loop(
+            lambda j, r: j < 3,
+            lambda j, r: (j + 1, r.write(j, gc.cast(i * 10 + j, gc.float64))), [0, row])
+        return i + 1, ta.write(i, row.stack())
+    _, outer = gc.while_loop(lambda i, ta: i < n, outer_body, [0, outer])
+    for nv in (0, 1, 4):
+        want = np.array([[i * 10 + j for j in range(3)] for i in range(nv)],
+                        np.float64).reshape(nv, 3)
+        np.testing.assert_array_equal(session_run(outer.stack(), {n: nv}), want)
+
+
+def test_a_loop_reading_its_array_around_a_write(native):
+    """Reads of the array before and after this step's write, in both orders of the
+    ops: the write happens in place only where no later kernel reads the old array."""
+    n = gc.placeholder(gc.int32, [])
+    ta = gc.TensorArray(gc.float64, size=n + 1, element_shape=[]).write(0, 1.0)
+
+    def body(i, ta, total):
+        new = ta.write(i + 1, ta.read(i) * 2.0)
+        # the old array read after the new one is made, and the new one read too
+        return i + 1, new, total + ta.read(i) + new.read(i + 1) * 0.5
+    _, ta, total = gc.while_loop(lambda i, ta, t: i < n, body,
+                                 [0, ta, gc.constant(0.0, gc.float64)])
+    for nv in (0, 1, 7):
+        values = [2.0 ** k for k in range(nv + 1)]
+        want_total = sum(values[k] + values[k + 1] * 0.5 for k in range(nv))
+        got_values, got_total = session_run([ta.stack(), total], {n: nv})
+        np.testing.assert_array_equal(got_values, values)
+        assert got_total == want_total
+
+
+def test_error_inside_a_native_branch_names_the_op_and_line(native):
+    table = gc.constant([1.0, 2.0, 3.0])
+    i = gc.placeholder(gc.int32, [])
+    y = gc.cond(i > 0, lambda: gc.gather(table, i, name="branch_lookup"), lambda: 0.0)
+    with gc.Session() as sess:
+        assert sess.run(y, {i: 2}) == 3.0 and sess.run(y, {i: -4}) == 0.0
+        with pytest.raises(gc.errors.InvalidArgumentError) as e:
+            sess.run(y, {i: 9})
+    assert "branch_lookup" in str(e.value) and "test_native_control_flow.py" in str(e.value)
+
+
 def test_tensor_array_errors_in_a_native_loop_name_the_op_and_line(native):
     n = gc.placeholder(gc.int32, [])
     ta = gc.TensorArray(gc.float32, size=3, element_shape=[])
