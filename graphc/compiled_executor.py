@@ -6,8 +6,9 @@ queries, candidate samplers, Where's indices form) never become native code: the
 with their reference kernels. A While, If or TensorArray op is native on the CPU when
 graphc/compiler/regions.py says so (loops and branches in the generated code). Most runs
 are one native stage; a training step fed by an iterator is host (IteratorGetNext) then
-native; a step with a loss summary is native then host. Each stage runs only its own ops (earlier stages' ops are excluded from its
-pruning), and the values crossing a boundary are the next stage's feeds.
+native; a step with a loss summary is native then host. Each stage runs only its own
+ops (earlier stages' ops are excluded from its pruning), and the values crossing a
+boundary are the next stage's feeds.
 
 A NativeStage holds every variant compiled for its signature: one per feed-rank tuple
 and guard set (graphc/framework/symbolic.py). A run tries the last variant used, then the

@@ -101,7 +101,8 @@ def test_nested_loops_with_an_inner_trip_count_set_by_the_outer_loop(native):
     n = gc.placeholder(gc.int32, [])
 
     def outer(i, total):
-        _, inner = gc.while_loop(lambda j, s: j < i, lambda j, s: (j + 1, s + gc.cast(j, gc.float64)),
+        _, inner = gc.while_loop(lambda j, s: j < i,
+                                 lambda j, s: (j + 1, s + gc.cast(j, gc.float64)),
                                  [0, gc.constant(0.0, gc.float64)])
         return i + 1, total + inner
     _, total = gc.while_loop(lambda i, t: i < n, outer, [0, gc.constant(0.0, gc.float64)])

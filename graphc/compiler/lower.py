@@ -216,7 +216,8 @@ class _Lowering:
             return None
         with GuardSet():  # a value read here decides nothing that needs a guard
             value = constant_value(self.enclosing.stand_in(outer))
-        if value is None or np.asarray(value).dtype == object:
+        if value is None or np.asarray(value).dtype == object or \
+                np.size(value) > MAX_SPECIALIZED_ELEMENTS:  # data, not a shape or axis
             return None
         return np.asarray(value, dtype=t.dtype.np)
 
@@ -290,8 +291,9 @@ class _Lowering:
         n_cond = len(bodies["cond"].inputs) - n
         loop_vars = inputs[:n]
         cond = self._lower_body(op, bodies["cond"], loop_vars + inputs[n:n + n_cond])
+        n_body = len(bodies["body"].inputs) - n
         body = self._lower_body(op, bodies["body"],
-                                loop_vars + inputs[n + n_cond:n_cond + len(bodies["body"].inputs)])
+                                loop_vars + inputs[n + n_cond:n + n_cond + n_body])
         pred = cond.outputs[0]
         if pred.dtype != dtypes.bool or pred.dims != ():
             raise LoweringError(f"the cond of {op.describe()} gives {pred} for its predicate")

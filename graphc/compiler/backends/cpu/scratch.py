@@ -7,7 +7,8 @@ intermediate, live during their kernel only.
                                              in by the driver) for each kernel of the
                                              schedule (0: no scratch)
 A native While or If keeps its bodies' arenas and its loop variables there
-(control_flow.py). Codegen asks the Program where a kernel's scratch is (loops/program.py scratch_of).
+(control_flow.py). Codegen asks the Program where a kernel's scratch is
+(loops/program.py scratch_of).
 The plan keeps them apart from its Value buffers: `memory_plan.scratch` =
 {kernel index: Buffer}.
 """
