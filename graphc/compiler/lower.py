@@ -62,6 +62,16 @@ class LoweringError(NotImplementedError):
     executor."""
 
 
+class RegionOnHost(LoweringError):
+    """A While or If (`op_name`, of the graph lowered, not of a body) whose bodies cannot
+    be native code for these sizes (a loop variable whose shape changes, dims that depend
+    on data inside a body): the Session runs that op on the host, the rest natively."""
+
+    def __init__(self, message, op_name):
+        super().__init__(message)
+        self.op_name = op_name
+
+
 def lower(feeds, fetches, targets, feed_shapes, name=None, feed_values=None,
           variable_shapes=None, exclude=frozenset(), ops=None):
     """Builds the Module for running `targets` and fetching `fetches` given `feeds`
@@ -277,7 +287,14 @@ class _Lowering:
     # ------------------------------------------------------------ regions
     def _lower_regions(self, op, inputs):
         """({key: body module}, output dims) of a While or If (graphc/compiler/regions.py):
-        each body lowered on the dims of the values it reads here."""
+        each body lowered on the dims of the values it reads here. RegionOnHost, naming
+        op, when its bodies cannot be native code for these sizes."""
+        try:
+            return self._lower_region_bodies(op, inputs)
+        except LoweringError as e:  # a nested loop's too: this op then runs on the host
+            raise RegionOnHost(str(e), op.name) from None
+
+    def _lower_region_bodies(self, op, inputs):
         if op.type == "While" and op.attrs.get("saved"):
             raise LoweringError(f"{op.describe()} keeps values for its gradient: it runs on "
                                 "the host")

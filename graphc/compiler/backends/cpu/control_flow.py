@@ -26,6 +26,7 @@ import numpy as np
 from llvmlite import ir
 
 from graphc.compiler.backends.cpu.entry import emit_entry
+from graphc.compiler.lower import LoweringError, RegionOnHost
 from graphc.compiler.loops.program import Program
 from kernels.loops import I8, I32, I64, PTR
 
@@ -42,8 +43,11 @@ def lower_region_kernel(program, kernel, name, lower_kernels):
     """The LLVM function of a While or If kernel and its storage keys; lower_kernels: the
     backend's (program, prefix) -> ([(function, storage keys)], names), for the bodies."""
     node = kernel.main
-    entries = {key: _emit_body(program, region, f"{name}_{key}", lower_kernels)
-               for key, region in node.regions.items()}
+    try:
+        entries = {key: _emit_body(program, region, f"{name}_{key}", lower_kernels)
+                   for key, region in node.regions.items()}
+    except LoweringError as e:  # a body's op without native code: the node runs on the host
+        raise RegionOnHost(str(e), node.name) from None
     inputs = list(dict.fromkeys(program.storage_of(v) for v in node.value_inputs))
     stores = {v: program.stores_of(v) for v in kernel.outputs}
     scratch = program.scratch_of(kernel)
