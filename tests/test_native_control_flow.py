@@ -140,6 +140,16 @@ def test_loop_outputs_that_the_body_does_not_compute(native):
     np.testing.assert_array_equal(got[3], [7.0, 8.0, 9.0])
 
 
+def test_empty_loop_variables_and_branch_outputs(native):
+    """Zero-size values: the loop's and branch's kernels have no scratch at all."""
+    x = gc.placeholder(gc.float32, [0])
+    y = gc.while_loop(lambda v: gc.reduce_sum(v) > 1.0, lambda v: v * 2.0, [x])
+    z = gc.cond(gc.size(x) > 0, lambda: x + 1.0, lambda: x * 3.0)
+    empty = np.zeros([0], np.float32)
+    got_y, got_z = session_run([y, z], {x: empty})
+    assert got_y.shape == (0,) and got_z.shape == (0,)
+
+
 def test_error_inside_a_native_loop_names_the_op_and_line(native):
     table = gc.constant([1.0, 2.0, 3.0])
     n = gc.placeholder(gc.int32, [])

@@ -146,7 +146,10 @@ class _RegionEmitter:
 
     def scratch(self, node):
         """{part: pointer} into the kernel's scratch (_parts)."""
-        base = self.buffers[self.scratch_key] if self.scratch_key is not None else None
+        if self.scratch_key is not None:
+            base = self.buffers[self.scratch_key]
+        else:  # no scratch: every part is empty (zero-size loop variables, no arenas)
+            base = self.b.alloca(ir.ArrayType(I8, _ALIGN))
         out, offset = {}, 0
         for what, size in _parts(node):
             out[what] = self.b.gep(base, [self.dim(offset)], source_etype=I8)
