@@ -3,10 +3,12 @@
 A run signature's ops are split into stages that alternate between native code and the
 host. Host-side ops (dataset iterators, summaries and other string ops, variable-status
 queries, candidate samplers, Where's indices form) never become native code: they run
-with their reference kernels. Most runs are one native stage; a training step fed by an
-iterator is host (IteratorGetNext) then native; a step with a loss summary is native
-then host. Each stage runs only its own ops (earlier stages' ops are excluded from its
-pruning), and the values crossing a boundary are the next stage's feeds.
+with their reference kernels. A While, If or TensorArray op is native on the CPU when
+graphc/compiler/regions.py says so (loops and branches in the generated code). Most runs
+are one native stage; a training step fed by an iterator is host (IteratorGetNext) then
+native; a step with a loss summary is native then host. Each stage runs only its own
+ops (earlier stages' ops are excluded from its pruning), and the values crossing a
+boundary are the next stage's feeds.
 
 A NativeStage holds every variant compiled for its signature: one per feed-rank tuple
 and guard set (graphc/framework/symbolic.py). A run tries the last variant used, then the
@@ -31,7 +33,9 @@ import re
 from graphc import errors
 from graphc import profiling
 from graphc.compiler.driver import GPU_ARCH, compile_signature, gpu_target
-from graphc.compiler.lower import ops_to_lower, unfed
+from graphc.compiler.lower import RegionOnHost, ops_to_lower, unfed
+from graphc.compiler.regions import (REGION_BODIES, TENSOR_ARRAY_OPS, compiles_natively,
+                                     tensor_array_compiles)
 from graphc.framework.graph import warn_at_user
 from graphc.framework.op_def import HOST_OP_TYPES, RANDOM_OP_TYPES
 from graphc.framework.random_state import random_state, random_state_name
@@ -53,8 +57,16 @@ class GpuFallbackWarning(RuntimeWarning):
 GPU_FALLBACKS = collections.Counter()
 
 
-def is_host_op(op):
-    """Native code never holds a string: an op reading or making one runs on the host."""
+def is_host_op(op, native_regions=True, host_regions=frozenset()):
+    """Native code never holds a string: an op reading or making one runs on the host.
+    native_regions: a While or If whose bodies compile (graphc/compiler/regions.py)
+    runs in native code (the CPU's); else every one runs on the host, as do those named
+    in host_regions (their lowering said RegionOnHost)."""
+    if op.type in REGION_BODIES:
+        return not (native_regions and op.name not in host_regions and
+                    compiles_natively(op, is_host_op))
+    if op.type in TENSOR_ARRAY_OPS:
+        return not (native_regions and tensor_array_compiles(op))
     return op.type in HOST_OP_TYPES or reshapes_variable(op) \
         or any(t.dtype.name == "string" for t in op.outputs) \
         or any(t.dtype.name == "string" for t in op.inputs)
@@ -89,16 +101,36 @@ class CompiledExecutable:
     def run(self, feed_arrays, state):
         if self._single is not None:
             return self._single.run(feed_arrays, state)
-        values = dict(zip(self.feeds, feed_arrays))
-        for stage in self.stages:
-            out = stage.run([values[t] for t in stage.feeds], state)
-            values.update(zip(stage.fetches, out))
-        return [values[t] for t in self.fetches]
+        return _run_stages(self.stages, self.feeds, self.fetches, feed_arrays, state)
 
 
-def _plan_stages(ops, fed, feeds, fetches, targets, session, device):
+def _run_stages(stages, feeds, fetches, feed_arrays, state):
+    values = dict(zip(feeds, feed_arrays))
+    for stage in stages:
+        out = stage.run([values[t] for t in stage.feeds], state)
+        values.update(zip(stage.fetches, out))
+    return [values[t] for t in fetches]
+
+
+class _Replanned:
+    """A native stage planned again with While or If ops on the host (RegionOnHost)."""
+
+    def __init__(self, stage, host_regions):
+        self.stage = stage
+        self.stages = _plan_stages(stage.ops, set(stage.feeds), stage.feeds, stage.fetches,
+                                   stage.targets, stage.session, stage.device, host_regions,
+                                   stage.exclude)
+
+    def run(self, arrays, state):
+        return _run_stages(self.stages, self.stage.feeds, self.stage.fetches, arrays, state)
+
+
+def _plan_stages(ops, fed, feeds, fetches, targets, session, device,
+                 host_regions=frozenset(), exclude=frozenset()):
     """Stages in run order: even numbers native, odd numbers host; an op goes to the first
-    stage of its kind not before the stages of its inputs and control inputs."""
+    stage of its kind not before the stages of its inputs and control inputs.
+    host_regions: While and If ops to run on the host; exclude: ops that earlier stages
+    of the run have run."""
     stage_of = {}
     ready_at = {}  # a stage-free op (constant, variable) -> the stage its control inputs end
     for op in ops:  # creation order is topological
@@ -108,7 +140,7 @@ def _plan_stages(ops, fed, feeds, fetches, targets, session, device):
         if op.type in _STAGE_FREE:
             ready_at[op] = s
             continue
-        if (s % 2 == 1) != is_host_op(op):
+        if (s % 2 == 1) != is_host_op(op, device is None, host_regions):
             s += 1
         stage_of[op] = s
     # every control input must run in its stage, whoever waits for it (an op of a later
@@ -123,11 +155,12 @@ def _plan_stages(ops, fed, feeds, fetches, targets, session, device):
             numbers.append(last + 1)
     if len(numbers) <= 1:
         if numbers == [1]:
-            return [HostStage(_stage_feeds(feeds, HostStage), fetches, targets, frozenset(),
+            return [HostStage(_stage_feeds(feeds, HostStage), fetches, targets, exclude,
                               ops, session, device)]
         # the whole signature in one stage: its ops are the ones lowering needs
-        return [NativeStage(_stage_feeds(feeds, NativeStage), fetches, targets, frozenset(),
-                            ops, session, device, lowering_ops=ops)]
+        return [NativeStage(_stage_feeds(feeds, NativeStage), fetches, targets, exclude,
+                            ops, session, device, lowering_ops=None if exclude else ops,
+                            host_regions=host_regions)]
     stages, done = [], set()
     for i, number in enumerate(numbers):
         mine = [op for op in ops if stage_of.get(op) == number]
@@ -142,7 +175,8 @@ def _plan_stages(ops, fed, feeds, fetches, targets, session, device):
             s_fetches += [t for t in fetches if t.op.type in _STAGE_FREE]
         s_targets = [op for op in mine if op in targets or op in controls]
         stages.append(kind(s_feeds, list(dict.fromkeys(s_fetches)), s_targets,
-                           frozenset(done), mine, session, device))
+                           frozenset(done) | exclude, mine, session, device,
+                           **({"host_regions": host_regions} if kind is NativeStage else {})))
         done |= mine_set
     return stages
 
@@ -166,11 +200,14 @@ class NativeStage:
     """The compiled variants of one native stage (runtime.variants.Variants chooses)."""
 
     def __init__(self, feeds, fetches, targets, exclude, ops, session, device=None,
-                 lowering_ops=None):
+                 lowering_ops=None, host_regions=frozenset()):
         """ops: the stage's own ops; lowering_ops: what lowering its signature needs
-        (lower.ops_to_lower: with the constants and variables it reads), when known."""
+        (lower.ops_to_lower: with the constants and variables it reads), when known;
+        host_regions: the While and If ops it was planned with on the host."""
         self.feeds, self.fetches, self.targets = list(feeds), list(fetches), list(targets)
         self.exclude = exclude
+        self.ops = list(ops)
+        self.host_regions = host_regions
         self._lowering_ops = lowering_ops
         self.session = session
         self.device = device
@@ -205,6 +242,11 @@ class NativeStage:
         from graphc.compiler.backends.cpu import LoweringError
         try:
             exe = self._compile(arrays, state)
+        except RegionOnHost as e:
+            # a loop or branch that cannot be native code for these sizes: on the host,
+            # between native stages of the rest (as a body holding a host op is)
+            self._unlowered = _Replanned(self, self.host_regions | {e.op_name})
+            return self._unlowered.run(arrays, state)
         except LoweringError as e:
             # An op the codegen cannot lower in this context: run this stage on the
             # reference executor and say so, rather than fail.

@@ -380,7 +380,7 @@ class Session:
         for op in self.graph.get_operations():
             if op.name not in self._logged_placement:
                 self._logged_placement.add(op.name)
-                on_gpu = self._gpu is not None and not is_host_op(op) and (
+                on_gpu = self._gpu is not None and not is_host_op(op, native_regions=False) and (
                     self.backend in GPU_BACKENDS or _is_gpu0(op.device))
                 print(f"{op.name}: ({op.type}): {_GPU_DEVICE if on_gpu else _CPU_DEVICE}",
                       flush=True)

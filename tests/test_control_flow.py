@@ -1,7 +1,7 @@
 """cond, case, switch_case, while_loop, TensorArray, map_fn, scan, foldl and foldr against
-values written here with NumPy loops, on every Session backend (the compiled ones fall
-back to the reference executor for control flow, with a warning); gradients against
-central differences in float64 (tests/gradcheck.py)."""
+values written here with NumPy loops, on every Session backend (the CPU's compiles loops
+and branches whose bodies are native ops, the others keep them on the host between native
+stages); gradients against central differences in float64 (tests/gradcheck.py)."""
 import re
 import warnings
 
@@ -272,9 +272,10 @@ def test_variables_cannot_be_created_in_a_body():
         gc.while_loop(lambda i: i < 2, lambda i: i + gc.cast(gc.Variable(1.0), gc.int32), [0])
 
 
-def test_compiled_backend_runs_the_loop_on_the_host_and_the_rest_natively(monkeypatch):
-    """Until the compiler has regions, If and While are host ops: the ops before and after
-    the loop compile (two native stages around the host one), with no fallback warning."""
+def test_compiled_backend_runs_the_loop_and_the_rest_natively(monkeypatch):
+    """A While whose body is native ops compiles with the ops around it into one native
+    stage (tests/test_native_control_flow.py checks the loops themselves), with no
+    fallback warning."""
     monkeypatch.setenv("GRAPHC_BACKEND", "compiled")
     x = gc.placeholder(gc.float64, [3])
     start = gc.tanh(x) * 2.0
@@ -289,7 +290,7 @@ def test_compiled_backend_runs_the_loop_on_the_host_and_the_rest_natively(monkey
         with gc.Session() as sess:
             np.testing.assert_allclose(sess.run(out, {x: xv}), np.sqrt(want * want + 1.0),
                                        rtol=1e-14)
-            assert sess.compile_count == 2
+            assert sess.compile_count == 1
 
 
 # ------------------------------------------------------------------------- TensorArray
@@ -437,10 +438,15 @@ def test_gradients_wrt_variables_read_by_reference_in_bodies():
         np.testing.assert_allclose(sess.run(gw_cond, {x: xv, p: False}), 0 * xv)
 
 
-def test_export_of_control_flow_says_it_cannot_compile_yet(tmp_path):
+def test_export_of_a_loop_holding_a_host_op_names_it(tmp_path):
     x = gc.placeholder(gc.float32, [3], name="x")
-    y = gc.while_loop(lambda v: gc.reduce_sum(v) < 100.0, lambda v: v * 2.0, [x])
-    with gc.Session() as sess, pytest.raises(ValueError, match="cannot be compiled yet.*While"):
+
+    def body(v):
+        doubled = gc.py_func(lambda a: a * 2.0, [v], gc.float32)
+        doubled.set_shape([3])
+        return doubled
+    y = gc.while_loop(lambda v: gc.reduce_sum(v) < 100.0, body, [x])
+    with gc.Session() as sess, pytest.raises(ValueError, match="cannot be compiled yet.*PyFunc"):
         gc.export(sess, str(tmp_path / "m.gcx"), inputs={"x": x}, outputs={"y": y})
 
 

@@ -2,12 +2,18 @@
 one training step's time, over the number of time steps.
 
     python tools/control_flow_bench.py [--steps 32 128 512] [--backend reference]
+    python tools/control_flow_bench.py --inference [--host-loops] [--repeat 20]
 
 The graph of dynamic_rnn does not grow with the steps (its ops, bodies included, are
-counted); static_rnn's does. Until control flow is compiled natively (issue 12's next
-step) dynamic_rnn runs on the reference executor on every backend, so its step time is
-NumPy's; the saved forward values (the stacks the backward loop pops) are reported in
-bytes."""
+counted); static_rnn's does. A training step's loops keep stacks for the gradient, which
+still run on the host (the reference executor), so its step time is NumPy's; the saved
+forward values (the stacks the backward loop pops) are reported in bytes.
+
+--inference times the forward pass alone, dynamic_rnn over a time dim unknown when the
+graph is built (its while_loop, compiled natively on the CPU: graphc/compiler/regions.py)
+against static_rnn: the first run (compile + run, wall and process CPU seconds) and the
+median of --repeat runs. --host-loops runs the loops and TensorArrays on the host as
+before they compiled (the comparison of before and after in one process)."""
 import argparse
 import os
 import sys
@@ -49,12 +55,82 @@ def saved_bytes(graph, sess, x, xv):
     return sum(a.nbytes for a in sess.run(stacks, {x: xv})) if stacks else 0
 
 
+def build_inference(steps, kind):
+    g = gc.Graph()
+    with g.as_default():
+        gc.set_random_seed(0)
+        cell = gc.nn.rnn_cell.BasicLSTMCell(UNITS)
+        if kind == "dynamic":  # time unknown when built: the loop, never unrolled
+            x = gc.placeholder(gc.float32, [BATCH, None, DEPTH])
+            out, _ = gc.nn.dynamic_rnn(cell, x, dtype=gc.float32)
+        else:
+            x = gc.placeholder(gc.float32, [BATCH, steps, DEPTH])
+            out = gc.stack(gc.nn.static_rnn(cell, gc.unstack(x, axis=1), dtype=gc.float32)[0], 1)
+        init = gc.global_variables_initializer()
+    return g, x, out, init
+
+
+def inference(args):
+    print(f"LSTM {UNITS} units, batch {BATCH}, depth {DEPTH}, forward only, backend "
+          f"{args.backend}{', loops on the host' if args.host_loops else ''}")
+    print(f"{'kind':8} {'steps':>6} {'ops':>7} {'first run s':>11} {'first cpu s':>11} "
+          f"{'step cpu ms':>11} {'step wall ms':>12}")
+    for steps in args.steps:
+        xv = np.random.default_rng(0).standard_normal((BATCH, steps, DEPTH)).astype(np.float32)
+        for kind in args.kinds:
+            g, x, out, init = build_inference(steps, kind)
+            try:
+                row = _timed_runs(g, x, out, init, xv, args.repeat)
+            except RecursionError:  # the unrolled graph is too deep for the compiler
+                print(f"{kind:8} {steps:6d} {all_ops(g):7d} RecursionError compiling")
+                continue
+            print(f"{kind:8} {steps:6d} {all_ops(g):7d} " +
+                  " ".join(f"{v:{w}.{p}f}" for v, w, p in zip(row, (11, 11, 11, 12),
+                                                             (2, 2, 3, 3))))
+
+
+def _timed_runs(g, x, out, init, xv, repeat):
+    """(first run wall s, its process CPU s, median CPU ms and wall ms of the next runs):
+    CPU seconds, since the machine is shared and wall times are noisy."""
+    with gc.Session(graph=g) as sess:
+        sess.run(init)
+        t0, c0 = time.perf_counter(), time.process_time()
+        sess.run(out, {x: xv})
+        first, first_cpu = time.perf_counter() - t0, time.process_time() - c0
+        cpu, wall = [], []
+        for _ in range(repeat):
+            t0, c0 = time.perf_counter(), time.process_time()
+            sess.run(out, {x: xv})
+            cpu.append(time.process_time() - c0)
+            wall.append(time.perf_counter() - t0)
+    return first, first_cpu, 1000 * float(np.median(cpu)), 1000 * float(np.median(wall))
+
+
+def host_loops():
+    """The loops and TensorArrays on the host, as before they compiled natively."""
+    from graphc import compiled_executor
+    compiled_executor.compiles_natively = lambda op, is_host_op: False
+    compiled_executor.tensor_array_compiles = lambda op: False
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, nargs="+", default=[32, 128, 512])
     parser.add_argument("--backend", default=os.environ.get("GRAPHC_BACKEND", "reference"))
+    parser.add_argument("--inference", action="store_true")
+    parser.add_argument("--host-loops", action="store_true")
+    parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument("--kinds", nargs="+", default=["dynamic", "static"],
+                        choices=["dynamic", "static"], help="--inference: which graphs")
     args = parser.parse_args()
+    if args.inference and "GRAPHC_BACKEND" not in os.environ and \
+            "--backend" not in sys.argv:
+        args.backend = "compiled"
     os.environ["GRAPHC_BACKEND"] = args.backend
+    if args.host_loops:
+        host_loops()
+    if args.inference:
+        return inference(args)
     import warnings
     warnings.filterwarnings("ignore", "graphc could not compile")
     print(f"LSTM {UNITS} units, batch {BATCH}, depth {DEPTH}, backend {args.backend}")

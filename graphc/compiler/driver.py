@@ -122,11 +122,22 @@ def _optimize_and_schedule(module, backend, options, dumps, times=None):
     start = time.perf_counter()
     stats = optimize(module, options.disable, dumps=dumps)
     times["optimize"] = time.perf_counter() - start
+    _schedule_regions(module, backend, options)
     stats.update(schedule(module, backend.scratch_bytes,
                           fuse="fusion" not in options.disable,
                           reuse="memory_planning" not in options.disable, dumps=dumps))
     times["schedule"] = time.perf_counter() - start - times["optimize"]
     return stats
+
+
+def _schedule_regions(module, backend, options):
+    """Optimizes and schedules the bodies of the module's native While and If nodes
+    (regions.py) as modules of their own, before the module's own schedule, whose memory
+    plan asks the backend for the scratch memory the bodies need."""
+    for node in module.nodes:
+        for region in node.regions.values():
+            _optimize_and_schedule(region, backend, options,
+                                   ModuleDumps(region.name, options.dump_dir, False))
 
 
 def _cacheable(options):

@@ -23,6 +23,11 @@ Semantics (those of graphc/reference_executor.py):
 - A node that keeps state of its own between runs (a random op's key and run count,
   graphc/framework/random_state.py) names the module variable holding it in
   `attrs[STATE_VARIABLE]`: it reads and writes that variable when it runs.
+- A control-flow node (While, If) that compiles natively holds its bodies as modules of
+  their own, `node.regions` {"cond", "body"} or {"then", "else"}: their Parameters are the
+  body's inputs (attrs["index"]: position in the FuncGraph's inputs), their outputs the
+  body's outputs, their dims expressions of the enclosing module's symbols, and their
+  variables those of the enclosing module (graphc/compiler/regions.py).
 
 Nodes and values mimic the attribute names of graphc's Operation and Tensor (name, type,
 attrs, inputs, outputs, op, shape, dtype, describe) so that the reference kernels that
@@ -144,6 +149,7 @@ class Node:
         self.control_users = []
         self.location = location          # (file, line, function) of the user's code
         self.gradient_of = gradient_of    # (name, type, location) of the forward op, or None
+        self.regions = {}                 # body name -> Module (native control flow)
 
     @property
     def op_def(self):
@@ -306,11 +312,18 @@ class Module:
         return len(dead)
 
     # --------------------------------------------------------------- inspection
-    def variables_used(self):
-        """Names of the variables the nodes read or write: VariableV2 reads, ref inputs
-        and the nodes' own state variables."""
-        used = set()
+    def all_nodes(self):
+        """The nodes, each followed by those of its regions (nested ones too)."""
         for n in self.nodes:
+            yield n
+            for region in n.regions.values():
+                yield from region.all_nodes()
+
+    def variables_used(self):
+        """Names of the variables the nodes (and their regions) read or write: VariableV2
+        reads, ref inputs and the nodes' own state variables."""
+        used = set()
+        for n in self.all_nodes():
             if n.type == "VariableV2":
                 used.add(n.name)
             used.update(v.name for v in n.inputs if isinstance(v, VariableRef))
@@ -391,7 +404,11 @@ class Module:
         lines = [f"module {self.name}({params}) {{"]
         for name, ref in self.variables.items():
             lines.append(f"  var &{name}: {format_type(ref.dtype, ref.dims)}")
-        lines.extend("  " + node_text(n) for n in self.nodes)
+        for n in self.nodes:
+            lines.append("  " + node_text(n))
+            for key, region in n.regions.items():
+                lines.extend(f"    {key}: " + line if k == 0 else "    " + line
+                             for k, line in enumerate(region.to_text().splitlines()))
         outs = ", ".join(v.ref for v in self.outputs)
         roots = ", ".join(f"%{n.id}" for n in self.roots)
         lines.append(f"  return ({outs})" + (f" effects {{{roots}}}" if roots else ""))
@@ -416,7 +433,10 @@ class Module:
                        "control_deps": [d.id for d in n.control_deps],
                        "location": _loc_out(n.location),
                        "gradient_of": None if n.gradient_of is None else
-                       [n.gradient_of[0], n.gradient_of[1], _loc_out(n.gradient_of[2])]}
+                       [n.gradient_of[0], n.gradient_of[1], _loc_out(n.gradient_of[2])],
+                       # a body's content, not only its name, keys the spec cache
+                       **({"regions": {k: r.to_dict() for k, r in n.regions.items()}}
+                          if n.regions else {})}
                       for n in self.nodes],
             "params": [n.id for n in self.params],
             "outputs": [ref(v) for v in self.outputs],
@@ -445,6 +465,7 @@ class Module:
                               None if grad_of is None else
                               (grad_of[0], grad_of[1], _loc_in(grad_of[2])),
                               [by_id[i] for i in nd["control_deps"]])
+            node.regions = {k: Module.from_dict(r) for k, r in nd.get("regions", {}).items()}
             by_id[node.id] = node
         m._next_id = max(by_id, default=-1) + 1
         m.params = [by_id[i] for i in d["params"]]

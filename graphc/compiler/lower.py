@@ -39,10 +39,11 @@ from collections.abc import Mapping
 import numpy as np
 
 from graphc import dtypes, errors
-from graphc.compiler.ir import PARAMETER, STATE_VARIABLE, Module, normalize_dims
+from graphc.compiler.ir import PARAMETER, STATE_VARIABLE, Module, Value, normalize_dims
 from graphc.compiler.schedule.kernel import dims_equal
 from graphc.framework.graph import Tensor
-from graphc.framework.op_def import RANDOM_OP_TYPES, READING_UPDATE_OPS
+from graphc.compiler.regions import REGION_BODIES, bodies_of
+from graphc.framework.op_def import RANDOM_OP_TYPES, READING_UPDATE_OPS, ref_input_indices
 from graphc.framework.random_state import random_state_name
 from graphc.framework.static_value import constant_value
 from graphc.framework.subgraph import prune, unfed_placeholder_error, value_inputs
@@ -59,6 +60,16 @@ class LoweringError(NotImplementedError):
     cannot take symbolic dims) or codegen (an op type without a rule, an axis that is not
     a compile-time constant...). The Session runs such a signature with the reference
     executor."""
+
+
+class RegionOnHost(LoweringError):
+    """A While or If (`op_name`, of the graph lowered, not of a body) whose bodies cannot
+    be native code for these sizes (a loop variable whose shape changes, dims that depend
+    on data inside a body): the Session runs that op on the host, the rest natively."""
+
+    def __init__(self, message, op_name):
+        super().__init__(message)
+        self.op_name = op_name
 
 
 def lower(feeds, fetches, targets, feed_shapes, name=None, feed_values=None,
@@ -118,8 +129,20 @@ def _module_name(fetches, targets):
 
 class _Lowering:
     def __init__(self, feeds, fetches, targets, feed_shapes, name, feed_values=None,
-                 variable_shapes=None, exclude=frozenset(), ops=None):
+                 variable_shapes=None, exclude=frozenset(), ops=None, enclosing=None):
+        """enclosing: the _Lowering of the module whose While or If this one is a body
+        of; feed_shapes are then the dims (of its symbols) of the body's inputs."""
         self.module = m = Module(name or _module_name(fetches, targets))
+        self.enclosing = enclosing
+        self.region_guards = []  # the guards of this module's bodies (on its symbols)
+        # a body's captured input -> the enclosing graph's tensor it stands for (its value
+        # is the same every iteration: shape inference reads through it, a known one is a
+        # constant of the body)
+        self.captured = {}
+        if enclosing is not None:
+            m.symbols = dict(enclosing.module.symbols)
+            graph = feeds[0].graph if feeds else None
+            self.captured = {inner: outer for outer, inner in getattr(graph, "captures", ())}
         self.values = {}      # graphc Tensor -> ir Value
         self.nodes = {}       # graphc Operation -> ir Node
         self._stand_ins = {}  # hints? -> {graphc Tensor: its stand-in}
@@ -147,6 +170,7 @@ class _Lowering:
             m.outputs = [self.values[t] if t in self.values else
                          end_reads.setdefault(t, self._read_variable(t)) for t in fetches]
         m.guards = list(guards.guards)
+        m.guards += [g for g in self.region_guards if g not in m.guards]
         self._use_specialized_values()
         roots = [self.nodes[op] for op in targets if op in self.nodes]
         roots += [n for n in m.nodes if n.has_side_effect]
@@ -161,6 +185,15 @@ class _Lowering:
         node.attrs[STATE_VARIABLE] = ref.name
 
     def _lower_feed(self, index, t, shape, guards):
+        if self.enclosing is not None:  # a body's input: dims of the enclosing module
+            node = self.module.add_node(PARAMETER, [], {"index": index}, [(t.dtype, shape)],
+                                        t.name, t.op.location)
+            self.values[t] = node.outputs[0]
+            known = self._captured_constant(t)
+            if known is not None:  # an axis, a shape: codegen needs it as a constant
+                self.values[t] = self.module.add_constant(known, before=None, name=t.op.name,
+                                                          location=t.op.location)
+            return
         label = t.op.name if t.value_index == 0 else t.name
         static = t.shape.as_tuple_or_none()
         if static is None:
@@ -185,6 +218,19 @@ class _Lowering:
                                     t.op.location)
         self.values[t] = node.outputs[0]
 
+    def _captured_constant(self, t):
+        """The value of a body's captured input when the enclosing graph knows it (ints
+        only: a symbolic dim is no constant), else None."""
+        outer = self.captured.get(t)
+        if outer is None:
+            return None
+        with GuardSet():  # a value read here decides nothing that needs a guard
+            value = constant_value(self.enclosing.stand_in(outer))
+        if value is None or np.asarray(value).dtype == object or \
+                np.size(value) > MAX_SPECIALIZED_ELEMENTS:  # data, not a shape or axis
+            return None
+        return np.asarray(value, dtype=t.dtype.np)
+
     def specialize(self, t):
         """The value of fed tensor t, which shape inference needs: the module becomes
         specialized on it (its uses read a Const; the runtime checks the feed)."""
@@ -208,7 +254,7 @@ class _Lowering:
 
     def _lower_op(self, op):
         m = self.module
-        refs = op.op_def.ref_inputs
+        refs = ref_input_indices(op)
         inputs = []
         reads = {}
         for j, t in enumerate(op.inputs):
@@ -220,11 +266,16 @@ class _Lowering:
                 inputs.append(self.values[t])
             else:
                 inputs.append(reads.setdefault(t, self._read_variable(t)))
-        out_types = [(t.dtype, d) for t, d in zip(op.outputs, self._output_dims(op))]
+        if op.type in REGION_BODIES:
+            regions, out_dims = self._lower_regions(op, inputs)
+        else:
+            regions, out_dims = {}, self._output_dims(op)
+        out_types = [(t.dtype, d) for t, d in zip(op.outputs, out_dims)]
         fwd = op.forward_op
         node = m.add_node(op.type, inputs, op.attrs, out_types, op.name, op.location,
                           None if fwd is None else (fwd.name, fwd.type, fwd.location),
                           [self.nodes[c] for c in op.control_inputs if c in self.nodes])
+        node.regions = regions
         self.nodes[op] = node
         for t, v in zip(op.outputs, node.outputs):
             self.values.setdefault(t, v)   # a fed output keeps its Parameter
@@ -232,6 +283,90 @@ class _Lowering:
             self._lower_random_state(op, node)
         if op.type == "Assign" and self.var_dims.get(op.inputs[0].op.name) is None:
             self._assigned_dims(op, node)
+
+    # ------------------------------------------------------------ regions
+    def _lower_regions(self, op, inputs):
+        """({key: body module}, output dims) of a While or If (graphc/compiler/regions.py):
+        each body lowered on the dims of the values it reads here. RegionOnHost, naming
+        op, when its bodies cannot be native code for these sizes."""
+        try:
+            return self._lower_region_bodies(op, inputs)
+        except LoweringError as e:  # a nested loop's too: this op then runs on the host
+            raise RegionOnHost(str(e), op.name) from None
+
+    def _lower_region_bodies(self, op, inputs):
+        if op.type == "While" and op.attrs.get("saved"):
+            raise LoweringError(f"{op.describe()} keeps values for its gradient: it runs on "
+                                "the host")
+        bodies = bodies_of(op)
+        if op.type == "While":
+            return self._lower_while(op, inputs, bodies)
+        return self._lower_if(op, inputs, bodies)
+
+    def _lower_while(self, op, inputs, bodies):
+        n = op.attrs["num_loop_vars"]
+        n_cond = len(bodies["cond"].inputs) - n
+        loop_vars = inputs[:n]
+        cond = self._lower_body(op, bodies["cond"], loop_vars + inputs[n:n + n_cond])
+        n_body = len(bodies["body"].inputs) - n
+        body = self._lower_body(op, bodies["body"],
+                                loop_vars + inputs[n + n_cond:n + n_cond + n_body])
+        pred = cond.outputs[0]
+        if pred.dtype != dtypes.bool or pred.dims != ():
+            raise LoweringError(f"the cond of {op.describe()} gives {pred} for its predicate")
+        for i, (v, out) in enumerate(zip(loop_vars, body.outputs)):
+            if not _same_dims(v.dims, out.dims):
+                raise LoweringError(
+                    f"loop variable {i} of {op.describe()} enters with dims {v.dims} and "
+                    f"leaves the body with dims {out.dims}: a loop variable whose shape "
+                    "changes runs on the host")
+        return {"cond": cond, "body": body}, [v.dims for v in loop_vars] + [()]
+
+    def _lower_if(self, op, inputs, bodies):
+        """Each branch module outputs the If's outputs, then the intermediates the If
+        saves for its gradient from that branch (attr `saved`; the other branch's are
+        zeros, which the kernel writes)."""
+        n_then = op.attrs["num_then_inputs"]
+        n_else = len(bodies["else"].inputs)
+        saved = [tuple(pair) for pair in op.attrs["saved"]]
+        n_out = len(bodies["then"].outputs)
+        branches = {}
+        for key, values in (("then", inputs[1:1 + n_then]),
+                            ("else", inputs[1 + n_then:1 + n_then + n_else])):
+            body = bodies[key]
+            mine = [body.get_tensor_by_name(name) for b, name in saved if b == key]
+            branches[key] = self._lower_body(op, body, values, mine)
+        then, other = branches["then"], branches["else"]
+        for i, (a, b) in enumerate(zip(then.outputs[:n_out], other.outputs[:n_out])):
+            if not _same_dims(a.dims, b.dims):
+                raise LoweringError(f"output {i} of {op.describe()} has dims {a.dims} in one "
+                                    f"branch and {b.dims} in the other")
+        own = {key: iter(m.outputs[n_out:]) for key, m in branches.items()}
+        dims = [v.dims for v in then.outputs[:n_out]] + [next(own[b]).dims for b, _ in saved]
+        return branches, dims
+
+    def _lower_body(self, op, fgraph, values, extra_fetches=()):
+        """The module of body `fgraph` reading `values` (this module's) and giving its
+        outputs then `extra_fetches` (its tensors), its variables declared here too."""
+        if len(values) != len(fgraph.inputs) or any(not isinstance(v, Value) for v in values):
+            raise LoweringError(f"the inputs of {op.describe()} do not match its body "
+                                f"'{fgraph.name}'")
+        name = f"{self.module.name}_{fgraph.name}"
+        body = _Lowering(list(fgraph.inputs), list(fgraph.outputs) + list(extra_fetches), [],
+                         [v.dims for v in values], "".join(c if c.isalnum() else "_"
+                                                           for c in name),
+                         variable_shapes=self.variable_shapes, enclosing=self).module
+        if any(n.type in RANDOM_OP_TYPES for n in body.all_nodes()):
+            raise LoweringError(f"the body '{fgraph.name}' of {op.describe()} has random ops")
+        dynamic = body.dynamic_values()
+        if dynamic:
+            raise LoweringError(f"the body '{fgraph.name}' of {op.describe()} has values "
+                                "whose dims depend on run-time data: " + ", ".join(
+                                    v.node.describe().splitlines()[0] for v in dynamic[:3]))
+        for name, ref in body.variables.items():
+            self.module.add_variable(name, ref.dtype, ref.dims, ref.location)
+        self.region_guards.extend(body.guards)
+        return body
 
     def _variable_dims(self, t):
         """The dims of t's variable in this module: its graph shape when fully known,
@@ -345,6 +480,8 @@ class _Lowering:
     def stand_in(self, t, hints=False):
         """A Tensor like t whose shape holds its IR dims (SymDims, or with `hints` their
         sizes in this run), made by a stand-in op."""
+        if t in self.captured:  # the same every iteration: what it captures
+            return self.enclosing.stand_in(self.captured[t], hints)
         cache = self._stand_ins.setdefault(hints, {})
         s = cache.get(t)
         if s is None:
@@ -414,6 +551,16 @@ class _FedValueAttrs(Mapping):
 
     def __len__(self):
         return 2
+
+
+def _same_dims(a, b):
+    """Whether two dims tuples are equal for the sizes being compiled: dims that are
+    different expressions (a gradient loop's variable and the rows of a stack the loop
+    before it filled) but equal sizes now are recorded as a guard, so the code is reused
+    only while they stay equal."""
+    if a is None or b is None or len(a) != len(b):
+        return False
+    return all(bool(x == y) for x, y in zip(a, b))
 
 
 def _merge_dims(inferred, graph_shape):

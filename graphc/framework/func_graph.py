@@ -29,6 +29,7 @@ Bodies live in the function library of the graph holding the calling op
 (`Graph._functions`, by the FuncGraph's unique name); the op's attrs name them, so attrs
 stay plain data.
 """
+from graphc import errors
 from graphc.framework.graph import Graph, Tensor
 
 
@@ -147,7 +148,6 @@ class FuncGraph(Graph):
 
 def function_of(op, attr):
     """The FuncGraph named by op's attr `attr`."""
-    from graphc import errors
     try:
         return op.graph._functions[op.attrs[attr]]
     except KeyError:

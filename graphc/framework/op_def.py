@@ -21,7 +21,9 @@ its definition alone:
   kind: what computation it is, as fusion and codegen see it (KINDS; the compiler's
       op_kinds module says what each means).
   host_only: compiled code never runs it; the host runs its reference kernel (Python
-      objects, strings, the Session's own store, data-dependent output sizes).
+      objects, strings, the Session's own store, data-dependent output sizes). While, If
+      and the TensorArray ops are host-only but for the CPU's code, which runs those that
+      graphc/compiler/regions.py says it can.
   epilogue: an elementwise activation that may be applied to a MatMul/Conv2D result in
       place, as the gemm or conv kernel's epilogue.
   updates_variable: None, or how it writes its ref input 0 in place: "overwrite" (every

@@ -13,6 +13,8 @@ zeros of their static shape (never read: the gradient If takes the same branch).
 the gradient is an If of ordinary ops, its own gradient (a second derivative) is built the
 same way.
 """
+import numpy as np
+
 from graphc import dtypes
 from graphc.framework import nest
 from graphc.framework.func_graph import function_of
@@ -45,8 +47,9 @@ def _if_kernel(state, op, pred, *args):
     return outs
 
 
-# host-only until the compiler has regions for bodies (issue 12): the host runs it between
-# native stages, its bodies on the reference executor; the rest of the run stays native
+# host-only but for the CPU's code, which compiles the branches graphc/compiler/regions.py
+# accepts; any other runs on the host between native stages, its bodies on the reference
+# executor
 register_op("If", infer=_if_infer, kernel=_if_kernel, stateful=True, uses_context=True,
             kind="opaque", host_only=True)
 
@@ -213,11 +216,27 @@ def _trace_grad(name, forward, op, branch, fn):
     outer = get_default_graph()
     grad_g = FuncGraph(outer.unique_name(name), outer, forward_graphs=(forward,))
     outer._functions[grad_g.name] = grad_g
-    grad_g.intermediate_source = lambda t: grad_g.capture(_forward_value(forward, op,
-                                                                         branch, t))
+    def intermediate(t):
+        known = _known_value(grad_g, t)
+        return known if known is not None else grad_g.capture(
+            _forward_value(forward, op, branch, t))
+    grad_g.intermediate_source = intermediate
     with grad_g.as_default():
         result = fn()
     return grad_g, result
+
+
+def _known_value(grad_g, t):
+    """A constant of the gradient body for a forward tensor whose value is known when
+    the graph is built (a shape, an axis): not saved, so a gradient op that needs it as
+    a constant (StridedSliceGrad's shape) has one. None otherwise."""
+    from graphc.framework.static_value import constant_value
+    from graphc.ops.constant_ops import constant
+    value = constant_value(t)
+    if value is None or np.asarray(value).dtype == object:
+        return None
+    with grad_g._as_builder():
+        return constant(value, dtype=t.dtype)
 
 
 register_gradient("If")(_if_grad)

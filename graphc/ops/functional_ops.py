@@ -29,8 +29,31 @@ def _length(flat):
 
 
 def _input_arrays(flat, n):
+    from graphc.ops.array_ops import shape
     return [TensorArray(e.dtype, size=n, element_shape=e.shape[1:] if e.shape.ndims else None,
+                        element_dims=shape(e)[1:] if e.shape.ndims else None,
                         name="elems_ta").unstack(e) for e in flat]
+
+
+def _result_shapes(fn, elems, flat, count):
+    """The static shapes of fn's results on one element, from fn traced on placeholders
+    in a body of its own that is then dropped (as TF2 traces a function): a result array
+    whose element shape is known before the loop compiles natively
+    (graphc/compiler/regions.py). None for each when that trace fails: the loop's own
+    trace then reports the error."""
+    from graphc.ops.function_call import trace
+    specs = [(e.shape[1:] if e.shape.ndims else None, e.dtype) for e in flat]
+    g = get_default_graph()
+    try:
+        body, y = trace("map_shapes", lambda *x: fn(nest.pack_sequence_as(elems, list(x))),
+                        specs)
+    except (ValueError, TypeError):
+        return [None] * count
+    del g._functions[body.name]
+    shapes = [getattr(t, "shape", None) for t in nest.flatten(y)]
+    if len(shapes) != count:
+        return [None] * count
+    return [s if s is not None and s.is_fully_defined() else None for s in shapes]
 
 
 def _stacked(ta, static_n, elem):
@@ -60,8 +83,10 @@ def map_fn(fn, elems, dtype=None, parallel_iterations=None, back_prop=True,
         out_structure = elems if dtype is None else dtype
         out_dtypes = [e.dtype for e in flat] if dtype is None else \
             [dtypes.as_dtype(d) for d in nest.flatten(dtype)]
-        outputs = [TensorArray(d, size=n, infer_shape=infer_shape, name="result_ta")
-                   for d in out_dtypes]
+        known = _result_shapes(fn, elems, flat, len(out_dtypes)) if infer_shape else \
+            [None] * len(out_dtypes)
+        outputs = [TensorArray(d, size=n, infer_shape=infer_shape, element_shape=shape,
+                               name="result_ta") for d, shape in zip(out_dtypes, known)]
         shapes = []  # of fn's results, known once the body is built
 
         def body(i, outs):

@@ -166,6 +166,16 @@ def _time_major_inputs(inputs, time_major):
     return flat if time_major else [_to_time_major(x) for x in flat]
 
 
+def _element_dims(output, batch_size):
+    """The dims of one step's output [batch, ...] as a tensor, from the batch size and
+    the output's static dims when those are known (not computing the cell's first step
+    for its shape)."""
+    rest = output.shape[1:]
+    if output.shape.ndims is None or not rest.is_fully_defined():
+        return array_ops.shape(output)
+    return array_ops.stack([batch_size] + rest.as_list())
+
+
 def _build_cell(cell, step_inputs, state):
     """Creates the cell's variables outside the loop (see the module docstring); returns
     the structure of its output."""
@@ -173,11 +183,12 @@ def _build_cell(cell, step_inputs, state):
     return output
 
 
-# Until the compiler lowers while loops natively (issue 12), a loop's body runs on the
-# host's reference executor, 10-100x slower than compiled code. A sequence whose length is
-# known when the graph is built, and at most this long, is unrolled instead (static_rnn:
-# the same values and final state), so it compiles natively; longer or unknown lengths use
-# the loop, whose graph does not grow with the length.
+# The loop compiles natively for inference on the CPU (graphc/compiler/regions.py), but a
+# loop kept for a gradient (its stacks) still runs its body on the host's reference
+# executor, 10-100x slower than compiled code. A sequence whose length is known when the
+# graph is built, and at most this long, is unrolled instead (static_rnn: the same values
+# and final state); longer or unknown lengths use the loop, whose graph does not grow with
+# the length.
 UNROLL_MAX_STEPS = 64
 
 
@@ -201,12 +212,15 @@ def dynamic_rnn(cell, inputs, sequence_length=None, initial_state=None, dtype=No
         lengths = None if sequence_length is None else _sequence_length(sequence_length)
         steps = array_ops.shape(flat[0])[0]
         inputs_tas = [TensorArray(x.dtype, size=steps, element_shape=x.shape[1:],
+                                  element_dims=array_ops.shape(x)[1:],
                                   name="input_ta").unstack(x) for x in flat]
         out_structure = _build_cell(cell, nest.pack_sequence_as(inputs, [x[0] for x in flat]),
                                     state)
         flat_out = nest.flatten(out_structure)
         outputs_tas = [TensorArray(o.dtype, size=steps, element_shape=o.shape,
-                                   name="output_ta") for o in flat_out]
+                                   element_dims=_element_dims(o, batch_size),
+                                   name="output_ta")
+                       for o in flat_out]
 
         def body(time, out_tas, state):
             x = nest.pack_sequence_as(inputs, [ta.read(time) for ta in inputs_tas])

@@ -28,23 +28,33 @@ __all__ = ["TensorArray"]
 
 
 def _create_infer(inputs, a):
-    n = constant_value(inputs[0])
-    rows = TensorShape([None if n is None or a["dynamic_size"] else int(n)])
+    from graphc.ops.array_ops import known_values
+    n = known_values(inputs[0])  # a symbolic size (shape(x)[0] when compiling) stays one
+    n = None if n is None or len(n) != 1 else n[0]
+    rows = TensorShape([None if n is None or a["dynamic_size"] else n])
     elem = a["element_shape"]
+    if len(inputs) > 1:  # the element's dims as a tensor: known when compiling
+        given = known_values(inputs[1])
+        if given is not None and elem.ndims == len(given):
+            elem = TensorShape([e if e is not None else d
+                                for e, d in zip(elem.as_list(), given)])
     values = rows.concatenate(elem) if elem.ndims is not None else TensorShape(None)
     return [(values, a["dtype"]), (rows, dtypes.bool)]
 
 
-def _create_kernel(size, dtype, element_shape, dynamic_size):
+def _create_kernel(size, *element_dims, dtype, element_shape, dynamic_size):
     n = int(size)
     if n < 0:
         raise errors.KernelError(f"TensorArray size must be >= 0, got {n}")
     elem = [] if element_shape.ndims is None else \
         [0 if d is None else d for d in element_shape.as_list()]
+    if element_dims:
+        elem = [int(d) for d in np.reshape(element_dims[0], [-1])]
     return np.zeros([n] + elem, dtype.np), np.zeros([n], bool)
 
 
-# host-only, as the loops that carry them (while_v2.py), until the compiler has regions
+# host-only but for the CPU's code (graphc/compiler/backends/cpu/tensor_arrays.py), as the
+# loops that carry them (while_v2.py)
 register_op("TensorArrayV3", infer=_create_infer, kernel=_create_kernel, kind="opaque", host_only=True)
 
 
@@ -200,7 +210,11 @@ class TensorArray:
 
     def __init__(self, dtype, size=None, dynamic_size=None, clear_after_read=None,
                  tensor_array_name=None, handle=None, flow=None, infer_shape=True,
-                 element_shape=None, colocate_with_first_write_call=True, name=None):
+                 element_shape=None, colocate_with_first_write_call=True, name=None,
+                 element_dims=None):
+        """element_dims (graphc's own, not TF's): a 1-D int tensor of the element's dims,
+        for an element_shape with dims known only at run time (dynamic_rnn's batch): the
+        array then has its full shape from the start, as native code needs."""
         from graphc.ops.constant_ops import convert_to_tensor
         self._dtype = dtypes.as_dtype(dtype)
         self._dynamic_size = bool(dynamic_size)
@@ -214,7 +228,12 @@ class TensorArray:
         if size is None:
             raise ValueError("Size must be provided if handle is not provided")
         size = convert_to_tensor(size, dtype=dtypes.int32, name="size")
-        op = size.graph.create_op("TensorArrayV3", [size],
+        inputs = [size]
+        if element_dims is not None and self._element_shape.ndims is not None and \
+                not self._element_shape.is_fully_defined():
+            inputs.append(convert_to_tensor(element_dims, dtype=dtypes.int32,
+                                            name="element_dims"))
+        op = size.graph.create_op("TensorArrayV3", inputs,
                                   {"dtype": self._dtype, "element_shape": self._element_shape,
                                    "dynamic_size": self._dynamic_size},
                                   name or tensor_array_name or "TensorArray")

@@ -69,8 +69,9 @@ def _stacked(t, values):
             errors.UnimplementedError) from None
 
 
-# host-only until the compiler has regions for bodies (issue 12): the host runs it between
-# native stages, its bodies on the reference executor; the rest of the run stays native
+# host-only but for the CPU's code, which compiles the loops graphc/compiler/regions.py
+# accepts (loops and branches in the generated code); any other runs on the host between
+# native stages, its bodies on the reference executor
 register_op("While", infer=_while_infer, kernel=_while_kernel, stateful=True,
             uses_context=True, kind="opaque", host_only=True)
 

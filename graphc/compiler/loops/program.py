@@ -30,19 +30,31 @@ class Program:
     """Shared state of one executable being generated: the LLVM module the kernels are
     emitted into, storages, constants, error sites, symbols."""
 
-    def __init__(self, module):
+    def __init__(self, module, enclosing=None):
+        """enclosing: the Program of the module whose While or If has `module` as a body
+        (graphc/compiler/regions.py): the body's code goes into the same LLVM module and
+        shares its symbols, variables, constants and error sites; only its storages (its
+        own feeds, fetches and arena) are its own."""
         self.module = module
-        self.llvm = ir.Module(name=module.name)
-        self.symbols = list(module.symbols)
+        if enclosing is None:
+            self.llvm = ir.Module(name=module.name)
+            self.symbols = list(module.symbols)
+            self.variables = list(module.variables)
+            self.error_sites = []
+            self.constants = []
+            self._const_index = {}
+        else:
+            self.llvm = enclosing.llvm
+            self.symbols = enclosing.symbols
+            self.variables = enclosing.variables
+            self.error_sites = enclosing.error_sites
+            self.constants = enclosing.constants
+            self._const_index = enclosing._const_index
         self._symbol_index = {s: i for i, s in enumerate(self.symbols)}
-        self.variables = list(module.variables)
         self._var_index = {n: i for i, n in enumerate(self.variables)}
-        self.error_sites = []
         # a failing check writes its values (bad index, bound, position) to syms slots
         # error_detail_base.. for the runtime to put in the message
         self.error_detail_base = len(self.symbols)
-        self.constants = []
-        self._const_index = {}
         self._fetches = {}
         for j, v in enumerate(module.outputs):
             self._fetches.setdefault(v, []).append(j)
@@ -189,7 +201,7 @@ class Program:
             "guards": [list(g) for g in m.guards],
             "value_guards": [dict(g) for g in getattr(m, "value_guards", ())],
             "feeds": [self._tensor_spec(p.name, p.outputs[0]) for p in params],
-            "fetches": [dict(self._tensor_spec(v.name, v), **self._fetch_source(v))
+            "fetches": [dict(self._tensor_spec(v.name, v), **self.fetch_source(v))
                         for v in m.outputs],
             "variables": self._variable_specs(),
             "constants": self.constants,
@@ -203,7 +215,10 @@ class Program:
         return {"name": name, "dtype": value.dtype.name,
                 "dims": [dim_json(d) for d in value.dims]}
 
-    def _fetch_source(self, value):
+    def fetch_source(self, value):
+        """Where the runtime finds fetched `value`: {"source": "feed" | "variable" |
+        "constant" | "kernel", "index": k} (a kernel output: the first fetch slot holding
+        it; others are copies)."""
         node = value.node
         if node.type == PARAMETER:
             return {"source": "feed", "index": node.attrs["index"]}
@@ -217,7 +232,7 @@ class Program:
         # which variables the module writes and reads, from one pass over its nodes (a
         # pass per variable was quadratic in a deep model's graph)
         written, read = set(), set()
-        for n in self.module.nodes:
+        for n in self.module.all_nodes():
             if n.type in UPDATE_OPS:
                 written.add(n.inputs[0].name)
             if n.type == "VariableV2":

@@ -62,6 +62,7 @@ import heapq
 
 from graphc.compiler.ir import Value, VariableRef
 from graphc.compiler.op_kinds import ROW_NORMALIZERS, kind_of, reduction_axes, shape_only_inputs
+from graphc.compiler.regions import updated_in_regions
 from graphc.compiler.schedule.kernel import Kernel, dim_is, dims_equal
 from graphc.framework.op_def import UPDATE_OPS, OpTypes
 
@@ -164,9 +165,11 @@ class Fusion:
             elif n.type == "UninitializedNames":
                 for name in self.module.variables:
                     events.setdefault(name, []).append((self.pos[n], "read", n))
+            region_updates = updated_in_regions(n) if n.regions else ()
             for v in n.inputs:
                 if isinstance(v, VariableRef):
-                    what = "update" if n.type in UPDATE_OPS else "read"
+                    what = "update" if n.type in UPDATE_OPS or v.name in region_updates \
+                        else "read"
                     events.setdefault(v.name, []).append((self.pos[n], what, n))
         return events
 

@@ -47,6 +47,7 @@ HOW TO ADD AN OP
   calls a library or emits loops directly, then the epilogue through the loop machinery)
   and register it in KERNEL_LOWERINGS under the kernel kind fusion gives it.
 """
+from graphc.compiler.backends.cpu.control_flow import lower_region_kernel
 from graphc.compiler.backends.cpu.conv_kernel import lower_conv_kernel
 from graphc.compiler.backends.cpu.dedupe import merge_identical_kernels, merge_offset_kernels
 from graphc.compiler.backends.cpu.entry import cpu_spec, emit_entry
@@ -54,6 +55,7 @@ from graphc.compiler.backends.cpu.gemm_kernel import has_blas_gemm, lower_gemm_k
 from graphc.compiler.backends.cpu.kernel_reuse import KernelReuse
 from graphc.compiler.backends.cpu.loop_kernel import emit_nests, lower_loop_kernel
 from graphc.compiler.backends.cpu.scratch import scratch_bytes
+from graphc.compiler.backends.cpu.tensor_arrays import TENSOR_ARRAY_LOWERINGS
 from graphc.compiler.loops import LOOP_RULES, OPAQUE_NESTS
 from graphc.compiler.loops import random as random_codegen
 from graphc.compiler.loops.program import Program
@@ -106,22 +108,40 @@ def generate(module, target=None, profile=False):
             f"{v.node.describe().splitlines()[0]}" for v in dynamic[:3]) +
             " depend on run-time data")
     program = Program(module)
-    reuse = KernelReuse(program)
-    calls, names = [], []
-    for number, kernel in enumerate(module.kernels):
-        lower = KERNEL_LOWERINGS.get(kernel.kind)
-        if lower is None:
-            raise LoweringError(f"no codegen for {kernel.kind} kernels yet "
-                                f"({', '.join(n.type for n in kernel.nodes)})")
-        name = f"kernel_{number}_{_label(kernel)}"
-        calls.append(reuse.lower(lower, kernel, name, scalar_ops, LOOP_RULES))
-        names.append(f"{name} [{kernel.kind}: {', '.join(n.type for n in kernel.nodes)}]")
+    calls, names = lower_kernels(program)
     emit_entry(program, calls, profile=profile)
     llvm_ir = merge_offset_kernels(merge_identical_kernels(str(program.llvm)))
     spec = cpu_spec(program, llvm_ir, target or jit.host_target())
     if profile:
         spec["profile_kernels"] = names
     return spec
+
+
+def lower_kernels(program, prefix=""):
+    """[(function, storage keys)] of the program's kernels in schedule order, and their
+    names with what they compute. prefix: of the function names (a body's kernels go
+    into the LLVM module of the code that calls them: control_flow.py)."""
+    reuse = KernelReuse(program)
+    calls, names = [], []
+    for number, kernel in enumerate(program.module.kernels):
+        lower = KERNEL_LOWERINGS.get(kernel.kind)
+        if kernel.main is not None and kernel.main.regions:
+            lower = _lower_region
+        elif kernel.main is not None and kernel.main.type in TENSOR_ARRAY_LOWERINGS:
+            # host-only ops in the registry, native where graphc/compiler/regions.py says
+            lower = TENSOR_ARRAY_LOWERINGS[kernel.main.type]
+        if lower is None:
+            raise LoweringError(f"no codegen for {kernel.kind} kernels yet "
+                                f"({', '.join(n.type for n in kernel.nodes)})")
+        name = f"{prefix}kernel_{number}_{_label(kernel)}"
+        calls.append(reuse.lower(lower, kernel, name, scalar_ops, LOOP_RULES))
+        names.append(f"{name} [{kernel.kind}: {', '.join(n.type for n in kernel.nodes)}]")
+    return calls, names
+
+
+def _lower_region(program, kernel, name, scalar_ops, rules):
+    """A native While or If: its bodies' kernels are lowered as these are."""
+    return lower_region_kernel(program, kernel, name, lower_kernels)
 
 
 def _label(kernel):

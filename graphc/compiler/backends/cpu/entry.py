@@ -18,11 +18,14 @@ def cpu_spec(program, llvm_ir, target):
     return program.spec(target, {"entry": ENTRY, "llvm_ir": llvm_ir})
 
 
-def emit_entry(program, calls, profile=False):
+def emit_entry(program, calls, profile=False, name=ENTRY):
     """calls: [(function, [storage keys])] in schedule order. profile: count the
     cycles (the CPU's time-stamp counter) each call takes into PROFILE_GLOBAL, an i64
-    per call summed over runs (runtime.Executable.kernel_profile reads it)."""
-    fn = ir.Function(program.llvm, ir.FunctionType(I32, [PTR] * 6), ENTRY)
+    per call summed over runs (runtime.Executable.kernel_profile reads it). name: the
+    function's; a body of a native While or If (control_flow.py) has an entry of its
+    own, of the same signature, which pins no BLAS threads (its caller's entry does).
+    A storage key ("table", "var" | "const") is the entry's table itself."""
+    fn = ir.Function(program.llvm, ir.FunctionType(I32, [PTR] * 6), name)
     # the entry is a straight run of calls (one block and one phi edge per kernel, 900 in
     # a ResNet-50 step) with nothing to gain from O3, whose passes took a second of LLVM
     # time over it; a run spends nanoseconds per call in it
@@ -38,7 +41,9 @@ def emit_entry(program, calls, profile=False):
         p = pointers.get(key)
         if p is None:
             kind, what = key
-            if kind == "arena":
+            if kind == "table":
+                p = tables[what]
+            elif kind == "arena":
                 offset = program.emit_dim(b, program.arena_offset(what), syms)
                 p = b.gep(arena, [offset], source_etype=ir.IntType(8))
             else:
@@ -48,7 +53,7 @@ def emit_entry(program, calls, profile=False):
             pointers[key] = p
         return p
 
-    restore_blas = _pin_blas_threads(program, b)
+    restore_blas = _pin_blas_threads(program, b) if name == ENTRY else (lambda: None)
     # every failing call branches to one exit (its status through a phi): a return
     # block per call, each restoring the BLAS threads, was most of the entry's IR
     fail = fn.append_basic_block("failed") if calls else None

@@ -1,0 +1,92 @@
+"""Native control flow: which While and If ops compile into the CPU's code, and the facts
+about their bodies that lowering, fusion and codegen share.
+
+A While or If whose bodies hold only ops native code runs is lowered with its bodies as
+modules of their own (`node.regions`, ir.py), optimized and scheduled like any module
+(driver.py) and emitted into the one LLVM module as functions that the node's kernel
+calls: a loop around the cond and body calls with the loop variables in two buffers that
+swap each iteration, or a branch to one of the two branches (backends/cpu/regions.py).
+TensorArrays (create, read, write, gather, scatter, stack, unstack) compile too, in
+loops and out (backends/cpu/tensor_arrays.py), and a loop writes an array in place.
+What stays on the host (between native stages, bodies on the reference executor):
+  - a body holding a host op (py_func, Print, a string op, a TensorArray that grows:
+    dynamic_size...) or a random op (its generator state is created per op of the stage,
+    not of a body);
+  - a While keeping stacks for a gradient (attr `saved`: buffers sized by the trip count
+    are not planned yet; an If's saved intermediates compile: the taken branch writes
+    its own, the kernel zeros the other's);
+  - a loop variable whose shape invariant is looser than the shape it enters with (its
+    shape may change between iterations: a buffer of one size cannot hold it);
+  - every loop on the GPU targets.
+A loop variable whose unknown dim changes without a shape invariant (allowed by TF1) is
+found when lowering (its body's output dims differ from its input dims): the stage then
+runs on the reference executor with a warning (LoweringError).
+"""
+from graphc import errors
+from graphc.framework.func_graph import function_of
+from graphc.framework.op_def import RANDOM_OP_TYPES, UPDATE_OPS
+
+# op type -> (attr naming each body, the key of its region module)
+REGION_BODIES = {"While": (("cond", "cond"), ("body", "body")),
+                 "If": (("then_branch", "then"), ("else_branch", "else"))}
+
+
+# TensorArray ops the CPU backend lowers (backends/cpu/tensor_arrays.py); their gradient
+# ops stay on the host
+TENSOR_ARRAY_OPS = frozenset({"TensorArrayV3", "TensorArrayGatherV3", "TensorArrayScatterV3"})
+
+
+def tensor_array_compiles(op):
+    """Whether a TensorArray op runs in native code: an array of one size (not
+    dynamic_size) whose values have a known rank."""
+    return op.type in TENSOR_ARRAY_OPS and not op.attrs.get("dynamic_size") and \
+        op.outputs[0].shape.ndims is not None and \
+        all(t.shape.ndims is not None for t in op.inputs)
+
+
+def bodies_of(op):
+    """{region key: FuncGraph} of a While or If op."""
+    return {key: function_of(op, attr) for attr, key in REGION_BODIES[op.type]}
+
+
+def compiles_natively(op, is_host_op):
+    """Whether the While or If `op` runs in native code: its bodies' ops (nested loops
+    and branches recursively) are all native (`is_host_op(op)` False) and it keeps no
+    per-iteration values (module docstring)."""
+    try:
+        bodies = bodies_of(op)
+    except errors.KernelError:  # a graph file's op without its bodies: the host says so
+        return False
+    if op.type == "While" and (op.attrs.get("saved") or not _invariants_exact(op)):
+        return False
+    for body in bodies.values():
+        for inner in body.get_operations():
+            if inner.type in RANDOM_OP_TYPES or is_host_op(inner):
+                return False
+    return True
+
+
+def _invariants_exact(op):
+    """Each loop variable's shape invariant is the shape it enters the loop with, but for
+    a TensorArray's flows (their invariant leaves the rows unknown, and a native array's
+    rows never change)."""
+    n = op.attrs["num_loop_vars"]
+    outputs = function_of(op, "body").outputs
+    for t, invariant, out in zip(op.inputs[:n], op.attrs["output_shapes"][:n], outputs):
+        if t.shape.ndims is None or invariant.ndims is None:
+            return False
+        if t.shape.as_list() != invariant.as_list() and not (
+                out.op.type == "TensorArrayScatterV3" and
+                t.shape.as_list()[1:] == invariant.as_list()[1:]):
+            return False
+    return True
+
+
+def updated_in_regions(node):
+    """Names of the variables a region node's bodies (nested ones included) write."""
+    names = set()
+    for region in node.regions.values():
+        for n in region.all_nodes():
+            if n.type in UPDATE_OPS:
+                names.add(n.inputs[0].name)
+    return names

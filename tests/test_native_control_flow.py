@@ -1,0 +1,460 @@
+"""While and If compiled into the CPU's code (graphc/compiler/regions.py,
+backends/cpu/control_flow.py): every case against values written here with NumPy, with
+the ops' host kernels made to fail, so a pass proves that no iteration ran in Python;
+trip counts 0, 1, 7 and data-dependent ones, float32 and float64. What stays on the host
+(a body holding a host op, a loop variable whose shape changes) is checked to, with the
+same numbers."""
+import warnings
+
+import numpy as np
+import pytest
+
+import graphc as gc
+import runtime
+from graphc.framework.op_def import get_op_def
+from graphc.ops import rnn
+from tests.test_dynamic_rnn import np_dynamic_lstm
+
+FLOATS = [np.float32, np.float64]
+
+
+@pytest.fixture(autouse=True)
+def compiled(monkeypatch):
+    monkeypatch.setenv("GRAPHC_BACKEND", "compiled")
+
+
+@pytest.fixture
+def native(monkeypatch):
+    """The host kernels of While and If fail: what passes ran natively (a TensorArray op
+    on the host would make a host stage: session_run counts the native ones)."""
+    def host_kernel(*args, **kwargs):
+        raise AssertionError("a While or If ran on the host")
+    for op_type in ("While", "If"):
+        monkeypatch.setattr(get_op_def(op_type), "kernel", host_kernel)
+
+
+def tol(dtype):
+    return dict(rtol=2e-6, atol=1e-6) if dtype == np.float32 else dict(rtol=1e-13, atol=1e-13)
+
+
+def session_run(fetches, feed=None, compiles=1):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "could not compile" fallback
+        with gc.Session() as sess:
+            sess.run(gc.global_variables_initializer())
+            before = sess.compile_count
+            out = sess.run(fetches, feed)
+            assert sess.compile_count - before == compiles
+    return out
+
+
+# ------------------------------------------------------------------------ while_loop
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("trips", [0, 1, 7])
+def test_while_loop_over_a_run_time_trip_count(native, dtype, trips):
+    x = gc.placeholder(dtype, [None, 3])
+    n = gc.placeholder(gc.int32, [])
+    w = gc.constant(np.linspace(-0.5, 0.5, 9).reshape(3, 3).astype(dtype))
+
+    def body(i, h):
+        return i + 1, gc.tanh(gc.matmul(h, w) + x)
+    i, h = gc.while_loop(lambda i, h: i < n, body, [gc.constant(0), x * 0.5])
+    out = gc.reduce_sum(h, axis=1) * 2.0  # native code after the loop too
+    xv = np.arange(-6, 9, dtype=dtype).reshape(5, 3) / 4
+    want = xv * 0.5
+    for _ in range(trips):
+        want = np.tanh(want @ np.linspace(-0.5, 0.5, 9).reshape(3, 3).astype(dtype) + xv)
+    got_i, got_h, got_out = session_run([i, h, out], {x: xv, n: trips})
+    assert got_i == trips and got_h.dtype == dtype
+    np.testing.assert_allclose(got_h, want, **tol(dtype))
+    np.testing.assert_allclose(got_out, want.sum(1) * 2.0, **tol(dtype))
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_while_loop_data_dependent_trip_count_and_batch_sizes(native, dtype):
+    x = gc.placeholder(dtype, [None])
+    y = gc.while_loop(lambda v: gc.reduce_sum(v) < 100.0, lambda v: v * 1.5 + 1.0, [x])
+    with gc.Session() as sess:
+        for xv in (np.array([1.0, 2.0], dtype), np.array([3.0, -1.0, 0.5, 2.0], dtype),
+                   np.array([200.0, 1.0, 2.0], dtype), np.array([-4.0, 10.0], dtype)):
+            want = xv.copy()
+            while want.sum() < 100.0:
+                want = want * dtype(1.5) + dtype(1.0)
+            np.testing.assert_allclose(sess.run(y, {x: xv}), want, **tol(dtype))
+        assert sess.compile_count == 1  # one native variant for every batch size above 1
+
+
+def test_maximum_iterations_and_counter_natively(native):
+    x = gc.placeholder(gc.float64, [2])
+    i, h = gc.while_loop(lambda i, h: i < 10, lambda i, h: (i + 1, gc.sin(h) * 1.5),
+                         [0, x], maximum_iterations=3)
+    xv = np.array([0.4, -1.1])
+    want = xv
+    for _ in range(3):
+        want = np.sin(want) * 1.5
+    got_i, got_h = session_run([i, h], {x: xv})
+    assert got_i == 3
+    np.testing.assert_allclose(got_h, want, rtol=1e-14)
+
+
+def test_nested_loops_with_an_inner_trip_count_set_by_the_outer_loop(native):
+    n = gc.placeholder(gc.int32, [])
+
+    def outer(i, total):
+        _, inner = gc.while_loop(lambda j, s: j < i,
+                                 lambda j, s: (j + 1, s + gc.cast(j, gc.float64)),
+                                 [0, gc.constant(0.0, gc.float64)])
+        return i + 1, total + inner
+    _, total = gc.while_loop(lambda i, t: i < n, outer, [0, gc.constant(0.0, gc.float64)])
+    for nv in (0, 1, 7):
+        want = sum(sum(range(i)) for i in range(nv))
+        assert session_run(total, {n: nv}) == want
+
+
+def test_variable_reads_and_assigns_in_the_body_in_tf1_order(native):
+    v = gc.Variable(1.0, dtype=gc.float64)
+    before = v.read_value() * 1.0
+
+    def body(i, acc):
+        with gc.control_dependencies([gc.assign_add(v, 1.0)]):
+            return i + 1, acc + v.read_value()
+    _, acc = gc.while_loop(lambda i, a: i < 4, body, [0, gc.constant(0.0, gc.float64)])
+    with gc.control_dependencies([acc]):
+        after = v.read_value() * 1.0
+    got_before, got_acc, got_after = session_run([before, acc, after])
+    assert (got_before, got_acc, got_after) == (1.0, 2.0 + 3.0 + 4.0 + 5.0, 5.0)
+
+
+def test_loop_outputs_that_the_body_does_not_compute(native):
+    """A body returning its input, a constant or a captured value as a loop variable."""
+    x = gc.placeholder(gc.float32, [3])
+    c = gc.placeholder(gc.float32, [3])
+    i, a, b, k = gc.while_loop(lambda i, a, b, k: i < 5,
+                               lambda i, a, b, k: (i + 1, a, c, gc.constant([7.0, 8.0, 9.0])),
+                               [0, x, x, x])
+    xv, cv = np.array([1.0, 2.0, 3.0], np.float32), np.array([4.0, 5.0, 6.0], np.float32)
+    got = session_run([i, a, b, k], {x: xv, c: cv})
+    assert got[0] == 5
+    np.testing.assert_array_equal(got[1], xv)
+    np.testing.assert_array_equal(got[2], cv)
+    np.testing.assert_array_equal(got[3], [7.0, 8.0, 9.0])
+
+
+def test_empty_loop_variables_and_branch_outputs(native):
+    """Zero-size values: the loop's and branch's kernels have no scratch at all."""
+    x = gc.placeholder(gc.float32, [0])
+    y = gc.while_loop(lambda v: gc.reduce_sum(v) > 1.0, lambda v: v * 2.0, [x])
+    z = gc.cond(gc.size(x) > 0, lambda: x + 1.0, lambda: x * 3.0)
+    empty = np.zeros([0], np.float32)
+    got_y, got_z = session_run([y, z], {x: empty})
+    assert got_y.shape == (0,) and got_z.shape == (0,)
+
+
+def test_error_inside_a_native_loop_names_the_op_and_line(native):
+    table = gc.constant([1.0, 2.0, 3.0])
+    n = gc.placeholder(gc.int32, [])
+    _, s = gc.while_loop(lambda i, s: i < n,
+                         lambda i, s: (i + 1, s + gc.gather(table, i, name="lookup")),
+                         [0, 0.0])
+    with gc.Session() as sess:
+        assert sess.run(s, {n: 3}) == 6.0
+        with pytest.raises(gc.errors.InvalidArgumentError) as e:
+            sess.run(s, {n: 5})
+    assert "lookup" in str(e.value) and "test_native_control_flow.py" in str(e.value)
+    assert 'gc.gather(table, i, name="lookup")' in str(e.value)
+
+
+def test_while_loop_gradient_runs_its_backward_loop_natively():
+    """The forward loop keeps its stacks on the host; the backward loop, whose variables
+    have the dims of the stacks' rows (equal sizes, other expressions: a guard), compiles
+    with the rest of the gradient."""
+    x = gc.placeholder(gc.float64, [None])
+    _, h = gc.while_loop(lambda i, h: i < 5, lambda i, h: (i + 1, gc.sin(h) * 1.5), [0, x])
+    grad = gc.gradients(gc.reduce_sum(h), x)[0]
+    xv = np.array([0.3, -0.2, 1.1])
+    want, value = np.ones_like(xv), xv.copy()
+    for _ in range(5):
+        want, value = want * 1.5 * np.cos(value), np.sin(value) * 1.5
+    # a host stage (the forward loop) then a native one (the backward loop), no fallback
+    np.testing.assert_allclose(session_run(grad, {x: xv}, compiles=1), want, rtol=1e-13)
+
+
+def test_export_runs_a_native_loop_standalone(native, tmp_path):
+    x = gc.placeholder(gc.float32, [3], name="x")
+    y = gc.while_loop(lambda v: gc.reduce_sum(v) < 100.0, lambda v: v * 2.0, [x])
+    with gc.Session() as sess:
+        gc.export(sess, str(tmp_path / "m.graphc"), inputs={"x": x}, outputs={"y": y})
+    model = runtime.load(str(tmp_path / "m.graphc"))
+    np.testing.assert_array_equal(model.run({"x": np.array([1.0, 2.0, 3.0], np.float32)})["y"],
+                                  [32.0, 64.0, 96.0])
+
+
+# ----------------------------------------------------------------------- TensorArray
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("trips", [0, 1, 7])
+def test_tensor_array_written_in_a_loop_of_run_time_length(native, dtype, trips):
+    x = gc.placeholder(dtype, [None, 2])  # rows: the trip count
+    n = gc.shape(x)[0]
+    inputs = gc.TensorArray(dtype, size=n, element_shape=[2]).unstack(x)
+    outputs = gc.TensorArray(dtype, size=n, element_shape=[2])
+
+    def body(i, acc, ta):
+        acc = acc * 0.5 + inputs.read(i)
+        return i + 1, acc, ta.write(i, acc * 3.0)
+    _, last, ta = gc.while_loop(lambda i, acc, ta: i < n, body,
+                                [0, gc.zeros([2], dtype), outputs])
+    stacked, size = ta.stack(), ta.size()
+    xv = np.arange(2 * trips, dtype=dtype).reshape(trips, 2) - 3
+    acc, want = np.zeros(2, dtype), []
+    for row in xv:
+        acc = acc * dtype(0.5) + row
+        want.append(acc * 3)
+    got_last, got_stacked, got_size = session_run([last, stacked, size], {x: xv})
+    np.testing.assert_allclose(got_last, acc, **tol(dtype))
+    np.testing.assert_allclose(got_stacked, np.reshape(want, (trips, 2)), **tol(dtype))
+    assert got_size == trips and got_stacked.dtype == dtype
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_scan_and_foldl_natively(native, dtype):
+    x = gc.placeholder(dtype, [None, 3])
+    running = gc.scan(lambda a, row: a * 0.9 + row, x, initializer=gc.zeros([3], dtype))
+    total = gc.foldl(lambda a, row: a + row * row, x, initializer=gc.zeros([3], dtype))
+    for rows in (1, 7):
+        xv = np.linspace(-1, 1, 3 * rows).astype(dtype).reshape(rows, 3)
+        want, a = [], np.zeros(3, dtype)
+        for row in xv:
+            a = a * dtype(0.9) + row
+            want.append(a)
+        got_running, got_total = session_run([running, total], {x: xv})
+        np.testing.assert_allclose(got_running, np.array(want), **tol(dtype))
+        np.testing.assert_allclose(got_total, (xv * xv).sum(0), **tol(dtype))
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("rows", [0, 1, 7])
+def test_map_fn_natively(native, dtype, rows):
+    x = gc.placeholder(dtype, [None, 3])
+    doubled, sums = gc.map_fn(lambda r: (gc.tanh(r) * 2.0, gc.reduce_sum(r * r)), x,
+                              dtype=(dtype, dtype))
+    xv = np.linspace(-2, 2, 3 * rows).astype(dtype).reshape(rows, 3)
+    got_doubled, got_sums = session_run([doubled, sums], {x: xv})
+    assert got_doubled.shape == (rows, 3) and got_sums.shape == (rows,)
+    np.testing.assert_allclose(got_doubled, np.tanh(xv) * 2, **tol(dtype))
+    np.testing.assert_allclose(got_sums, (xv * xv).sum(1), **tol(dtype))
+
+
+def test_nested_loops_writing_tensor_arrays(native):
+    """An inner loop fills a row array per outer step; the outer loop stacks the rows."""
+    n = gc.placeholder(gc.int32, [])
+    outer = gc.TensorArray(gc.float64, size=n, element_shape=[3])
+
+    def outer_body(i, ta):
+        row = gc.TensorArray(gc.float64, size=3, element_shape=[])
+        _, row = gc.while_loop(
+            lambda j, r: j < 3,
+            lambda j, r: (j + 1, r.write(j, gc.cast(i * 10 + j, gc.float64))), [0, row])
+        return i + 1, ta.write(i, row.stack())
+    _, outer = gc.while_loop(lambda i, ta: i < n, outer_body, [0, outer])
+    for nv in (0, 1, 4):
+        want = np.array([[i * 10 + j for j in range(3)] for i in range(nv)],
+                        np.float64).reshape(nv, 3)
+        np.testing.assert_array_equal(session_run(outer.stack(), {n: nv}), want)
+
+
+def test_a_loop_reading_its_array_around_a_write(native):
+    """Reads of the array before and after this step's write, in both orders of the
+    ops: the write happens in place only where no later kernel reads the old array."""
+    n = gc.placeholder(gc.int32, [])
+    ta = gc.TensorArray(gc.float64, size=n + 1, element_shape=[]).write(0, 1.0)
+
+    def body(i, ta, total):
+        new = ta.write(i + 1, ta.read(i) * 2.0)
+        # the old array read after the new one is made, and the new one read too
+        return i + 1, new, total + ta.read(i) + new.read(i + 1) * 0.5
+    _, ta, total = gc.while_loop(lambda i, ta, t: i < n, body,
+                                 [0, ta, gc.constant(0.0, gc.float64)])
+    for nv in (0, 1, 7):
+        values = [2.0 ** k for k in range(nv + 1)]
+        want_total = sum(values[k] + values[k + 1] * 0.5 for k in range(nv))
+        got_values, got_total = session_run([ta.stack(), total], {n: nv})
+        np.testing.assert_array_equal(got_values, values)
+        assert got_total == want_total
+
+
+def test_error_inside_a_native_branch_names_the_op_and_line(native):
+    table = gc.constant([1.0, 2.0, 3.0])
+    i = gc.placeholder(gc.int32, [])
+    y = gc.cond(i > 0, lambda: gc.gather(table, i, name="branch_lookup"), lambda: 0.0)
+    with gc.Session() as sess:
+        assert sess.run(y, {i: 2}) == 3.0 and sess.run(y, {i: -4}) == 0.0
+        with pytest.raises(gc.errors.InvalidArgumentError) as e:
+            sess.run(y, {i: 9})
+    assert "branch_lookup" in str(e.value) and "test_native_control_flow.py" in str(e.value)
+
+
+def test_tensor_array_errors_in_a_native_loop_name_the_op_and_line(native):
+    n = gc.placeholder(gc.int32, [])
+    ta = gc.TensorArray(gc.float32, size=3, element_shape=[])
+    _, ta = gc.while_loop(lambda i, ta: i < n,
+                          lambda i, ta: (i + 1, ta.write(i // 2, 1.0, name="twice")), [0, ta])
+    with gc.Session() as sess:
+        np.testing.assert_array_equal(sess.run(ta.stack(), {n: 1}), [1.0, 0.0, 0.0])
+        with pytest.raises(gc.errors.InvalidArgumentError) as e:
+            sess.run(ta.stack(), {n: 2})
+        assert "index 0 because it has already been written" in str(e.value)
+        assert "twice" in str(e.value) and "test_native_control_flow.py" in str(e.value)
+        past_end = gc.TensorArray(gc.float32, size=3, element_shape=[]).write(n, 1.0)
+        with pytest.raises(gc.errors.InvalidArgumentError, match="index 3 but array is not "
+                                                                 "resizeable and size is: 3"):
+            sess.run(past_end.stack(), {n: 3})
+        with pytest.raises(gc.errors.InvalidArgumentError, match="read from index 5 but "
+                                                                 "array size is: 3"):
+            sess.run(past_end.read(5), {n: 0})
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("steps", [0, 1, 7, 70])
+def test_dynamic_rnn_over_a_run_time_length_natively(native, monkeypatch, dtype, steps):
+    monkeypatch.setattr(rnn, "UNROLL_MAX_STEPS", 64)  # time unknown: never unrolled
+    rng = np.random.default_rng(steps)
+    x = gc.placeholder(dtype, [None, None, 3])
+    lengths = gc.placeholder(gc.int32, [None])
+    cell = gc.nn.rnn_cell.BasicLSTMCell(4)
+    out, state = gc.nn.dynamic_rnn(cell, x, sequence_length=lengths, dtype=dtype)
+    xv = rng.standard_normal((3, steps, 3)).astype(dtype)
+    lv = np.array([steps, steps // 2, 0], np.int32)
+    with gc.Session() as sess:
+        sess.run(gc.global_variables_initializer())
+        w = {v.op.name[len("rnn/basic_lstm_cell/"):]: sess.run(v) for v in cell.variables}
+        before = sess.compile_count
+        got_out, got_c, got_h = sess.run([out, state.c, state.h], {x: xv, lengths: lv})
+        assert sess.compile_count - before == 1
+    zeros = np.zeros((3, 4), dtype)
+    want_out, want_c, want_h = np_dynamic_lstm(w, xv, lv, zeros, zeros)
+    loose = dict(rtol=1e-5, atol=1e-5) if dtype == np.float32 else tol(dtype)
+    np.testing.assert_allclose(got_out, want_out, **loose)
+    np.testing.assert_allclose(got_c, want_c, **loose)
+    np.testing.assert_allclose(got_h, want_h, **loose)
+
+
+# ------------------------------------------------------------------------------ cond
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_cond_runs_only_the_taken_branch_natively(native, dtype):
+    x = gc.placeholder(dtype, [None])
+    p = gc.placeholder(gc.bool, [])
+    v = gc.Variable(0.0, dtype=gc.float64)
+
+    def then():
+        with gc.control_dependencies([gc.assign_add(v, 1.0)]):
+            return x * 2.0 + 1.0
+
+    def other():
+        with gc.control_dependencies([gc.assign_add(v, 10.0)]):
+            return gc.sin(x)
+    y = gc.cond(p, then, other)
+    xv = np.array([0.5, -1.0, 2.0], dtype)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with gc.Session() as sess:
+            sess.run(v.initializer)
+            before = sess.compile_count
+            np.testing.assert_allclose(sess.run(y, {x: xv, p: True}), xv * 2 + 1, **tol(dtype))
+            np.testing.assert_allclose(sess.run(y, {x: xv, p: False}), np.sin(xv),
+                                       **tol(dtype))
+            assert sess.compile_count - before == 1
+            assert sess.run(v) == 11.0
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_cond_gradient_with_saved_intermediates_natively(native, dtype):
+    """The forward If outputs the taken branch's intermediates for its gradient If (zeros
+    from the other branch): a training step with a cond compiles whole."""
+    x = gc.placeholder(dtype, [None])
+    p = gc.placeholder(gc.bool, [])
+    w = gc.Variable(np.array([0.7, -1.3], dtype))
+    y = gc.cond(p, lambda: gc.sin(w[0] * x) * gc.exp(w[1]), lambda: w[0] * w[0] * x)
+    loss = gc.reduce_sum(y * y)
+    grad = gc.gradients(loss, w)[0]
+    xv = np.array([0.5, -2.0, 1.5], dtype)
+    a, b = np.array([0.7, -1.3], dtype)
+    want = {True: lambda: np.array([np.sum(2 * np.sin(a * xv) * np.exp(b) * np.cos(a * xv) *
+                                           xv * np.exp(b)),
+                                    np.sum(2 * (np.sin(a * xv) * np.exp(b)) ** 2)]),
+            False: lambda: np.array([np.sum(2 * a * a * xv * 2 * a * xv), 0.0])}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with gc.Session() as sess:
+            sess.run(w.initializer)
+            before = sess.compile_count
+            for taken in (True, False):
+                np.testing.assert_allclose(sess.run(grad, {x: xv, p: taken}), want[taken](),
+                                           **tol(dtype))
+            assert sess.compile_count - before == 1
+
+
+def test_cond_inside_a_loop_and_a_loop_inside_cond(native):
+    n = gc.placeholder(gc.int32, [])
+
+    def body(i, s):  # the Collatz step, counting its steps
+        even = gc.equal(gc.floormod(s, 2), 0)
+        return i + 1, gc.cond(even, lambda: s // 2, lambda: 3 * s + 1)
+    steps, _ = gc.while_loop(lambda i, s: s > 1, body, [0, n])
+    halved = gc.cond(n > 10, lambda: gc.while_loop(lambda v: v > 10, lambda v: v // 2, [n]),
+                     lambda: n + 100)
+
+    def collatz(v):
+        k = 0
+        while v > 1:
+            v, k = (v // 2 if v % 2 == 0 else 3 * v + 1), k + 1
+        return k
+
+    def halve(v):
+        if v <= 10:
+            return v + 100
+        while v > 10:
+            v //= 2
+        return v
+    for nv in (1, 7, 27, 6, 100):
+        assert session_run([steps, halved], {n: nv}) == [collatz(nv), halve(nv)]
+
+
+# ------------------------------------------------------------------- kept on the host
+def test_a_body_holding_a_host_op_keeps_the_host_path():
+    x = gc.placeholder(gc.float64, [3])
+    start = gc.tanh(x) * 2.0
+
+    def body(v):
+        doubled = gc.py_func(lambda a: a * 2.0, [v], gc.float64)
+        doubled.set_shape([3])
+        return doubled
+    y = gc.while_loop(lambda v: gc.reduce_sum(v) < 10.0, body, [start])
+    out = gc.sqrt(y * y + 1.0)
+    xv = np.array([0.5, -1.0, 2.0])
+    want = np.tanh(xv) * 2.0
+    while want.sum() < 10.0:
+        want = want * 2.0
+    # the ops before and after the loop compile: two native stages around the host one
+    np.testing.assert_allclose(session_run(out, {x: xv}, compiles=2),
+                               np.sqrt(want * want + 1.0), rtol=1e-14)
+
+
+def test_a_loop_variable_whose_shape_invariant_is_looser_runs_on_the_host():
+    x = gc.placeholder(gc.float32, [3])
+    y = gc.while_loop(lambda v: gc.size(v) < 10, lambda v: gc.concat([v, v], 0), [x],
+                      shape_invariants=[gc.TensorShape([None])])
+    np.testing.assert_array_equal(session_run(y, {x: np.array([1.0, 2.0, 3.0], np.float32)},
+                                              compiles=0), [1.0, 2.0, 3.0] * 4)
+
+
+def test_a_loop_variable_growing_along_an_unknown_dim_runs_on_the_host():
+    """TF1 lets a [None] loop variable change its size without a shape invariant; the
+    native loop needs one buffer size, which lowering finds it does not have: that loop
+    runs on the host, the ops around it natively (no fallback warning)."""
+    x = gc.placeholder(gc.float32, [None])
+    y = gc.while_loop(lambda v: gc.size(v) < 10, lambda v: gc.concat([v, v], 0), [x])
+    out = gc.sqrt(y * y + 1.0)
+    xv = np.array([1.0, 2.0, 3.0], np.float32)
+    # one compile that finds the loop cannot be native, then the one after the loop
+    np.testing.assert_allclose(session_run(out, {x: xv}, compiles=2),
+                               np.sqrt(np.tile(xv, 4) ** 2 + 1.0), rtol=1e-6)
