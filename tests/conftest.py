@@ -47,6 +47,23 @@ def pytest_generate_tests(metafunc):
         metafunc.parametrize("backend", BACKENDS)
 
 
+def pytest_collection_modifyitems(config, items):
+    """A module may leave out some parameter combinations of its cases with
+    NOT_ON = [{"param": value, ...}, ...] (each entry saying why): they are deselected,
+    so the run's summary counts them."""
+    kept, dropped = [], []
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        rules = getattr(item.module, "NOT_ON", ()) if callspec is not None else ()
+        if any(all(callspec.params.get(k) == v for k, v in rule.items()) for rule in rules):
+            dropped.append(item)
+        else:
+            kept.append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+
+
 @pytest.fixture(autouse=True)
 def backend_environment(request, monkeypatch):
     """Sessions of a test parametrized by backend use that backend (GRAPHC_BACKEND).

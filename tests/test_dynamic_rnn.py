@@ -11,6 +11,11 @@ from tests.gradcheck import check_gradients
 rnn_cell = gc.nn.rnn_cell
 
 
+# The unrolled path is static_rnn's graph, which test_rnn.py runs on the emulated GPU; here
+# it added ~2 minutes of PTX and emulation to the suite for nothing new.
+NOT_ON = [{"rnn_path": "unrolled", "backend": "gpu_emulated"}]
+
+
 @pytest.fixture(autouse=True, params=["loop", "unrolled"])
 def rnn_path(request, monkeypatch):
     """Every case on both of dynamic_rnn's paths: the while_loop, and the unrolled steps a
