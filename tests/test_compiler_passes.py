@@ -202,6 +202,52 @@ class _ScannedNodes(list):
         return super().remove(item)
 
 
+def test_a_new_nodes_control_deps_are_deduplicated_without_scanning_them(monkeypatch):
+    # a membership test per dep made lowering a train op (a NoOp waiting for every
+    # variable's update) quadratic in the number of variables
+    from graphc.compiler import ir
+
+    class ScannedNode(ir.Node):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.control_deps = _ScannedList()
+    monkeypatch.setattr(ir, "Node", ScannedNode)
+    m = Module()
+    updates = [m.add_node("NoOp", [], {}, []) for _ in range(300)]
+    _ScannedList.scans = 0
+    train = m.add_node("NoOp", [], {}, [], control_deps=updates + updates[::-2])
+    assert _ScannedList.scans == 0
+    assert train.control_deps == updates
+    assert all(u.control_users == [train] for u in updates)
+
+
+def test_replacing_a_node_walks_its_use_and_control_user_lists_once():
+    # one list.remove per use made folding a value every update reads (the learning
+    # rate) quadratic in the variables; so did one per control user
+    m = Module()
+    x = m.add_node("Parameter", [], {"index": 0}, [(gc.float32, (2,))]).outputs[0]
+    rate = m.add_node("Neg", [m.add_constant(np.float32([0.5, 2]), before=None)], {},
+                      [(gc.float32, (2,))])
+    readers = [m.add_node("Mul", [x, rate.outputs[0]], {}, [(gc.float32, (2,))])
+               for _ in range(300)]
+    waiting = [m.add_node("Exp", [x], {}, [(gc.float32, (2,))], control_deps=[rate])
+               for _ in range(300)]
+    twice = m.add_node("AddN", [rate.outputs[0], x, rate.outputs[0]], {"N": 3},
+                       [(gc.float32, (2,))])
+    m.outputs = [n.outputs[0] for n in readers + waiting + [twice]]
+    rate.outputs[0].uses = _ScannedList(rate.outputs[0].uses)
+    rate.control_users = _ScannedList(rate.control_users)
+    _ScannedList.scans = 0
+    assert constant_folding.run(m)["folded"] == 1
+    assert _ScannedList.scans <= 2
+    folded = readers[0].inputs[1]
+    assert all(r.inputs[1] is folded for r in readers) and twice.inputs == [folded, x, folded]
+    assert folded.uses == readers + [twice, twice]
+    assert all(w.control_deps == [folded.node] for w in waiting)
+    assert folded.node.control_users == waiting and m.verify()
+    np.testing.assert_array_equal(folded.node.attrs["value"], np.float32([-0.5, -2]))
+
+
 def test_constant_folding_scans_the_node_list_a_bounded_number_of_times():
     # each fold searched the node list for the folded node (to insert its Const there)
     # and for each control user (to keep the order): quadratic in a deep training step

@@ -211,8 +211,11 @@ class Module:
             node.inputs.append(v)
             if isinstance(v, Value):
                 v.uses.append(node)
-        for dep in control_deps:
-            self.add_control_dep(node, dep)
+        # a new node has no deps yet: dedupe by hashing, not a scan of its list per dep
+        # (a training step's NoOp waits for every update: quadratic in the variables)
+        for dep in dict.fromkeys(control_deps):
+            node.control_deps.append(dep)
+            dep.control_users.append(node)
         if before is None:
             if self._position is not None:
                 self._position[node] = len(self._nodes)
@@ -313,10 +316,13 @@ class Module:
         """Every input slot and output that reads `old` reads `new` instead."""
         if old is new:
             return
-        for user in list(old.uses):
+        users, old.uses = old.uses, []  # not one list.remove per use: a value read by
+        for user in dict.fromkeys(users):  # every update (the learning rate) was quadratic
             for i, v in enumerate(user.inputs):
                 if v is old:
-                    self.set_input(user, i, new)
+                    user.inputs[i] = new
+                    if isinstance(new, Value):
+                        new.uses.append(user)
         self.outputs = [new if v is old else v for v in self.outputs]
 
     def replace_node(self, old, new_values):
@@ -325,8 +331,9 @@ class Module:
         for o, n in zip(old.outputs, new_values):
             self.replace_all_uses(o, n)
         new_nodes = list(dict.fromkeys(v.node for v in new_values))
-        for user in list(old.control_users):
-            self.remove_control_dep(user, old)
+        users, old.control_users = old.control_users, []  # not one list.remove per user
+        for user in users:
+            user.control_deps.remove(old)
             for n in new_nodes:
                 if self.precedes(n, user):
                     self.add_control_dep(user, n)
