@@ -174,6 +174,141 @@ def test_removing_nodes_filters_each_control_user_list_once():
     assert m.nodes == [m.params[0]] + deps + users[1::2] and m.verify()
 
 
+class _ScannedNodes(list):
+    """A node list that counts its scans: searches, walks and inserts that shift it."""
+    scans = 0
+
+    def _scanned(self):
+        type(self).scans += 1
+
+    def __iter__(self):
+        self._scanned()
+        return super().__iter__()
+
+    def __contains__(self, item):
+        self._scanned()
+        return super().__contains__(item)
+
+    def index(self, *args):
+        self._scanned()
+        return super().index(*args)
+
+    def insert(self, i, item):
+        self._scanned()
+        return super().insert(i, item)
+
+    def remove(self, item):
+        self._scanned()
+        return super().remove(item)
+
+
+def test_a_new_nodes_control_deps_are_deduplicated_without_scanning_them(monkeypatch):
+    # a membership test per dep made lowering a train op (a NoOp waiting for every
+    # variable's update) quadratic in the number of variables
+    from graphc.compiler import ir
+
+    class ScannedNode(ir.Node):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.control_deps = _ScannedList()
+    monkeypatch.setattr(ir, "Node", ScannedNode)
+    m = Module()
+    updates = [m.add_node("NoOp", [], {}, []) for _ in range(300)]
+    _ScannedList.scans = 0
+    train = m.add_node("NoOp", [], {}, [], control_deps=updates + updates[::-2])
+    assert _ScannedList.scans == 0
+    assert train.control_deps == updates
+    assert all(u.control_users == [train] for u in updates)
+
+
+def test_replacing_a_node_walks_its_use_and_control_user_lists_once():
+    # one list.remove per use made folding a value every update reads (the learning
+    # rate) quadratic in the variables; so did one per control user
+    m = Module()
+    x = m.add_node("Parameter", [], {"index": 0}, [(gc.float32, (2,))]).outputs[0]
+    rate = m.add_node("Neg", [m.add_constant(np.float32([0.5, 2]), before=None)], {},
+                      [(gc.float32, (2,))])
+    readers = [m.add_node("Mul", [x, rate.outputs[0]], {}, [(gc.float32, (2,))])
+               for _ in range(300)]
+    waiting = [m.add_node("Exp", [x], {}, [(gc.float32, (2,))], control_deps=[rate])
+               for _ in range(300)]
+    twice = m.add_node("AddN", [rate.outputs[0], x, rate.outputs[0]], {"N": 3},
+                       [(gc.float32, (2,))])
+    m.outputs = [n.outputs[0] for n in readers + waiting + [twice]]
+    rate.outputs[0].uses = _ScannedList(rate.outputs[0].uses)
+    rate.control_users = _ScannedList(rate.control_users)
+    _ScannedList.scans = 0
+    assert constant_folding.run(m)["folded"] == 1
+    assert _ScannedList.scans <= 2
+    folded = readers[0].inputs[1]
+    assert all(r.inputs[1] is folded for r in readers) and twice.inputs == [folded, x, folded]
+    assert folded.uses == readers + [twice, twice]
+    assert all(w.control_deps == [folded.node] for w in waiting)
+    assert folded.node.control_users == waiting and m.verify()
+    np.testing.assert_array_equal(folded.node.attrs["value"], np.float32([-0.5, -2]))
+
+
+def test_constant_folding_scans_the_node_list_a_bounded_number_of_times():
+    # each fold searched the node list for the folded node (to insert its Const there)
+    # and for each control user (to keep the order): quadratic in a deep training step
+    n = 300
+    m = Module()
+    x = m.add_node("Parameter", [], {"index": 0}, [(gc.float32, (2,))]).outputs[0]
+    folded, users = [], []
+    for i in range(n):
+        c = m.add_constant(np.float32([i, -i]), before=None)
+        folded.append(m.add_node("Neg", [c], {}, [(gc.float32, (2,))]))
+        users.append(m.add_node("Add", [x, folded[-1].outputs[0]], {}, [(gc.float32, (2,))]))
+        users.append(m.add_node("Exp", [x], {}, [(gc.float32, (2,))],
+                                control_deps=[folded[-1]]))
+    m.outputs = [u.outputs[0] for u in users]
+    m.nodes = _ScannedNodes(m.nodes)
+    _ScannedNodes.scans = 0
+    assert constant_folding.run(m)["folded"] == n
+    assert _ScannedNodes.scans <= 6
+    assert m.verify()
+    consts = [add.inputs[1].node for add in users[0::2]]
+    for i, (const, waiting) in enumerate(zip(consts, users[1::2])):
+        assert const.type == "Const" and waiting.control_deps == [const]
+        np.testing.assert_array_equal(const.attrs["value"], np.float32([-i, i]))
+        assert m.nodes.index(const) < m.nodes.index(waiting)
+
+
+def test_insertions_before_nodes_keep_list_insert_order_and_precedence():
+    # the pending insertions must give the order list.insert(list.index(before)) gave,
+    # and precedes() must agree with it before and after they are merged in
+    rng = np.random.default_rng(3)
+    m = Module()
+    expected = []
+    for step in range(400):
+        if not expected or rng.random() < 0.3:
+            before = None
+        else:
+            before = expected[rng.integers(len(expected))]
+        node = m.add_node("NoOp", [], {}, [], before=before)
+        if before is None:
+            expected.append(node)
+        else:
+            expected.insert(expected.index(before), node)
+        if step % 50 == 49:
+            for _ in range(20):
+                a, b = (expected[i] for i in rng.integers(len(expected), size=2))
+                assert m.precedes(a, b) == (expected.index(a) < expected.index(b))
+        if step % 120 == 119:
+            assert m.nodes == expected
+    assert m.nodes == expected
+    assert all(m.precedes(a, b) for a, b in zip(expected, expected[1:]))
+
+
+def test_inserting_before_a_node_not_in_the_module_is_an_error():
+    m = Module()
+    other = Module().add_node("NoOp", [], {}, [])
+    m.add_node("NoOp", [], {}, [])
+    m.add_node("NoOp", [], {}, [], before=other)
+    with pytest.raises(ValueError, match="not in module"):
+        m.nodes
+
+
 # ---------------------------------------------------------------------------- lowering
 def test_lowering_gives_dims_as_expressions_of_the_feed_symbols():
     x = gc.placeholder(gc.float32, [None, 4], name="x")

@@ -16,8 +16,9 @@ workloads of tools/workloads.py (peers_bench.py's): the MLP training step 256 wi
 each of --depths, the 32-step unrolled LSTM and the small CIFAR ResNet, each in a fresh
 process, with the seconds spent in each compiler stage (lower, each pass, codegen of
 the LLVM IR, LLVM's optimization and machine code; "rest": the step itself, the Session's
-pruning and caches) and the growth exponent of the first run over depth (least squares
-of log time on log depth). --profile WORKLOAD prints cProfile's top functions for one.
+pruning and caches) and the growth exponent of the first run, and of each stage's CPU time,
+over depth (least squares of log time on log depth). --profile WORKLOAD prints cProfile's
+top functions for one.
 
     python tools/compile_time.py --scale [--depths 8,16,32,64,128,256] [--extra lstm_train,...]
 
@@ -235,6 +236,7 @@ def scale(depths, extra, warm=False, peers=None):
               f"{growth_exponent(depths, secs):.2f} (all depths), "
               f"^{growth_exponent(depths[-3:], secs[-3:]):.2f} (last three); CPU time ~ "
               f"depth^{growth_exponent(depths, cpus):.2f}", flush=True)
+        print_stage_growth(depths, cold)
     if warm:
         print("\nwarm first run (a fresh process over the on-disk cache the cold run filled)")
         for name in names:
@@ -244,6 +246,17 @@ def scale(depths, extra, warm=False, peers=None):
                   f"{100 * w['first_cpu'] / c['first_cpu']:4.0f}% of cold", flush=True)
     if peers:
         print_peers_table(peers, names, cold, warm_runs)
+
+
+def print_stage_growth(depths, cold):
+    """Each stage's CPU-time growth exponent over depth (ops grow as depth): n log n
+    shows as about 1.1-1.2 over these depths, a quadratic stage as 2."""
+    words = []
+    for stage in STAGES:
+        cpus = [cold[f"compile_scale_{d}"]["stages_cpu"].get(stage, 0.0) for d in depths]
+        if min(cpus) > 0:
+            words.append(f"{stage} ^{growth_exponent(depths, cpus):.2f}")
+    print("growth of each stage's CPU time over depth: " + ", ".join(words), flush=True)
 
 
 PEER_SYSTEMS = ("tf1", "tf1_xla", "jax")

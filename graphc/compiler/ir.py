@@ -188,7 +188,13 @@ class Module:
 
     def __init__(self, name="module"):
         self.name = name
-        self.nodes = []
+        self._nodes = []
+        # Insertions before a node are kept aside and merged in by the next read of
+        # `nodes`: list.insert after a list.index scan made each one O(n), so a pass
+        # inserting before many nodes (constant folding) was quadratic.
+        self._inserted_before = {}   # anchor node (in _nodes) -> nodes to put before it
+        self._anchor = {}            # each such node -> its anchor
+        self._position = None        # node -> index in _nodes, built when asked
         self.params = []       # Parameter nodes; attrs["index"] is the feed position
         self.outputs = []      # Values fetched, in fetch order
         self.roots = []        # nodes run for their effect
@@ -211,15 +217,77 @@ class Module:
             node.inputs.append(v)
             if isinstance(v, Value):
                 v.uses.append(node)
-        for dep in control_deps:
-            self.add_control_dep(node, dep)
+        # a new node has no deps yet: dedupe by hashing, not a scan of its list per dep
+        # (a training step's NoOp waits for every update: quadratic in the variables)
+        for dep in dict.fromkeys(control_deps):
+            node.control_deps.append(dep)
+            dep.control_users.append(node)
         if before is None:
-            self.nodes.append(node)
+            if self._position is not None:
+                self._position[node] = len(self._nodes)
+            self._nodes.append(node)
         else:
-            self.nodes.insert(self.nodes.index(before), node)
+            self._insert_before(before, node)
         if type == PARAMETER:
             self.params.append(node)
         return node
+
+    @property
+    def nodes(self):
+        """The nodes in execution order (each pending insertion merged in, once)."""
+        if self._inserted_before:
+            self._merge_insertions()
+        return self._nodes
+
+    @nodes.setter
+    def nodes(self, nodes):
+        if self._inserted_before:
+            raise AssertionError("nodes replaced while insertions before nodes are pending")
+        self._nodes = nodes
+        self._position = None
+
+    def _insert_before(self, before, node):
+        anchor = self._anchor.get(before, before)
+        waiting = self._inserted_before.setdefault(anchor, [])
+        # Before a node that is itself waiting: just ahead of it in its anchor's queue.
+        waiting.insert(waiting.index(before) if before is not anchor else len(waiting), node)
+        self._anchor[node] = anchor
+
+    def _merge_insertions(self):
+        merged = []
+        for n in self._nodes:
+            waiting = self._inserted_before.pop(n, None)
+            if waiting:
+                merged.extend(waiting)
+            merged.append(n)
+        if self._inserted_before:
+            missing = next(iter(self._inserted_before))
+            raise ValueError(f"a node was inserted before {missing!r}, which is not in "
+                             f"module '{self.name}'")
+        self._anchor.clear()
+        self._nodes[:] = merged  # in place, as list.insert was: holders of `nodes` see it
+        self._position = None
+
+    def precedes(self, a, b):
+        """Whether node `a` runs before node `b`; pending insertions count without being
+        merged, so a pass can insert and compare in turn in O(1) each."""
+        return self._order_key(a) < self._order_key(b)
+
+    def _order_key(self, node):
+        anchor = self._anchor.get(node)
+        if anchor is None:
+            return (self._index_of(node), 1, 0)
+        return (self._index_of(anchor), 0, self._inserted_before[anchor].index(node))
+
+    def _index_of(self, node):
+        position = self._position
+        if position is None or position.get(node) is None or \
+                self._nodes[position[node]] is not node:
+            position = self._position = {n: i for i, n in enumerate(self._nodes)}
+        try:
+            return position[node]
+        except KeyError:
+            raise ValueError(f"{node!r} is not in module '{self.name}'") from None
 
     def add_constant(self, value, before, name="Const", location=None):
         """A Const node holding a read-only copy of `value`; returns its Value."""
@@ -254,10 +322,13 @@ class Module:
         """Every input slot and output that reads `old` reads `new` instead."""
         if old is new:
             return
-        for user in list(old.uses):
+        users, old.uses = old.uses, []  # not one list.remove per use: a value read by
+        for user in dict.fromkeys(users):  # every update (the learning rate) was quadratic
             for i, v in enumerate(user.inputs):
                 if v is old:
-                    self.set_input(user, i, new)
+                    user.inputs[i] = new
+                    if isinstance(new, Value):
+                        new.uses.append(user)
         self.outputs = [new if v is old else v for v in self.outputs]
 
     def replace_node(self, old, new_values):
@@ -266,10 +337,11 @@ class Module:
         for o, n in zip(old.outputs, new_values):
             self.replace_all_uses(o, n)
         new_nodes = list(dict.fromkeys(v.node for v in new_values))
-        for user in list(old.control_users):
-            self.remove_control_dep(user, old)
+        users, old.control_users = old.control_users, []  # not one list.remove per user
+        for user in users:
+            user.control_deps.remove(old)
             for n in new_nodes:
-                if self.nodes.index(n) < self.nodes.index(user):
+                if self.precedes(n, user):
                     self.add_control_dep(user, n)
 
     def remove_control_dep(self, node, dep):
