@@ -361,3 +361,39 @@ def test_output_structure_helpers():
     assert tf.data.get_output_classes(ds) == (tf.Tensor, tf.Tensor)
     assert tf.compat.v1.data.Dataset is Dataset
     assert tf.data.experimental.AUTOTUNE == -1
+
+
+def test_feedable_iterator_switches_between_iterators_by_handle():
+    """TF1's from_string_handle: one get_next pulls from whichever iterator the fed handle
+    names, each keeping its own position; a bad handle or mismatched types is an
+    InvalidArgumentError naming the op."""
+    train = Dataset.from_tensor_slices(np.arange(10, dtype=np.float32)).repeat()
+    val = Dataset.from_tensor_slices(np.arange(100, 103, dtype=np.float32))
+    handle = tf.placeholder(tf.string, [])
+    it = tf.data.Iterator.from_string_handle(handle, tf.data.get_output_types(train),
+                                             tf.data.get_output_shapes(train))
+    doubled = it.get_next() * 2.0  # compiled after the host-side pull
+    train_it = train.make_one_shot_iterator()
+    val_it = val.make_initializable_iterator()
+    ints = Dataset.from_tensor_slices(np.arange(3, dtype=np.int32)).make_one_shot_iterator()
+    with tf.Session() as sess:
+        train_h, val_h, ints_h = sess.run([train_it.string_handle(), val_it.string_handle(),
+                                           ints.string_handle()])
+        assert isinstance(train_h, bytes) and train_h != val_h
+        assert [sess.run(doubled, {handle: train_h}) for _ in range(3)] == [0, 2, 4]
+        sess.run(val_it.initializer)
+        assert [sess.run(doubled, {handle: val_h}) for _ in range(3)] == [200, 202, 204]
+        with pytest.raises(tf.errors.OutOfRangeError):
+            sess.run(doubled, {handle: val_h})
+        assert sess.run(doubled, {handle: train_h}) == 6  # its position was kept
+        sess.run(val_it.initializer)  # a validation pass again, from the start
+        assert sess.run(doubled, {handle: val_h}) == 200
+        with pytest.raises(tf.errors.InvalidArgumentError, match="not the string_handle"):
+            sess.run(doubled, {handle: b"no such iterator"})
+        with pytest.raises(tf.errors.InvalidArgumentError, match="int32.*float32"):
+            sess.run(doubled, {handle: ints_h})
+
+
+def test_from_string_handle_takes_a_scalar_string():
+    with pytest.raises(ValueError, match="scalar string handle"):
+        tf.data.Iterator.from_string_handle(tf.placeholder(tf.string, [2]), tf.float32)

@@ -415,6 +415,7 @@ NOT_FLOAT_OPS = {
     "HistogramSummary", "ImageSummary", "AudioSummaryV2", "MergeSummary",  # host strings
     "ScalarSummary",
     "IteratorGetNext", "MakeIterator",                # tf.data
+    "IteratorToStringHandle", "IteratorGetNextFromStringHandle",  # feedable iterators
     "ParseExampleProtos",                             # serialized Examples: test_tf_example
     "LogUniformCandidateSampler", "UniformCandidateSampler",  # int samples
     "MaxPoolGradGrad",      # second derivative of max-pool: test_nn_ops' gradchecks

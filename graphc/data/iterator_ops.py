@@ -11,6 +11,11 @@ Two op types connect a Dataset (a Python object, see dataset_ops.py) to a Sessio
       OutOfRangeError ("End of sequence") when the data is exhausted. A one-shot
       iterator's GetNext builds its generator on the first pull.
 
+Feedable iterators (TF1's `Iterator.from_string_handle`): IteratorToStringHandle gives
+an iterator's handle, a string naming it in its graph; IteratorGetNextFromStringHandle
+takes a handle as its input (usually a fed placeholder) and pulls from the iterator it
+names, so one get_next switches between, say, a training and a validation iterator.
+
 Both are stateful, `uses_context=True` ops: each Session has its own iterator
 positions, and each run that needs a GetNext output pulls exactly one element (all
 GetNext ops of one iterator share its position, as in TF). The Datasets themselves
@@ -25,7 +30,9 @@ outputs to the compiled step as feeds; the compiled code never sees the pipeline
 import itertools
 import weakref
 
-from graphc import errors
+import numpy as np
+
+from graphc import dtypes, errors
 from graphc.data import structure
 from graphc.data.dataset_ops import Dataset, PipelineRun, check_not_windows
 from graphc.framework.graph import Tensor, get_default_graph
@@ -37,6 +44,8 @@ __all__ = ["Iterator", "make_one_shot_iterator", "make_initializable_iterator",
            "get_output_types", "get_output_shapes", "get_output_classes"]
 
 _DATASETS = weakref.WeakKeyDictionary()  # Graph -> {dataset key: (Dataset, captured)}
+# Graph -> {iterator name: (one-shot dataset key or "", output types)}: what a handle names
+_HANDLES = weakref.WeakKeyDictionary()
 _keys = itertools.count()
 
 
@@ -51,6 +60,10 @@ def _lookup(op):
     return _DATASETS[op.graph][op.attrs["dataset"]]
 
 
+def _dataset_of(graph, key):
+    return _DATASETS[graph][key]
+
+
 def _make_iterator(state, op, *captured_values):
     dataset, _ = _lookup(op)
     run = PipelineRun(dict(zip(op.inputs, captured_values)))
@@ -59,15 +72,18 @@ def _make_iterator(state, op, *captured_values):
 
 
 def _get_next(state, op):
-    name = op.attrs["iterator"]
+    return _next_element(state, op.graph, op.attrs["iterator"], op.attrs["dataset"])
+
+
+def _next_element(state, graph, name, one_shot_key):
     it = state.iterators.get(name)
     if it is None:
-        if not op.attrs["dataset"]:
+        if not one_shot_key:
             raise errors.KernelError(
                 "GetNext() failed because the iterator has not been initialized. Ensure that "
                 "you have run the initializer operation for this iterator before getting the "
                 "next element.", errors.FailedPreconditionError)
-        dataset, captured = _lookup(op)
+        dataset, captured = _dataset_of(graph, one_shot_key)
         it = state.iterators[name] = dataset._elements(PipelineRun(captured))
     try:
         element = next(it)
@@ -76,13 +92,40 @@ def _get_next(state, op):
     return element[0] if len(element) == 1 else tuple(element)
 
 
+def _string_handle(state, op):
+    return np.array(op.attrs["iterator"].encode(), dtype=object)
+
+
+def _get_next_from_handle(state, op, handle):
+    name = handle.item() if isinstance(handle, np.ndarray) else handle
+    name = name.decode() if isinstance(name, bytes) else str(name)
+    entry = _HANDLES.get(op.graph, {}).get(name)
+    if entry is None:
+        raise errors.KernelError(f"{name!r} is not the string_handle() of an iterator of "
+                                 "this graph", errors.InvalidArgumentError)
+    one_shot_key, types = entry
+    if list(types) != list(op.attrs["output_types"]):
+        raise errors.KernelError(
+            f"The iterator {name!r} gives elements of types {[t.name for t in types]}, but "
+            f"this get_next expects {[t.name for t in op.attrs['output_types']]}",
+            errors.InvalidArgumentError)
+    return _next_element(state, op.graph, name, one_shot_key)
+
+
 # host-only: iterators are Python objects in the Session state
 register_op("MakeIterator", infer=lambda inputs, a: [], kernel=_make_iterator,
             stateful=True, uses_context=True, kind="opaque", host_only=True)
 register_op("IteratorGetNext",
             infer=lambda inputs, a: list(zip(a["output_shapes"], a["output_types"])),
             kernel=_get_next, stateful=True, uses_context=True, kind="opaque", host_only=True)
-not_differentiable("MakeIterator", "IteratorGetNext")
+register_op("IteratorToStringHandle", infer=lambda inputs, a: [(TensorShape([]), dtypes.string)],
+            kernel=_string_handle, uses_context=True, kind="opaque", host_only=True)
+register_op("IteratorGetNextFromStringHandle",
+            infer=lambda inputs, a: list(zip(a["output_shapes"], a["output_types"])),
+            kernel=_get_next_from_handle, stateful=True, uses_context=True, kind="opaque",
+            host_only=True)
+not_differentiable("MakeIterator", "IteratorGetNext", "IteratorToStringHandle",
+                   "IteratorGetNextFromStringHandle")
 
 
 class Iterator:
@@ -97,6 +140,7 @@ class Iterator:
         self._shapes = list(shapes)
         self._initializer = initializer
         self._one_shot_key = one_shot_key
+        self._handle = None  # the string tensor a from_string_handle iterator reads
 
     @staticmethod
     def from_structure(output_types, output_shapes=None, shared_name=None,
@@ -146,11 +190,37 @@ class Iterator:
                                      {"iterator": self._name, "dataset": key},
                                      name or "MakeIterator")
 
+    @staticmethod
+    def from_string_handle(string_handle, output_types, output_shapes=None,
+                           output_classes=None):
+        """A feedable iterator: its get_next pulls from the iterator whose string_handle()
+        value `string_handle` holds when the step runs (TF1's way to switch between a
+        training and a validation pipeline with one feed)."""
+        from graphc.ops.constant_ops import convert_to_tensor
+        it = Iterator.from_structure(output_types, output_shapes)
+        it._handle = convert_to_tensor(string_handle, dtype=dtypes.string)
+        if it._handle.shape.ndims not in (None, 0):
+            raise ValueError(f"from_string_handle takes a scalar string handle, got shape "
+                             f"{it._handle.shape}")
+        it._graph = it._handle.graph
+        return it
+
+    def string_handle(self, name=None):
+        """A scalar string naming this iterator, for a from_string_handle iterator's feed."""
+        _HANDLES.setdefault(self._graph, {})[self._name] = (self._one_shot_key, self._types)
+        return self._graph.create_op("IteratorToStringHandle", [],
+                                     {"iterator": self._name},
+                                     name or "IteratorToStringHandle").outputs[0]
+
     def get_next(self, name=None):
-        op = self._graph.create_op("IteratorGetNext", [], {
-            "iterator": self._name, "dataset": self._one_shot_key,
-            "output_types": list(self._types), "output_shapes": list(self._shapes)},
-            name or "IteratorGetNext")
+        types = {"output_types": list(self._types), "output_shapes": list(self._shapes)}
+        if self._handle is not None:
+            op = self._graph.create_op("IteratorGetNextFromStringHandle", [self._handle],
+                                       types, name or "IteratorGetNext")
+        else:
+            op = self._graph.create_op("IteratorGetNext", [], {
+                "iterator": self._name, "dataset": self._one_shot_key, **types},
+                name or "IteratorGetNext")
         return structure.pack(self._structure, op.outputs)
 
     def __repr__(self):
@@ -158,7 +228,6 @@ class Iterator:
 
 
 def _dtype(t):
-    from graphc import dtypes
     return dtypes.as_dtype(t)
 
 
