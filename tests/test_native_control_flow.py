@@ -13,6 +13,7 @@ import graphc as gc
 import runtime
 from graphc.framework.op_def import get_op_def
 from graphc.ops import rnn
+from tests.gradcheck import check_gradients
 from tests.test_dynamic_rnn import np_dynamic_lstm
 
 FLOATS = [np.float32, np.float64]
@@ -177,6 +178,48 @@ def test_while_loop_gradient_runs_its_backward_loop_natively():
         want, value = want * 1.5 * np.cos(value), np.sin(value) * 1.5
     # a host stage (the forward loop) then a native one (the backward loop), no fallback
     np.testing.assert_allclose(session_run(grad, {x: xv}, compiles=1), want, rtol=1e-13)
+
+
+def np_tanh_loop_gradients(xv, wv, limit, stop):
+    """loss = sum(h**2) after h <- tanh(h @ w + x) from h = x / 2, run min(limit, stop)
+    times; (loss, d loss / d x, d loss / d w) by backpropagation written out."""
+    hs = [xv * 0.5]
+    for _ in range(max(min(limit, stop), 0)):
+        hs.append(np.tanh(hs[-1] @ wv + xv))
+    dh, dx, dw = 2 * hs[-1], np.zeros_like(xv), np.zeros_like(wv)
+    for h, h_next in zip(hs[-2::-1], hs[:0:-1]):
+        da = dh * (1 - h_next ** 2)
+        dw, dx, dh = dw + h.T @ da, dx + da, da @ wv.T
+    return (hs[-1] ** 2).sum(), dx + 0.5 * dh, dw
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("limit,stop", [(0, 9), (1, 9), (7, 9), (9, 4), (-2, 9)])
+def test_while_loop_gradient_with_maximum_iterations_natively(native, dtype, limit, stop):
+    """The forward loop keeps its stacks natively: maximum_iterations (fed) sizes them
+    before it runs; a cond that stops first leaves rows the backward loop never reads."""
+    x = gc.placeholder(dtype, [None, 3])
+    n = gc.placeholder(gc.int32, [])
+    m = gc.placeholder(gc.int32, [])
+    wv = np.linspace(-0.5, 0.5, 9).reshape(3, 3).astype(dtype)
+    w = gc.Variable(wv)
+    _, h = gc.while_loop(lambda i, h: i < m, lambda i, h: (i + 1, gc.tanh(gc.matmul(h, w) + x)),
+                         [0, x * 0.5], maximum_iterations=n)
+    loss = gc.reduce_sum(h * h)
+    grads = gc.gradients(loss, [x, w])
+    xv = np.arange(-6, 9, dtype=dtype).reshape(5, 3) / 4
+    got = session_run([loss] + grads, {x: xv, n: limit, m: stop})
+    for g, want in zip(got, np_tanh_loop_gradients(xv, wv, limit, stop)):
+        np.testing.assert_allclose(g, want, **tol(dtype))
+
+
+def test_while_loop_gradient_with_maximum_iterations_against_finite_differences(native):
+    def fn(x, w):
+        return gc.while_loop(lambda h: gc.reduce_sum(h) < 50.0,
+                             lambda h: gc.sin(gc.matmul(h, w)) * 1.5 + x, [x],
+                             maximum_iterations=gc.shape(x)[1] + 2)
+    rng = np.random.default_rng(3)
+    check_gradients(fn, [rng.standard_normal((2, 3)), rng.standard_normal((3, 3)) * 0.5])
 
 
 def test_export_runs_a_native_loop_standalone(native, tmp_path):

@@ -114,10 +114,22 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
             user_cond, user_body = _counted(cond, body, limit)
         results = _build_loop(scope, user_cond, user_body, structure, invariants, back_prop)
     if maximum_iterations is not None:
+        _mark_limit(results[0].op, limit)
         results = results[1]
     if single or (not return_same_structure and len(results) == 1):
         return results[0]
     return results
+
+
+def _mark_limit(op, limit):
+    """Records which input of the While `op` is its maximum_iterations (attr
+    `limit_input`): the trip count never passes it (the cond tests the counter first), so
+    the stacks saved for a gradient can be allocated before the loop runs."""
+    n = op.attrs["num_loop_vars"]
+    n_cond = len(function_of(op, "cond").inputs) - n
+    for j in range(n, n + n_cond):
+        if op.inputs[j] is limit:
+            op.attrs["limit_input"] = j
 
 
 def _counted(cond, body, limit):
