@@ -335,7 +335,8 @@ class _Lowering:
             raise LoweringError(f"{op.describe()} keeps values for its gradient and has no "
                                 "maximum_iterations known before it runs: it runs on the host")
         limit = limit.item() if isinstance(limit, np.ndarray) else limit
-        return limit if isinstance(limit, SymDim) else max(int(limit), 0)
+        # a negative limit runs no iteration (and sizes nothing)
+        return limit.maximum(0) if isinstance(limit, SymDim) else max(int(limit), 0)
 
     def _lower_if(self, op, inputs, bodies):
         """Each branch module outputs the If's outputs, then the intermediates the If

@@ -34,9 +34,10 @@ REGION_BODIES = {"While": (("cond", "cond"), ("body", "body")),
                  "If": (("then_branch", "then"), ("else_branch", "else"))}
 
 
-# TensorArray ops the CPU backend lowers (backends/cpu/tensor_arrays.py); their gradient
-# ops stay on the host
-TENSOR_ARRAY_OPS = frozenset({"TensorArrayV3", "TensorArrayGatherV3", "TensorArrayScatterV3"})
+# TensorArray ops the CPU backend lowers (backends/cpu/tensor_arrays.py), their gradient
+# ops included
+TENSOR_ARRAY_OPS = frozenset({"TensorArrayV3", "TensorArrayGatherV3", "TensorArrayScatterV3",
+                              "TensorArrayGatherGrad", "TensorArrayScatterGrad"})
 
 
 def tensor_array_compiles(op):

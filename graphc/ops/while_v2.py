@@ -26,6 +26,7 @@ from graphc.framework import nest
 from graphc.framework.func_graph import FuncGraph, function_of
 from graphc.framework.graph import Tensor, get_default_graph
 from graphc.framework.op_def import register_gradient, register_op
+from graphc.framework.static_value import constant_value
 from graphc.framework.tensor_shape import TensorShape, as_shape
 from graphc.ops.function_call import (run_function, set_outputs, trace, zeros_for_gradient,
                                       zeros_of_static_shape)
@@ -408,6 +409,20 @@ def _forward_value(back, op, body_g, t, k):
     from graphc.ops import array_ops
     outer = body_g.outer_of(t)
     if outer is not None:
+        return back.capture(outer)
+    known = constant_value(t)
+    if known is not None and known.dtype != object:
+        # a shape the graph knows (a gradient's reshape to a body tensor's): a constant,
+        # not a stack whose values the native loop would know only when it runs
+        from graphc.ops.constant_ops import constant
+        with back._as_builder():
+            return constant(known, dtype=t.dtype)
+    if t.op.type == "Shape" and body_g.outer_of(t.op.inputs[0]) is not None:
+        # a captured input's shape (a TensorArray gradient's, say): the same every
+        # iteration too, and known where the loop runs, as a stack's rows are not
+        source = body_g.outer_of(t.op.inputs[0])
+        with source.graph._as_builder():
+            outer = array_ops.shape(source, out_type=t.dtype)
         return back.capture(outer)
     with back._as_builder():
         return array_ops.gather(back.capture(save_in_loop(op, t)), k)
