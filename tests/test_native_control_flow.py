@@ -13,6 +13,7 @@ import graphc as gc
 import runtime
 from graphc.framework.op_def import get_op_def
 from graphc.ops import rnn
+from tests.gradcheck import check_gradients
 from tests.test_dynamic_rnn import np_dynamic_lstm
 
 FLOATS = [np.float32, np.float64]
@@ -179,6 +180,65 @@ def test_while_loop_gradient_runs_its_backward_loop_natively():
     np.testing.assert_allclose(session_run(grad, {x: xv}, compiles=1), want, rtol=1e-13)
 
 
+def np_tanh_loop_gradients(xv, wv, limit, stop):
+    """loss = sum(h**2) after h <- tanh(h @ w + x) from h = x / 2, run min(limit, stop)
+    times; (loss, d loss / d x, d loss / d w) by backpropagation written out."""
+    hs = [xv * 0.5]
+    for _ in range(max(min(limit, stop), 0)):
+        hs.append(np.tanh(hs[-1] @ wv + xv))
+    dh, dx, dw = 2 * hs[-1], np.zeros_like(xv), np.zeros_like(wv)
+    for h, h_next in zip(hs[-2::-1], hs[:0:-1]):
+        da = dh * (1 - h_next ** 2)
+        dw, dx, dh = dw + h.T @ da, dx + da, da @ wv.T
+    return (hs[-1] ** 2).sum(), dx + 0.5 * dh, dw
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("limit,stop", [(0, 9), (1, 9), (7, 9), (9, 4), (-2, 9)])
+def test_while_loop_gradient_with_maximum_iterations_natively(native, dtype, limit, stop):
+    """The forward loop keeps its stacks natively: maximum_iterations (fed) sizes them
+    before it runs; a cond that stops first leaves rows the backward loop never reads."""
+    x = gc.placeholder(dtype, [None, 3])
+    n = gc.placeholder(gc.int32, [])
+    m = gc.placeholder(gc.int32, [])
+    wv = np.linspace(-0.5, 0.5, 9).reshape(3, 3).astype(dtype)
+    w = gc.Variable(wv)
+    _, h = gc.while_loop(lambda i, h: i < m, lambda i, h: (i + 1, gc.tanh(gc.matmul(h, w) + x)),
+                         [0, x * 0.5], maximum_iterations=n)
+    loss = gc.reduce_sum(h * h)
+    grads = gc.gradients(loss, [x, w])
+    xv = np.arange(-6, 9, dtype=dtype).reshape(5, 3) / 4
+    got = session_run([loss] + grads, {x: xv, n: limit, m: stop})
+    for g, want in zip(got, np_tanh_loop_gradients(xv, wv, limit, stop)):
+        np.testing.assert_allclose(g, want, **tol(dtype))
+
+
+@pytest.mark.parametrize("rows", [1, 2, 5])
+def test_while_loop_gradient_with_a_maximum_iterations_of_a_feeds_dims(native, rows):
+    """The stacks' rows are an expression of a feed's dim (negative: none) in code compiled
+    once for every size."""
+    x = gc.placeholder(gc.float64, [None, 3])
+    wv = np.linspace(-0.5, 0.5, 9).reshape(3, 3)
+    _, h = gc.while_loop(lambda i, h: i < 100,
+                         lambda i, h: (i + 1, gc.tanh(gc.matmul(h, wv) + x)),
+                         [0, x * 0.5], maximum_iterations=gc.shape(x)[0] - 2)
+    loss = gc.reduce_sum(h * h)
+    xv = np.arange(-6, 3 * rows - 6, dtype=np.float64).reshape(rows, 3) / 4
+    got = session_run([loss, gc.gradients(loss, x)[0]], {x: xv})
+    want = np_tanh_loop_gradients(xv, wv, rows - 2, 100)
+    np.testing.assert_allclose(got[0], want[0], **tol(np.float64))
+    np.testing.assert_allclose(got[1], want[1], **tol(np.float64))
+
+
+def test_while_loop_gradient_with_maximum_iterations_against_finite_differences(native):
+    def fn(x, w):
+        return gc.while_loop(lambda h: gc.reduce_sum(h) < 50.0,
+                             lambda h: gc.sin(gc.matmul(h, w)) * 1.5 + x, [x],
+                             maximum_iterations=gc.shape(x)[1] + 2)
+    rng = np.random.default_rng(3)
+    check_gradients(fn, [rng.standard_normal((2, 3)), rng.standard_normal((3, 3)) * 0.5])
+
+
 def test_export_runs_a_native_loop_standalone(native, tmp_path):
     x = gc.placeholder(gc.float32, [3], name="x")
     y = gc.while_loop(lambda v: gc.reduce_sum(v) < 100.0, lambda v: v * 2.0, [x])
@@ -336,6 +396,68 @@ def test_dynamic_rnn_over_a_run_time_length_natively(native, monkeypatch, dtype,
     np.testing.assert_allclose(got_out, want_out, **loose)
     np.testing.assert_allclose(got_c, want_c, **loose)
     np.testing.assert_allclose(got_h, want_h, **loose)
+
+
+def np_lstm_loss(w, xv, lv):
+    """The training loss of test_dynamic_rnn_training_step_natively, in NumPy."""
+    zeros = np.zeros((xv.shape[0], 4), xv.dtype)
+    out, c, _ = np_dynamic_lstm(w, xv, lv, zeros, zeros)
+    return (out * np.linspace(-1, 1, out.size).reshape(out.shape)).sum() + (c * c).sum()
+
+
+def np_central_differences(f, arrays, name, eps=1e-6):
+    """d f(arrays) / d arrays[name], float64 central differences."""
+    grad = np.zeros_like(arrays[name], np.float64)
+    for at in np.ndindex(grad.shape):
+        moved = {k: v.astype(np.float64) for k, v in arrays.items()}
+        moved[name][at] += eps
+        up = f(moved)
+        moved[name][at] -= 2 * eps
+        grad[at] = (up - f(moved)) / (2 * eps)
+    return grad
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("steps", [0, 1, 7])
+def test_dynamic_rnn_training_step_natively(native, monkeypatch, dtype, steps):
+    """Forward loop (stacks sized by its maximum_iterations, the time steps), backward loop
+    and the TensorArray gradients in one native stage; the gradients against central
+    differences of the NumPy LSTM, and one descent step on them."""
+    monkeypatch.setattr(rnn, "UNROLL_MAX_STEPS", 64)  # time unknown: never unrolled
+    rng = np.random.default_rng(steps)
+    x = gc.placeholder(dtype, [3, None, 3])
+    lengths = gc.placeholder(gc.int32, [3])
+    cell = gc.nn.rnn_cell.BasicLSTMCell(4)
+    out, state = gc.nn.dynamic_rnn(cell, x, sequence_length=lengths, dtype=dtype)
+    weighting = gc.placeholder(dtype, [3, None, 4])
+    loss = gc.reduce_sum(out * weighting) + gc.reduce_sum(state.c * state.c)
+    grads = gc.gradients(loss, [x] + cell.variables)
+    train = gc.train.GradientDescentOptimizer(0.5).apply_gradients(
+        list(zip(grads[1:], cell.variables)))
+    xv = rng.standard_normal((3, steps, 3)).astype(dtype)
+    lv = np.array([steps, steps // 2, 0], np.int32)
+    feed = {x: xv, lengths: lv, weighting: np.linspace(-1, 1, 12 * steps).reshape(3, steps, 4)}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "could not compile" fallback
+        with gc.Session() as sess:
+            sess.run(gc.global_variables_initializer())
+            w = {v.op.name[len("rnn/basic_lstm_cell/"):]: sess.run(v) for v in cell.variables}
+            before = sess.compile_count
+            got = sess.run([loss] + grads, feed)
+            assert sess.compile_count - before == 1  # one native stage, no host one between
+            sess.run(train, feed)
+            trained = sess.run(cell.variables)
+    arrays = dict(w, x=xv)
+    names = [v.op.name.split("/")[-1] for v in cell.variables]
+
+    def f(a):
+        return np_lstm_loss({"kernel": a["kernel"], "bias": a["bias"]}, a["x"], lv)
+    loose = dict(rtol=2e-4, atol=2e-4) if dtype == np.float32 else dict(rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(got[0], f(arrays), **tol(dtype) if steps else {})
+    for name, g in zip(["x"] + names, got[1:]):
+        np.testing.assert_allclose(g, np_central_differences(f, arrays, name), **loose)
+    for name, g, new in zip(names, got[2:], trained):
+        np.testing.assert_allclose(new, w[name] - 0.5 * g, **tol(dtype))
 
 
 # ------------------------------------------------------------------------------ cond

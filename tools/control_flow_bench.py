@@ -5,9 +5,11 @@ one training step's time, over the number of time steps.
     python tools/control_flow_bench.py --inference [--host-loops] [--repeat 20]
 
 The graph of dynamic_rnn does not grow with the steps (its ops, bodies included, are
-counted); static_rnn's does. A training step's loops keep stacks for the gradient, which
-still run on the host (the reference executor), so its step time is NumPy's; the saved
-forward values (the stacks the backward loop pops) are reported in bytes.
+counted); static_rnn's does. A training step (first run: compile + run, wall and process
+CPU seconds, then the median of --repeat steps) runs dynamic_rnn's forward loop, which
+keeps stacks for the gradient sized by its maximum_iterations, and its backward loop
+natively on the CPU with --backend compiled; the saved forward values (the stacks the
+backward loop pops) are reported in bytes.
 
 --inference times the forward pass alone, dynamic_rnn over a time dim unknown when the
 graph is built (its while_loop, compiled natively on the CPU: graphc/compiler/regions.py)
@@ -121,7 +123,7 @@ def main():
     parser.add_argument("--host-loops", action="store_true")
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--kinds", nargs="+", default=["dynamic", "static"],
-                        choices=["dynamic", "static"], help="--inference: which graphs")
+                        choices=["dynamic", "static"], help="which graphs")
     args = parser.parse_args()
     if args.inference and "GRAPHC_BACKEND" not in os.environ and \
             "--backend" not in sys.argv:
@@ -135,26 +137,21 @@ def main():
     warnings.filterwarnings("ignore", "graphc could not compile")
     print(f"LSTM {UNITS} units, batch {BATCH}, depth {DEPTH}, backend {args.backend}")
     print(f"{'kind':8} {'steps':>6} {'ops':>7} {'build s':>8} {'first run s':>11} "
-          f"{'step s':>8} {'saved MB':>9}")
+          f"{'first cpu s':>11} {'step cpu ms':>11} {'step wall ms':>12} {'saved MB':>9}")
     for steps in args.steps:
         xv = np.random.default_rng(0).standard_normal((BATCH, steps, DEPTH)).astype(np.float32)
-        for kind in ("dynamic", "static"):
+        for kind in args.kinds:
             t0 = time.perf_counter()
             g, x, loss, train, init = build(steps, kind)
             built = time.perf_counter() - t0
+            row = _timed_runs(g, x, train, init, xv, args.repeat)
             with gc.Session(graph=g) as sess:
                 sess.run(init)
-                t0 = time.perf_counter()
-                sess.run(train, {x: xv})
-                first = time.perf_counter() - t0
-                t0 = time.perf_counter()
-                for _ in range(3):
-                    sess.run(train, {x: xv})
-                step = (time.perf_counter() - t0) / 3
                 saved = saved_bytes(g, sess, x, xv) / 2 ** 20
-            print(f"{kind:8} {steps:6d} {all_ops(g):7d} {built:8.2f} {first:11.2f} {step:8.3f} "
-                  f"{saved:9.2f}")
-
+            print(f"{kind:8} {steps:6d} {all_ops(g):7d} {built:8.2f} " +
+                  " ".join(f"{v:{w}.{p}f}" for v, w, p in zip(row, (11, 11, 11, 12),
+                                                             (2, 2, 3, 3))) +
+                  f" {saved:9.2f}")
 
 if __name__ == "__main__":
     main()

@@ -295,9 +295,6 @@ class _Lowering:
             raise RegionOnHost(str(e), op.name) from None
 
     def _lower_region_bodies(self, op, inputs):
-        if op.type == "While" and op.attrs.get("saved"):
-            raise LoweringError(f"{op.describe()} keeps values for its gradient: it runs on "
-                                "the host")
         bodies = bodies_of(op)
         if op.type == "While":
             return self._lower_while(op, inputs, bodies)
@@ -309,8 +306,10 @@ class _Lowering:
         loop_vars = inputs[:n]
         cond = self._lower_body(op, bodies["cond"], loop_vars + inputs[n:n + n_cond])
         n_body = len(bodies["body"].inputs) - n
+        rows = self._stack_rows(op)
+        saved = [bodies["body"].get_tensor_by_name(name) for name in op.attrs["saved"]]
         body = self._lower_body(op, bodies["body"],
-                                loop_vars + inputs[n + n_cond:n + n_cond + n_body])
+                                loop_vars + inputs[n + n_cond:n + n_cond + n_body], saved)
         pred = cond.outputs[0]
         if pred.dtype != dtypes.bool or pred.dims != ():
             raise LoweringError(f"the cond of {op.describe()} gives {pred} for its predicate")
@@ -320,7 +319,24 @@ class _Lowering:
                     f"loop variable {i} of {op.describe()} enters with dims {v.dims} and "
                     f"leaves the body with dims {out.dims}: a loop variable whose shape "
                     "changes runs on the host")
-        return {"cond": cond, "body": body}, [v.dims for v in loop_vars] + [()]
+        stacks = [(rows,) + tuple(v.dims) for v in body.outputs[n:]]
+        return {"cond": cond, "body": body}, [v.dims for v in loop_vars] + [()] + stacks
+
+    def _stack_rows(self, op):
+        """The rows of the stacks a While keeps for its gradient (attr `saved`): its
+        maximum_iterations (attr `limit_input`, while_v2.py), which the trip count never
+        passes, known here as a number or a feed's dim. Without one the stacks' size is
+        known only after the loop: LoweringError (the loop runs on the host)."""
+        if not op.attrs.get("saved"):
+            return None
+        j = op.attrs.get("limit_input")
+        limit = None if j is None else constant_value(self.stand_in(op.inputs[j]))
+        if limit is None or np.ndim(limit) != 0:
+            raise LoweringError(f"{op.describe()} keeps values for its gradient and has no "
+                                "maximum_iterations known before it runs: it runs on the host")
+        limit = limit.item() if isinstance(limit, np.ndarray) else limit
+        # a negative limit runs no iteration (and sizes nothing)
+        return limit.maximum(0) if isinstance(limit, SymDim) else max(int(limit), 0)
 
     def _lower_if(self, op, inputs, bodies):
         """Each branch module outputs the If's outputs, then the intermediates the If

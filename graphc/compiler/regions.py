@@ -12,9 +12,12 @@ What stays on the host (between native stages, bodies on the reference executor)
   - a body holding a host op (py_func, Print, a string op, a TensorArray that grows:
     dynamic_size...) or a random op (its generator state is created per op of the stage,
     not of a body);
-  - a While keeping stacks for a gradient (attr `saved`: buffers sized by the trip count
-    are not planned yet; an If's saved intermediates compile: the taken branch writes
-    its own, the kernel zeros the other's);
+  - a While keeping stacks for a gradient (attr `saved`) without a maximum_iterations
+    known before it runs: its stacks are sized by a trip count known only after it. With
+    one (dynamic_rnn's time steps), the stacks have that many rows, allocated before the
+    loop, and the loop writes row k of each in iteration k (rows past the trip count are
+    never read: the backward loop counts the trip count down). An If's saved
+    intermediates compile: the taken branch writes its own, the kernel zeros the other's;
   - a loop variable whose shape invariant is looser than the shape it enters with (its
     shape may change between iterations: a buffer of one size cannot hold it);
   - every loop on the GPU targets.
@@ -31,9 +34,10 @@ REGION_BODIES = {"While": (("cond", "cond"), ("body", "body")),
                  "If": (("then_branch", "then"), ("else_branch", "else"))}
 
 
-# TensorArray ops the CPU backend lowers (backends/cpu/tensor_arrays.py); their gradient
-# ops stay on the host
-TENSOR_ARRAY_OPS = frozenset({"TensorArrayV3", "TensorArrayGatherV3", "TensorArrayScatterV3"})
+# TensorArray ops the CPU backend lowers (backends/cpu/tensor_arrays.py), their gradient
+# ops included
+TENSOR_ARRAY_OPS = frozenset({"TensorArrayV3", "TensorArrayGatherV3", "TensorArrayScatterV3",
+                              "TensorArrayGatherGrad", "TensorArrayScatterGrad"})
 
 
 def tensor_array_compiles(op):
@@ -57,13 +61,19 @@ def compiles_natively(op, is_host_op):
         bodies = bodies_of(op)
     except errors.KernelError:  # a graph file's op without its bodies: the host says so
         return False
-    if op.type == "While" and (op.attrs.get("saved") or not _invariants_exact(op)):
+    if op.type == "While" and (_unbounded_stacks(op) or not _invariants_exact(op)):
         return False
     for body in bodies.values():
         for inner in body.get_operations():
             if inner.type in RANDOM_OP_TYPES or is_host_op(inner):
                 return False
     return True
+
+
+def _unbounded_stacks(op):
+    """Whether a While keeps stacks for its gradient with no maximum_iterations to size
+    them before it runs (lowering also needs that bound's value: lower.py)."""
+    return bool(op.attrs.get("saved")) and op.attrs.get("limit_input") is None
 
 
 def _invariants_exact(op):

@@ -233,7 +233,7 @@ def dynamic_rnn(cell, inputs, sequence_length=None, initial_state=None, dtype=No
         _, outputs_tas, final_state = while_loop(
             lambda time, out_tas, state: math_ops.less(time, steps), body,
             [0, outputs_tas, state], parallel_iterations=parallel_iterations or 32,
-            swap_memory=swap_memory)
+            swap_memory=swap_memory, maximum_iterations=steps)  # as TF1: sizes the stacks
         outputs = [_stacked_steps(ta, o, flat[0]) for ta, o in zip(outputs_tas, flat_out)]
         if not time_major:
             outputs = [_to_time_major(o) for o in outputs]

@@ -21,7 +21,7 @@ import numpy as np
 
 from graphc import dtypes, errors
 from graphc.framework.op_def import register_gradient, register_op
-from graphc.framework.static_value import constant_value
+from graphc.framework.static_value import constant_value, shape_from_tensor
 from graphc.framework.tensor_shape import TensorShape, as_shape
 
 __all__ = ["TensorArray"]
@@ -154,8 +154,16 @@ def _scatter_grad_kernel(g, old_rows, indices):
     return out
 
 
-register_op("TensorArrayScatterGrad", infer=lambda inputs, a: (TensorShape(None),
-                                                                inputs[0].dtype),
+def _scatter_grad_infer(inputs, a):
+    g, old_rows, _ = inputs
+    rows = shape_from_tensor(old_rows)
+    if g.shape.ndims is None or rows.ndims != 1:
+        return TensorShape(None), g.dtype
+    return rows.concatenate(g.shape[1:]), g.dtype
+
+
+# host-only but for the CPU's code (backends/cpu/tensor_arrays.py), as the array ops
+register_op("TensorArrayScatterGrad", infer=_scatter_grad_infer,
             kernel=_scatter_grad_kernel, kind="opaque", host_only=True)
 
 
@@ -166,8 +174,16 @@ def _gather_grad_kernel(g, shape, indices):
     return out
 
 
-register_op("TensorArrayGatherGrad", infer=lambda inputs, a: (TensorShape(None),
-                                                               inputs[0].dtype),
+def _gather_grad_infer(inputs, a):
+    g, shape, indices = inputs
+    out = shape_from_tensor(shape)
+    if out.ndims is not None and g.shape.ndims is not None and \
+            indices.shape.ndims is not None and out.ndims >= 1:
+        out = out[:1].concatenate(out[1:].merge_with(g.shape[indices.shape.ndims:]))
+    return out, g.dtype
+
+
+register_op("TensorArrayGatherGrad", infer=_gather_grad_infer,
             kernel=_gather_grad_kernel, kind="opaque", host_only=True)
 
 
@@ -181,12 +197,14 @@ def _forward_shape(t):
 
 @register_gradient("TensorArrayScatterV3")
 def _scatter_grad(op, g_values, g_written):
-    from graphc.ops.array_ops import gather, reshape
+    from graphc.ops.array_ops import gather, reshape, shape
     values, _, indices, x = op.inputs
     if g_values is None:
         return [None, None, None, None]
-    g = g_values.graph.create_op("TensorArrayScatterGrad",
-                                 [g_values, _forward_shape(op.inputs[1]), indices]).outputs[0]
+    # an array of one size keeps its rows: the gradient's own shape says how many, and
+    # no shape is saved from each iteration of a loop
+    rows = _forward_shape(op.inputs[1]) if op.attrs["dynamic_size"] else shape(g_values)[:1]
+    g = g_values.graph.create_op("TensorArrayScatterGrad", [g_values, rows, indices]).outputs[0]
     gx = reshape(gather(g_values, reshape(indices, [-1])), _forward_shape(x))
     return [g, None, None, gx]
 

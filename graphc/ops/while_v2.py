@@ -26,6 +26,7 @@ from graphc.framework import nest
 from graphc.framework.func_graph import FuncGraph, function_of
 from graphc.framework.graph import Tensor, get_default_graph
 from graphc.framework.op_def import register_gradient, register_op
+from graphc.framework.static_value import constant_value
 from graphc.framework.tensor_shape import TensorShape, as_shape
 from graphc.ops.function_call import (run_function, set_outputs, trace, zeros_for_gradient,
                                       zeros_of_static_shape)
@@ -114,10 +115,22 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
             user_cond, user_body = _counted(cond, body, limit)
         results = _build_loop(scope, user_cond, user_body, structure, invariants, back_prop)
     if maximum_iterations is not None:
+        _mark_limit(results[0].op, limit)
         results = results[1]
     if single or (not return_same_structure and len(results) == 1):
         return results[0]
     return results
+
+
+def _mark_limit(op, limit):
+    """Records which input of the While `op` is its maximum_iterations (attr
+    `limit_input`): the trip count never passes it (the cond tests the counter first), so
+    the stacks saved for a gradient can be allocated before the loop runs."""
+    n = op.attrs["num_loop_vars"]
+    n_cond = len(function_of(op, "cond").inputs) - n
+    for j in range(n, n + n_cond):
+        if op.inputs[j] is limit:
+            op.attrs["limit_input"] = j
 
 
 def _counted(cond, body, limit):
@@ -396,6 +409,20 @@ def _forward_value(back, op, body_g, t, k):
     from graphc.ops import array_ops
     outer = body_g.outer_of(t)
     if outer is not None:
+        return back.capture(outer)
+    known = constant_value(t)
+    if known is not None and known.dtype != object:
+        # a shape the graph knows (a gradient's reshape to a body tensor's): a constant,
+        # not a stack whose values the native loop would know only when it runs
+        from graphc.ops.constant_ops import constant
+        with back._as_builder():
+            return constant(known, dtype=t.dtype)
+    if t.op.type == "Shape" and body_g.outer_of(t.op.inputs[0]) is not None:
+        # a captured input's shape (a TensorArray gradient's, say): the same every
+        # iteration too, and known where the loop runs, as a stack's rows are not
+        source = body_g.outer_of(t.op.inputs[0])
+        with source.graph._as_builder():
+            outer = array_ops.shape(source, out_type=t.dtype)
         return back.capture(outer)
     with back._as_builder():
         return array_ops.gather(back.capture(save_in_loop(op, t)), k)

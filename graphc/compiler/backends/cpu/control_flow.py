@@ -108,6 +108,8 @@ def _parts(node):
         n = node.attrs["num_loop_vars"]
         for side in ("a", "b"):
             parts += [((side, i), _aligned(_nbytes(v))) for i, v in enumerate(node.outputs[:n])]
+        # a row for each stack no kernel reads (the body writes its saved value anyway)
+        parts += [(("row", v.index), _aligned(_row_bytes(v))) for v in node.outputs[n + 1:]]
     else:
         parts += [(("slot", i), _aligned(_nbytes(v))) for i, v in enumerate(node.outputs)]
     return parts
@@ -125,6 +127,14 @@ def _branch_outputs(node):
 def _nbytes(value):
     size = np.dtype(value.dtype.name).itemsize
     for d in value.dims:
+        size = size * d
+    return size
+
+
+def _row_bytes(stack):
+    """The bytes of one iteration's value in a While's stack [rows, *dims]."""
+    size = np.dtype(stack.dtype.name).itemsize
+    for d in stack.dims[1:]:
         size = size * d
     return size
 
@@ -240,7 +250,8 @@ class _RegionEmitter:
         cond_feeds = self.pointer_array([None] * n + inputs[n:n_cond])
         cond_fetches = self.pointer_array([pred])
         body_feeds = self.pointer_array([None] * n + inputs[n_cond:n_cond + n_body - n])
-        body_fetches = self.pointer_array([None] * n)
+        stacks = node.outputs[n + 1:]
+        body_fetches = self.pointer_array([None] * (n + len(stacks)))
         start = b.block
         test = b.append_basic_block("loop_test")
         b.branch(test)
@@ -265,6 +276,8 @@ class _RegionEmitter:
         for i in range(n):
             self.set_pointer(body_feeds, i, current[i])
             self.set_pointer(body_fetches, i, spare.get(i, current[i]))
+        for k, v in enumerate(stacks):  # this iteration's row of each stack
+            self.set_pointer(body_fetches, n + k, self.stack_row(v, stores, parts, trips))
         self.call(body_entry, body_feeds, body_fetches, parts[("arena", "body")])
         next_trips = b.add(trips, ir.Constant(I32, 1))
         for i in spare:  # the buffers just written are the current ones next time
@@ -277,9 +290,22 @@ class _RegionEmitter:
             for key in keys:
                 if v.index < n:
                     self.copy(self.buffers[key], current[v.index], v)
-                else:  # the trip count
+                elif v.index == n:  # the trip count
                     b.store(trips, self.buffers[key])
+                elif key != keys[0]:  # a stack's other storages
+                    self.copy(self.buffers[key], self.buffers[keys[0]], v)
         self.finish()
+
+    def stack_row(self, stack, stores, parts, trips):
+        """Where iteration `trips` writes its value saved in `stack`: that row of the
+        stack's storage (lowering sized its rows by maximum_iterations, which the trip
+        count never reaches inside the body), or the scratch row of a stack no kernel
+        reads."""
+        keys = stores.get(stack)
+        if not keys:
+            return parts[("row", stack.index)]
+        offset = self.b.mul(self.b.zext(trips, I64), self.dim(_row_bytes(stack)))
+        return self.b.gep(self.buffers[keys[0]], [offset], source_etype=I8)
 
     # --------------------------------------------------------------------- If
     def branch(self, node, entries, stores):

@@ -121,8 +121,81 @@ def lower_scatter(program, kernel, name, scalar_ops, rules):
     return fn, list(dict.fromkeys(ins + value_outs + written_outs))
 
 
+def lower_gather_grad(program, kernel, name, scalar_ops, rules):
+    """out = zeros, then out[indices[r]] += g[r]: the rows a gather read get its gradient,
+    summed where it read one twice."""
+    node = kernel.main
+    g, _, indices = node.inputs
+    out = node.outputs[0]
+    elem = out.dims[1:]
+    if not dims_equal(g.dims, tuple(indices.dims) + tuple(elem)):
+        raise LoweringError(f"{node.describe()} adds {g.dims} into {out.dims} at "
+                            f"{indices.dims} indices")
+    scalar = _FLOATS.get(out.dtype.name)
+    if scalar is None:
+        raise LoweringError(f"{node.describe()} sums {out.dtype.name} rows")
+    ins = [program.storage_of(v) for v in (g, indices)]
+    outs = program.stores_of(out)
+    if not outs:
+        raise LoweringError(f"{node.describe()} has no buffer")
+    fn, b, ptrs, syms = _function(program, name, ins + outs)
+    rows = _count(program, b, syms, indices.dims)
+    size = program.emit_dim(b, out.dims[0], syms)
+    width = _count(program, b, syms, elem)
+    dst = ptrs[outs[0]]
+    _memset_zero(program, b, dst, _bytes(program, b, syms, out.dims, out))
+    fail = _Failures(program, b, syms)
+    with for_range(b, rows, name="r") as r:
+        i = _load_index(b, ptrs[ins[1]], r)
+        fail.check(b.or_(b.icmp_signed("<", i, ir.Constant(I64, 0)),
+                         b.icmp_signed(">=", i, size)),
+                   node, "Tried to read from index {0} but array size is: {1}", [i, size])
+        with for_range(b, width, name="e") as e:
+            at = b.gep(dst, [b.add(b.mul(i, width), e)], source_etype=scalar)
+            add = b.gep(ptrs[ins[0]], [b.add(b.mul(r, width), e)], source_etype=scalar)
+            b.store(b.fadd(b.load(at, typ=scalar), b.load(add, typ=scalar)), at)
+    for key in outs[1:]:
+        _memcpy(program, b, ptrs[key], dst, _bytes(program, b, syms, out.dims, out))
+    b.ret(ir.Constant(I32, 0))
+    fail.finish()
+    return fn, list(dict.fromkeys(ins + outs))
+
+
+def lower_scatter_grad(program, kernel, name, scalar_ops, rules):
+    """out = g's first rows, zeroed at the indices the scatter overwrote (which had no
+    effect on its result)."""
+    node = kernel.main
+    g, _, indices = node.inputs
+    out = node.outputs[0]
+    if not dims_equal(out.dims[1:], g.dims[1:]) or not dims_equal(out.dims[:1], g.dims[:1]):
+        raise LoweringError(f"{node.describe()} takes {out.dims} rows of {g.dims}")
+    ins = [program.storage_of(v) for v in (g, indices)]
+    outs = program.stores_of(out)
+    if not outs:
+        raise LoweringError(f"{node.describe()} has no buffer")
+    fn, b, ptrs, syms = _function(program, name, ins + outs)
+    rows = _count(program, b, syms, indices.dims)
+    size = program.emit_dim(b, out.dims[0], syms)
+    row_bytes = _bytes(program, b, syms, out.dims[1:], out)
+    total = _bytes(program, b, syms, out.dims, out)
+    for key in outs:
+        _copy_unless_same(program, b, ptrs[key], ptrs[ins[0]], total)
+        with for_range(b, rows, name="r") as r:
+            i = _load_index(b, ptrs[ins[1]], r)
+            inside = b.and_(b.icmp_signed(">=", i, ir.Constant(I64, 0)),
+                            b.icmp_signed("<", i, size))
+            with b.if_then(inside):
+                _memset_zero(program, b, _row(b, ptrs[key], i, row_bytes), row_bytes)
+    b.ret(ir.Constant(I32, 0))
+    return fn, list(dict.fromkeys(ins + outs))
+
+
+_FLOATS = {"float32": ir.FloatType(), "float64": ir.DoubleType()}
+
 TENSOR_ARRAY_LOWERINGS = {"TensorArrayV3": lower_create, "TensorArrayGatherV3": lower_gather,
-                          "TensorArrayScatterV3": lower_scatter}
+                          "TensorArrayScatterV3": lower_scatter,
+                          "TensorArrayGatherGrad": lower_gather_grad,
+                          "TensorArrayScatterGrad": lower_scatter_grad}
 
 
 # --------------------------------------------------------------------------- pieces
