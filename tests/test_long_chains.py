@@ -10,6 +10,9 @@ import pytest
 import graphc as gc
 
 BACKENDS = ["compiled", "gpu_emulated"]
+# 128, not 512: the unroll compiles at 512 steps too, but memory planning's superlinear
+# time there (issue 11) would take minutes of the suite
+STEPS = 128
 
 
 @pytest.fixture(params=BACKENDS)
@@ -74,5 +77,3 @@ def test_static_rnn_lstm_long_unroll(on_backend):
     np.testing.assert_allclose(got, np.stack(want, axis=1), rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(got_c, c, rtol=1e-4, atol=1e-5)
 
-
-STEPS = 128
