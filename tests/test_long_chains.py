@@ -10,8 +10,8 @@ import pytest
 import graphc as gc
 
 BACKENDS = ["compiled", "gpu_emulated"]
-# 128, not 512: the unroll compiles at 512 steps too, but memory planning's superlinear
-# time there (issue 11) would take minutes of the suite
+# 128, not 512: the recursion depth no longer grows with the steps (fusion's MAX_CHAIN),
+# but at 512 steps memory planning's superlinear time (issue 11) takes many minutes
 STEPS = 128
 
 
