@@ -30,6 +30,8 @@ from kernels.loops import (I32, I64, arg_better, combine_reduction, entry_alloca
 # whole-variable updates: a loop kernel writes the variable's buffer (the row scatters are
 # opaque kernels of their own)
 _ASSIGNS = OpTypes(lambda d: d.kind == "state" and d.updates_variable is not None)
+# expression kinds whose operands are emitted inside a loop of their own
+_OWN_LOOPS = ("reduce", "argreduce")
 
 
 class StoreTarget:
@@ -291,8 +293,32 @@ class Emitter:
     def value(self, e):
         v = self._cached(e)
         if v is None:
+            # operands first, by an explicit stack: an expression may nest as deep as the
+            # graph is long (a concat of 1000 pieces is 1000 nested selects), deeper than
+            # Python's recursion limit
+            for d in self._uncached_operands(e):
+                self.scopes[-1][d] = getattr(self, "_emit_" + d.kind)(d)
             v = self.scopes[-1][e] = getattr(self, "_emit_" + e.kind)(e)
         return v
+
+    def _uncached_operands(self, e):
+        """The operands under `e` not emitted yet, each after its own operands, left to
+        right as the recursive emission would reach them. Not below a reduction: its body
+        belongs inside the reduction's loop."""
+        order, seen = [], {id(e)}
+        stack = [(a, False) for a in reversed(e.args)] if e.kind not in _OWN_LOOPS else []
+        while stack:
+            d, done = stack.pop()
+            if done:
+                order.append(d)
+                continue
+            if id(d) in seen or self._cached(d) is not None:
+                continue
+            seen.add(id(d))
+            stack.append((d, True))
+            if d.kind not in _OWN_LOOPS:
+                stack.extend((a, False) for a in reversed(d.args))
+        return order
 
     def _emit_const(self, e):
         value = self.x.const_value(e)

@@ -75,18 +75,21 @@ def specialize(x, roots, var, lo, hi):
         spans[id(e)] = s
         return s
 
-    def rebuild(e):
+    # operands before their users by an explicit stack: the expressions of a long
+    # elementwise chain nest deeper than Python's recursion limit
+    stack = [(r, False) for r in roots]
+    while stack:
+        e, ready = stack.pop()
         if id(e) in memo:
-            return memo[id(e)]
+            continue
         if not e.args or e.kind in _OPAQUE:
-            out = e
+            memo[id(e)] = e
+        elif ready:
+            memo[id(e)] = _fold(x, e, [memo[id(a)] for a in e.args], span)
         else:
-            args = [rebuild(a) for a in e.args]
-            out = _fold(x, e, args, span)
-        memo[id(e)] = out
-        return out
-
-    return [rebuild(r) for r in roots]
+            stack.append((e, True))
+            stack.extend((a, False) for a in e.args)
+    return [memo[id(r)] for r in roots]
 
 
 def _fold(x, e, args, span):

@@ -44,6 +44,7 @@ A valid loop nest over dims D (the kernel's `dims`):
 - what is computed from a hoisted result must index it by outer loop indices only: only
   elementwise ops and BroadcastTo (right-aligned broadcasting) and reshapes that add or
   drop 1-dims, whose non-1 axes stay bound to the same loop axes ("aligned" values).
+- no path of data edges inside the kernel is longer than MAX_CHAIN nodes.
 - outputs: values of dims D, aligned values at an outer level (written once per outer
   iteration), or final reductions. Other nodes (e.g. a transpose or a broadcast operand
   of other dims) are computed on demand wherever they are read.
@@ -76,6 +77,11 @@ _REF_READERS = OpTypes(lambda d: bool(d.ref_inputs) and not d.updates_variable)
 SCATTER_UPDATES = {"ScatterUpdate": 2, "ScatterAdd": 2, "ScatterSub": 2}
 LOOP_KINDS = frozenset({"elementwise", "index", "reduction", "window", "random", "state"})
 CHEAP_KINDS = frozenset({"elementwise", "index"})
+# The longest path of nodes a loop kernel computes. Codegen views a value through its
+# inputs' views, recursively, so one kernel over an unrolled recurrence (static_rnn's
+# cell state over 512 steps) would nest past Python's recursion limit; a cut costs
+# one store and one load per element, nothing next to 64 ops of work.
+MAX_CHAIN = 64
 
 
 def run(module, fuse=True):
@@ -703,6 +709,8 @@ class _LoopCheck:
         if len(nodes) == 1:
             n = nodes[0]
             return n.inputs[reds[0][1][0]].dims if reds else n.outputs[0].dims
+        if self._chain_length() > MAX_CHAIN:
+            return None
         outputs = self.f.outputs_of(self.set, self.copies)
         updates = [n for n in nodes if n.type in UPDATE_OPS]
         cands = [n.inputs[info[0]].dims for n, info in reds]
@@ -754,6 +762,13 @@ class _LoopCheck:
         if not self._state_safe(updates):
             return None
         return D
+
+    def _chain_length(self):
+        """The most nodes on one path of data edges inside the kernel."""
+        length = {}
+        for n in self.nodes:  # in module order: inputs first
+            length[n] = 1 + max((length.get(v.node, 0) for _, v in data_inputs(n)), default=0)
+        return max(length.values())
 
     def _windows_read_stored_inputs(self):
         """Each window op's inputs are computed outside the kernel or by index remaps
