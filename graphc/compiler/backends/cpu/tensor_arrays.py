@@ -42,11 +42,8 @@ def lower_gather(program, kernel, name, scalar_ops, rules):
     if not dims_equal(elem, values.dims[1:]):
         raise LoweringError(f"{node.describe()} reads elements of dims {elem} from an array "
                             f"of dims {values.dims}")
-    ins = [program.storage_of(v) for v in (values, written, indices)]
-    outs = program.stores_of(out)
-    if not outs:
-        raise LoweringError(f"{node.describe()} has no buffer")
-    fn, b, ptrs, syms = _function(program, name, ins + outs)
+    ins, outs, (fn, b, ptrs, syms) = _row_kernel(program, name, node,
+                                                 (values, written, indices), out)
     rows = _count(program, b, syms, indices.dims)
     size = program.emit_dim(b, values.dims[0], syms)
     row_bytes = _bytes(program, b, syms, elem, out)
@@ -134,11 +131,7 @@ def lower_gather_grad(program, kernel, name, scalar_ops, rules):
     scalar = _FLOATS.get(out.dtype.name)
     if scalar is None:
         raise LoweringError(f"{node.describe()} sums {out.dtype.name} rows")
-    ins = [program.storage_of(v) for v in (g, indices)]
-    outs = program.stores_of(out)
-    if not outs:
-        raise LoweringError(f"{node.describe()} has no buffer")
-    fn, b, ptrs, syms = _function(program, name, ins + outs)
+    ins, outs, (fn, b, ptrs, syms) = _row_kernel(program, name, node, (g, indices), out)
     rows = _count(program, b, syms, indices.dims)
     size = program.emit_dim(b, out.dims[0], syms)
     width = _count(program, b, syms, elem)
@@ -169,11 +162,7 @@ def lower_scatter_grad(program, kernel, name, scalar_ops, rules):
     out = node.outputs[0]
     if not dims_equal(out.dims[1:], g.dims[1:]) or not dims_equal(out.dims[:1], g.dims[:1]):
         raise LoweringError(f"{node.describe()} takes {out.dims} rows of {g.dims}")
-    ins = [program.storage_of(v) for v in (g, indices)]
-    outs = program.stores_of(out)
-    if not outs:
-        raise LoweringError(f"{node.describe()} has no buffer")
-    fn, b, ptrs, syms = _function(program, name, ins + outs)
+    ins, outs, (fn, b, ptrs, syms) = _row_kernel(program, name, node, (g, indices), out)
     rows = _count(program, b, syms, indices.dims)
     size = program.emit_dim(b, out.dims[0], syms)
     row_bytes = _bytes(program, b, syms, out.dims[1:], out)
@@ -199,6 +188,16 @@ TENSOR_ARRAY_LOWERINGS = {"TensorArrayV3": lower_create, "TensorArrayGatherV3": 
 
 
 # --------------------------------------------------------------------------- pieces
+def _row_kernel(program, name, node, inputs, out):
+    """The storage keys of `inputs` and of `out` (which must have a buffer) and a kernel
+    function taking them: the start of every one-output array kernel here."""
+    ins = [program.storage_of(v) for v in inputs]
+    outs = program.stores_of(out)
+    if not outs:
+        raise LoweringError(f"{node.describe()} has no buffer")
+    return ins, outs, _function(program, name, ins + outs)
+
+
 def _function(program, name, keys):
     """A kernel function taking a pointer per storage key (no noalias: a scatter may be
     handed the same buffer to read and write) and the syms."""
