@@ -20,7 +20,7 @@ import numpy as np
 
 from graphc import logging
 from graphc.data.dataset_ops import Dataset
-from graphc.estimator.model_fn import LOSS_METRIC_KEY, EstimatorSpec, ModeKeys
+from graphc.estimator.model_fn import LOSS_METRIC_KEY, EstimatorSpec, ModeKeys, checked_hooks
 from graphc.estimator.run_config import RunConfig
 from graphc.framework.graph import Graph, GraphKeys, add_to_collection, get_collection
 from graphc.metrics import mean
@@ -114,7 +114,7 @@ class Estimator:
         if max_steps is not None and max_steps <= self._global_step_in_checkpoint():
             logging.info("Skipping training since max_steps has already saved.")
             return self
-        hooks = _checked_hooks(hooks)
+        hooks = list(checked_hooks(hooks, "Estimator: hooks"))
         if steps is not None or max_steps is not None:
             hooks.append(StopAtStepHook(steps, max_steps))
         with Graph().as_default() as graph:
@@ -171,7 +171,7 @@ class Estimator:
         written as summaries to model_dir/eval (or eval_<name>)."""
         if steps is not None and steps <= 0:
             raise ValueError(f"Estimator.evaluate: must specify steps > 0, given: {steps}")
-        hooks = _checked_hooks(hooks)
+        hooks = list(checked_hooks(hooks, "Estimator: hooks"))
         checkpoint_path = self._checkpoint_for("evaluate", checkpoint_path)
         with Graph().as_default() as graph:
             global_step = self._new_graph_with_global_step(graph)
@@ -222,7 +222,7 @@ class Estimator:
         """Yields the predictions for each example until the input ends (a dict when
         model_fn's predictions is a dict), or each batch's when yield_single_examples is
         False."""
-        hooks = _checked_hooks(hooks)
+        hooks = list(checked_hooks(hooks, "Estimator: hooks"))
         checkpoint_path = self._checkpoint_for("predict", checkpoint_path)
         with Graph().as_default() as graph:
             self._new_graph_with_global_step(graph)
@@ -314,15 +314,6 @@ def _arg_names(fn):
         return list(inspect.signature(fn).parameters)
     except (TypeError, ValueError) as e:
         raise TypeError(f"Estimator: cannot read the arguments of {fn!r}: {e}") from None
-
-
-def _checked_hooks(hooks):
-    hooks = list(hooks or [])
-    for hook in hooks:
-        if not isinstance(hook, SessionRunHook):
-            raise TypeError(f"Estimator: hooks must be SessionRunHook instances, given "
-                            f"{hook!r}")
-    return hooks
 
 
 def _selected(predictions, keys):

@@ -49,7 +49,7 @@ class EstimatorSpec(collections.namedtuple("EstimatorSpec", _SPEC_FIELDS)):
         if not isinstance(scaffold, Scaffold):
             raise TypeError(f"EstimatorSpec: scaffold must be a tf.train.Scaffold, given "
                             f"{scaffold!r}")
-        hooks = {name: _checked_hooks(value, name) for name, value in
+        hooks = {name: checked_hooks(value, f"EstimatorSpec: all {name}") for name, value in
                  (("training_chief_hooks", training_chief_hooks),
                   ("training_hooks", training_hooks), ("evaluation_hooks", evaluation_hooks),
                   ("prediction_hooks", prediction_hooks))}
@@ -108,10 +108,11 @@ def _checked_metrics(eval_metric_ops, graph):
     return dict(eval_metric_ops)
 
 
-def _checked_hooks(hooks, what):
+def checked_hooks(hooks, what):
+    """hooks as a tuple, each a SessionRunHook, else a TypeError saying `what` must be
+    ("EstimatorSpec: all training_hooks", "TrainSpec: all hooks", ...)."""
     hooks = tuple(hooks or ())
     for hook in hooks:
         if not isinstance(hook, SessionRunHook):
-            raise TypeError(f"EstimatorSpec: all {what} must be SessionRunHook instances, "
-                            f"given: {hook!r}")
+            raise TypeError(f"{what} must be SessionRunHook instances, given: {hook!r}")
     return hooks

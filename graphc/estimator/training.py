@@ -7,19 +7,10 @@ import collections
 
 from graphc import logging
 from graphc.estimator.estimator import Estimator
+from graphc.estimator.model_fn import checked_hooks
 from graphc.train.basic_session_run_hooks import CheckpointSaverListener, SecondOrStepTimer
-from graphc.train.session_run_hook import SessionRunHook
 
 __all__ = ["TrainSpec", "EvalSpec", "train_and_evaluate"]
-
-
-def _checked_spec_hooks(hooks, spec):
-    hooks = tuple(hooks or ())
-    for hook in hooks:
-        if not isinstance(hook, SessionRunHook):
-            raise TypeError(f"{spec}: all hooks must be SessionRunHook instances, given: "
-                            f"{hook!r}")
-    return hooks
 
 
 class TrainSpec(collections.namedtuple("TrainSpec", ["input_fn", "max_steps", "hooks"])):
@@ -29,7 +20,7 @@ class TrainSpec(collections.namedtuple("TrainSpec", ["input_fn", "max_steps", "h
         if max_steps is not None and max_steps <= 0:
             raise ValueError(f"TrainSpec: must specify max_steps > 0, given: {max_steps}")
         return super().__new__(cls, input_fn, max_steps,
-                               _checked_spec_hooks(hooks, "TrainSpec"))
+                               checked_hooks(hooks, "TrainSpec: all hooks"))
 
 
 class EvalSpec(collections.namedtuple("EvalSpec", [
@@ -53,7 +44,7 @@ class EvalSpec(collections.namedtuple("EvalSpec", [
             raise ValueError(f"EvalSpec: must specify throttle_secs >= 0, given: "
                              f"{throttle_secs}")
         return super().__new__(cls, input_fn, steps, name,
-                               _checked_spec_hooks(hooks, "EvalSpec"), (), start_delay_secs,
+                               checked_hooks(hooks, "EvalSpec: all hooks"), (), start_delay_secs,
                                throttle_secs)
 
 
