@@ -13,6 +13,7 @@ loop early, it hangs) is caught by the others' watchdog (schedule.Watchdog).
 """
 import os
 import sys
+import traceback
 
 from graphc.distribute.schedule import Agreement
 
@@ -103,15 +104,25 @@ def writes_checkpoints():
 
 
 def _abort_on_uncaught_exceptions(comm):
-    """Prints an uncaught exception with this rank's number, then aborts the whole job."""
+    """Prints an uncaught exception with this rank's number, then aborts the whole job.
+
+    The report is one write that names the error before the traceback: MPI_Abort makes the
+    launcher kill every rank, and mpiexec may drop what it has not yet forwarded, so the
+    error itself must not be the last line (CI lost exactly that line once)."""
     previous = sys.excepthook
 
     def hook(kind, value, tb):
-        sys.stderr.write(f"graphc.distribute: rank {comm.Get_rank()} of {comm.Get_size()} "
-                         f"failed; aborting all ranks (MPI_Abort).\n")
-        previous(kind, value, tb)
-        sys.stderr.flush()
+        summary = "".join(traceback.format_exception_only(kind, value))
+        report = (f"graphc.distribute: rank {comm.Get_rank()} of {comm.Get_size()} failed; "
+                  f"aborting all ranks (MPI_Abort):\n{summary}")
+        if previous is sys.__excepthook__:
+            report += "".join(traceback.format_exception(kind, value, tb))
         sys.stdout.flush()
+        sys.stderr.write(report)
+        sys.stderr.flush()
+        if previous is not sys.__excepthook__:
+            previous(kind, value, tb)  # a debugger's or IDE's hook still sees the error
+            sys.stderr.flush()
         comm.Abort(1)
 
     sys.excepthook = hook
