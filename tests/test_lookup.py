@@ -273,3 +273,18 @@ def test_tables_round_trip_through_graph_files(tmp_path, name, as_text):
     # zz: bucket 2 + Fingerprint64("zz") % 2, TF's value (graphc's export ran in TF 2.21)
     np.testing.assert_array_equal(got[0], [1, 2, 2])
     np.testing.assert_array_equal(got[1], [-5, 2, -5])
+
+
+@pytest.mark.parametrize("kind", ["table", "queue"])
+def test_a_handle_naming_nothing_this_session_created_is_an_error_naming_it(kind):
+    """A resource handle is a string tensor and can be fed: one naming no table or queue
+    this Session created fails with TF's error class and the name, not a KeyError."""
+    if kind == "table":
+        table = gc.lookup.StaticHashTable(kv(["a"], gc.constant([1], gc.int64)), -1)
+        handle, fetch, cls = table.resource_handle, table.size(), errors.NotFoundError
+    else:
+        queue = gc.FIFOQueue(4, gc.float32)
+        handle, fetch, cls = queue.queue_ref, queue.size(), errors.CancelledError
+    with gc.Session() as sess:
+        with pytest.raises(cls, match=f"{kind} 'elsewhere' was not created in this Session"):
+            sess.run(fetch, {handle: "elsewhere"})

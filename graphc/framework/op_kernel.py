@@ -21,6 +21,23 @@ class SessionState:
         self.readers = {}  # TF1 readers' positions by reader name (ops/reader_ops.py)
         self.operation_timeout_ms = 0  # the longest a queue wait lasts; 0: no limit
 
+    # resource kind (an attribute above) -> (what the error calls it, its error class)
+    _RESOURCES = {"queues": ("queue", errors.CancelledError),
+                  "tables": ("table", errors.NotFoundError),
+                  "readers": ("reader", errors.NotFoundError)}
+
+    def resource(self, kind, handle):
+        """The queue, table or reader a string handle names; a KernelError naming it when
+        the op creating it has not run in this Session (a handle fed from elsewhere)."""
+        name = np.asarray(handle, object)[()]
+        name = name.decode() if isinstance(name, bytes) else str(name)  # a fed handle: bytes
+        found = getattr(self, kind).get(name)
+        if found is None:
+            what, cls = self._RESOURCES[kind]
+            raise errors.KernelError(f"{what} '{name}' was not created in this Session (run "
+                                     f"the op creating it first)", cls)
+        return found
+
     def rng_for(self, op):
         """The op's generator: seeded by (seed, seed2) when set, else from OS entropy."""
         rng = self.rngs.get(op.name)

@@ -82,15 +82,6 @@ def _python_key(value):
         if isinstance(value, np.generic) else value
 
 
-def _table_of(state, handle):
-    name = str(np.asarray(handle, object)[()])
-    table = state.tables.get(name)
-    if table is None:
-        raise KernelError(f"table '{name}' was not created in this Session (run its "
-                          "HashTable op first)", NotFoundError)
-    return table
-
-
 # ------------------------------------------------------------------------- ops
 def _handle_infer(inputs, a):
     return TensorShape([]), dtypes.string
@@ -117,7 +108,7 @@ def _initialize_kernel(state, op, handle, keys, values):
     if keys.shape != values.shape:
         raise KernelError(f"Expected shape {list(keys.shape)} for value, got "
                           f"{list(values.shape)}", InvalidArgumentError)
-    _table_of(state, handle).insert([_python_key(k) for k in keys],
+    state.resource("tables", handle).insert([_python_key(k) for k in keys],
                                     [_python_key(v) for v in values])
     return []
 
@@ -172,7 +163,7 @@ def _initialize_from_file_kernel(state, op, handle, filename):
     keys, values = _text_file_entries(path, a["key_index"], a["value_index"],
                                       table["key_dtype"], table["value_dtype"],
                                       a["vocab_size"], a["delimiter"])
-    _table_of(state, handle).insert(keys, values)
+    state.resource("tables", handle).insert(keys, values)
     return []
 
 
@@ -185,7 +176,7 @@ def _find_infer(inputs, a):
 
 
 def _find_kernel(state, op, handle, keys, default):
-    entries = _table_of(state, handle).checked()
+    entries = state.resource("tables", handle).checked()
     fallback = _python_key(default[()])
     out = np.empty(keys.shape, op.outputs[0].dtype.np)
     flat = out.reshape(-1)
@@ -195,7 +186,7 @@ def _find_kernel(state, op, handle, keys, default):
 
 
 def _size_kernel(state, op, handle):
-    return np.int64(len(_table_of(state, handle).checked()))
+    return np.int64(len(state.resource("tables", handle).checked()))
 
 
 register_op("HashTable", infer=_handle_infer, kernel=_hash_table_kernel, **_TABLE_OP)

@@ -100,14 +100,6 @@ class _QueueState:
             self.cond.notify_all()
 
 
-def queue_of(state, op, handle):
-    queue = state.queues.get(str(handle[()] if isinstance(handle, np.ndarray) else handle))
-    if queue is None:
-        raise KernelError(f"queue {handle!r} was not created in this Session (run its "
-                          "queue op first)", CancelledError)
-    return queue
-
-
 def _timeout_s(state):
     ms = state.operation_timeout_ms
     return ms / 1000.0 if ms else None
@@ -154,7 +146,7 @@ def _enqueue_kernel(state, op, handle, *components):
         rows = [components]
     for row in rows:
         _check_components(op, row)
-    queue_of(state, op, handle).put(rows, _timeout_s(state))
+    state.resource("queues", handle).put(rows, _timeout_s(state))
     return []
 
 
@@ -163,7 +155,7 @@ def _dequeue_kernel(state, op, handle, n=None):
     count = int(n) if many else 1
     if count < 0:
         raise KernelError(f"dequeue_many: n must be >= 0, got {count}")
-    queue = queue_of(state, op, handle)
+    queue = state.resource("queues", handle)
     taken = queue.take(count, op.type == "QueueDequeueUpToV2", _timeout_s(state))
     types = op.attrs["component_types"]
     if not many:
@@ -209,15 +201,15 @@ for _type in ("QueueEnqueueV2", "QueueEnqueueManyV2"):
 for _type in ("QueueDequeueV2", "QueueDequeueManyV2", "QueueDequeueUpToV2"):
     register_op(_type, infer=_dequeue_infer, kernel=_dequeue_kernel, **_QUEUE_OP)
 register_op("QueueCloseV2", infer=lambda inputs, a: [], **_QUEUE_OP,
-            kernel=lambda state, op, handle: queue_of(state, op, handle).close(
+            kernel=lambda state, op, handle: state.resource("queues", handle).close(
                 op.attrs["cancel_pending_enqueues"]) or [])
 register_op("QueueSizeV2", infer=lambda inputs, a: (TensorShape([]), dtypes.int32),
             **_QUEUE_OP,
-            kernel=lambda state, op, handle: np.int32(len(queue_of(state, op,
-                                                                    handle).elements)))
+            kernel=lambda state, op, handle: np.int32(len(
+                state.resource("queues", handle).elements)))
 register_op("QueueIsClosedV2", infer=lambda inputs, a: (TensorShape([]), dtypes.bool),
             **_QUEUE_OP,
-            kernel=lambda state, op, handle: np.bool_(queue_of(state, op, handle).closed))
+            kernel=lambda state, op, handle: np.bool_(state.resource("queues", handle).closed))
 not_differentiable("FIFOQueueV2", "PaddingFIFOQueueV2", "RandomShuffleQueueV2",
                    "QueueEnqueueV2",
                    "QueueEnqueueManyV2", "QueueDequeueV2", "QueueDequeueManyV2",

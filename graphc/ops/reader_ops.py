@@ -19,7 +19,6 @@ from graphc.framework.graph import get_default_graph
 from graphc.framework.op_def import not_differentiable, register_op
 from graphc.framework.tensor_shape import TensorShape
 from graphc.ops.constant_ops import convert_to_tensor
-from graphc.ops.queue_ops import queue_of
 from graphc.tf_formats import records
 
 __all__ = ["ReaderBase", "TextLineReader", "WholeFileReader", "TFRecordReader",
@@ -95,7 +94,7 @@ class _ReaderState:
     def next_record(self, state, op, queue_handle):
         while True:
             if self.current is None:
-                queue = queue_of(state, op, queue_handle)
+                queue = state.resource("queues", queue_handle)
                 timeout = state.operation_timeout_ms / 1000.0 if \
                     state.operation_timeout_ms else None
                 name = queue.take(1, False, timeout)[0][0]
@@ -109,15 +108,6 @@ class _ReaderState:
             self.completed += 1
 
 
-def _reader_of(state, handle):
-    name = str(np.asarray(handle, object)[()])
-    reader = state.readers.get(name)
-    if reader is None:
-        raise KernelError(f"reader '{name}' was not created in this Session (run its op "
-                          "first)", NotFoundError)
-    return reader
-
-
 # -------------------------------------------------------------------------- ops
 def _reader_kernel(state, op):
     if op.name not in state.readers:
@@ -126,7 +116,7 @@ def _reader_kernel(state, op):
 
 
 def _read_kernel(state, op, reader, queue):
-    key, value = _reader_of(state, reader).next_record(state, op, queue)
+    key, value = state.resource("readers", reader).next_record(state, op, queue)
     return np.array(key, object), np.array(value, object)
 
 
@@ -134,7 +124,7 @@ def _read_up_to_kernel(state, op, reader, queue, num_records):
     n = int(num_records)
     if n <= 0:
         raise KernelError(f"num_records must be > 0, got {n}", InvalidArgumentError)
-    r = _reader_of(state, reader)
+    r = state.resource("readers", reader)
     keys, values = [], []
     while len(keys) < n:
         try:
@@ -166,13 +156,13 @@ register_op("ReaderReadV2", infer=_scalar_pair, kernel=_read_kernel, **_READER_O
 register_op("ReaderReadUpToV2", infer=_vector_pair, kernel=_read_up_to_kernel, **_READER_OP)
 register_op("ReaderNumRecordsProducedV2",
             infer=lambda inputs, a: (TensorShape([]), dtypes.int64), writes_state=False,
-            kernel=lambda state, op, r: np.int64(_reader_of(state, r).produced), **_READER_OP)
+            kernel=lambda state, op, r: np.int64(state.resource("readers", r).produced), **_READER_OP)
 register_op("ReaderNumWorkUnitsCompletedV2",
             infer=lambda inputs, a: (TensorShape([]), dtypes.int64), writes_state=False,
-            kernel=lambda state, op, r: np.int64(_reader_of(state, r).completed),
+            kernel=lambda state, op, r: np.int64(state.resource("readers", r).completed),
             **_READER_OP)
 register_op("ReaderResetV2", infer=lambda inputs, a: [],
-            kernel=lambda state, op, r: _reader_of(state, r).reset() or [], **_READER_OP)
+            kernel=lambda state, op, r: state.resource("readers", r).reset() or [], **_READER_OP)
 not_differentiable(*_RECORDS, "ReaderReadV2", "ReaderReadUpToV2",
                    "ReaderNumRecordsProducedV2", "ReaderNumWorkUnitsCompletedV2",
                    "ReaderResetV2")
