@@ -40,16 +40,7 @@ class DatasetFunction:
             self._windows = input_dataset._windows
             packed = structure.pack(input_dataset._structure, args)
             result = fn(*packed) if _unpacks(input_dataset._structure) else fn(packed)
-        if not isinstance(result, Dataset):
-            raise TypeError(f"{name}: `map_func` must return a `Dataset` object, got "
-                            f"{type(result).__name__}")
-        self.dataset = result
-        self._captures = result._captures()
-        foreign = [t for t in self._captures if t.graph is not self.graph]
-        if foreign:
-            raise ValueError(f"The function passed to {name} uses {foreign[0].name} of the "
-                             f"outer graph; graphc's dataset functions cannot capture tensors "
-                             f"(build constants inside the function).")
+        self.dataset, self._captures = _checked_result(result, self.graph, name, "map_func")
         self._exe = None if self._windows or not self._captures else \
             ReferenceExecutable(args, self._captures, ())
 
@@ -58,10 +49,32 @@ class DatasetFunction:
         its list of flat elements)."""
         if self._windows:
             return self.dataset._elements(PipelineRun({WindowComponent.ROWS: flat_args}))
-        values = self._exe.run(flat_args, state) if self._exe is not None else ()
-        if len(self._captures) == 1 and not isinstance(values, (list, tuple)):
-            values = [values]
-        return self.dataset._elements(PipelineRun(dict(zip(self._captures, values))))
+        captured = _captured_values(self._exe, self._captures, flat_args, state)
+        return self.dataset._elements(PipelineRun(captured))
+
+
+def _checked_result(result, graph, where, arg):
+    """The Dataset a traced dataset function (`arg` of `where`) returned, and the tensors
+    it captures, all of its own graph: the function runs per element on the reference
+    executor with no access to the outer graph's values."""
+    if not isinstance(result, Dataset):
+        raise TypeError(f"{where}: `{arg}` must return a `Dataset` object, got "
+                        f"{type(result).__name__}")
+    captures = result._captures()
+    foreign = [t for t in captures if t.graph is not graph]
+    if foreign:
+        raise ValueError(f"The {arg} passed to {where} uses {foreign[0].name} of the outer "
+                         f"graph; graphc's dataset functions cannot capture tensors (build "
+                         f"constants inside the function).")
+    return result, captures
+
+
+def _captured_values(exe, captures, args, state):
+    """{captured tensor: its value} for one call of a traced dataset function."""
+    values = exe.run(args, state) if exe is not None else ()
+    if len(captures) == 1 and not isinstance(values, (list, tuple)):
+        values = [values]
+    return dict(zip(captures, values))
 
 
 class _NestedDataset(Dataset):
@@ -254,24 +267,13 @@ class _ReduceFunction:
         with self.graph.as_default():
             self._key = placeholder(dtypes.int64, [], name="key")
             result = fn(self._key, GroupWindow(input_dataset))
-        if not isinstance(result, Dataset):
-            raise TypeError(f"group_by_window: `reduce_func` must return a `Dataset` object, "
-                            f"got {type(result).__name__}")
-        self.dataset = result
-        self._captures = result._captures()
-        foreign = [t for t in self._captures if t.graph is not self.graph]
-        if foreign:
-            raise ValueError(f"The reduce_func passed to group_by_window uses "
-                             f"{foreign[0].name} of the outer graph; graphc's dataset "
-                             f"functions cannot capture tensors.")
+        self.dataset, self._captures = _checked_result(result, self.graph, "group_by_window",
+                                                       "reduce_func")
         self._exe = ReferenceExecutable([self._key], self._captures, ()) \
             if self._captures else None
 
     def elements(self, key, rows, state):
-        values = self._exe.run([np.int64(key)], state) if self._exe is not None else ()
-        if len(self._captures) == 1 and not isinstance(values, (list, tuple)):
-            values = [values]
-        captured = dict(zip(self._captures, values))
+        captured = _captured_values(self._exe, self._captures, [np.int64(key)], state)
         captured[WindowComponent.ROWS] = rows
         return self.dataset._elements(PipelineRun(captured))
 
