@@ -624,14 +624,30 @@ class _ShuffleDataset(_UnaryDataset):
                                run.shuffle_rng(self))
 
 
-class _RepeatDataset(_UnaryDataset):
+class _CountedDataset(_UnaryDataset):
+    """repeat, take and skip: a scalar `count` over the input's elements, which keep their
+    slice source (a pipeline of slices stays index chunks: see _index_chunks)."""
+
     def __init__(self, input_dataset, count):
         super().__init__(input_dataset)
         self._count = _scalar_param(count, "count")
         self._params = [self._count]
 
-    def _epochs(self, run, epoch):
-        count = run.scalar(self._count)
+    def _slice_source(self):
+        return self._input._slice_source()
+
+    def _elements(self, run):
+        if self._slice_source() is not None:
+            return super()._elements(run)
+        return self._counted(run.scalar(self._count), lambda: self._input._elements(run))
+
+    def _counted(self, count, elements):
+        """The elements out of `count` and `elements()`, a new pass over the input's."""
+        raise NotImplementedError
+
+
+class _RepeatDataset(_CountedDataset):
+    def _counted(self, count, epoch):
         n = 0
         while count is None or count < 0 or n < count:
             empty = True
@@ -642,27 +658,11 @@ class _RepeatDataset(_UnaryDataset):
                 return
             n += 1
 
-    def _slice_source(self):
-        return self._input._slice_source()
-
     def _index_chunks(self, run):
-        return self._epochs(run, lambda: self._input._index_chunks(run))
-
-    def _elements(self, run):
-        if self._slice_source() is not None:
-            return super()._elements(run)
-        return self._epochs(run, lambda: self._input._elements(run))
+        return self._counted(run.scalar(self._count), lambda: self._input._index_chunks(run))
 
 
-class _TakeDataset(_UnaryDataset):
-    def __init__(self, input_dataset, count):
-        super().__init__(input_dataset)
-        self._count = _scalar_param(count, "count")
-        self._params = [self._count]
-
-    def _slice_source(self):
-        return self._input._slice_source()
-
+class _TakeDataset(_CountedDataset):
     def _index_chunks(self, run):
         left = run.scalar(self._count)
         for c in self._input._index_chunks(run):
@@ -674,23 +674,12 @@ class _TakeDataset(_UnaryDataset):
                 left -= len(c)
             yield c
 
-    def _elements(self, run):
-        if self._slice_source() is not None:
-            return super()._elements(run)
-        count = run.scalar(self._count)
-        it = self._input._elements(run)
-        return it if count < 0 else itertools.islice(it, count)
+    @staticmethod
+    def _counted(count, elements):
+        return elements() if count < 0 else itertools.islice(elements(), count)
 
 
-class _SkipDataset(_UnaryDataset):
-    def __init__(self, input_dataset, count):
-        super().__init__(input_dataset)
-        self._count = _scalar_param(count, "count")
-        self._params = [self._count]
-
-    def _slice_source(self):
-        return self._input._slice_source()
-
+class _SkipDataset(_CountedDataset):
     def _index_chunks(self, run):
         left = run.scalar(self._count)
         for c in self._input._index_chunks(run):
@@ -702,12 +691,9 @@ class _SkipDataset(_UnaryDataset):
             yield c[left:]
             left = 0
 
-    def _elements(self, run):
-        if self._slice_source() is not None:
-            return super()._elements(run)
-        count = run.scalar(self._count)
-        it = self._input._elements(run)
-        return iter(()) if count < 0 else itertools.islice(it, count, None)
+    @staticmethod
+    def _counted(count, elements):
+        return iter(()) if count < 0 else itertools.islice(elements(), count, None)
 
 
 class _PrefetchDataset(_UnaryDataset):
