@@ -215,6 +215,19 @@ def _matmul_last_axis(x, kernel, units):
 
 
 # ----------------------------------------------------------------------- convolution
+def _input_channels(x, layer, ndims, fmt):
+    """The channel count of a conv layer's input `x` (Keras's checks and messages: the rank
+    the layer takes, and a known channel dim to size the kernel)."""
+    if x.shape.ndims is not None and x.shape.ndims != ndims:
+        raise ValueError(f"Input 0 of layer {layer} is incompatible with the layer: expected "
+                         f"ndim={ndims}, found ndim={x.shape.ndims}. Full shape received: "
+                         f"{x.shape}")
+    channels = x.shape[-1 if fmt == "NHWC" else 1].value if x.shape.ndims else None
+    if channels is None:
+        raise ValueError("The channel dimension of the inputs should be defined. Found `None`.")
+    return channels
+
+
 def conv2d(inputs, filters, kernel_size, strides=(1, 1), padding="valid",
            data_format="channels_last", dilation_rate=(1, 1), activation=None, use_bias=True,
            kernel_initializer=None, bias_initializer=None, kernel_regularizer=None,
@@ -226,12 +239,7 @@ def conv2d(inputs, filters, kernel_size, strides=(1, 1), padding="valid",
     sh, sw = _pair(strides, "strides")
     dh, dw = _pair(dilation_rate, "dilation_rate")
     fmt = _nn_data_format(data_format)
-    if x.shape.ndims is not None and x.shape.ndims != 4:
-        raise ValueError(f"Input 0 of layer conv2d is incompatible with the layer: expected "
-                         f"ndim=4, found ndim={x.shape.ndims}. Full shape received: {x.shape}")
-    channels = x.shape[-1 if fmt == "NHWC" else 1].value if x.shape.ndims else None
-    if channels is None:
-        raise ValueError("The channel dimension of the inputs should be defined. Found `None`.")
+    channels = _input_channels(x, "conv2d", 4, fmt)
     with _layer_scope(name, "conv2d", reuse, x):
         kernel = get_variable("kernel", [kh, kw, channels, filters], x.dtype,
                               initializer=kernel_initializer, regularizer=kernel_regularizer,
@@ -269,12 +277,7 @@ def conv1d(inputs, filters, kernel_size, strides=1, padding="valid",
     stride = _single(strides, "strides")
     rate = _single(dilation_rate, "dilation_rate")
     fmt = _nn_data_format(data_format)
-    if x.shape.ndims is not None and x.shape.ndims != 3:
-        raise ValueError(f"Input 0 of layer conv1d is incompatible with the layer: expected "
-                         f"ndim=3, found ndim={x.shape.ndims}. Full shape received: {x.shape}")
-    channels = x.shape[-1 if fmt == "NHWC" else 1].value if x.shape.ndims else None
-    if channels is None:
-        raise ValueError("The channel dimension of the inputs should be defined. Found `None`.")
+    channels = _input_channels(x, "conv1d", 3, fmt)
     with _layer_scope(name, "conv1d", reuse, x):
         kernel = get_variable("kernel", [k, channels, filters], x.dtype,
                               initializer=kernel_initializer, regularizer=kernel_regularizer,
@@ -306,14 +309,8 @@ def conv2d_transpose(inputs, filters, kernel_size, strides=(1, 1), padding="vali
     sh, sw = _pair(strides, "strides")
     fmt = _nn_data_format(data_format)
     pad = _padding(padding)
-    if x.shape.ndims is not None and x.shape.ndims != 4:
-        raise ValueError(f"Input 0 of layer conv2d_transpose is incompatible with the layer: "
-                         f"expected ndim=4, found ndim={x.shape.ndims}. Full shape received: "
-                         f"{x.shape}")
-    c_axis, h_axis = (3, 1) if fmt == "NHWC" else (1, 2)
-    channels = x.shape[c_axis].value if x.shape.ndims else None
-    if channels is None:
-        raise ValueError("The channel dimension of the inputs should be defined. Found `None`.")
+    channels = _input_channels(x, "conv2d_transpose", 4, fmt)
+    h_axis = 1 if fmt == "NHWC" else 2
     with _layer_scope(name, "conv2d_transpose", reuse, x):
         kernel = get_variable("kernel", [kh, kw, filters, channels], x.dtype,
                               initializer=kernel_initializer, regularizer=kernel_regularizer,
