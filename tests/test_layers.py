@@ -177,6 +177,14 @@ def test_conv2d_names_and_unknown_channels():
         gc.layers.conv2d(gc.placeholder(gc.float32, [None, 4, 4, None]), 2, 3)
 
 
+@pytest.mark.parametrize("layer, ndims", [("conv1d", 3), ("conv2d", 4), ("conv2d_transpose", 4)])
+def test_conv_layers_refuse_an_input_of_another_rank_naming_the_layer(layer, ndims):
+    x = gc.placeholder(gc.float32, [2] * (ndims + 1))
+    with pytest.raises(ValueError, match=f"Input 0 of layer {layer} is incompatible with the "
+                                         f"layer: expected ndim={ndims}, found ndim={ndims + 1}"):
+        getattr(gc.layers, layer)(x, 2, 1)
+
+
 def _pool_numpy(x, size, stride, reduce):
     oh = (x.shape[1] - size) // stride + 1
     ow = (x.shape[2] - size) // stride + 1
