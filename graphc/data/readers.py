@@ -48,13 +48,15 @@ def _checked_file_names(filenames, what):
     return filenames
 
 
-class TextLineDataset(Dataset):
-    """The lines of `filenames` (without "\\n" or "\\r\\n"; empty lines kept), file after
-    file. compression_type: None/"", "ZLIB" or "GZIP"."""
+class _FileRecordsDataset(Dataset):
+    """One scalar string element per record of each file of `filenames` in turn (a path, a
+    list of paths, or a string Tensor of them, e.g. a placeholder fed when the iterator is
+    initialized), read on the host as the pipeline asks. compression_type: None/"", "ZLIB"
+    or "GZIP"."""
 
     def __init__(self, filenames, compression_type=None, buffer_size=None,
                  num_parallel_reads=None):
-        self._filenames = _checked_file_names(filenames, "TextLineDataset")
+        self._filenames = _checked_file_names(filenames, type(self).__name__)
         self._params = [self._filenames]
         self._compression = records.compression_type(compression_type)
         self._structure = structure.LEAF
@@ -63,25 +65,19 @@ class TextLineDataset(Dataset):
 
     def _elements(self, run):
         for path in _file_names(run.value(self._filenames)):
-            for line in text_lines(path, self._compression):
-                yield [np.array(line, dtype=object)]
-
-
-class TFRecordDataset(Dataset):
-    """Records of `filenames` (a path, a list of paths, or a string Tensor of them, e.g. a
-    placeholder fed when the iterator is initialized), read on the host as the pipeline
-    asks for them. compression_type: None/"" , "ZLIB" or "GZIP"."""
-
-    def __init__(self, filenames, compression_type=None, buffer_size=None,
-                 num_parallel_reads=None):
-        self._filenames = _checked_file_names(filenames, "TFRecordDataset")
-        self._params = [filenames]
-        self._compression = records.compression_type(compression_type)
-        self._structure = structure.LEAF
-        self._types = [dtypes.string]
-        self._shapes = [TensorShape([])]
-
-    def _elements(self, run):
-        for path in _file_names(run.value(self._filenames)):
-            for record in records.read_records(path, self._compression):
+            for record in self._records(path):
                 yield [np.array(record, dtype=object)]
+
+
+class TextLineDataset(_FileRecordsDataset):
+    """The lines of the files (without "\\n" or "\\r\\n"; empty lines kept)."""
+
+    def _records(self, path):
+        return text_lines(path, self._compression)
+
+
+class TFRecordDataset(_FileRecordsDataset):
+    """The records of TFRecord files (tf_formats/records.py)."""
+
+    def _records(self, path):
+        return records.read_records(path, self._compression)
