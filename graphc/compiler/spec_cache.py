@@ -10,9 +10,10 @@ that a key changes whenever the lowered module, and so the generated code, could
     attrs (arrays by a digest of their bytes), inputs, control inputs, output dtypes and
     static shapes, device, creation site and forward op (error messages name them), and
     the bodies (FuncGraphs) its attrs name, with their captures;
-  - the feeds (dtype, the exact fed shape: dims of 0 or 1 are specialized on and the
-    others are the symbols' hints, which guards are decided on) and whether each may be
-    specialized on its value; the fetches, the targets and the ops an earlier stage ran;
+  - the feeds (dtype, static shape, creation site, the exact fed shape: dims of 0 or 1
+    are specialized on and the others are the symbols' hints, which guards are decided
+    on) and whether each may be specialized on its value; the fetches, the targets and
+    the ops an earlier stage ran;
   - the held shapes of the variables those ops use (lowering reads them);
   - the compiler: a hash of graphc's, kernels' and runtime's sources, the LLVM, llvmlite
     and NumPy versions (constant folding runs NumPy), the target, the disabled passes and
@@ -97,8 +98,8 @@ def signature_key(feeds, fetches, targets, feed_shapes, feed_values, variable_sh
     candidates = feed_values if feed_values is not None else [None] * len(feeds)
     # whether a feed may be specialized on: such a feed looks like a Const to shape
     # inference even when its value is never read
-    run = {"feeds": [[t.name, t.dtype.name, [int(d) for d in shape],
-                      specializable(t.dtype, value)]
+    run = {"feeds": [[t.name, t.dtype.name, _static_shape(t), t.op.location,
+                      [int(d) for d in shape], specializable(t.dtype, value)]
                      for t, shape, value in zip(feeds, feed_shapes, candidates)],
            "fetches": [t.name for t in fetches], "targets": [op.name for op in targets],
            "exclude": sorted(op.name for op in exclude),
@@ -162,7 +163,7 @@ class _GraphDigest:
             [c.name for c in op.control_inputs],
             {k: _attr_form(v) for k, v in op.attrs.items()}, op.device, op.location,
             [t.dtype.name for t in op.outputs],
-            [None if t.shape.ndims is None else t.shape.as_list() for t in op.outputs],
+            [_static_shape(t) for t in op.outputs],
             None if forward is None else [forward.name, forward.type, forward.location]])
         for body in _bodies(op):
             self._add_function(body)
@@ -178,6 +179,10 @@ class _GraphDigest:
                             [op.name for op in body.control_captures],
                             [g.name for g in body.forward_graphs]])
         self.add_ops(sorted(body.get_operations(), key=lambda op: op._id))
+
+
+def _static_shape(t):
+    return None if t.shape.ndims is None else t.shape.as_list()
 
 
 def _code_in_key(op_type):
