@@ -163,7 +163,7 @@ class _Signature:
         self.graph = g
 
     def key(self, rows=4, labels=None, disable=(), target=None, fetches=None,
-            variable_shapes=None, feed_values=True):
+            variable_shapes=None, feed_values=True, exclude=frozenset()):
         from graphc.compiler.lower import ops_to_lower
         labels = np.arange(rows, dtype=np.int32) if labels is None else labels
         feeds = [self.x, self.labels]
@@ -174,7 +174,7 @@ class _Signature:
         ops = ops_to_lower(fetches, [], feeds)
         return spec_cache.signature_key(
             feeds, fetches, [], shapes, values,
-            {"v": (3,)} if variable_shapes is None else variable_shapes, frozenset(), ops,
+            {"v": (3,)} if variable_shapes is None else variable_shapes, exclude, ops,
             frozenset(disable), target or {"triple": "x86_64-unknown-linux-gnu",
                                            "cpu": "skylake", "features": "+avx2"})
 
@@ -254,6 +254,19 @@ def test_a_held_variable_shape_changes_the_key():
     sig = _Signature(var_shape=(3,))
     assert sig.key(variable_shapes={"v": (1,)}) != sig.key()
     assert sig.key(variable_shapes={"unrelated": (7,), "v": (3,)}) == sig.key()
+
+
+def test_the_ops_an_earlier_stage_ran_change_the_key():
+    sig = _Signature()
+    assert sig.key(exclude=frozenset([sig.v.initializer])) != sig.key()
+
+
+def test_the_numpy_version_changes_the_key(monkeypatch):
+    # constant folding computes with NumPy's kernels
+    sig = _Signature()
+    base = sig.key()
+    monkeypatch.setattr(np, "__version__", "0.0.1")
+    assert sig.key() != base
 
 
 def test_the_disabled_passes_change_the_key():
