@@ -1,8 +1,17 @@
-"""The spec cache: a second compile of the same lowered module skips the Python compiler."""
+"""The spec cache: a second compile of the same run signature skips the Python compiler,
+lowering included (its key is made from the graph)."""
+import json
+import os
+import subprocess
+import sys
+
 import numpy as np
+import pytest
 
 import graphc as gc
 from graphc.compiler import spec_cache
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _run_once(scale):
@@ -50,3 +59,348 @@ def test_codegen_settings_are_part_of_the_key(tmp_path, monkeypatch):
     monkeypatch.setenv("GRAPHC_PARALLEL_MIN_WORK", "0")  # codegen decides loop splitting
     _run_once(2.0)
     assert spec_cache.stats["hits"] == before["hits"]
+
+
+# ------------------------------------------------ the key, made before lowering
+def _count_lowerings(monkeypatch):
+    from graphc.compiler import driver
+    calls = []
+    original = driver.lower
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        return original(*args, **kwargs)
+    monkeypatch.setattr(driver, "lower", counting)
+    return calls
+
+
+def test_a_hit_does_not_lower(tmp_path, monkeypatch):
+    monkeypatch.setenv("GRAPHC_CACHE_DIR", str(tmp_path))
+    lowerings = _count_lowerings(monkeypatch)
+    first = _run_once(2.0)
+    assert len(lowerings) == 1
+    before = dict(spec_cache.stats)
+    second = _run_once(2.0)  # a new graph and Session
+    assert spec_cache.stats["hits"] == before["hits"] + 1
+    assert len(lowerings) == 1  # answered from the graph's key: lowering never ran
+    np.testing.assert_array_equal(first, second)
+
+
+_CHILD = """
+import json, numpy as np, graphc as gc
+from graphc.compiler import driver, spec_cache
+lowerings = []
+original = driver.lower
+driver.lower = lambda *a, **k: lowerings.append(1) or original(*a, **k)
+x = gc.placeholder(gc.float32, [None, 4])
+w = gc.Variable(np.arange(8, dtype=np.float32).reshape(4, 2) / 8)
+loss = gc.reduce_mean(gc.square(gc.nn.tanh(gc.matmul(x, w)) - 0.25))
+train = gc.train.GradientDescentOptimizer(0.5).minimize(loss)
+with gc.Session() as sess:
+    sess.run(gc.global_variables_initializer())
+    xv = np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4)
+    sess.run(train, {x: xv})
+    out = sess.run([loss, w], {x: xv})
+print(json.dumps({"stats": spec_cache.stats, "lowerings": len(lowerings),
+                  "loss": float(out[0]), "w": out[1].tolist()}))
+"""
+
+
+def _run_child(cache_dir):
+    env = dict(os.environ, GRAPHC_CACHE_DIR=str(cache_dir), GRAPHC_BACKEND="compiled",
+               PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run([sys.executable, "-c", _CHILD], env=env, cwd=REPO,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _expected_child():
+    w = (np.arange(8).reshape(4, 2) / 8).astype(np.float64)
+    x = np.linspace(-1, 1, 12).reshape(3, 4)
+
+    def loss_and_grad(w):
+        h = np.tanh(x @ w)
+        return np.mean((h - 0.25) ** 2), x.T @ (2 * (h - 0.25) * (1 - h * h) / h.size)
+    w = w - 0.5 * loss_and_grad(w)[1]
+    return loss_and_grad(w)[0], w
+
+
+def test_a_second_process_hits_without_lowering(tmp_path):
+    cold = _run_child(tmp_path)
+    assert cold["lowerings"] >= 2 and cold["stats"]["hits"] == 0
+    assert cold["stats"]["stores"] == cold["lowerings"]
+    warm = _run_child(tmp_path)
+    assert warm["lowerings"] == 0 and warm["stats"]["misses"] == 0
+    assert warm["stats"]["hits"] == cold["stats"]["stores"]
+    loss, w = _expected_child()
+    for run in (cold, warm):
+        np.testing.assert_allclose(run["loss"], loss, rtol=1e-5)
+        np.testing.assert_allclose(run["w"], w, rtol=1e-5, atol=1e-6)
+
+
+class _Signature:
+    """A small run signature (a loop whose body reads a constant, a variable, a
+    reshape by a fed shape) and its key, rebuilt with one input changed."""
+
+    def __init__(self, dtype=gc.float32, static=(None, 3), scale=2.0, body_step=1.0,
+                 fetch_sum=False, control=False, var_shape=(3,), where=0):
+        g = gc.Graph()
+        with g.as_default():
+            self.x = gc.placeholder(dtype, static, name="x")
+            self.labels = gc.placeholder(gc.int32, [None], name="labels")
+            self.v = gc.Variable(np.zeros(var_shape, dtype.as_numpy_dtype), name="v",
+                                 validate_shape=False)
+            y = [self.x * scale + gc.cast(gc.reduce_sum(self.labels), dtype),
+                 self.x * scale + gc.cast(gc.reduce_sum(self.labels), dtype)][where]
+            _, y = gc.while_loop(lambda i, a: i < 3,
+                                 lambda i, a: (i + 1, a + gc.constant(body_step, dtype)),
+                                 [gc.constant(0), y])
+            if control:
+                with gc.control_dependencies([gc.no_op(name="dep")]):
+                    y = gc.identity(y)
+            self.y = gc.reduce_sum(y + self.v) if fetch_sum else y + self.v
+        self.graph = g
+
+    def key(self, rows=4, labels=None, disable=(), target=None, fetches=None,
+            variable_shapes=None, feed_values=True, exclude=frozenset()):
+        from graphc.compiler.lower import ops_to_lower
+        labels = np.arange(rows, dtype=np.int32) if labels is None else labels
+        feeds = [self.x, self.labels]
+        shapes = [(rows, 3), labels.shape]
+        values = [np.ones(shapes[0], self.x.dtype.as_numpy_dtype), labels] \
+            if feed_values else None
+        fetches = fetches or [self.y]
+        ops = ops_to_lower(fetches, [], feeds)
+        return spec_cache.signature_key(
+            feeds, fetches, [], shapes, values,
+            {"v": (3,)} if variable_shapes is None else variable_shapes, exclude, ops,
+            frozenset(disable), target or {"triple": "x86_64-unknown-linux-gnu",
+                                           "cpu": "skylake", "features": "+avx2"})
+
+
+def test_the_key_is_a_function_of_the_graph():
+    # two graphs built alike (same names, attrs and lines) share a key
+    assert _Signature().key() == _Signature().key()
+    assert _Signature().key() is not None
+
+
+def test_an_op_attr_changes_the_key():
+    assert _Signature(scale=3.0).key() != _Signature().key()
+
+
+def test_a_body_op_attr_changes_the_key():
+    assert _Signature(body_step=2.0).key() != _Signature().key()
+
+
+def test_a_dtype_changes_the_key():
+    assert _Signature(dtype=gc.float64).key() != _Signature().key()
+
+
+def test_a_static_shape_changes_the_key():
+    assert _Signature(static=(4, 3)).key() != _Signature().key()
+
+
+def test_a_fed_tensors_static_shape_changes_the_key():
+    """A dim known at build is a constant of the module, an unknown one a symbol, even
+    where no op after the feed has a shape that says which."""
+    def key(static):
+        g = gc.Graph()
+        with g.as_default():
+            x = gc.placeholder(gc.float32, static, name="x")
+            y = gc.reduce_sum(x)
+        from graphc.compiler.lower import ops_to_lower
+        return spec_cache.signature_key([x], [y], [], [(4, 3)], None, {}, frozenset(),
+                                        ops_to_lower([y], [], [x]), frozenset(),
+                                        {"triple": "t"})
+    assert key((None, 3)) != key((4, 3))
+    assert key((None, 3)) == key((None, 3))
+
+
+def test_a_fed_shape_changes_the_key():
+    sig = _Signature()
+    assert sig.key(rows=5) != sig.key(rows=4)
+    assert sig.key(rows=1) != sig.key(rows=4)  # a dim of 1 is specialized on
+
+
+def test_whether_a_feed_may_be_specialized_changes_the_key():
+    sig = _Signature()
+    assert sig.key(feed_values=False) != sig.key()
+
+
+def test_fed_values_are_not_in_the_key():
+    # unread values (labels) are no part of the key: load checks the read ones
+    sig = _Signature()
+    assert sig.key(labels=np.arange(4, dtype=np.int32)) == \
+        sig.key(labels=np.arange(4, dtype=np.int32)[::-1].copy())
+
+
+def test_the_fetches_change_the_key():
+    sig = _Signature()
+    assert sig.key(fetches=[sig.y, sig.x]) != sig.key()
+    assert _Signature(fetch_sum=True).key() != _Signature().key()
+
+
+def test_a_control_input_changes_the_key():
+    assert _Signature(control=True).key() != _Signature().key()
+
+
+def test_the_creation_site_changes_the_key():
+    # errors name the user's line: a spec holds it
+    assert _Signature(where=1).key() != _Signature(where=0).key()
+
+
+def test_a_held_variable_shape_changes_the_key():
+    sig = _Signature(var_shape=(3,))
+    assert sig.key(variable_shapes={"v": (1,)}) != sig.key()
+    assert sig.key(variable_shapes={"unrelated": (7,), "v": (3,)}) == sig.key()
+
+
+def test_the_ops_an_earlier_stage_ran_change_the_key():
+    sig = _Signature()
+    assert sig.key(exclude=frozenset([sig.v.initializer])) != sig.key()
+
+
+def test_the_numpy_version_changes_the_key(monkeypatch):
+    # constant folding computes with NumPy's kernels
+    sig = _Signature()
+    base = sig.key()
+    monkeypatch.setattr(np, "__version__", "0.0.1")
+    assert sig.key() != base
+
+
+def test_the_disabled_passes_change_the_key():
+    sig = _Signature()
+    assert sig.key(disable={"cse"}) != sig.key()
+
+
+def test_the_target_changes_the_key():
+    sig = _Signature()
+    base = {"triple": "x86_64-unknown-linux-gnu", "cpu": "skylake", "features": "+avx2"}
+    keys = {sig.key(target=base), sig.key(target=dict(base, features="-avx2")),
+            sig.key(target=dict(base, cpu="znver3")),
+            sig.key(target={"kind": "gpu", "arch": "sm_80"}),
+            sig.key(target={"kind": "gpu", "arch": "sm_80", "ptx": False})}
+    assert len(keys) == 5
+
+
+@pytest.mark.parametrize("name", spec_cache._CODEGEN_ENV)
+def test_a_codegen_setting_changes_the_key(monkeypatch, name):
+    sig = _Signature()
+    monkeypatch.delenv(name, raising=False)
+    base = sig.key()
+    monkeypatch.setenv(name, "0")
+    assert sig.key() != base
+
+
+def test_the_compiler_sources_change_the_key(monkeypatch):
+    sig = _Signature()
+    base = sig.key()
+    monkeypatch.setattr(spec_cache, "_SOURCES", "another compiler")
+    assert sig.key() != base
+
+
+def test_the_llvm_toolchain_changes_the_key(monkeypatch):
+    from runtime import jit
+    sig = _Signature()
+    base = sig.key()
+    monkeypatch.setattr(jit, "toolchain_id", lambda: "llvm 99")
+    assert sig.key() != base
+
+
+def test_an_op_registered_outside_graphc_is_keyed_on_its_module(tmp_path, monkeypatch):
+    """Its inference code is not in the sources hashed: no key from the graph."""
+    from graphc.framework.op_def import OP_DEFS, register_op
+    register_op("TestOnlyDouble", infer=lambda inputs, attrs: (inputs[0].shape,
+                                                               inputs[0].dtype),
+                kernel=lambda x: x * 2, kind="opaque")
+    try:
+        g = gc.Graph()
+        with g.as_default():
+            x = gc.placeholder(gc.float32, [2])
+            y = g.create_op("TestOnlyDouble", [x]).outputs[0]
+        from graphc.compiler.lower import ops_to_lower
+        ops = ops_to_lower([y], [], [x])
+        assert spec_cache.signature_key([x], [y], [], [(2,)], None, {}, frozenset(), ops,
+                                        frozenset(), {"triple": "t"}) is None
+    finally:
+        del OP_DEFS["TestOnlyDouble"]
+
+
+def _reshape_run(shape):
+    g = gc.Graph()
+    with g.as_default():
+        x = gc.placeholder(gc.float32, [12])
+        s = gc.placeholder(gc.int32, [2])
+        y = gc.reduce_sum(gc.reshape(x, s), axis=1)
+        with gc.Session() as sess:
+            return sess.run(y, {x: np.arange(12, dtype=np.float32),
+                                s: np.array(shape, np.int32)})
+
+
+def test_a_spec_specialized_on_a_fed_value_is_not_used_for_another(tmp_path, monkeypatch):
+    monkeypatch.setenv("GRAPHC_CACHE_DIR", str(tmp_path))
+    x = np.arange(12, dtype=np.float32)
+    np.testing.assert_array_equal(_reshape_run([3, 4]), x.reshape(3, 4).sum(axis=1))
+    before = dict(spec_cache.stats)
+    # same key (values are not in it), but the stored spec reads the shape [3, 4]
+    np.testing.assert_array_equal(_reshape_run([2, 6]), x.reshape(2, 6).sum(axis=1))
+    assert spec_cache.stats["hits"] == before["hits"]
+    np.testing.assert_array_equal(_reshape_run([2, 6]), x.reshape(2, 6).sum(axis=1))
+    assert spec_cache.stats["hits"] == before["hits"] + 1
+
+
+def _labels_run(labels):
+    g = gc.Graph()
+    with g.as_default():
+        x = gc.placeholder(gc.float32, [None, 3])
+        y = gc.placeholder(gc.int32, [None])
+        loss = gc.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=x)
+        with gc.Session() as sess:
+            return sess.run(loss, {x: np.arange(12, dtype=np.float32).reshape(4, 3) / 4,
+                                   y: np.array(labels, np.int32)})
+
+
+def test_unread_feed_values_hit(tmp_path, monkeypatch):
+    monkeypatch.setenv("GRAPHC_CACHE_DIR", str(tmp_path))
+    logits = np.arange(12, dtype=np.float64).reshape(4, 3) / 4
+    log_p = logits - np.log(np.exp(logits).sum(axis=1, keepdims=True))
+    _labels_run([0, 1, 2, 0])
+    before = dict(spec_cache.stats)
+    out = _labels_run([2, 2, 1, 0])
+    assert spec_cache.stats["hits"] == before["hits"] + 1
+    np.testing.assert_allclose(out, -log_p[np.arange(4), [2, 2, 1, 0]], rtol=1e-6)
+
+
+def _is_spec(payload):
+    """Whether an entry's payload is a spec (the object cache's entries are machine code)."""
+    try:
+        return isinstance(spec_cache._from_bytes(payload), dict)
+    except (ValueError, KeyError, TypeError):
+        return False
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip_payload", "not_a_spec"])
+def test_a_damaged_entry_is_recompiled_not_run(tmp_path, monkeypatch, damage):
+    from runtime import compile_cache
+    monkeypatch.setenv("GRAPHC_CACHE_DIR", str(tmp_path))
+    lowerings = _count_lowerings(monkeypatch)
+    expected = _run_once(2.0)
+    cache = compile_cache.default_cache()
+    (entry,) = [p for p in tmp_path.iterdir() if _is_spec(cache.load(p.stem))]
+    blob = bytearray(entry.read_bytes())
+    if damage == "truncate":
+        blob = blob[:len(blob) - 7]
+    elif damage == "flip_payload":
+        blob[-3] ^= 0x5A
+    else:  # a well-formed entry whose payload is no spec
+        cache.store(entry.stem, (2).to_bytes(8, "little") + b"{}")
+        blob = bytearray(entry.read_bytes())
+    entry.write_bytes(bytes(blob))
+    before = dict(spec_cache.stats)
+    np.testing.assert_array_equal(_run_once(2.0), expected)
+    assert spec_cache.stats["hits"] == before["hits"]
+    assert spec_cache.stats["stores"] == before["stores"] + 1
+    assert len(lowerings) == 2  # compiled again
+    np.testing.assert_array_equal(_run_once(2.0), expected)
+    assert spec_cache.stats["hits"] == before["hits"] + 1  # the rewritten entry is good

@@ -14,9 +14,10 @@ Prints the median over --repeats of each and the cache hits the warm child saw.
 --scale: the cold first run (compile + one step, on-disk caches off) of the scale
 workloads of tools/workloads.py (peers_bench.py's): the MLP training step 256 wide at
 each of --depths, the 32-step unrolled LSTM and the small CIFAR ResNet, each in a fresh
-process, with the seconds spent in each compiler stage (lower, each pass, codegen of
-the LLVM IR, LLVM's optimization and machine code; "rest": the step itself, the Session's
-pruning and caches) and the growth exponent of the first run, and of each stage's CPU time,
+process, with the seconds spent in each compiler stage (key: the spec cache's key made
+from the graph, on a warm run the only compiler stage before the spec is loaded; lower,
+each pass, codegen of the LLVM IR, LLVM's optimization and machine code; "rest": the step
+itself, the Session's pruning and caches) and the growth exponent of the first run, and of each stage's CPU time,
 over depth (least squares of log time on log depth). --profile WORKLOAD prints cProfile's
 top functions for one.
 

@@ -24,7 +24,7 @@ import time
 from typing import NamedTuple, Optional
 
 from graphc.compiler import spec_cache
-from graphc.compiler.lower import lower
+from graphc.compiler.lower import lower, ops_to_lower
 from graphc.compiler.pipeline import ModuleDumps, disabled_passes, optimize
 from graphc.compiler.schedule import schedule
 from runtime import jit
@@ -47,7 +47,8 @@ class CompileResult(NamedTuple):
     spec: dict                   # the executable spec (docs/compiler.md section 6)
     pass_stats: Optional[dict]   # {pass or schedule step: its counts}; None: from the cache
     dumps: Optional[dict]        # {"lowered" | stage name: module text} when kept
-    times: dict = {}             # {stage: seconds}: lower, optimize, schedule, generate
+    times: dict = {}             # {stage: seconds}: cache (pruning, the spec cache's key
+    #                              and look-up), lower, optimize, schedule, generate
 
 
 def compile_options(disable=None, dump_dir=None, keep_dumps=False, profile=None,
@@ -78,14 +79,29 @@ def compile_signature(feeds, fetches, targets, feed_shapes, feed_values=None,
     arrays, when known (small integer feeds whose values decide shapes are specialized on,
     guarded, see lower.py); variable_shapes: {name: shape} of the variables now; exclude:
     ops an earlier stage of the run has already run; ops: the signature's ops to lower
-    when the caller has them (lower.ops_to_lower)."""
+    when the caller has them (lower.ops_to_lower). The spec cache is looked up by a key
+    made from the graph (spec_cache.signature_key), so a warm process does not lower."""
+    options = options if options is not None else compile_options()
+    target = target if target is not None else _host_target()
     with _no_full_collections():
         start = time.perf_counter()
+        if ops is None:
+            ops = ops_to_lower(fetches, targets, feeds, exclude)
+        key = None
+        if _cacheable(options):
+            key = spec_cache.signature_key(feeds, fetches, targets, feed_shapes, feed_values,
+                                           variable_shapes, exclude, ops, options.disable,
+                                           target)
+            spec = spec_cache.load(key, feeds, feed_values) if key else None
+            if spec is not None:
+                return CompileResult(spec, None, None, {"cache": time.perf_counter() - start})
+        looked_up = time.perf_counter()
         module = lower(feeds, fetches, targets, feed_shapes, feed_values=feed_values,
                        variable_shapes=variable_shapes, exclude=exclude, ops=ops)
-        lowered = time.perf_counter() - start
-        result = compile_module(module, target, options)
-    return result._replace(times={"lower": lowered, **result.times})
+        lowered = time.perf_counter() - looked_up
+        result = _compile(module, target, options, key)
+    return result._replace(times={"cache": looked_up - start, "lower": lowered,
+                                  **result.times})
 
 
 @contextlib.contextmanager
@@ -109,18 +125,26 @@ def compile_module(module, target=None, options=None):
     generate."""
     options = options if options is not None else compile_options()
     target = target if target is not None else _host_target()
+    return _compile(module, target, options)
+
+
+def _compile(module, target, options, key=None):
+    """compile_module, the spec cache looked up (and filled) under `key`, else under the
+    module's own key."""
     backend = _backend(target)
-    key = spec_cache.key(module, options.disable, target) if _cacheable(options) else None
-    spec = spec_cache.load(key) if key else None
-    if spec is not None:
-        return CompileResult(spec, None, None, {})
+    if key is None and _cacheable(options):
+        key = spec_cache.key(module, options.disable, target)
+        spec = spec_cache.load(key) if key else None
+        if spec is not None:
+            return CompileResult(spec, None, None, {})
     dumps = ModuleDumps(module.name, options.dump_dir, options.keep_dumps)
     times = {}
     stats = _optimize_and_schedule(module, backend, options, dumps, times)
     start = time.perf_counter()
     spec = backend.generate(module, target, options)
     times["generate"] = time.perf_counter() - start
-    spec_cache.store(key, spec)
+    if _cacheable(options):
+        spec_cache.store(key, spec)
     return CompileResult(spec, stats, dumps.texts, times)
 
 

@@ -1,34 +1,62 @@
 """The on-disk cache of finished executable specs: a warm process skips the Python compiler.
 
 runtime's object cache (runtime/compile_cache.py) already skips LLVM for an unchanged IR;
-this one, keyed on the lowered module (its whole plain-data form, constants, symbols and
-guards included), the disabled passes, the host target and a hash of the compiler's own
-source files, also skips the passes and code generation (most of a warm first run's compile time,
-tools/compile_time.py measures it). A changed compiler never reuses an old spec. Entries live in
-the same directory (GRAPHC_CACHE_DIR; "off" disables both) with the same checked, atomic
-writes; nothing is pickled: a spec is JSON plus its constants' raw bytes.
+this one also skips lowering, the passes and code generation (most of a warm first run's
+compile time, tools/compile_time.py --scale --warm measures it). A run signature's key
+(`signature_key`) is made from the graph before lowering: everything lowering reads, so
+that a key changes whenever the lowered module, and so the generated code, could:
+  - every op lowering may look at: the signature's ops and their ancestors (fed tensors
+    cut the graph, as they cut lowering's shape inference), each with its name, type,
+    attrs (arrays by a digest of their bytes), inputs, control inputs, output dtypes and
+    static shapes, device, creation site and forward op (error messages name them), and
+    the bodies (FuncGraphs) its attrs name, with their captures;
+  - the feeds (dtype, static shape, creation site, the exact fed shape: dims of 0 or 1
+    are specialized on and the others are the symbols' hints, which guards are decided
+    on) and whether each may be specialized on its value; the fetches, the targets and
+    the ops an earlier stage ran;
+  - the held shapes of the variables those ops use (lowering reads them);
+  - the compiler: a hash of graphc's, kernels' and runtime's sources, the LLVM, llvmlite
+    and NumPy versions (constant folding runs NumPy), the target, the disabled passes and
+    the environment settings codegen reads (_CODEGEN_ENV).
+Fed VALUES are not in the key: lowering reads only those of the small integer feeds
+shape inference asks for, and the spec records them (value_guards); `load` returns a spec
+only when this run's feeds have those values, so the spec is the one lowering these feeds
+would make. A module compiled directly (compile_module) is keyed on its plain-data form.
+Entries live in the object cache's directory (GRAPHC_CACHE_DIR; "off" disables both) with
+its checked, atomic writes: a truncated or corrupt entry fails its checksum and is
+recompiled. Nothing is pickled: a spec is JSON plus its constants' raw bytes.
 """
 import hashlib
 import json
 import os
+import platform
 
-from runtime import compile_cache, file_format
+import numpy as np
+
+from graphc.compiler.ir import encode_attr
+from graphc.compiler.lower import specializable
+from graphc.framework.op_def import OP_DEFS
+from runtime import compile_cache, file_format, jit
 
 _SOURCES = None
 # environment settings the passes and codegen read: part of the key
 _CODEGEN_ENV = ("GRAPHC_DISABLE_PASSES", "GRAPHC_PARALLEL", "GRAPHC_PARALLEL_MIN_WORK",
                 "GRAPHC_PARALLEL_DEBUG")
 stats = {"hits": 0, "misses": 0, "stores": 0}
+# the packages whose code is in every key (hashed sources; NumPy by its version)
+_KEYED_PACKAGES = frozenset({"graphc", "kernels", "numpy"})
 
 
 def _compiler_source_hash():
-    """SHA-256 over graphc's and kernels' Python sources (computed once per process)."""
+    """SHA-256 over graphc's, kernels' and runtime's Python sources (once per process):
+    runtime reads the spec, so a change of its reader is a change of what a spec means."""
     global _SOURCES
     if _SOURCES is None:
         h = hashlib.sha256()
         here = os.path.dirname(os.path.abspath(__file__))
-        roots = [os.path.dirname(here), os.path.join(os.path.dirname(os.path.dirname(here)),
-                                                     "kernels")]
+        repo = os.path.dirname(os.path.dirname(here))
+        roots = [os.path.dirname(here), os.path.join(repo, "kernels"),
+                 os.path.join(repo, "runtime")]
         for root in roots:
             for folder, dirs, files in sorted(os.walk(root)):
                 dirs.sort()
@@ -50,27 +78,182 @@ def key(module, disable, target):
         text = json.dumps(plain, sort_keys=True, default=_plain)
     except (TypeError, ValueError):
         return None
+    return _digest(["module", text], disable, target)
+
+
+def signature_key(feeds, fetches, targets, feed_shapes, feed_values, variable_shapes,
+                  exclude, ops, disable, target):
+    """The cache key of compiling one run signature (driver.compile_signature's
+    arguments, `ops` pruned), computed from the graph without lowering it; None when an
+    op's attrs have no plain-data form or its code is not in the key (an op type a script
+    registers): the lowered module's key is used then."""
+    digest = _GraphDigest()
+    try:
+        digest.add_ops(_ancestors(ops, feeds))
+        graph = digest.hexdigest()
+    except (TypeError, ValueError):
+        return None
+    if not all(map(_code_in_key, digest.op_types)):
+        return None
+    candidates = feed_values if feed_values is not None else [None] * len(feeds)
+    # whether a feed may be specialized on: such a feed looks like a Const to shape
+    # inference even when its value is never read
+    run = {"feeds": [[t.name, t.dtype.name, _static_shape(t), t.op.location,
+                      [int(d) for d in shape], specializable(t.dtype, value)]
+                     for t, shape, value in zip(feeds, feed_shapes, candidates)],
+           "fetches": [t.name for t in fetches], "targets": [op.name for op in targets],
+           "exclude": sorted(op.name for op in exclude),
+           "variables": digest.variable_shapes(variable_shapes or {})}
+    return _digest(["signature", json.dumps(run), graph], disable, target)
+
+
+def _digest(parts, disable, target):
     h = hashlib.sha256()
     settings = {name: os.environ.get(name) for name in _CODEGEN_ENV}
-    for part in ("graphc-spec-cache 1", _compiler_source_hash(), json.dumps(target, sort_keys=True),
-                 ",".join(sorted(disable or ())), json.dumps(settings, sort_keys=True), text):
+    for part in ["graphc-spec-cache 2", _compiler_source_hash(), jit.toolchain_id(),
+                 f"numpy {np.__version__} python {platform.python_version()}",
+                 json.dumps(target, sort_keys=True), ",".join(sorted(disable or ())),
+                 json.dumps(settings, sort_keys=True)] + parts:
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()  # hex, as the object cache expects; the prefix above separates them
 
 
-def load(key):
+def _ancestors(ops, fed):
+    """`ops` and every op they read, transitively (an excluded op's or a variable
+    reference's producer included: shape inference may look through them), stopping at
+    fed tensors, whose producers lowering never looks at; in creation order. (Sets of
+    ids: ops and tensors hash in Python, which was most of this walk's time.)"""
+    fed_ids = {id(t) for t in fed}
+    seen, stack = {id(op): op for op in ops}, list(ops)
+    while stack:
+        op = stack.pop()
+        for producer in [t.op for t in op.inputs if id(t) not in fed_ids] + \
+                op.control_inputs:
+            if id(producer) not in seen:
+                seen[id(producer)] = producer
+                stack.append(producer)
+    return sorted(seen.values(), key=lambda op: op._id)
+
+
+class _GraphDigest:
+    """A SHA-256 of ops as lowering sees them, with the bodies their attrs name."""
+
+    def __init__(self):
+        self._lines = []  # one JSON text at the end: a dumps per op cost a third of the key
+        self._functions = set()
+        self._variables = set()
+        self.op_types = set()
+
+    def hexdigest(self):
+        return hashlib.sha256(json.dumps(self._lines, sort_keys=True).encode()).hexdigest()
+
+    def variable_shapes(self, held):
+        return [[name, None if held.get(name) is None else [int(d) for d in held[name]]]
+                for name in sorted(self._variables)]
+
+    def add_ops(self, ops):
+        for op in ops:
+            self._add_op(op)
+
+    def _add_op(self, op):
+        self.op_types.add(op.type)
+        if op.type == "VariableV2":
+            self._variables.add(op.name)
+        forward = op.forward_op
+        self._lines.append([
+            op.name, op.type, [t.name for t in op.inputs],
+            [c.name for c in op.control_inputs],
+            {k: _attr_form(v) for k, v in op.attrs.items()}, op.device, op.location,
+            [t.dtype.name for t in op.outputs],
+            [_static_shape(t) for t in op.outputs],
+            None if forward is None else [forward.name, forward.type, forward.location]])
+        for body in _bodies(op):
+            self._add_function(body)
+
+    def _add_function(self, body):
+        if body.name in self._functions:
+            return
+        self._functions.add(body.name)
+        self._lines.append(["function", body.name, [t.name for t in body.inputs],
+                            [t.name for t in body.outputs],
+                            [[o.name, i.name] for o, i in body.captures],
+                            [[o.name, i.name] for o, i in body.ref_captures],
+                            [op.name for op in body.control_captures],
+                            [g.name for g in body.forward_graphs]])
+        self.add_ops(sorted(body.get_operations(), key=lambda op: op._id))
+
+
+def _static_shape(t):
+    return t.shape.as_tuple_or_none()
+
+
+def _code_in_key(op_type):
+    """Whether the code lowering and constant folding run for op_type (its shape
+    inference and reference kernel) is in the key: graphc's, kernels' or NumPy's. An op a
+    script or plugin registers is not: its signature is keyed on the lowered module."""
+    op_def = OP_DEFS.get(op_type)
+    if op_def is None:
+        return False
+    return all(fn is None or (getattr(fn, "__module__", None) or "").split(".")[0] in
+               _KEYED_PACKAGES for fn in (op_def.infer, op_def.kernel))
+
+
+def _bodies(op):
+    """The FuncGraphs op's attrs name (a While's cond and body, an If's branches...)."""
+    library = getattr(op.graph, "_functions", None)
+    if not library:
+        return []
+    return [library[v] for _, v in sorted(op.attrs.items())
+            if isinstance(v, str) and v in library]
+
+
+def _attr_form(value):
+    """encode_attr's plain form, with a numeric array as a digest of its bytes (a large
+    constant costs one pass of hashing, not a base64 text); TypeError when not plain."""
+    if isinstance(value, (np.ndarray, np.generic)) and np.asarray(value).dtype != object:
+        arr = np.ascontiguousarray(value)
+        return {"ndarray": hashlib.sha256(arr.tobytes()).hexdigest(), "dtype": arr.dtype.str,
+                "shape": list(arr.shape), "scalar": isinstance(value, np.generic)}
+    if isinstance(value, tuple):
+        return {"tuple": [_attr_form(v) for v in value]}
+    if isinstance(value, list):
+        return [_attr_form(v) for v in value]
+    if isinstance(value, dict):
+        return {"dict": {str(k): _attr_form(v) for k, v in sorted(value.items())}}
+    return encode_attr(value)
+
+
+def load(key, feeds=None, feed_values=None):
+    """The spec stored under `key`, or None. With `feeds`, only a spec whose recorded
+    feed values (value_guards) this run's `feed_values` match: lowering these feeds
+    would specialize on them the same way."""
     cache = compile_cache.default_cache()
     blob = cache.load(key) if cache and key else None
-    if blob is None:
+    spec = None
+    if blob is not None:
+        try:
+            spec = _from_bytes(blob)
+        except (ValueError, KeyError, TypeError):
+            spec = None
+    if spec is None or (feeds is not None and not _values_hold(spec, feeds, feed_values)):
         stats["misses"] += 1
-        return None
-    try:
-        spec = _from_bytes(blob)
-    except (ValueError, KeyError, TypeError):
         return None
     stats["hits"] += 1
     return spec
+
+
+def _values_hold(spec, feeds, feed_values):
+    for guard in spec.get("value_guards", ()):
+        index = guard["feed"]
+        value = None if feed_values is None else feed_values[index]
+        if value is None:
+            return False
+        value = np.asarray(value, dtype=feeds[index].dtype.np)
+        if list(value.shape) != list(guard["shape"]) or \
+                [int(x) for x in value.reshape(-1)] != list(guard["values"]):
+            return False
+    return True
 
 
 def store(key, spec):
