@@ -304,6 +304,74 @@ def test_map_fn_natively(native, dtype, rows):
     np.testing.assert_allclose(got_sums, (xv * xv).sum(1), **tol(dtype))
 
 
+# ------------------------------------------- gradients of map_fn, scan, foldl, foldr
+def np_scan_gradients(xv, wv, g_out):
+    """a_k = tanh(a_{k-1} * w + x_k) from a_{-1} = 0, every a_k weighted by g_out[k]:
+    (the a_k, d / d x, d / d w) by backpropagation written out."""
+    acc, outs = np.zeros_like(wv), []
+    for row in xv:
+        acc = np.tanh(acc * wv + row)
+        outs.append(acc)
+    dx, dw, da = np.zeros_like(xv), np.zeros_like(wv), np.zeros_like(wv)
+    for k in range(len(xv) - 1, -1, -1):
+        d = (da + g_out[k]) * (1 - outs[k] ** 2)
+        before = outs[k - 1] if k else np.zeros_like(wv)
+        dx[k], dw, da = d, dw + d * before, d * wv
+    return np.reshape(outs, xv.shape), dx, dw
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("rows", [0, 1, 7])
+def test_scan_gradient_natively(native, dtype, rows):
+    """scan's trip count is its elements' rows (maximum_iterations, as TF1 gives it): the
+    forward loop keeps its stacks natively, sized by a feed's dim."""
+    x = gc.placeholder(dtype, [None, 3])
+    wv = np.array([0.5, -1.25, 0.75], dtype)
+    w = gc.Variable(wv)
+    out = gc.scan(lambda a, row: gc.tanh(a * w + row), x, initializer=gc.zeros([3], dtype))
+    g_out = np.linspace(-1, 1, 3 * rows).reshape(rows, 3).astype(dtype)
+    loss = gc.reduce_sum(out * g_out)
+    xv = np.linspace(-1.5, 2, 3 * rows).reshape(rows, 3).astype(dtype)
+    got = session_run([out] + gc.gradients(loss, [x, w]), {x: xv})
+    for g, want in zip(got, np_scan_gradients(xv, wv, g_out)):
+        np.testing.assert_allclose(g, want, **tol(dtype))
+        assert g.dtype == dtype
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("rows", [0, 1, 7])
+def test_map_fn_and_fold_gradients_natively(native, dtype, rows):
+    x = gc.placeholder(dtype, [None, 3])
+    mapped = gc.map_fn(lambda r: gc.sin(r) * r, x)
+    left = gc.foldl(lambda a, r: a * 0.5 + r * r, x, initializer=gc.ones([3], dtype))
+    right = gc.foldr(lambda a, r: a * 0.5 + r * r, x, initializer=gc.ones([3], dtype))
+    loss = gc.reduce_sum(mapped) + gc.reduce_sum(left * [1.0, 2.0, 3.0]) + \
+        gc.reduce_sum(right * [-1.0, 0.5, 1.0])
+    xv = np.linspace(-1.5, 2, 3 * rows).reshape(rows, 3).astype(dtype)
+    got_loss, got_dx = session_run([loss, gc.gradients(loss, x)[0]], {x: xv})
+    scale_left = 0.5 ** np.arange(rows - 1, -1, -1)[:, None]  # row k's weight in foldl
+    want_dx = np.sin(xv) + xv * np.cos(xv) + 2 * xv * scale_left * [1.0, 2.0, 3.0] + \
+        2 * xv * scale_left[::-1] * [-1.0, 0.5, 1.0]
+    want_left, want_right = np.ones(3), np.ones(3)
+    for row in xv.astype(np.float64):
+        want_left = want_left * 0.5 + row * row
+    for row in xv.astype(np.float64)[::-1]:
+        want_right = want_right * 0.5 + row * row
+    want_loss = (np.sin(xv) * xv).sum() + (want_left * [1, 2, 3]).sum() + \
+        (want_right * [-1, 0.5, 1]).sum()
+    np.testing.assert_allclose(got_loss, want_loss, **tol(dtype))
+    np.testing.assert_allclose(got_dx, want_dx.astype(dtype), **tol(dtype))
+
+
+def test_map_fn_scan_and_foldl_gradients_against_finite_differences(native):
+    def fn(x, w):
+        mapped = gc.map_fn(lambda r: gc.tanh(r * w), x)
+        running = gc.scan(lambda a, r: gc.sin(a * w) + r, x)
+        return mapped + running + gc.foldl(lambda a, r: a * w + r, x)
+    rng = np.random.default_rng(4)
+    check_gradients(fn, [rng.standard_normal((5, 3)), rng.standard_normal(3)])
+
+
 def test_nested_loops_writing_tensor_arrays(native):
     """An inner loop fills a row array per outer step; the outer loop stacks the rows."""
     n = gc.placeholder(gc.int32, [])
