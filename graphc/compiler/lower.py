@@ -323,20 +323,31 @@ class _Lowering:
         return {"cond": cond, "body": body}, [v.dims for v in loop_vars] + [()] + stacks
 
     def _stack_rows(self, op):
-        """The rows of the stacks a While keeps for its gradient (attr `saved`): its
-        maximum_iterations (attr `limit_input`, while_v2.py), which the trip count never
-        passes, known here as a number or a feed's dim. Without one the stacks' size is
-        known only after the loop: LoweringError (the loop runs on the host)."""
+        """The rows of the stacks a While keeps for its gradient (attr `saved`): the bound
+        on its trip count that its cond gives (while_v2._mark_trip_bound: a counter that
+        steps by 1 tested against a limit, maximum_iterations' included), known here as a
+        number or a feed's dim. Without one the stacks' size is known only after the
+        loop: LoweringError (the loop runs on the host)."""
         if not op.attrs.get("saved"):
             return None
-        j = op.attrs.get("limit_input")
-        limit = None if j is None else constant_value(self.stand_in(op.inputs[j]))
-        if limit is None or np.ndim(limit) != 0:
+        j, k = op.attrs.get("limit_input"), op.attrs.get("counter_var")
+        limit = op.attrs.get("limit_value") if j is None else self._scalar_value(op.inputs[j])
+        start = None if k is None else self._scalar_value(op.inputs[k])
+        if limit is None or start is None:
             raise LoweringError(f"{op.describe()} keeps values for its gradient and has no "
-                                "maximum_iterations known before it runs: it runs on the host")
-        limit = limit.item() if isinstance(limit, np.ndarray) else limit
-        # a negative limit runs no iteration (and sizes nothing)
-        return limit.maximum(0) if isinstance(limit, SymDim) else max(int(limit), 0)
+                                "bound on its trip count known before it runs: it runs on "
+                                "the host")
+        rows = limit - start + (1 if op.attrs.get("limit_inclusive") else 0)
+        # a limit the counter starts past runs no iteration (and sizes nothing)
+        return rows.maximum(0) if isinstance(rows, SymDim) else max(int(rows), 0)
+
+    def _scalar_value(self, t):
+        """t's value as this module knows it before running (a number, a feed's dim, a
+        small integer feed's value it specializes on), or None."""
+        value = constant_value(self.stand_in(t))
+        if value is None or np.ndim(value) != 0:
+            return None
+        return value.item() if isinstance(value, np.ndarray) else value
 
     def _lower_if(self, op, inputs, bodies):
         """Each branch module outputs the If's outputs, then the intermediates the If
