@@ -319,15 +319,66 @@ def test_gradient_of_a_counted_loop_against_finite_differences(native):
     check_gradients(fn, [rng.standard_normal((2, 3)), rng.standard_normal((3, 3)) * 0.5])
 
 
+@pytest.mark.parametrize("rows", [1, 2, 6])
+def test_gradient_of_a_loop_whose_cond_computes_its_limit_natively(native, rows):
+    """The limit computed in the cond from values the loop does not change (a captured
+    tensor's dim, a fed count less one) is known before the loop: code compiled once
+    for every size of x."""
+    x = gc.placeholder(gc.float64, [None, 2])
+    n = gc.placeholder(gc.int32, [])
+    _, h = gc.while_loop(lambda i, h: i < gc.shape(x)[0] - 1,
+                         lambda i, h: (i + 1, gc.sin(h) + x[-1] * gc.cast(i, gc.float64)),
+                         [0, x[0] * 2.0])
+    _, g = gc.while_loop(lambda i, g: i < n - 1, lambda i, g: (i + 1, gc.cos(g) * 1.5),
+                         [0, x[-1]])
+    loss = gc.reduce_sum(h * g)
+    xv = np.linspace(-1, 1, 2 * rows).reshape(rows, 2)
+
+    def f(xv):
+        h, g = xv[0] * 2.0, xv[-1]
+        for i in range(rows - 1):
+            h = np.sin(h) + xv[-1] * i
+        for _ in range(2):
+            g = np.cos(g) * 1.5
+        return (h * g).sum()
+    want = np.zeros_like(xv)
+    for at in np.ndindex(xv.shape):
+        e = np.zeros_like(xv)
+        e[at] = 1e-6
+        want[at] = (f(xv + e) - f(xv - e)) / 2e-6
+    got_loss, got_dx = session_run([loss, gc.gradients(loss, x)[0]], {x: xv, n: 3},
+                                   compiles=1)
+    np.testing.assert_allclose(got_loss, f(xv), rtol=1e-13)
+    np.testing.assert_allclose(got_dx, want, rtol=1e-6, atol=1e-8)
+
+
+def test_gradient_of_a_loop_whose_limit_is_computed_at_run_time_keeps_the_host_path():
+    """A limit known only once the graph runs (the longest of fed lengths) bounds no
+    stacks before the loop: its forward loop runs on the host, with the same numbers."""
+    x = gc.placeholder(gc.float64, [3])
+    lengths = gc.placeholder(gc.int32, [None])
+    _, h = gc.while_loop(lambda i, h: i < gc.reduce_max(lengths),
+                         lambda i, h: (i + 1, gc.sin(h) * 1.5), [0, x])
+    dx = gc.gradients(gc.reduce_sum(h), x)[0]
+    xv = np.array([0.3, -0.2, 1.1])
+    want_h, want_dx = xv, np.ones(3)
+    for _ in range(4):
+        want_dx, want_h = want_dx * 1.5 * np.cos(want_h), np.sin(want_h) * 1.5
+    got_h, got_dx = session_run([h, dx], {x: xv, lengths: [2, 4, 1]})
+    np.testing.assert_allclose(got_h, want_h, rtol=1e-14)
+    np.testing.assert_allclose(got_dx, want_dx, rtol=1e-13)
+
+
 def test_a_trip_count_past_the_stacks_rows_is_an_error_naming_the_while(native):
     """The native loop checks each iteration against the rows lowering sized its stacks
     by: a bound that does not hold (here a wrong one put in the op's attrs, as no cond
     gives one) fails naming the While and the user's line, and writes nothing past them."""
     x = gc.placeholder(gc.float64, [2])
-    _, h = gc.while_loop(lambda i, h: i < 6, lambda i, h: (i + 1, gc.sin(h)), [0, x],
-                         name="overrun")
+    _, _, h = gc.while_loop(lambda i, j, h: i < 6, lambda i, j, h: (i + 1, j, gc.sin(h)),
+                            [0, 2, x], name="overrun")
     dx = gc.gradients(gc.reduce_sum(h), x)[0]
-    h.op.attrs["limit_value"] = 4
+    assert h.op.attrs["counter_var"] == 0
+    h.op.attrs["counter_var"] = 1  # 6 - j's 2: rows for 4 iterations
     with gc.Session() as sess:
         with pytest.raises(gc.errors.InvalidArgumentError) as e:
             sess.run(dx, {x: np.array([0.1, 0.2])})

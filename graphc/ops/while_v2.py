@@ -260,29 +260,20 @@ _BOUNDING_TESTS = {"Less": (0, 1, False), "LessEqual": (0, 1, True),
 
 
 def _mark_trip_bound(op, cond_g, body_g):
-    """Records a bound on the trip count that holds before the loop runs, when its cond
-    is a test `i < limit` (<=, >, >=; alone or and-ed with other tests) of a loop
-    variable i that the body steps by 1, against a limit the loop does not change (a
-    captured tensor or a constant): maximum_iterations' counter, map_fn's and scan's,
-    a user's `i < n`. Attrs: `counter_var` (i's index), `limit_input` (the limit's input
-    of the While) or `limit_value`, and `limit_inclusive` (<=). The trip count is then at
-    most limit - i's first value (+ 1 when inclusive), which sizes the stacks saved for a
-    gradient before the loop runs (graphc/compiler/lower.py)."""
+    """Records a bound on the trip count, when its cond is a test `i < limit` (<=, >, >=;
+    alone or and-ed with other tests) of a loop variable i that the body steps by 1:
+    maximum_iterations' counter, map_fn's and scan's, a user's `i < n`. Attrs:
+    `counter_var` (i's index), `limit_name` (the cond's tensor) and `limit_inclusive`
+    (<=). Where the limit's value is known before the loop runs (a constant, a captured
+    value, a dim: then the same every iteration), the trip count is at most limit - i's
+    first value (+ 1 when inclusive), which sizes the stacks saved for a gradient
+    (graphc/compiler/lower.py)."""
     n = op.attrs["num_loop_vars"]
     for counter, limit, inclusive in _bounding_tests(cond_g.outputs[0]):
         j = _loop_var_index(cond_g, counter, n)
-        if j is None or not counter.dtype.is_integer or not _steps_by_one(body_g, j):
-            continue
-        known = constant_value(limit)
-        if limit in cond_g.inputs[n:]:
-            op.attrs["limit_input"] = cond_g.inputs.index(limit)
-        elif known is not None and np.ndim(known) == 0:
-            op.attrs["limit_value"] = int(known)
-        else:
-            continue
-        op.attrs["counter_var"] = j
-        op.attrs["limit_inclusive"] = inclusive
-        return
+        if j is not None and counter.dtype.is_integer and _steps_by_one(body_g, j):
+            op.attrs.update(counter_var=j, limit_name=limit.name, limit_inclusive=inclusive)
+            return
 
 
 def _bounding_tests(pred):
