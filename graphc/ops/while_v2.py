@@ -11,8 +11,8 @@ TensorArrays in the loop variables travel as their flow tensors (tensor_array_op
 Gradient (while_v2's design): the forward loop keeps, for each body tensor a gradient
 needs, its value of every iteration in a stack [trip count, *shape] (attr `saved`, body
 tensor names, appended as the gradient asks for them; the oracle runs them as the kernel
-appending to a list, the native lowering will plan them as buffers sized by the trip
-count). The backward While runs the trip count down: its body is the gradient of the
+appending to a list, native code as buffers with a row per iteration the cond allows,
+_mark_trip_bound). The backward While runs the trip count down: its body is the gradient of the
 forward body (gradients.py's walk, run inside a gradient body), reading iteration k's
 saved values from the stacks, carrying the gradients of the loop variables and summing
 those of the captured inputs (variables read in the body included, through their
