@@ -166,11 +166,12 @@ def test_error_inside_a_native_loop_names_the_op_and_line(native):
 
 
 def test_while_loop_gradient_runs_its_backward_loop_natively():
-    """The forward loop keeps its stacks on the host; the backward loop, whose variables
-    have the dims of the stacks' rows (equal sizes, other expressions: a guard), compiles
-    with the rest of the gradient."""
+    """A forward loop whose cond bounds no counter (i * i < 25) keeps its stacks on the
+    host; the backward loop, whose variables have the dims of the stacks' rows (equal
+    sizes, other expressions: a guard), compiles with the rest of the gradient."""
     x = gc.placeholder(gc.float64, [None])
-    _, h = gc.while_loop(lambda i, h: i < 5, lambda i, h: (i + 1, gc.sin(h) * 1.5), [0, x])
+    _, h = gc.while_loop(lambda i, h: i * i < 25, lambda i, h: (i + 1, gc.sin(h) * 1.5),
+                         [0, x])
     grad = gc.gradients(gc.reduce_sum(h), x)[0]
     xv = np.array([0.3, -0.2, 1.1])
     want, value = np.ones_like(xv), xv.copy()
@@ -239,6 +240,153 @@ def test_while_loop_gradient_with_maximum_iterations_against_finite_differences(
     check_gradients(fn, [rng.standard_normal((2, 3)), rng.standard_normal((3, 3)) * 0.5])
 
 
+# ------------------------------ gradients of loops bounded by their cond: `i < n`
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("trips", [0, 1, 7])
+def test_gradient_of_a_users_counted_loop_natively(native, dtype, trips):
+    """A user's `i < n` (n fed), no maximum_iterations: the cond bounds the trip count by
+    n - i's first value before the loop runs, which sizes the stacks natively."""
+    x = gc.placeholder(dtype, [None, 3])
+    n = gc.placeholder(gc.int32, [])
+    wv = np.linspace(-0.5, 0.5, 9).reshape(3, 3).astype(dtype)
+    w = gc.Variable(wv)
+    _, h = gc.while_loop(lambda i, h: i < n,
+                         lambda i, h: (i + 1, gc.tanh(gc.matmul(h, w) + x)), [0, x * 0.5])
+    loss = gc.reduce_sum(h * h)
+    xv = np.arange(-6, 9, dtype=dtype).reshape(5, 3) / 4
+    got = session_run([loss] + gc.gradients(loss, [x, w]), {x: xv, n: trips})
+    for g, want in zip(got, np_tanh_loop_gradients(xv, wv, trips, trips)):
+        np.testing.assert_allclose(g, want, **tol(dtype))
+        assert g.dtype == dtype
+
+
+@pytest.mark.parametrize("cond,start,trips", [
+    (lambda i, n: i < n, 2, 5),            # from 2: n - 2 iterations
+    (lambda i, n: i <= n, 0, 8),           # inclusive: n + 1
+    (lambda i, n: n > i, -3, 10),          # the limit on the left
+    (lambda i, n: gc.logical_and(i < n, i < 100), 0, 7),
+    (lambda i, n: i < 4, 0, 4),            # a constant limit
+    (lambda i, n: i < n, 9, 0)])           # starting past the limit: none
+def test_gradient_of_loops_whose_cond_bounds_a_counter_natively(native, cond, start, trips):
+    x = gc.placeholder(gc.float64, [2])
+    n = gc.placeholder(gc.int32, [])
+    _, h = gc.while_loop(lambda i, h: cond(i, n), lambda i, h: (i + 1, gc.sin(h) * 1.5),
+                         [gc.constant(start), x])
+    dx = gc.gradients(gc.reduce_sum(h), x)[0]
+    xv = np.array([0.4, -1.1])
+    want_h, want_dx = xv, np.ones(2)
+    for _ in range(trips):
+        want_dx, want_h = want_dx * 1.5 * np.cos(want_h), np.sin(want_h) * 1.5
+    got_h, got_dx = session_run([h, dx], {x: xv, n: 7})
+    np.testing.assert_allclose(got_h, want_h, rtol=1e-14)
+    np.testing.assert_allclose(got_dx, want_dx, rtol=1e-13)
+
+
+def test_gradient_of_nested_counted_loops_natively(native):
+    """An inner `j < m` loop in an outer `i < n` one: the inner loop's stacks are values
+    of the outer body, which the outer loop stacks in turn."""
+    n = gc.placeholder(gc.int32, [])
+    m = gc.placeholder(gc.int32, [])
+    x = gc.placeholder(gc.float64, [3])
+
+    def outer(i, h):
+        _, inner = gc.while_loop(lambda j, g: j < m, lambda j, g: (j + 1, gc.sin(g) + x),
+                                 [0, h * 0.5])
+        return i + 1, inner
+    _, h = gc.while_loop(lambda i, h: i < n, outer, [0, x])
+    dx = gc.gradients(gc.reduce_sum(h * h), x)[0]
+    xv = np.array([0.3, -0.7, 1.2])
+    for nv, mv in ((0, 2), (1, 1), (3, 2), (2, 0)):
+        def f(xv):
+            h = xv
+            for _ in range(nv):
+                h = h * 0.5
+                for _ in range(mv):
+                    h = np.sin(h) + xv
+            return (h * h).sum()
+        want = [(f(xv + e) - f(xv - e)) / 2e-6 for e in np.eye(3) * 1e-6]
+        got_h, got_dx = session_run([h, dx], {n: nv, m: mv, x: xv})
+        np.testing.assert_allclose((got_h * got_h).sum(), f(xv), rtol=1e-13)
+        np.testing.assert_allclose(got_dx, want, rtol=1e-6, atol=1e-8)
+
+
+def test_gradient_of_a_counted_loop_against_finite_differences(native):
+    def fn(x, w):
+        return gc.while_loop(lambda i, h: i < 4,
+                             lambda i, h: (i + 1, gc.sin(gc.matmul(h, w)) * 1.5 + x),
+                             [0, x])[1]
+    rng = np.random.default_rng(5)
+    check_gradients(fn, [rng.standard_normal((2, 3)), rng.standard_normal((3, 3)) * 0.5])
+
+
+@pytest.mark.parametrize("rows", [1, 2, 6])
+def test_gradient_of_a_loop_whose_cond_computes_its_limit_natively(native, rows):
+    """The limit computed in the cond from values the loop does not change (a captured
+    tensor's dim, a fed count less one) is known before the loop: code compiled once
+    for every size of x."""
+    x = gc.placeholder(gc.float64, [None, 2])
+    n = gc.placeholder(gc.int32, [])
+    _, h = gc.while_loop(lambda i, h: i < gc.shape(x)[0] - 1,
+                         lambda i, h: (i + 1, gc.sin(h) + x[-1] * gc.cast(i, gc.float64)),
+                         [0, x[0] * 2.0])
+    _, g = gc.while_loop(lambda i, g: i < n - 1, lambda i, g: (i + 1, gc.cos(g) * 1.5),
+                         [0, x[-1]])
+    loss = gc.reduce_sum(h * g)
+    xv = np.linspace(-1, 1, 2 * rows).reshape(rows, 2)
+
+    def f(xv):
+        h, g = xv[0] * 2.0, xv[-1]
+        for i in range(rows - 1):
+            h = np.sin(h) + xv[-1] * i
+        for _ in range(2):
+            g = np.cos(g) * 1.5
+        return (h * g).sum()
+    want = np.zeros_like(xv)
+    for at in np.ndindex(xv.shape):
+        e = np.zeros_like(xv)
+        e[at] = 1e-6
+        want[at] = (f(xv + e) - f(xv - e)) / 2e-6
+    got_loss, got_dx = session_run([loss, gc.gradients(loss, x)[0]], {x: xv, n: 3},
+                                   compiles=1)
+    np.testing.assert_allclose(got_loss, f(xv), rtol=1e-13)
+    np.testing.assert_allclose(got_dx, want, rtol=1e-6, atol=1e-8)
+
+
+def test_gradient_of_a_loop_whose_limit_is_computed_at_run_time_keeps_the_host_path():
+    """A limit known only once the graph runs (the longest of fed lengths) bounds no
+    stacks before the loop: its forward loop runs on the host, with the same numbers."""
+    x = gc.placeholder(gc.float64, [3])
+    lengths = gc.placeholder(gc.int32, [None])
+    _, h = gc.while_loop(lambda i, h: i < gc.reduce_max(lengths),
+                         lambda i, h: (i + 1, gc.sin(h) * 1.5), [0, x])
+    dx = gc.gradients(gc.reduce_sum(h), x)[0]
+    xv = np.array([0.3, -0.2, 1.1])
+    want_h, want_dx = xv, np.ones(3)
+    for _ in range(4):
+        want_dx, want_h = want_dx * 1.5 * np.cos(want_h), np.sin(want_h) * 1.5
+    got_h, got_dx = session_run([h, dx], {x: xv, lengths: [2, 4, 1]})
+    np.testing.assert_allclose(got_h, want_h, rtol=1e-14)
+    np.testing.assert_allclose(got_dx, want_dx, rtol=1e-13)
+
+
+def test_a_trip_count_past_the_stacks_rows_is_an_error_naming_the_while(native):
+    """The native loop checks each iteration against the rows lowering sized its stacks
+    by: a bound that does not hold (here a wrong one put in the op's attrs, as no cond
+    gives one) fails naming the While and the user's line, and writes nothing past them."""
+    x = gc.placeholder(gc.float64, [2])
+    _, _, h = gc.while_loop(lambda i, j, h: i < 6, lambda i, j, h: (i + 1, j, gc.sin(h)),
+                            [0, 2, x], name="overrun")
+    dx = gc.gradients(gc.reduce_sum(h), x)[0]
+    assert h.op.attrs["counter_var"] == 0
+    h.op.attrs["counter_var"] = 1  # 6 - j's 2: rows for 4 iterations
+    with gc.Session() as sess:
+        with pytest.raises(gc.errors.InvalidArgumentError) as e:
+            sess.run(dx, {x: np.array([0.1, 0.2])})
+    message = str(e.value)
+    assert "overrun" in message and "ran iteration 4" in message and "rows for 4" in message
+    assert "test_native_control_flow.py" in message
+
+
 def test_export_runs_a_native_loop_standalone(native, tmp_path):
     x = gc.placeholder(gc.float32, [3], name="x")
     y = gc.while_loop(lambda v: gc.reduce_sum(v) < 100.0, lambda v: v * 2.0, [x])
@@ -302,6 +450,137 @@ def test_map_fn_natively(native, dtype, rows):
     assert got_doubled.shape == (rows, 3) and got_sums.shape == (rows,)
     np.testing.assert_allclose(got_doubled, np.tanh(xv) * 2, **tol(dtype))
     np.testing.assert_allclose(got_sums, (xv * xv).sum(1), **tol(dtype))
+
+
+# ------------------------------------------- gradients of map_fn, scan, foldl, foldr
+def np_scan_gradients(xv, wv, g_out):
+    """a_k = tanh(a_{k-1} * w + x_k) from a_{-1} = 0, every a_k weighted by g_out[k]:
+    (the a_k, d / d x, d / d w) by backpropagation written out."""
+    acc, outs = np.zeros_like(wv), []
+    for row in xv:
+        acc = np.tanh(acc * wv + row)
+        outs.append(acc)
+    dx, dw, da = np.zeros_like(xv), np.zeros_like(wv), np.zeros_like(wv)
+    for k in range(len(xv) - 1, -1, -1):
+        d = (da + g_out[k]) * (1 - outs[k] ** 2)
+        before = outs[k - 1] if k else np.zeros_like(wv)
+        dx[k], dw, da = d, dw + d * before, d * wv
+    return np.reshape(outs, xv.shape), dx, dw
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("rows", [0, 1, 7])
+def test_scan_gradient_natively(native, dtype, rows):
+    """scan's trip count is its elements' rows (maximum_iterations, as TF1 gives it): the
+    forward loop keeps its stacks natively, sized by a feed's dim."""
+    x = gc.placeholder(dtype, [None, 3])
+    wv = np.array([0.5, -1.25, 0.75], dtype)
+    w = gc.Variable(wv)
+    out = gc.scan(lambda a, row: gc.tanh(a * w + row), x, initializer=gc.zeros([3], dtype))
+    g_out = np.linspace(-1, 1, 3 * rows).reshape(rows, 3).astype(dtype)
+    loss = gc.reduce_sum(out * g_out)
+    xv = np.linspace(-1.5, 2, 3 * rows).reshape(rows, 3).astype(dtype)
+    got = session_run([out] + gc.gradients(loss, [x, w]), {x: xv})
+    for g, want in zip(got, np_scan_gradients(xv, wv, g_out)):
+        np.testing.assert_allclose(g, want, **tol(dtype))
+        assert g.dtype == dtype
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("rows", [0, 1, 7])
+def test_map_fn_and_fold_gradients_natively(native, dtype, rows):
+    x = gc.placeholder(dtype, [None, 3])
+    mapped = gc.map_fn(lambda r: gc.sin(r) * r, x)
+    left = gc.foldl(lambda a, r: a * 0.5 + r * r, x, initializer=gc.ones([3], dtype))
+    right = gc.foldr(lambda a, r: a * 0.5 + r * r, x, initializer=gc.ones([3], dtype))
+    loss = gc.reduce_sum(mapped) + gc.reduce_sum(left * [1.0, 2.0, 3.0]) + \
+        gc.reduce_sum(right * [-1.0, 0.5, 1.0])
+    xv = np.linspace(-1.5, 2, 3 * rows).reshape(rows, 3).astype(dtype)
+    got_loss, got_dx = session_run([loss, gc.gradients(loss, x)[0]], {x: xv})
+    scale_left = 0.5 ** np.arange(rows - 1, -1, -1)[:, None]  # row k's weight in foldl
+    want_dx = np.sin(xv) + xv * np.cos(xv) + 2 * xv * scale_left * [1.0, 2.0, 3.0] + \
+        2 * xv * scale_left[::-1] * [-1.0, 0.5, 1.0]
+    want_left, want_right = np.ones(3), np.ones(3)
+    for row in xv.astype(np.float64):
+        want_left = want_left * 0.5 + row * row
+    for row in xv.astype(np.float64)[::-1]:
+        want_right = want_right * 0.5 + row * row
+    want_loss = (np.sin(xv) * xv).sum() + (want_left * [1, 2, 3]).sum() + \
+        (want_right * [-1, 0.5, 1]).sum()
+    np.testing.assert_allclose(got_loss, want_loss, **tol(dtype))
+    np.testing.assert_allclose(got_dx, want_dx.astype(dtype), **tol(dtype))
+
+
+def test_map_fn_scan_and_foldl_gradients_against_finite_differences(native):
+    def fn(x, w):
+        mapped = gc.map_fn(lambda r: gc.tanh(r * w), x)
+        running = gc.scan(lambda a, r: gc.sin(a * w) + r, x)
+        return mapped + running + gc.foldl(lambda a, r: a * w + r, x)
+    rng = np.random.default_rng(4)
+    check_gradients(fn, [rng.standard_normal((5, 3)), rng.standard_normal(3)])
+
+
+def backward_bytes_per_iteration(steps):
+    """Bytes that one iteration of the backward loop of a map_fn over `steps` rows writes
+    (its kernels' outputs and the loop variables it copies), the rows that a kernel
+    changes in its loop variable's own buffer not counted (the whole array is not
+    touched then)."""
+    from graphc.compiler.backends.cpu.control_flow import _nbytes, written_in_place
+    from graphc.compiler.driver import schedule_module
+    from graphc.compiler.lower import lower
+    g = gc.Graph()
+    with g.as_default():
+        x = gc.placeholder(gc.float64, [steps, 3])
+        y = gc.map_fn(lambda r: gc.sin(r) * r, x) + \
+            gc.scan(lambda a, r: a * r, x, initializer=gc.ones([3], gc.float64))
+        dx = gc.gradients(gc.reduce_sum(y), x)[0]
+        module = lower([x], [dx], [], [(steps, 3)])
+    schedule_module(module)
+    loops = [node for node in module.nodes if node.type == "While" and "grad" in node.name]
+    assert len(loops) == 2 and all(node.regions for node in loops)
+    total = 0
+    for node in loops:
+        body = node.regions["body"]
+        n = node.attrs["num_loop_vars"]
+        kept = {body.outputs[j] for j in written_in_place(body, n)}
+        total += sum(_nbytes(v) for k in body.kernels for v in k.outputs if v not in kept)
+        total += sum(_nbytes(v) for v in body.outputs[:n] if v.node.type == "Parameter")
+    return total
+
+
+def test_backward_tensor_array_gradients_touch_rows_not_the_whole_array():
+    """The gradient of an array that a loop reads is summed into the rows read, and the
+    gradient of an array it writes has the written rows zeroed, in the variable's own
+    buffer: a backward iteration writes as many bytes for 4 steps as for 64 (before, it
+    made a zero array of all the rows per read and copied the written array's: O(T^2))."""
+    assert backward_bytes_per_iteration(64) == backward_bytes_per_iteration(4)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("trips", [0, 1, 7])
+def test_gradient_of_an_array_read_twice_per_iteration_natively(native, dtype, trips):
+    """Two reads per step (one from the end): their gradients are summed into the
+    array's rows one after the other."""
+    x = gc.placeholder(dtype, [None, 2])
+    n = gc.shape(x)[0]
+    inputs = gc.TensorArray(dtype, size=n, element_shape=[2]).unstack(x)
+
+    def body(i, acc):
+        return i + 1, acc * inputs.read(i) + gc.sin(inputs.read(n - 1 - i))
+    _, acc = gc.while_loop(lambda i, acc: i < n, body, [0, gc.ones([2], dtype)],
+                           maximum_iterations=n)
+    xv = np.linspace(-1, 1.5, 2 * trips).reshape(trips, 2).astype(dtype)
+    got_acc, got_dx = session_run([acc, gc.gradients(gc.reduce_sum(acc), x)[0]], {x: xv})
+    accs = [np.ones(2)]
+    for k in range(trips):
+        accs.append(accs[-1] * xv[k] + np.sin(xv[trips - 1 - k]))
+    dx, da = np.zeros((trips, 2)), np.ones(2)
+    for k in range(trips - 1, -1, -1):
+        dx[k] += da * accs[k]
+        dx[trips - 1 - k] += da * np.cos(xv[trips - 1 - k])
+        da = da * xv[k]
+    np.testing.assert_allclose(got_acc, accs[-1], **tol(dtype))
+    np.testing.assert_allclose(got_dx, dx, **tol(dtype))
 
 
 def test_nested_loops_writing_tensor_arrays(native):

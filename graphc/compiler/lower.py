@@ -304,9 +304,11 @@ class _Lowering:
         n = op.attrs["num_loop_vars"]
         n_cond = len(bodies["cond"].inputs) - n
         loop_vars = inputs[:n]
-        cond = self._lower_body(op, bodies["cond"], loop_vars + inputs[n:n + n_cond])
+        cond_lowering = self._body_lowering(op, bodies["cond"],
+                                            loop_vars + inputs[n:n + n_cond])
+        cond = self._lower_body(op, bodies["cond"], lowering=cond_lowering)
         n_body = len(bodies["body"].inputs) - n
-        rows = self._stack_rows(op)
+        rows = self._stack_rows(op, bodies["cond"], cond_lowering)
         saved = [bodies["body"].get_tensor_by_name(name) for name in op.attrs["saved"]]
         body = self._lower_body(op, bodies["body"],
                                 loop_vars + inputs[n + n_cond:n + n_cond + n_body], saved)
@@ -322,21 +324,28 @@ class _Lowering:
         stacks = [(rows,) + tuple(v.dims) for v in body.outputs[n:]]
         return {"cond": cond, "body": body}, [v.dims for v in loop_vars] + [()] + stacks
 
-    def _stack_rows(self, op):
-        """The rows of the stacks a While keeps for its gradient (attr `saved`): its
-        maximum_iterations (attr `limit_input`, while_v2.py), which the trip count never
-        passes, known here as a number or a feed's dim. Without one the stacks' size is
-        known only after the loop: LoweringError (the loop runs on the host)."""
+    def _stack_rows(self, op, cond, cond_lowering):
+        """The rows of the stacks a While keeps for its gradient (attr `saved`): the bound
+        on its trip count that its cond gives (while_v2._mark_trip_bound: a counter that
+        steps by 1 tested against a limit, maximum_iterations' included), the limit and
+        the counter's first value known here (cond_lowering: the cond's) as numbers or
+        feeds' dims. Without them the stacks' size is known only after the loop:
+        LoweringError (the loop runs on the host)."""
         if not op.attrs.get("saved"):
             return None
-        j = op.attrs.get("limit_input")
-        limit = None if j is None else constant_value(self.stand_in(op.inputs[j]))
-        if limit is None or np.ndim(limit) != 0:
+        k = op.attrs.get("counter_var")
+        limit = start = None
+        if k is not None:
+            limit = _scalar_value(cond_lowering.stand_in(
+                cond.get_tensor_by_name(op.attrs["limit_name"])))
+            start = _scalar_value(self.stand_in(op.inputs[k]))
+        if limit is None or start is None:
             raise LoweringError(f"{op.describe()} keeps values for its gradient and has no "
-                                "maximum_iterations known before it runs: it runs on the host")
-        limit = limit.item() if isinstance(limit, np.ndarray) else limit
-        # a negative limit runs no iteration (and sizes nothing)
-        return limit.maximum(0) if isinstance(limit, SymDim) else max(int(limit), 0)
+                                "bound on its trip count known before it runs: it runs on "
+                                "the host")
+        rows = limit - start + (1 if op.attrs.get("limit_inclusive") else 0)
+        # a limit the counter starts past runs no iteration (and sizes nothing)
+        return rows.maximum(0) if isinstance(rows, SymDim) else max(int(rows), 0)
 
     def _lower_if(self, op, inputs, bodies):
         """Each branch module outputs the If's outputs, then the intermediates the If
@@ -361,17 +370,13 @@ class _Lowering:
         dims = [v.dims for v in then.outputs[:n_out]] + [next(own[b]).dims for b, _ in saved]
         return branches, dims
 
-    def _lower_body(self, op, fgraph, values, extra_fetches=()):
+    def _lower_body(self, op, fgraph, values=None, extra_fetches=(), lowering=None):
         """The module of body `fgraph` reading `values` (this module's) and giving its
-        outputs then `extra_fetches` (its tensors), its variables declared here too."""
-        if len(values) != len(fgraph.inputs) or any(not isinstance(v, Value) for v in values):
-            raise LoweringError(f"the inputs of {op.describe()} do not match its body "
-                                f"'{fgraph.name}'")
-        name = f"{self.module.name}_{fgraph.name}"
-        body = _Lowering(list(fgraph.inputs), list(fgraph.outputs) + list(extra_fetches), [],
-                         [v.dims for v in values], "".join(c if c.isalnum() else "_"
-                                                           for c in name),
-                         variable_shapes=self.variable_shapes, enclosing=self).module
+        outputs then `extra_fetches` (its tensors), its variables declared here too;
+        lowering: the body's _body_lowering when made already."""
+        if lowering is None:
+            lowering = self._body_lowering(op, fgraph, values, extra_fetches)
+        body = lowering.module
         if any(n.type in RANDOM_OP_TYPES for n in body.all_nodes()):
             raise LoweringError(f"the body '{fgraph.name}' of {op.describe()} has random ops")
         dynamic = body.dynamic_values()
@@ -383,6 +388,17 @@ class _Lowering:
             self.module.add_variable(name, ref.dtype, ref.dims, ref.location)
         self.region_guards.extend(body.guards)
         return body
+
+    def _body_lowering(self, op, fgraph, values, extra_fetches=()):
+        """The _Lowering of body `fgraph` (see _lower_body)."""
+        if len(values) != len(fgraph.inputs) or any(not isinstance(v, Value) for v in values):
+            raise LoweringError(f"the inputs of {op.describe()} do not match its body "
+                                f"'{fgraph.name}'")
+        name = f"{self.module.name}_{fgraph.name}"
+        return _Lowering(list(fgraph.inputs), list(fgraph.outputs) + list(extra_fetches), [],
+                         [v.dims for v in values], "".join(c if c.isalnum() else "_"
+                                                           for c in name),
+                         variable_shapes=self.variable_shapes, enclosing=self)
 
     def _variable_dims(self, t):
         """The dims of t's variable in this module: its graph shape when fully known,
@@ -567,6 +583,15 @@ class _FedValueAttrs(Mapping):
 
     def __len__(self):
         return 2
+
+
+def _scalar_value(stand_in):
+    """The value of a stand-in scalar known before running (a number, a feed's dim, a small
+    integer feed's value the module specializes on), or None."""
+    value = constant_value(stand_in)
+    if value is None or np.ndim(value) != 0:
+        return None
+    return value.item() if isinstance(value, np.ndarray) else value
 
 
 def _same_dims(a, b):

@@ -12,11 +12,14 @@ What stays on the host (between native stages, bodies on the reference executor)
   - a body holding a host op (py_func, Print, a string op, a TensorArray that grows:
     dynamic_size...) or a random op (its generator state is created per op of the stage,
     not of a body);
-  - a While keeping stacks for a gradient (attr `saved`) without a maximum_iterations
-    known before it runs: its stacks are sized by a trip count known only after it. With
-    one (dynamic_rnn's time steps), the stacks have that many rows, allocated before the
-    loop, and the loop writes row k of each in iteration k (rows past the trip count are
-    never read: the backward loop counts the trip count down). An If's saved
+  - a While keeping stacks for a gradient (attr `saved`) without a bound on its trip
+    count known before it runs: its stacks are sized by a trip count known only after
+    it. The bound is that of a cond testing a counter stepped by 1 against a limit
+    (while_v2._mark_trip_bound): maximum_iterations (dynamic_rnn's time steps), map_fn's
+    and scan's elements, a user's `i < n`. With one the stacks have that many rows,
+    allocated before the loop, and the loop writes row k of each in iteration k (rows
+    past the trip count are never read: the backward loop counts the trip count down; a
+    trip count past the rows is an error naming the While). An If's saved
     intermediates compile: the taken branch writes its own, the kernel zeros the other's;
   - a loop variable whose shape invariant is looser than the shape it enters with (its
     shape may change between iterations: a buffer of one size cannot hold it);
@@ -71,9 +74,10 @@ def compiles_natively(op, is_host_op):
 
 
 def _unbounded_stacks(op):
-    """Whether a While keeps stacks for its gradient with no maximum_iterations to size
-    them before it runs (lowering also needs that bound's value: lower.py)."""
-    return bool(op.attrs.get("saved")) and op.attrs.get("limit_input") is None
+    """Whether a While keeps stacks for its gradient with no bound on its trip count to
+    size them before it runs (while_v2._mark_trip_bound; lowering also needs the bound's
+    value: lower.py)."""
+    return bool(op.attrs.get("saved")) and "counter_var" not in op.attrs
 
 
 def _invariants_exact(op):

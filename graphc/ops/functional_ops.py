@@ -100,9 +100,11 @@ def map_fn(fn, elems, dtype=None, parallel_iterations=None, back_prop=True,
             return i + 1, outs
 
         from graphc.ops.math_ops import less
+        # the trip count is n, known before the loop: as TF1, maximum_iterations says so,
+        # which sizes the stacks a gradient keeps (graphc/compiler/regions.py)
         _, outputs = while_loop(lambda i, outs: less(i, n), body, [0, outputs],
                                 parallel_iterations=parallel_iterations or 10,
-                                back_prop=back_prop)
+                                back_prop=back_prop, maximum_iterations=n)
         return nest.pack_sequence_as(out_structure, [_stacked(ta, static_n, shape)
                                                      for ta, shape in zip(outputs, shapes)])
 
@@ -146,7 +148,7 @@ def _accumulate(fn, elems, initializer, reverse, keep_all, name, back_prop):
 
     _, final, outs = while_loop(lambda k, a, outs: math_ops.less(k, n), body,
                                 [convert_to_tensor(start), flat_acc, outs],
-                                back_prop=back_prop)
+                                back_prop=back_prop, maximum_iterations=n)  # as map_fn
     if keep_all:
         return nest.pack_sequence_as(structure, [_stacked(ta, static_n, a.shape)
                                                  for ta, a in zip(outs, flat_acc)])

@@ -167,15 +167,22 @@ register_op("TensorArrayScatterGrad", infer=_scatter_grad_infer,
             kernel=_scatter_grad_kernel, kind="opaque", host_only=True)
 
 
-def _gather_grad_kernel(g, shape, indices):
-    out = np.zeros(tuple(int(d) for d in shape), g.dtype)
+def _gather_grad_kernel(g, shape, indices, into=None):
+    """The gradient of a gather's values: g's rows added at the indices it read, into
+    zeros or into `into` (a loop's sum of the gradients of its earlier iterations:
+    accumulated_read_gradient)."""
+    shape = tuple(int(d) for d in shape)
+    out = np.zeros(shape, g.dtype) if into is None else np.array(into, g.dtype)
+    if out.shape != shape:
+        raise errors.KernelError(f"the gradient of a TensorArray of shape {list(shape)} is "
+                                 f"added to one of shape {list(out.shape)}")
     flat = np.asarray(indices).reshape(-1)
     np.add.at(out, flat, g.reshape((len(flat),) + out.shape[1:]))
     return out
 
 
 def _gather_grad_infer(inputs, a):
-    g, shape, indices = inputs
+    g, shape, indices = inputs[:3]
     out = shape_from_tensor(shape)
     if out.ndims is not None and g.shape.ndims is not None and \
             indices.shape.ndims is not None and out.ndims >= 1:
@@ -204,8 +211,12 @@ def _scatter_grad(op, g_values, g_written):
     # an array of one size keeps its rows: the gradient's own shape says how many, and
     # no shape is saved from each iteration of a loop
     rows = _forward_shape(op.inputs[1]) if op.attrs["dynamic_size"] else shape(g_values)[:1]
-    g = g_values.graph.create_op("TensorArrayScatterGrad", [g_values, rows, indices]).outputs[0]
     gx = reshape(gather(g_values, reshape(indices, [-1])), _forward_shape(x))
+    # after gx's read of g_values: a native loop then zeroes the written rows in g_values'
+    # own buffer (control_flow.written_in_place) instead of copying all of it each step
+    with g_values.graph.control_dependencies([gx.op]):
+        g = g_values.graph.create_op("TensorArrayScatterGrad",
+                                     [g_values, rows, indices]).outputs[0]
     return [g, None, None, gx]
 
 
@@ -216,6 +227,25 @@ def _gather_grad(op, grad):
                              [grad, _forward_shape(values), indices]).outputs[0]
     g.set_shape(values.shape)
     return [g, None, None]
+
+
+def accumulated_read_gradient(acc, grad):
+    """acc + grad, where grad may be the gradient of reads of a TensorArray (a
+    TensorArrayGatherGrad, or the AddN of several): their rows are then added into acc
+    rather than into an array of zeros that is then added to acc. A backward loop sums
+    the gradient of the array its body reads this way, each iteration touching the rows
+    it read instead of the whole array (O(T) over T iterations, not O(T^2))."""
+    from graphc.ops import math_ops
+    parts = list(grad.op.inputs) if grad.op.type == "AddN" else [grad]
+    if not all(p.op.type == "TensorArrayGatherGrad" and len(p.op.inputs) == 3 and
+               p.dtype == acc.dtype and p.shape.is_compatible_with(acc.shape)
+               for p in parts):
+        return math_ops.add(acc, grad)
+    for p in parts:
+        g, shape, indices = p.op.inputs
+        acc = acc.graph.create_op("TensorArrayGatherGrad",
+                                  [g, shape, indices, acc]).outputs[0]
+    return acc
 
 
 from graphc.framework.op_def import not_differentiable  # noqa: E402

@@ -11,8 +11,8 @@ TensorArrays in the loop variables travel as their flow tensors (tensor_array_op
 Gradient (while_v2's design): the forward loop keeps, for each body tensor a gradient
 needs, its value of every iteration in a stack [trip count, *shape] (attr `saved`, body
 tensor names, appended as the gradient asks for them; the oracle runs them as the kernel
-appending to a list, the native lowering will plan them as buffers sized by the trip
-count). The backward While runs the trip count down: its body is the gradient of the
+appending to a list, native code as buffers with a row per iteration the cond allows,
+_mark_trip_bound). The backward While runs the trip count down: its body is the gradient of the
 forward body (gradients.py's walk, run inside a gradient body), reading iteration k's
 saved values from the stacks, carrying the gradients of the loop variables and summing
 those of the captured inputs (variables read in the body included, through their
@@ -115,22 +115,10 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
             user_cond, user_body = _counted(cond, body, limit)
         results = _build_loop(scope, user_cond, user_body, structure, invariants, back_prop)
     if maximum_iterations is not None:
-        _mark_limit(results[0].op, limit)
         results = results[1]
     if single or (not return_same_structure and len(results) == 1):
         return results[0]
     return results
-
-
-def _mark_limit(op, limit):
-    """Records which input of the While `op` is its maximum_iterations (attr
-    `limit_input`): the trip count never passes it (the cond tests the counter first), so
-    the stacks saved for a gradient can be allocated before the loop runs."""
-    n = op.attrs["num_loop_vars"]
-    n_cond = len(function_of(op, "cond").inputs) - n
-    for j in range(n, n + n_cond):
-        if op.inputs[j] is limit:
-            op.attrs["limit_input"] = j
 
 
 def _counted(cond, body, limit):
@@ -261,7 +249,63 @@ def _build_loop(scope, cond, body, structure, invariants, back_prop):
     _check_body_outputs(flat, out_flat, shapes)
     set_outputs(body_g, out_flat)
     op = make_while(flat, cond_g, body_g, shapes, back_prop, scope[:-1] + "/")
+    _mark_trip_bound(op, cond_g, body_g)
     return _unflat(structure, op.outputs[:len(flat)])
+
+
+# comparisons `counter < limit` as (counter side, limit side, whether the limit is one
+# more iteration: <=)
+_BOUNDING_TESTS = {"Less": (0, 1, False), "LessEqual": (0, 1, True),
+                   "Greater": (1, 0, False), "GreaterEqual": (1, 0, True)}
+
+
+def _mark_trip_bound(op, cond_g, body_g):
+    """Records a bound on the trip count, when its cond is a test `i < limit` (<=, >, >=;
+    alone or and-ed with other tests) of a loop variable i that the body steps by 1:
+    maximum_iterations' counter, map_fn's and scan's, a user's `i < n`. Attrs:
+    `counter_var` (i's index), `limit_name` (the cond's tensor) and `limit_inclusive`
+    (<=). Where the limit's value is known before the loop runs (a constant, a captured
+    value, a dim: then the same every iteration), the trip count is at most limit - i's
+    first value (+ 1 when inclusive), which sizes the stacks saved for a gradient
+    (graphc/compiler/lower.py)."""
+    n = op.attrs["num_loop_vars"]
+    for counter, limit, inclusive in _bounding_tests(cond_g.outputs[0]):
+        j = _loop_var_index(cond_g, counter, n)
+        if j is not None and counter.dtype.is_integer and _steps_by_one(body_g, j):
+            op.attrs.update(counter_var=j, limit_name=limit.name, limit_inclusive=inclusive)
+            return
+
+
+def _bounding_tests(pred):
+    """[(counter, limit, inclusive)] of the comparisons whose truth pred requires."""
+    if pred.op.type == "LogicalAnd":
+        return [t for x in pred.op.inputs for t in _bounding_tests(x)]
+    test = _BOUNDING_TESTS.get(pred.op.type)
+    if test is None:
+        return []
+    counter, limit, inclusive = test
+    return [(pred.op.inputs[counter], pred.op.inputs[limit], inclusive)]
+
+
+def _loop_var_index(fgraph, t, n):
+    for j, x in enumerate(fgraph.inputs[:n]):
+        if x is t:
+            return j
+    return None
+
+
+def _steps_by_one(body_g, j):
+    """Whether the body's new value of loop variable j is its old one plus 1."""
+    out = body_g.outputs[j]
+    if out.op.type not in ("Add", "AddV2"):
+        return False
+    a, b = out.op.inputs
+    for var, step in ((a, b), (b, a)):
+        known = constant_value(step)
+        if var is body_g.inputs[j] and known is not None and np.ndim(known) == 0 and \
+                int(known) == 1:
+            return True
+    return False
 
 
 def _with_arrays(structure, out):
@@ -377,6 +421,7 @@ def _backward_body(name, op, body_g, var_ids, read_tensors, specs):
     from graphc.gradients import gradients
     from graphc.ops import array_ops, math_ops
     from graphc.ops.constant_ops import convert_to_tensor
+    from graphc.ops.tensor_array_ops import accumulated_read_gradient
     outer = get_default_graph()
     back = FuncGraph(outer.unique_name(name), outer, forward_graphs=(body_g,))
     outer._functions[back.name] = back
@@ -396,7 +441,8 @@ def _backward_body(name, op, body_g, var_ids, read_tensors, specs):
         for d, gv in zip(dxs[:len(var_ids)], var_grads):
             outs.append(array_ops.zeros_like(gv) if d is None else convert_to_tensor(d))
         for d, acc in zip(dxs[len(var_ids):], accs):
-            outs.append(acc if d is None else math_ops.add(acc, convert_to_tensor(d)))
+            outs.append(acc if d is None else
+                        accumulated_read_gradient(acc, convert_to_tensor(d)))
     set_outputs(back, outs)
     return back
 

@@ -10,8 +10,10 @@ kernel calls those entries:
   While: the loop variables live in two buffers per variable that swap roles each
     iteration (the body reads one and writes the other); the cond runs on the current
     ones, the loop leaves when it gives false, the trip count is a run-time value, and
-    maximum_iterations is a loop variable the cond already tests (while_v2.py). At the end
-    the current buffers are copied to the node's outputs.
+    maximum_iterations is a loop variable the cond already tests (while_v2.py). Iteration
+    k writes row k of each stack saved for the gradient, rows lowering sized by the
+    bound the cond gives; one past them is an error naming the While. At the end the
+    current buffers are copied to the node's outputs.
   If: the predicate picks one branch entry, which writes the node's outputs and its own
     intermediates saved for the gradient; the other branch's saved ones are zeroed.
 
@@ -71,12 +73,19 @@ def _emit_body(program, region, name, lower_kernels):
     return emit_entry(body, calls, name=name), body
 
 
+# the TensorArray kernels that may write their output over one of their inputs, changing
+# a few rows (tensor_arrays.py): op type -> which input, given the output's index
+_ROW_UPDATES = {"TensorArrayScatterV3": lambda index: index,  # this step's write
+                "TensorArrayScatterGrad": lambda index: 0,  # the written rows zeroed
+                "TensorArrayGatherGrad": lambda index: 3}   # the rows read summed in
+
+
 def written_in_place(body, n):
     """The loop variables (indices < n) that a While's body module may write into the
-    buffer it reads them from: a TensorArray flow that the body's output takes from a
-    scatter of that same flow (a write of one row) while no kernel after the scatter's
-    reads the old flow. Any other loop variable needs a second buffer: its new value is
-    computed while its old one is still read."""
+    buffer it reads them from: a TensorArray flow (or a gradient of one) that the body's
+    output takes from a kernel changing a few rows of that same variable (_ROW_UPDATES)
+    while no kernel after that one reads the old value. Any other loop variable needs a
+    second buffer: its new value is computed while its old one is still read."""
     params = {p.attrs["index"]: p.outputs[0] for p in body.params}
     aliases = getattr(body, "aliases", None) or {}
     kernel_of = {node: t for t, k in enumerate(body.kernels) for node in k.nodes}
@@ -84,8 +93,10 @@ def written_in_place(body, n):
     for j, v in enumerate(body.outputs[:n]):
         p = params.get(j)
         node = v.node
-        if p is None or node.type != "TensorArrayScatterV3" or node.inputs[v.index] is not p \
-                or body.outputs.count(v) != 1 or p in body.outputs or node not in kernel_of:
+        updated = _ROW_UPDATES.get(node.type, lambda index: None)(v.index)
+        if p is None or updated is None or updated >= len(node.inputs) or \
+                node.inputs[updated] is not p or body.outputs.count(v) != 1 or \
+                p in body.outputs or node not in kernel_of:
             continue
         later = body.kernels[kernel_of[node] + 1:]
         if not any(_resolve(x, aliases) is p for k in later for x in k.inputs):
@@ -273,6 +284,8 @@ class _RegionEmitter:
         b.cbranch(b.icmp_unsigned("!=", b.load(pred, typ=I8), ir.Constant(I8, 0)),
                   run_body, done)
         b.position_at_end(run_body)
+        if stacks:
+            self.check_stack_room(node, stacks[0], trips)
         for i in range(n):
             self.set_pointer(body_feeds, i, current[i])
             self.set_pointer(body_fetches, i, spare.get(i, current[i]))
@@ -296,11 +309,31 @@ class _RegionEmitter:
                     self.copy(self.buffers[key], self.buffers[keys[0]], v)
         self.finish()
 
+    def check_stack_room(self, node, stack, trips):
+        """Fails with an error naming the While, before its body runs, when iteration
+        `trips` would write past the rows of its stacks (the bound on the trip count that
+        lowering sized them by, lower.py _stack_rows, which the cond should never let the
+        trip count reach)."""
+        b = self.b
+        rows = self.dim(stack.dims[0])
+        site = self.program.error_site(
+            node, "the loop ran iteration {0} but the values it keeps for its gradient "
+                  "have rows for {1} iterations (the bound its cond gives)", args=["int"] * 2)
+        overrun = b.function.append_basic_block("stack_overrun")
+        ok = b.append_basic_block("stack_room")
+        index = b.zext(trips, I64)
+        b.cbranch(b.icmp_signed(">=", index, rows), overrun, ok)
+        b.position_at_end(overrun)
+        for k, value in enumerate((index, rows)):
+            b.store(value, b.gep(self.syms, [ir.Constant(I64, self.program.error_detail_base
+                                                         + k)], source_etype=I64))
+        b.ret(ir.Constant(I32, site + 1))
+        b.position_at_end(ok)
+
     def stack_row(self, stack, stores, parts, trips):
         """Where iteration `trips` writes its value saved in `stack`: that row of the
-        stack's storage (lowering sized its rows by maximum_iterations, which the trip
-        count never reaches inside the body), or the scratch row of a stack no kernel
-        reads."""
+        stack's storage (check_stack_room has made sure it is one), or the scratch row of
+        a stack no kernel reads."""
         keys = stores.get(stack)
         if not keys:
             return parts[("row", stack.index)]

@@ -119,24 +119,33 @@ def lower_scatter(program, kernel, name, scalar_ops, rules):
 
 
 def lower_gather_grad(program, kernel, name, scalar_ops, rules):
-    """out = zeros, then out[indices[r]] += g[r]: the rows a gather read get its gradient,
-    summed where it read one twice."""
+    """out = zeros (or a copy of the fourth input, the sum it adds to: none when a loop
+    hands the kernel that sum's own buffer, control_flow.written_in_place), then
+    out[indices[r]] += g[r]: the rows a gather read get its gradient, summed where it
+    read one twice."""
     node = kernel.main
-    g, _, indices = node.inputs
+    g, _, indices = node.inputs[:3]
+    into = node.inputs[3] if len(node.inputs) > 3 else None
     out = node.outputs[0]
     elem = out.dims[1:]
-    if not dims_equal(g.dims, tuple(indices.dims) + tuple(elem)):
+    if not dims_equal(g.dims, tuple(indices.dims) + tuple(elem)) or \
+            (into is not None and not dims_equal(into.dims, out.dims)):
         raise LoweringError(f"{node.describe()} adds {g.dims} into {out.dims} at "
                             f"{indices.dims} indices")
     scalar = _FLOATS.get(out.dtype.name)
     if scalar is None:
         raise LoweringError(f"{node.describe()} sums {out.dtype.name} rows")
-    ins, outs, (fn, b, ptrs, syms) = _row_kernel(program, name, node, (g, indices), out)
+    reads = (g, indices) if into is None else (g, indices, into)
+    ins, outs, (fn, b, ptrs, syms) = _row_kernel(program, name, node, reads, out)
     rows = _count(program, b, syms, indices.dims)
     size = program.emit_dim(b, out.dims[0], syms)
     width = _count(program, b, syms, elem)
     dst = ptrs[outs[0]]
-    _memset_zero(program, b, dst, _bytes(program, b, syms, out.dims, out))
+    total = _bytes(program, b, syms, out.dims, out)
+    if into is None:
+        _memset_zero(program, b, dst, total)
+    else:
+        _copy_unless_same(program, b, dst, ptrs[ins[2]], total)
     fail = _Failures(program, b, syms)
     with for_range(b, rows, name="r") as r:
         i = _load_index(b, ptrs[ins[1]], r)
@@ -148,7 +157,7 @@ def lower_gather_grad(program, kernel, name, scalar_ops, rules):
             add = b.gep(ptrs[ins[0]], [b.add(b.mul(r, width), e)], source_etype=scalar)
             b.store(b.fadd(b.load(at, typ=scalar), b.load(add, typ=scalar)), at)
     for key in outs[1:]:
-        _memcpy(program, b, ptrs[key], dst, _bytes(program, b, syms, out.dims, out))
+        _memcpy(program, b, ptrs[key], dst, total)
     b.ret(ir.Constant(I32, 0))
     fail.finish()
     return fn, list(dict.fromkeys(ins + outs))
