@@ -11,7 +11,6 @@ import graphc as gc
 from graphc import graph_io
 
 pytest.importorskip("tensorboard")
-from tensorboard.compat.proto import graph_pb2  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore:graphc could not compile this run")
 FLOATS = [np.float32, np.float64]
@@ -219,7 +218,7 @@ def test_freezing_turns_variables_read_in_bodies_into_constants():
     v = gc.Variable(np.array([0.5, 2.0], np.float32), name="v")
     x = gc.placeholder(gc.float32, [2], name="x")
     _, y = gc.while_loop(lambda i, y: i < 3, lambda i, y: (i + 1, y * v + v), [0, x])
-    out = gc.identity(y, name="out")
+    gc.identity(y, name="out")
     with gc.Session() as sess:
         sess.run(gc.global_variables_initializer())
         frozen = gc.graph_util.convert_variables_to_constants(

@@ -14,7 +14,6 @@ graphc keeps the placeholders' own names and shapes in the args' attrs (`_graphc
 `_output_shapes`) and its ref captures in the function's attr `_graphc_ref_captures`,
 which TF ignores (a leading underscore). A function TF wrote reads the same way, its
 args' placeholders named after the args."""
-from graphc.tf_formats import protos
 from graphc.tf_formats.graph_def import (SHAPES_ATTR, FUNCTION_ATTRS, _NodeWriter, _Outputs,
                                          _attr_from_proto, attr_proto, node_dict)
 from graphc.tf_formats.op_outputs import OUTPUT_ARGS

@@ -1,0 +1,96 @@
+"""Writes the control-flow fixtures of tests/test_tf_control_flow_files.py with TensorFlow
+2.21 in tf.compat.v1 graph mode with control flow v2 (While/If ops whose bodies are
+FunctionDefs of the GraphDef's library), and prints what TF computes for each, as JSON,
+to expected.json. Run from the repository root:
+
+    /tmp/tfvenv/bin/python tests/data/tf_control_flow/make_fixtures.py
+
+The tests read the .pb files and expected.json only: they never need TensorFlow."""
+import json
+import os
+
+import numpy as np
+import tensorflow as tf
+
+v1 = tf.compat.v1
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def fixture(name, build, feeds):
+    """Builds a graph, writes it to name.pb and returns {fetch name: TF's value} for each
+    of the feeds (a list of {placeholder name: value})."""
+    graph = tf.Graph()
+    with graph.as_default():
+        fetches = build()
+        with v1.Session() as sess:
+            runs = [sess.run(fetches, {f"{k}:0": v for k, v in feed.items()})
+                    for feed in feeds]
+    with open(os.path.join(HERE, f"{name}.pb"), "wb") as f:
+        f.write(graph.as_graph_def().SerializeToString())
+    return {"fetches": [t.name for t in fetches],
+            "runs": [{"feed": {k: np.asarray(v).tolist() for k, v in feed.items()},
+                      "values": [np.asarray(v).tolist() for v in values]}
+                     for feed, values in zip(feeds, runs)]}
+
+
+def while_loop():
+    x = v1.placeholder(tf.float32, [3], name="x")
+    n = v1.placeholder(tf.int32, [], name="n")
+    i, y = v1.while_loop(lambda i, y: i < n, lambda i, y: (i + 1, y * 2.0 + x), [0, x],
+                         name="loop")
+    _, z = v1.while_loop(lambda k, z: tf.reduce_sum(z) < 100.0,
+                         lambda k, z: (k + 1, z * 1.5 + 1.0), [0, tf.abs(x)],
+                         maximum_iterations=6, name="capped")
+    return [tf.identity(i, name="trips"), tf.identity(y, name="y"), tf.identity(z, name="z")]
+
+
+def cond_and_nesting():
+    x = v1.placeholder(tf.float64, [None], name="x")
+    p = v1.placeholder(tf.bool, [], name="p")
+
+    def looped():
+        return v1.while_loop(lambda j, a: j < 3, lambda j, a: (j + 1, a * x + 1.0),
+                             [0, tf.ones_like(x)])[1]
+    a = v1.cond(p, looped, lambda: tf.sin(x) * 2.0, name="branch")
+
+    def outer_body(k, acc):
+        return k + 1, v1.cond(tf.equal(k % 2, 0), lambda: acc + x, lambda: acc * 0.5)
+    _, b = v1.while_loop(lambda k, acc: k < 5, outer_body, [0, tf.zeros_like(x)],
+                         name="outer")
+    return [tf.identity(a, name="a"), tf.identity(b, name="b")]
+
+
+def map_fn_graph():
+    xs = v1.placeholder(tf.float32, [None, 2], name="xs")
+    return [tf.identity(tf.map_fn(lambda r: r * r + 1.0, xs), name="squares")]
+
+
+def dynamic_rnn_graph():
+    x = v1.placeholder(tf.float32, [2, 4, 3], name="x")
+    cell = v1.nn.rnn_cell.BasicRNNCell(
+        2, activation=tf.tanh, name="cell")
+    out, state = v1.nn.dynamic_rnn(cell, x, dtype=tf.float32)
+    return [tf.identity(out, name="out"), tf.identity(state, name="state")]
+
+
+def main():
+    v1.disable_eager_execution()
+    v1.enable_control_flow_v2()
+    rng = np.random.default_rng(0)
+    expected = {
+        "while_tf": fixture("while_tf", while_loop, [
+            {"x": [0.5, -1.0, 2.0], "n": 4}, {"x": [3.0, 0.0, -0.25], "n": 0}]),
+        "cond_tf": fixture("cond_tf", cond_and_nesting, [
+            {"x": [0.5, -1.5, 2.0], "p": True}, {"x": [0.5, -1.5, 2.0], "p": False},
+            {"x": [], "p": True}]),
+        "map_fn_tf": fixture("map_fn_tf", map_fn_graph, [
+            {"xs": rng.standard_normal((4, 2)).astype(np.float32)}]),
+    }
+    with open(os.path.join(HERE, "expected.json"), "w") as f:
+        json.dump(expected, f, indent=1)
+        f.write("\n")
+    print(json.dumps(expected, indent=1))
+
+
+if __name__ == "__main__":
+    main()
