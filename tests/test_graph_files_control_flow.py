@@ -238,33 +238,58 @@ def test_freezing_turns_variables_read_in_bodies_into_constants():
 
 # ------------------------------------------------------------------ the proto's form
 def test_written_library_has_tf_form():
-    """What TF 2.x reads: bodies named by `func` attrs, FunctionDefs whose args are read
-    by name and whose nodes' outputs are "node:arg:index" of TF's op defs."""
+    """What TF 2.x reads: TF's While (every input a loop variable of both functions: the
+    loop variables, a trip counter, the captured tensors) and If (every input after the
+    condition an argument of both branches), bodies named by `func` attrs, FunctionDefs
+    whose args are read by name and whose nodes' outputs are "node:arg:index" of TF's
+    op defs."""
     x = gc.placeholder(gc.float32, [2], name="x")
     q = gc.placeholder(gc.bool, [], name="q")
     _, y = gc.while_loop(lambda i, y: i < 2, lambda i, y: (i + 1, gc.tanh(y) + x), [0, x])
-    gc.cond(q, lambda: gc.unstack(y)[1], lambda: y[0])
+    gc.cond(q, lambda: gc.unstack(y)[1], lambda: y[0] * x[1])
     gd = gc.get_default_graph().as_graph_def()
     loop = next(n for n in gd.node if n.op == "While")
     branch = next(n for n in gd.node if n.op == "If")
     assert loop.attr["cond"].func.name == "while/cond"
     assert loop.attr["body"].func.name == "while/body"
-    assert branch.attr["then_branch"].func.name and branch.attr["else_branch"].func.name
+    assert list(loop.input) == ["while/Const", "x", "while/trip_count_init", "x"]
+    assert list(loop.attr["T"].list.type) == [3, 1, 3, 1]  # int32, float, int32, float
+    assert set(loop.attr) == {"T", "cond", "body", "output_shapes", "parallel_iterations",
+                              "_graphc_location"}
+    assert list(branch.input) == ["q", "while:1", "while:1", "x"]
+    assert list(branch.attr["Tin"].list.type) == [1, 1, 1]
+    assert list(branch.attr["Tout"].list.type) == [1]
     functions = {f.signature.name: f for f in gd.library.function}
     body = functions["while/body"]
-    assert [a.name for a in body.signature.input_arg] == ["arg0", "arg1", "arg2"]
-    assert [a.name for a in body.signature.output_arg] == ["out0", "out1"]
-    by_name = {n.name: n for n in body.node_def}
+    assert [a.name for a in body.signature.input_arg] == ["arg0", "arg1", "arg2", "arg3"]
+    assert [a.name for a in body.signature.output_arg] == ["out0", "out1", "out2", "out3"]
     tanh = next(n for n in body.node_def if n.op == "Tanh")
     assert list(tanh.input) == ["arg1"]
-    add = next(n for n in body.node_def if n.op == "Add" and "arg2" in n.input)
-    assert list(add.input) == [f"{tanh.name}:y:0", "arg2"]
+    add = next(n for n in body.node_def if n.op == "Add" and "arg3" in n.input)
+    assert list(add.input) == [f"{tanh.name}:y:0", "arg3"]
     assert body.ret["out1"] == f"{add.name}:z:0"
-    assert body.arg_attr[2].attr["_graphc_name"].s.decode() in {n for n in by_name} | {
-        "while/body/capture"}
+    assert body.ret["out3"] == "arg3"  # the captured x, passed through
+    count = next(n for n in body.node_def if n.op == "Add" and "arg2" in n.input)
+    assert body.ret["out2"] == f"{count.name}:z:0"
+    assert len(functions["while/cond"].signature.input_arg) == 4
     then = functions[branch.attr["then_branch"].func.name]
+    other = functions[branch.attr["else_branch"].func.name]
+    assert len(then.signature.input_arg) == len(other.signature.input_arg) == 3
     unpack = next(n for n in then.node_def if n.op == "Unpack")
     assert then.ret["out0"] == f"{unpack.name}:output:1"
+
+
+def test_ops_tf_cannot_hold_keep_graphcs_layout():
+    """A loop that saves stacks for its gradient, and a cond that assigns a variable,
+    are written in graphc's layout (which graphc reads back), the rest in TF's."""
+    v = gc.Variable(1.0, name="v")
+    x = gc.placeholder(gc.float32, [], name="x")
+    _, y = gc.while_loop(lambda i, y: i < 3, lambda i, y: (i + 1, y * y * v), [0, x])
+    gc.gradients(y, x)
+    gc.cond(x > 0, lambda: gc.identity(gc.assign_add(v, 1.0)), lambda: v * 2.0)
+    layouts = {n.name: "num_loop_vars" in n.attr or "num_then_inputs" in n.attr
+               for n in gc.get_default_graph().as_graph_def().node if n.op in ("While", "If")}
+    assert layouts == {"while": True, "gradients/while_grad/while_grad": False, "cond": True}
 
 
 # ------------------------------------------------------------------ bad files
@@ -305,6 +330,13 @@ def _drop_input(gd):
     del loop.input[1]
 
 
+def _drop_loop_variable(gd):
+    _drop_input(gd)
+    loop = next(n for n in gd.node if n.op == "While")
+    del loop.attr["T"].list.type[1]
+    del loop.attr["output_shapes"].list.shape[1]
+
+
 @pytest.mark.parametrize("breaks, message", [
     (_drop_cond, r"node 'while' \(op: 'While'\) calls function 'while/cond' \(attr 'cond'\), "
                  r"which is not in the graph's function library"),
@@ -312,9 +344,10 @@ def _drop_input(gd):
     (_break_input, r"function 'while/body': node '.*' reads 'nowhere:z:0', neither"),
     (_wrong_output_arg, r"function 'while/body': ret 'out1' reads '.*:product:0', Add's "
                         r"output is 'z'"),
-    (_drop_input, r"node 'while' \(op: 'While'\): its 1 inputs and attrs do not fit its "
-                  r"bodies 'while/cond' \(2 args, 1 results\), 'while/body' \(2 args, "
-                  r"2 results\)"),
+    (_drop_input, r"node 'while' \(op: 'While'\): attr 'T' lists 3 types for 2 inputs"),
+    (_drop_loop_variable, r"node 'while' \(op: 'While'\): its 2 inputs and attrs do not fit "
+                          r"its bodies 'while/cond' \(3 args, 1 results\), 'while/body' "
+                          r"\(3 args, 3 results\)"),
 ])
 def test_malformed_libraries_are_refused_naming_the_function(breaks, message):
     gd = _loop_graph_def()

@@ -484,7 +484,7 @@ class _NodeWriter:
         attrs = dict(node["attrs"])
         for key in FUNCTION_ATTRS.get(node["op"], ()):
             out.attr[key].func.name = attrs.pop(key)
-        if node["op"] == "If":
+        if node["op"] == "If" and "saved" in attrs:  # graphc's layout (control_flow.py)
             attrs["saved"] = [f"{branch}:{name}" for branch, name in attrs["saved"]]
         if node["op"] in ("Softmax", "LogSoftmax") and not self.display:
             _drop_last_axis(attrs, node, self.outputs.rank(node["inputs"][0]), where)
@@ -525,12 +525,16 @@ def graph_def_proto(nodes, add_shapes=False, inputs_from=None, display=False,
     `functions` are the function dicts of the bodies of its control-flow ops, written
     to its library (function_def.py). display=True makes TensorBoard's view: it never
     fails, see _NodeWriter."""
+    from graphc.tf_formats.control_flow import in_tf_layout
     from graphc.tf_formats.function_def import add_function_def
     pb = protos.graph_pb2()
     out = pb.GraphDef()
     out.versions.producer = 27  # TF 1.15's GraphDef version: what TF1 users' tools read
-    writer = _NodeWriter(_Outputs(nodes if inputs_from is None else inputs_from), add_shapes,
-                         display)
+    inputs_from = nodes if inputs_from is None else inputs_from
+    if functions:
+        nodes, functions = in_tf_layout(nodes, functions, inputs_from)
+        inputs_from = list(inputs_from) + [n for n in nodes if n["op"] == "Const"]
+    writer = _NodeWriter(_Outputs(inputs_from), add_shapes, display)
     for node in nodes:
         writer.write(node, out.node)
     for function in functions:
