@@ -568,6 +568,12 @@ class _Importer:
 
     def _create_op(self, node, inputs):
         """The op of one node; an attr the op needs and the file lacks is named."""
+        if any(v is tf_graph_def.VARIANT or (isinstance(v, list) and
+                                             tf_graph_def.VARIANT in v)
+               for v in node["attrs"].values()):
+            raise ValueError(f"graph def node '{node['name']}' (op: '{node['op']}') holds a "
+                             "TensorList (DT_VARIANT) that is not a While's or If's loop "
+                             "variable or argument, which graphc cannot type")
         create = self.graph.create_op
         if node["op"] == "VariableV2" and isinstance(self.graph, FuncGraph):
             # a body's stand-in for a variable of its calling op (_link_bodies), which a
@@ -590,17 +596,22 @@ class _Importer:
         attrs = dict(node["attrs"])
         where = f"graph def node '{node['name']}' (op: '{node['op']}')"
         bodies = {}
-        for key in FUNCTION_ATTRS[node["op"]]:
-            bodies[key] = self._body(self.functions[attrs[key]], where)
+        for key, arg_inputs in _argument_inputs(node["op"], attrs, inputs).items():
+            bodies[key] = self._body(self.functions[attrs[key]], where,
+                                     [t.dtype for t in arg_inputs])
             attrs[key] = bodies[key].name
         _link_bodies(node["op"], attrs, inputs, bodies, where)
+        attrs["output_dtypes"] = _typed_outputs(node["op"], attrs["output_dtypes"], inputs,
+                                                bodies)
         if self.prefix:  # the saved tensors are the bodies' own, renamed with them
             attrs["saved"] = _prefixed_saved(node["op"], attrs["saved"], self.prefix)
         for body in bodies.values():
             self.graph._functions[body.name] = body
         return dict(node, attrs=attrs)
 
-    def _body(self, function, where):
+    def _body(self, function, where, arg_dtypes):
+        """The FuncGraph of a function, its TensorList arguments (tensor_lists.py) of the
+        dtypes of the calling op's inputs `arg_dtypes`."""
         name = self.prefix + function["name"]
         unique, i = name, 0
         while unique in self.body_names:
@@ -608,7 +619,9 @@ class _Importer:
             unique = f"{name}_{i}"
         self.body_names.add(unique)
         body = FuncGraph(unique, self.graph)
-        ops = _Importer(body, function["nodes"], None, None, self.functions, body_of=self)
+        nodes = _typed_arguments(function, arg_dtypes)
+        with body.as_default():  # the constants a composite (tf_graph_def) makes are its
+            ops = _Importer(body, nodes, None, None, self.functions, body_of=self)
         try:
             body.inputs = [ops.tensor(t) for t in function["inputs"]]
             body.outputs = [ops.tensor(t) for t in function["outputs"]]
@@ -651,6 +664,31 @@ def _body_names(graph):
         names.extend(functions)
         graphs.extend(functions.values())
     return names
+
+
+def _argument_inputs(op_type, attrs, inputs):
+    """{body attr: the op's inputs that its arguments receive} (captures included)."""
+    if op_type == "If":
+        n_then = attrs.get("num_then_inputs", 0)
+        return {"then_branch": inputs[1:1 + n_then], "else_branch": inputs[1 + n_then:]}
+    return {"cond": inputs, "body": inputs}  # more than the args: zip stops at their count
+
+
+def _typed_arguments(function, arg_dtypes):
+    """The function's nodes, its TensorList arguments typed as their inputs."""
+    typed = dict(zip(function["inputs"], arg_dtypes))
+    return [dict(n, attrs=dict(n["attrs"], dtype=typed[n["name"] + ":0"]))
+            if n["op"] == "Placeholder" and n["attrs"].get("dtype") is tf_graph_def.VARIANT
+            and n["name"] + ":0" in typed else n for n in function["nodes"]]
+
+
+def _typed_outputs(op_type, output_dtypes, inputs, bodies):
+    """A While's or If's output dtypes, its TensorLists' typed as the loop variable's
+    input or the branch's result."""
+    sources = inputs if op_type == "While" else [t for t in bodies["then_branch"].outputs]
+    return [source.dtype if dtype is tf_graph_def.VARIANT else dtype
+            for dtype, source in zip(output_dtypes, list(sources) + [None] * len(
+                output_dtypes))]
 
 
 def _prefixed_saved(op_type, saved, prefix):

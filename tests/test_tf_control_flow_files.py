@@ -24,16 +24,42 @@ def imported(name):
     return EXPECTED[name]
 
 
-@pytest.mark.parametrize("name", ["while_tf", "cond_tf"])
-def test_tf_written_loops_and_conds_give_tfs_values(name):
+def feed_of(run):
+    return {f"{k}:0": np.reshape(v, run["feed_shapes"][k]) for k, v in run["feed"].items()}
+
+
+@pytest.mark.parametrize("name", ["while_tf", "cond_tf", "map_fn_tf", "tensor_array_tf",
+                                  "dynamic_rnn_tf"])
+def test_tf_written_control_flow_gives_tfs_values(name):
+    """while_loop (maximum_iterations too), cond, a loop in a cond and a cond in a loop,
+    map_fn (of an empty tensor too), TensorArrays written in one loop and read in
+    another, and a frozen dynamic_rnn (a GRU over sequences of lengths 5, 2 and 0)."""
     expected = imported(name)
     with gc.Session() as sess:
         for run in expected["runs"]:
-            feed = {f"{k}:0": v for k, v in run["feed"].items()}
-            got = sess.run(expected["fetches"], feed)
-            for g, want, fetch in zip(got, run["values"], expected["fetches"]):
-                np.testing.assert_allclose(g, np.asarray(want, np.asarray(g).dtype),
-                                           rtol=1e-6, atol=1e-6, err_msg=fetch)
+            got = sess.run(expected["fetches"], feed_of(run))
+            for g, want, shape, fetch in zip(got, run["values"], run["shapes"],
+                                             expected["fetches"]):
+                assert np.shape(g) == tuple(shape), fetch
+                np.testing.assert_allclose(g, np.reshape(want, shape), rtol=1e-5, atol=1e-6,
+                                           err_msg=fetch)
+
+
+@pytest.mark.filterwarnings("ignore:Converting sparse IndexedSlices")
+def test_gradients_through_an_imported_tf_tensor_array_loop():
+    """gc.gradients after import: total = sum_t 2 * (running sum of xs)[t], so
+    d total[j] / d xs[k, j] = 2 * (n - k)."""
+    expected = imported("tensor_array_tf")
+    g = gc.get_default_graph()
+    xs, total = g.get_tensor_by_name("xs:0"), g.get_tensor_by_name("total:0")
+    weights = np.array([1.0, -0.5, 2.0])
+    grad, = gc.gradients(gc.reduce_sum(total * weights), [xs])
+    xv = feed_of(expected["runs"][0])["xs:0"]
+    with gc.Session() as sess:
+        got = sess.run(grad, {xs: xv})
+    n = len(xv)
+    np.testing.assert_allclose(got, 2.0 * (n - np.arange(n))[:, None] * weights,
+                               rtol=1e-12)
 
 
 def test_tf_bodies_become_graphc_bodies():

@@ -14,8 +14,9 @@ graphc keeps the placeholders' own names and shapes in the args' attrs (`_graphc
 `_output_shapes`) and its ref captures in the function's attr `_graphc_ref_captures`,
 which TF ignores (a leading underscore). A function TF wrote reads the same way, its
 args' placeholders named after the args."""
-from graphc.tf_formats.graph_def import (SHAPES_ATTR, FUNCTION_ATTRS, _NodeWriter, _Outputs,
-                                         _attr_from_proto, attr_proto, node_dict)
+from graphc.tf_formats.graph_def import (_DT_VARIANT, SHAPES_ATTR, FUNCTION_ATTRS, VARIANT,
+                                         _NodeWriter, _Outputs, _attr_from_proto, attr_proto,
+                                         node_dict)
 from graphc.tf_formats.op_outputs import OUTPUT_ARGS
 from graphc.tf_formats.tensors import FormatError, data_type, graphc_dtype
 from graphc.framework.tensor_shape import TensorShape
@@ -178,11 +179,14 @@ def _placeholder(fdef, i, arg, where):
     shapes = attrs.get(SHAPES_ATTR)
     shape = shapes[0] if isinstance(shapes, list) and len(shapes) == 1 and \
         isinstance(shapes[0], TensorShape) else TensorShape(None)
+    # a TensorList: its dense tensor's dtype and shape come from the calling op's input
+    dtype = VARIANT if arg.type == _DT_VARIANT else \
+        graphc_dtype(arg.type, f"{where}, arg '{arg.name}'")
     name = attrs.get(NAME_ATTR)
     return {"name": name if isinstance(name, str) and name else arg.name,
             "op": "Placeholder", "inputs": [], "control_inputs": [],
-            "attrs": {"dtype": graphc_dtype(arg.type, f"{where}, arg '{arg.name}'"),
-                      "shape": shape},
+            "attrs": {"dtype": dtype,
+                      "shape": TensorShape(None) if dtype is VARIANT else shape},
             "device": "", "output_shapes": None, "location": None, "gradient_of": None}
 
 

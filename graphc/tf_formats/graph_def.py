@@ -19,12 +19,28 @@ import numpy as np
 from graphc import dtypes
 from graphc.framework.tensor_shape import TensorShape
 from graphc.tf_formats import protos
+from graphc.tf_formats.tensor_lists import COMPOSITES as TENSOR_LIST_COMPOSITES
 from graphc.tf_formats.tensors import (FormatError, array_of, data_type, graphc_dtype,
                                        graphc_shape, shape_proto, tensor_proto)
 
 LOCATION_ATTR = "_graphc_location"
 GRADIENT_OF_ATTR = "_graphc_gradient_of"
 SHAPES_ATTR = "_output_shapes"
+_DT_VARIANT = 21
+
+
+class _Variant:
+    """The dtype of a TensorList handle (DT_VARIANT). graphc keeps a list as the dense
+    tensor of its elements (tensor_lists.py), whose dtype a While's or If's loop
+    variables and arguments take from their inputs when imported."""
+
+    name = "variant"
+
+    def __repr__(self):
+        return "variant"
+
+
+VARIANT = _Variant()
 
 
 class OpSpec:
@@ -70,8 +86,11 @@ def _spec_table():
                          defaults={"output_type": dtypes.int64}),
         "ArgMin": OpSpec({"T": 0, "Tidx": 1}, keep=["output_type"],
                          defaults={"output_type": dtypes.int64}),
-        "MatMul": OpSpec(t0, defaults={"transpose_a": False, "transpose_b": False}),
-        "BatchMatMulV2": OpSpec(t0, defaults={"adj_x": False, "adj_y": False}),
+        # grad_a/grad_x...: TF 2.x's marks of a gradient's product, no effect on values
+        "MatMul": OpSpec(t0, defaults={"transpose_a": False, "transpose_b": False},
+                         drop=["grad_a", "grad_b"]),
+        "BatchMatMulV2": OpSpec(t0, defaults={"adj_x": False, "adj_y": False},
+                                drop=["grad_x", "grad_y"]),
         "BiasAdd": OpSpec(t0, defaults={"data_format": "NHWC"}),
         "Conv2D": OpSpec(t0, defaults=conv),
         "Conv2DBackpropInput": OpSpec({"T": 1}, defaults=conv),
@@ -198,6 +217,8 @@ def _spec_table():
                                                 drop=["offset"]),
         "LookupTableFindV2": OpSpec(graphc_type="LookupTableFind", drop=["Tin", "Tout"]),
         "LookupTableSizeV2": OpSpec(graphc_type="LookupTableSize"),
+        # TF's Assert names its message in its data inputs; graphc's attr adds to them
+        "Assert": OpSpec(drop=["T"], defaults={"message": "", "summarize": 3}),
         # control flow v2; _functional translates their attrs
         "While": OpSpec(), "If": OpSpec(),
         "StatelessWhile": OpSpec(graphc_type="While"), "StatelessIf": OpSpec(graphc_type="If"),
@@ -237,7 +258,7 @@ def _attr_item(field, item, where):
         except UnicodeDecodeError:
             return bytes(item)
     if field == "type":
-        return graphc_dtype(item, where)
+        return VARIANT if item == _DT_VARIANT else graphc_dtype(item, where)
     if field == "shape":
         return graphc_shape(item)
     if field == "tensor":
@@ -368,8 +389,7 @@ def _functional(op_type, decoded, inputs, where):
     if op_type.endswith("While"):
         types = _listed_types(attrs, "T", len(inputs), where)
         return {"cond": attrs["cond"], "body": attrs["body"], "num_loop_vars": len(inputs),
-                "output_shapes": _listed_shapes(attrs, len(types), where)
-                + [TensorShape([])],
+                "output_shapes": _listed_shapes(attrs, types, where) + [TensorShape([])],
                 "output_dtypes": types + [dtypes.int32], "saved": [], "back_prop": True,
                 "ref_input_indices": []}, inputs
     if not inputs:
@@ -381,7 +401,7 @@ def _functional(op_type, decoded, inputs, where):
     args = inputs[1:]
     return {"then_branch": attrs["then_branch"], "else_branch": attrs["else_branch"],
             "num_then_inputs": len(args), "output_dtypes": types,
-            "output_shapes": _listed_shapes(attrs, len(types), where), "saved": [],
+            "output_shapes": _listed_shapes(attrs, types, where), "saved": [],
             "ref_input_indices": []}, inputs[:1] + args + args
 
 
@@ -393,12 +413,14 @@ def _listed_types(attrs, key, count, where):
     return types
 
 
-def _listed_shapes(attrs, count, where):
-    shapes = attrs.get("output_shapes") or [TensorShape(None)] * count
-    if len(shapes) != count:
+def _listed_shapes(attrs, types, where):
+    """The output shapes; a TensorList's (a scalar handle in TF) is its dense tensor's,
+    unknown here."""
+    shapes = attrs.get("output_shapes") or [TensorShape(None)] * len(types)
+    if len(shapes) != len(types):
         raise FormatError(f"{where}: attr 'output_shapes' has {len(shapes)} shapes for "
-                          f"{count} outputs")
-    return list(shapes)
+                          f"{len(types)} outputs")
+    return [TensorShape(None) if t is VARIANT else s for s, t in zip(shapes, types)]
 
 
 def _saved_pair(item, where):
@@ -589,4 +611,4 @@ def _div(inputs, node, name):
 
 
 COMPOSITES = {"FusedBatchNorm": _fused_batch_norm, "FusedBatchNormV2": _fused_batch_norm,
-              "FusedBatchNormV3": _fused_batch_norm, "Div": _div}
+              "FusedBatchNormV3": _fused_batch_norm, "Div": _div, **TENSOR_LIST_COMPOSITES}

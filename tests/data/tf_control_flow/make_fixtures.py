@@ -9,27 +9,38 @@ The tests read the .pb files and expected.json only: they never need TensorFlow.
 import json
 import os
 
-import numpy as np
-import tensorflow as tf
+os.environ["TF_USE_LEGACY_KERAS"] = "1"  # TF1's rnn cells (tf_keras), not Keras 3
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
 
 v1 = tf.compat.v1
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def fixture(name, build, feeds):
-    """Builds a graph, writes it to name.pb and returns {fetch name: TF's value} for each
-    of the feeds (a list of {placeholder name: value})."""
+def fixture(name, build, feeds, freeze=False):
+    """Builds a graph, writes it to name.pb (its variables frozen into constants with
+    TF's convert_variables_to_constants when `freeze`) and returns {fetch name: TF's value}
+    for each of the feeds (a list of {placeholder name: value})."""
     graph = tf.Graph()
     with graph.as_default():
+        v1.set_random_seed(1)
         fetches = build()
         with v1.Session() as sess:
+            sess.run(v1.global_variables_initializer())
             runs = [sess.run(fetches, {f"{k}:0": v for k, v in feed.items()})
                     for feed in feeds]
+            graph_def = graph.as_graph_def()
+            if freeze:
+                graph_def = v1.graph_util.convert_variables_to_constants(
+                    sess, graph_def, [t.op.name for t in fetches])
     with open(os.path.join(HERE, f"{name}.pb"), "wb") as f:
-        f.write(graph.as_graph_def().SerializeToString())
+        f.write(graph_def.SerializeToString())
     return {"fetches": [t.name for t in fetches],
             "runs": [{"feed": {k: np.asarray(v).tolist() for k, v in feed.items()},
-                      "values": [np.asarray(v).tolist() for v in values]}
+                      "feed_shapes": {k: list(np.shape(v)) for k, v in feed.items()},
+                      "values": [np.asarray(v).tolist() for v in values],
+                      "shapes": [list(np.shape(v)) for v in values]}
                      for feed, values in zip(feeds, runs)]}
 
 
@@ -66,16 +77,35 @@ def map_fn_graph():
 
 
 def dynamic_rnn_graph():
-    x = v1.placeholder(tf.float32, [2, 4, 3], name="x")
-    cell = v1.nn.rnn_cell.BasicRNNCell(
-        2, activation=tf.tanh, name="cell")
-    out, state = v1.nn.dynamic_rnn(cell, x, dtype=tf.float32)
+    """A GRU over sequences of different lengths (TF1's masking), its weights frozen."""
+    x = v1.placeholder(tf.float32, [3, None, 2], name="x")
+    lengths = v1.placeholder(tf.int32, [3], name="lengths")
+    cell = v1.nn.rnn_cell.GRUCell(4, name="gru")
+    out, state = v1.nn.dynamic_rnn(cell, x, sequence_length=lengths, dtype=tf.float32)
     return [tf.identity(out, name="out"), tf.identity(state, name="state")]
+
+
+def tensor_array_loop():
+    """A TensorArray written in a loop (running sums), read back in a second loop."""
+    xs = v1.placeholder(tf.float64, [None, 3], name="xs")
+    n = tf.shape(xs)[0]
+    sums = tf.TensorArray(tf.float64, size=n)
+
+    def write(t, ta, acc):
+        acc = acc + xs[t]
+        return t + 1, ta.write(t, acc), acc
+    _, sums, _ = v1.while_loop(lambda t, *_: t < n, write,
+                               [0, sums, tf.zeros([3], tf.float64)])
+    _, total = v1.while_loop(lambda t, s: t < n,
+                             lambda t, s: (t + 1, s + sums.read(t) * 2.0),
+                             [0, tf.zeros([3], tf.float64)])
+    return [tf.identity(sums.stack(), name="stacked"), tf.identity(total, name="total")]
 
 
 def main():
     v1.disable_eager_execution()
     v1.enable_control_flow_v2()
+    v1.disable_resource_variables()  # TF1's variables, which TF's freezing makes constants
     rng = np.random.default_rng(0)
     expected = {
         "while_tf": fixture("while_tf", while_loop, [
@@ -84,7 +114,13 @@ def main():
             {"x": [0.5, -1.5, 2.0], "p": True}, {"x": [0.5, -1.5, 2.0], "p": False},
             {"x": [], "p": True}]),
         "map_fn_tf": fixture("map_fn_tf", map_fn_graph, [
-            {"xs": rng.standard_normal((4, 2)).astype(np.float32)}]),
+            {"xs": rng.standard_normal((4, 2)).astype(np.float32)},
+            {"xs": np.zeros((0, 2), np.float32)}]),
+        "tensor_array_tf": fixture("tensor_array_tf", tensor_array_loop, [
+            {"xs": rng.standard_normal((5, 3))}]),
+        "dynamic_rnn_tf": fixture("dynamic_rnn_tf", dynamic_rnn_graph, [
+            {"x": rng.standard_normal((3, 5, 2)).astype(np.float32), "lengths": [5, 2, 0]}],
+            freeze=True),
     }
     with open(os.path.join(HERE, "expected.json"), "w") as f:
         json.dump(expected, f, indent=1)
