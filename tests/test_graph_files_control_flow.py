@@ -236,6 +236,38 @@ def test_freezing_turns_variables_read_in_bodies_into_constants():
         np.testing.assert_allclose(sess.run("out:0", {"x:0": xv}), want, rtol=1e-6)
 
 
+def test_freezing_a_gradient_loop_that_reads_variables():
+    """A loop saving stacks for its gradient keeps graphc's layout, where the body reads
+    the variable by reference: frozen, the reference becomes the constant, in the
+    forward and the backward loop."""
+    v = gc.Variable(np.array([0.5, -1.5]), name="v")
+    x = gc.placeholder(gc.float64, [2], name="x")
+    _, y = gc.while_loop(lambda i, y: i < 3, lambda i, y: (i + 1, gc.sin(y) * v + y), [0, x])
+    dx, dv = gc.gradients(gc.reduce_sum(y), [x, v])
+    gc.identity(dx, name="dx")
+    gc.identity(dv, name="dv")
+    with gc.Session() as sess:
+        sess.run(gc.global_variables_initializer())
+        frozen = gc.graph_util.convert_variables_to_constants(
+            sess, gc.get_default_graph().as_graph_def(), ["dx", "dv"])
+    assert any("num_loop_vars" in n.attr for n in frozen.node if n.op == "While")
+    ops = [n.op for n in frozen.node] + [n.op for f in frozen.library.function
+                                         for n in f.node_def]
+    assert "VariableV2" not in ops
+    gc.reset_default_graph()
+    gc.import_graph_def(frozen, name="")
+    xv, vv = np.array([0.3, 1.2]), np.array([0.5, -1.5])
+    with gc.Session() as sess:
+        got_dx, got_dv = sess.run(["dx:0", "dv:0"], {"x:0": xv})
+    ys, dy_dx, dy_dv = xv.copy(), np.ones(2), np.zeros(2)
+    for _ in range(3):  # y' = sin(y) v + y: the chain rule, step by step
+        dy_dv = (np.cos(ys) * vv + 1) * dy_dv + np.sin(ys)
+        dy_dx = (np.cos(ys) * vv + 1) * dy_dx
+        ys = np.sin(ys) * vv + ys
+    np.testing.assert_allclose(got_dx, dy_dx, rtol=1e-12)
+    np.testing.assert_allclose(got_dv, dy_dv, rtol=1e-12)
+
+
 # ------------------------------------------------------------------ the proto's form
 def test_written_library_has_tf_form():
     """What TF 2.x reads: TF's While (every input a loop variable of both functions: the
