@@ -45,7 +45,8 @@ from graphc.framework.graph import Graph, Operation, Tensor, get_default_graph
 from graphc.framework.op_def import OP_DEFS
 from graphc.framework.tensor_shape import TensorShape
 from graphc.tf_formats import (function_def as tf_function_def, graph_def as tf_graph_def,
-                               meta_graph as tf_meta_graph, protos)
+                               meta_graph as tf_meta_graph, protos,
+                               v1_control_flow as tf_v1_control_flow)
 from graphc.tf_formats.graph_def import FUNCTION_ATTRS
 from graphc.variables import Variable
 
@@ -444,8 +445,12 @@ def _import_parts(graph_def):
 
 
 def _proto_parts(graph_def):
-    return _checked_parts(tf_graph_def.node_dicts(graph_def),
-                          tf_function_def.function_dicts(graph_def.library))
+    nodes = tf_graph_def.node_dicts(graph_def)
+    functions = tf_function_def.function_dicts(graph_def.library)
+    if any(n["op"] == "Enter" for n in nodes):  # TF1's loops: frames, not functions
+        nodes, loops = tf_v1_control_flow.rebuild_loops(nodes)
+        functions.update((f["name"], f) for f in loops)
+    return _checked_parts(nodes, functions)
 
 
 def _checked_parts(nodes, functions):
@@ -537,8 +542,10 @@ class _Importer:
             node = self._with_bodies(node, inputs)
         composite = tf_graph_def.COMPOSITES.get(node["op"])
         if composite is None and node["op"] not in OP_DEFS:
+            hint = " (TF1's cond: graphc rebuilds TF1's loop frames, not its conds; write " \
+                "the graph with control flow v2)" if node["op"] in ("Switch", "Merge") else ""
             raise ValueError(f"graph def node '{node['name']}' has op type '{node['op']}', "
-                             "which graphc does not support")
+                             f"which graphc does not support{hint}")
         with g.control_dependencies(None), g.name_scope(None):
             if composite is not None:
                 outputs = composite(inputs, node, self.name(node["name"]))

@@ -1,8 +1,9 @@
 """GraphDefs that TensorFlow 2.21 wrote in tf.compat.v1 graph mode with control flow v2
 (While/StatelessWhile/If/StatelessIf ops, their bodies FunctionDefs of the library,
-nested ones included): graphc imports and runs them, giving what TF printed when it
-made them (tests/data/tf_control_flow/make_fixtures.py wrote the .pb files and
-expected.json; TF is not needed here)."""
+nested ones included, TensorLists) and with control flow v1 (loop frames): graphc
+imports and runs them, giving what TF printed when it made them
+(tests/data/tf_control_flow/make_fixtures.py wrote the .pb files and expected.json; TF
+is not needed here)."""
 import json
 import os
 
@@ -29,11 +30,12 @@ def feed_of(run):
 
 
 @pytest.mark.parametrize("name", ["while_tf", "cond_tf", "map_fn_tf", "tensor_array_tf",
-                                  "dynamic_rnn_tf"])
+                                  "dynamic_rnn_tf", "v1_frames_tf"])
 def test_tf_written_control_flow_gives_tfs_values(name):
     """while_loop (maximum_iterations too), cond, a loop in a cond and a cond in a loop,
     map_fn (of an empty tensor too), TensorArrays written in one loop and read in
-    another, and a frozen dynamic_rnn (a GRU over sequences of lengths 5, 2 and 0)."""
+    another, a frozen dynamic_rnn (a GRU over sequences of lengths 5, 2 and 0), and TF1's
+    own loop frames (control flow v1, a nested loop too) rebuilt as While ops."""
     expected = imported(name)
     with gc.Session() as sess:
         for run in expected["runs"]:
@@ -73,3 +75,29 @@ def test_tf_bodies_become_graphc_bodies():
         body = g._functions[op.attrs["body"]]
         assert len(body.inputs) == op.attrs["num_loop_vars"] == len(body.outputs)
         assert not body.captures
+
+
+def test_v1_frames_become_while_ops():
+    """Each frame (the nested one first) is one While; the Exits keep their names."""
+    imported("v1_frames_tf")
+    g = gc.get_default_graph()
+    types = {op.type for op in g.get_operations()}
+    assert not types & {"Enter", "Merge", "Switch", "LoopCond", "NextIteration", "Exit"}
+    loops = [op.name for op in g.get_operations() if op.type == "While"]
+    assert sorted(loops) == ["loop/while", "outer/while"]
+    outer = g.get_operation_by_name("outer/while")
+    inner = [op for op in g._functions[outer.attrs["body"]].get_operations()
+             if op.type == "While"]
+    assert len(inner) == 1
+    assert g.get_operation_by_name("loop/Exit_1").type == "Identity"
+
+
+def test_v1_conds_are_refused_naming_the_op():
+    from tensorboard.compat.proto import graph_pb2
+    gd = graph_pb2.GraphDef()
+    for name, op, inputs in (("x", "Placeholder", []), ("p", "Placeholder", []),
+                             ("cond/Switch", "Switch", ["x", "p"])):
+        node = gd.node.add(name=name, op=op, input=inputs)
+        node.attr["dtype" if op == "Placeholder" else "T"].type = 1 if name != "p" else 10
+    with pytest.raises(ValueError, match="node .cond/Switch. has op type .Switch.*TF1.s cond"):
+        gc.import_graph_def(gd, name="")

@@ -102,6 +102,27 @@ def tensor_array_loop():
     return [tf.identity(sums.stack(), name="stacked"), tf.identity(total, name="total")]
 
 
+def v1_frames():
+    """TF1's own loops (Enter/Merge/Switch/NextIteration/Exit frames), a nested one too."""
+    v1.disable_control_flow_v2()
+    try:
+        x = v1.placeholder(tf.float32, [3], name="x")
+        n = v1.placeholder(tf.int32, [], name="n")
+        i, y = v1.while_loop(lambda i, y: i < n, lambda i, y: (i + 1, y * 2.0 + x),
+                             [0, x], name="loop")
+
+        def outer_body(k, acc):
+            inner = v1.while_loop(lambda j, a: j < k, lambda j, a: (j + 1, a + x * 0.5),
+                                  [0, acc], name="inner")[1]
+            return k + 1, inner - 1.0
+        _, z = v1.while_loop(lambda k, acc: k < n, outer_body, [0, tf.zeros_like(x)],
+                             name="outer")
+        return [tf.identity(i, name="trips"), tf.identity(y, name="y"),
+                tf.identity(z, name="z")]
+    finally:
+        v1.enable_control_flow_v2()
+
+
 def main():
     v1.disable_eager_execution()
     v1.enable_control_flow_v2()
@@ -121,6 +142,8 @@ def main():
         "dynamic_rnn_tf": fixture("dynamic_rnn_tf", dynamic_rnn_graph, [
             {"x": rng.standard_normal((3, 5, 2)).astype(np.float32), "lengths": [5, 2, 0]}],
             freeze=True),
+        "v1_frames_tf": fixture("v1_frames_tf", v1_frames, [
+            {"x": [0.5, -1.0, 2.0], "n": 4}, {"x": [3.0, 0.0, -0.25], "n": 0}]),
     }
     with open(os.path.join(HERE, "expected.json"), "w") as f:
         json.dump(expected, f, indent=1)
