@@ -603,7 +603,9 @@ class _Importer:
         attrs = dict(node["attrs"])
         where = f"graph def node '{node['name']}' (op: '{node['op']}')"
         bodies = {}
-        for key, arg_inputs in _argument_inputs(node["op"], attrs, inputs).items():
+        arities = {key: len(self.functions[attrs[key]]["inputs"])
+                   for key in FUNCTION_ATTRS[node["op"]]}
+        for key, arg_inputs in _argument_inputs(node["op"], attrs, inputs, arities).items():
             bodies[key] = self._body(self.functions[attrs[key]], where,
                                      [t.dtype for t in arg_inputs])
             attrs[key] = bodies[key].name
@@ -673,12 +675,16 @@ def _body_names(graph):
     return names
 
 
-def _argument_inputs(op_type, attrs, inputs):
-    """{body attr: the op's inputs that its arguments receive} (captures included)."""
+def _argument_inputs(op_type, attrs, inputs, arities):
+    """{body attr: the op's inputs that its arguments receive, in order} of a While's or
+    If's layout (_link_bodies), `arities` {body attr: its number of arguments}."""
     if op_type == "If":
-        n_then = attrs.get("num_then_inputs", 0)
-        return {"then_branch": inputs[1:1 + n_then], "else_branch": inputs[1 + n_then:]}
-    return {"cond": inputs, "body": inputs}  # more than the args: zip stops at their count
+        n_then = arities["then_branch"]
+        return {"then_branch": inputs[1:1 + n_then],
+                "else_branch": inputs[1 + n_then:1 + n_then + arities["else_branch"]]}
+    n, n_cond = attrs.get("num_loop_vars", 0), arities["cond"]
+    return {"cond": inputs[:n_cond],
+            "body": inputs[:n] + inputs[n_cond:n_cond + arities["body"] - n]}
 
 
 def _typed_arguments(function, arg_dtypes):
