@@ -602,6 +602,7 @@ class _Importer:
         them; the bodies' captures are its inputs."""
         attrs = dict(node["attrs"])
         where = f"graph def node '{node['name']}' (op: '{node['op']}')"
+        _check_layout_attrs(node["op"], attrs, where)
         bodies = {}
         arities = {key: len(self.functions[attrs[key]]["inputs"])
                    for key in FUNCTION_ATTRS[node["op"]]}
@@ -675,6 +676,16 @@ def _body_names(graph):
     return names
 
 
+def _check_layout_attrs(op_type, attrs, where):
+    count = "num_loop_vars" if op_type == "While" else "num_then_inputs"
+    kinds = {count: int, "output_dtypes": list, "output_shapes": list, "saved": list,
+             "ref_input_indices": list}
+    for key, kind in kinds.items():
+        if not isinstance(attrs.get(key), kind) or isinstance(attrs.get(key), bool):
+            what = "an int" if kind is int else "a list"
+            raise ValueError(f"{where}: attr '{key}' is missing or not {what}")
+
+
 def _argument_inputs(op_type, attrs, inputs, arities):
     """{body attr: the op's inputs that its arguments receive, in order} of a While's or
     If's layout (_link_bodies), `arities` {body attr: its number of arguments}."""
@@ -704,6 +715,27 @@ def _typed_outputs(op_type, output_dtypes, inputs, bodies):
                 output_dtypes))]
 
 
+def _check_types(op_type, attrs, inputs, bodies, where):
+    """The bodies' arguments have their inputs' dtypes, their results the op's."""
+    arities = {key: len(fg.inputs) for key, fg in bodies.items()}
+    for key, outer in _argument_inputs(op_type, attrs, inputs, arities).items():
+        for t, arg in zip(outer, bodies[key].inputs):
+            if t.dtype != arg.dtype:
+                raise ValueError(f"{where}: input {t.name} is {t.dtype.name}, the argument "
+                                 f"{arg.name} of '{bodies[key].name}' it feeds is "
+                                 f"{arg.dtype.name}")
+    if op_type == "While":
+        results = [(bodies["cond"], bodies["cond"].outputs, [dtypes.bool]),
+                   (bodies["body"], bodies["body"].outputs, attrs["output_dtypes"])]
+    else:
+        results = [(fg, fg.outputs, attrs["output_dtypes"]) for fg in bodies.values()]
+    for fg, outputs, wanted in results:
+        for t, dtype in zip(outputs, wanted):
+            if t.dtype != dtype:
+                raise ValueError(f"{where}: '{fg.name}' gives {t.dtype.name} ({t.name}) "
+                                 f"where the op has {dtypes.as_dtype(dtype).name}")
+
+
 def _prefixed_saved(op_type, saved, prefix):
     if op_type == "If":  # [branch, tensor name] pairs
         return [[branch, prefix + name] for branch, name in saved]
@@ -714,7 +746,7 @@ def _link_bodies(op_type, attrs, inputs, bodies, where):
     """Sets the captures of a While's or If's imported bodies from the op's inputs
     (while_v2.make_while's and cond_v2._make_if's layouts), after checking that the
     bodies fit the op."""
-    refs = attrs.get("ref_input_indices", [])
+    refs = attrs["ref_input_indices"]
     if any(not isinstance(i, int) or not 0 <= i < len(inputs) for i in refs):
         raise ValueError(f"{where}: attr ref_input_indices {refs!r} is out of its "
                          f"{len(inputs)} inputs")
@@ -742,6 +774,7 @@ def _link_bodies(op_type, attrs, inputs, bodies, where):
                           for fg in bodies.values())
         raise ValueError(f"{where}: its {len(inputs)} inputs and attrs do not fit its "
                          f"bodies {shown}")
+    _check_types(op_type, attrs, inputs, bodies, where)
     outer_refs = iter(inputs[i] for i in refs)
     for fg, outer, inner in groups:
         fg.captures = list(zip(outer, inner))

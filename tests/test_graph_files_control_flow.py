@@ -369,6 +369,16 @@ def _drop_loop_variable(gd):
     del loop.attr["output_shapes"].list.shape[1]
 
 
+def _retype_loop_variable(gd):
+    loop = next(n for n in gd.node if n.op == "While")
+    loop.attr["T"].list.type[1] = 2  # float64 for the float32 loop variable
+
+
+def _json_without_attr(data):
+    loop = next(n for n in data["nodes"] if n["op"] == "While")
+    del loop["attrs"]["num_loop_vars"]
+
+
 @pytest.mark.parametrize("breaks, message", [
     (_drop_cond, r"node 'while' \(op: 'While'\) calls function 'while/cond' \(attr 'cond'\), "
                  r"which is not in the graph's function library"),
@@ -377,6 +387,8 @@ def _drop_loop_variable(gd):
     (_wrong_output_arg, r"function 'while/body': ret 'out1' reads '.*:product:0', Add's "
                         r"output is 'z'"),
     (_drop_input, r"node 'while' \(op: 'While'\): attr 'T' lists 3 types for 2 inputs"),
+    (_retype_loop_variable, r"node 'while' \(op: 'While'\): 'while/body' gives float32 "
+                            r"\(.*\) where the op has float64"),
     (_drop_loop_variable, r"node 'while' \(op: 'While'\): its 2 inputs and attrs do not fit "
                           r"its bodies 'while/cond' \(3 args, 1 results\), 'while/body' "
                           r"\(3 args, 3 results\)"),
@@ -399,3 +411,7 @@ def test_json_function_missing_or_malformed(tmp_path):
     bad = dict(data, functions=[dict(data["functions"][0], inputs="arg")])
     with pytest.raises(ValueError, match="graph def function 0 is malformed"):
         gc.import_graph_def(bad)
+    _json_without_attr(data)
+    with pytest.raises(ValueError, match=r"node 'while' \(op: 'While'\): attr "
+                                         "'num_loop_vars' is missing or not an int"):
+        gc.import_graph_def(data)
