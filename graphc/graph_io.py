@@ -610,9 +610,9 @@ class _Importer:
             bodies[key] = self._body(self.functions[attrs[key]], where,
                                      [t.dtype for t in arg_inputs])
             attrs[key] = bodies[key].name
-        _link_bodies(node["op"], attrs, inputs, bodies, where)
         attrs["output_dtypes"] = _typed_outputs(node["op"], attrs["output_dtypes"], inputs,
                                                 bodies)
+        _link_bodies(node["op"], attrs, inputs, bodies, where)
         if self.prefix:  # the saved tensors are the bodies' own, renamed with them
             attrs["saved"] = _prefixed_saved(node["op"], attrs["saved"], self.prefix)
         for body in bodies.values():
@@ -710,9 +710,9 @@ def _typed_outputs(op_type, output_dtypes, inputs, bodies):
     """A While's or If's output dtypes, its TensorLists' typed as the loop variable's
     input or the branch's result."""
     sources = inputs if op_type == "While" else [t for t in bodies["then_branch"].outputs]
-    return [source.dtype if dtype is tf_graph_def.VARIANT else dtype
-            for dtype, source in zip(output_dtypes, list(sources) + [None] * len(
-                output_dtypes))]
+    sources = list(sources) + [None] * len(output_dtypes)  # too few: _link_bodies says so
+    return [source.dtype if dtype is tf_graph_def.VARIANT and source is not None else dtype
+            for dtype, source in zip(output_dtypes, sources)]
 
 
 def _check_types(op_type, attrs, inputs, bodies, where):
