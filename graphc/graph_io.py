@@ -733,7 +733,7 @@ def _check_types(op_type, attrs, inputs, bodies, where):
         for t, dtype in zip(outputs, wanted):
             if t.dtype != dtype:
                 raise ValueError(f"{where}: '{fg.name}' gives {t.dtype.name} ({t.name}) "
-                                 f"where the op has {dtypes.as_dtype(dtype).name}")
+                                 f"where the op has {getattr(dtype, 'name', dtype)}")
 
 
 def _prefixed_saved(op_type, saved, prefix):

@@ -214,6 +214,34 @@ def test_dynamic_rnn_training_graph_through_meta_graph(tmp_path):
     assert want[-1] < want[0]
 
 
+@pytest.mark.parametrize("fmt", ["meta", "json"])
+def test_meta_graph_under_an_import_scope_keeps_variables_and_gradients(fmt, tmp_path):
+    """Bodies that assign and read a variable by reference, and a gradient loop, imported
+    under a scope: the bodies' stand-ins are the scoped Session variable."""
+    v = gc.Variable(np.array([1.0, 2.0]), name="v")
+    p = gc.placeholder(gc.bool, [], name="p")
+    x = gc.placeholder(gc.float64, [2], name="x")
+    out = gc.cond(p, lambda: gc.identity(gc.assign_add(v, x)), lambda: v * 3.0)
+    _, y = gc.while_loop(lambda i, y: i < 3, lambda i, y: (i + 1, y * v), [0, x])
+    dv, = gc.gradients(gc.reduce_sum(y), [v])
+    path = str(tmp_path / f"m.{fmt}")
+    if fmt == "json":
+        graph_io.export_json_meta_graph(path)
+    else:
+        gc.train.export_meta_graph(path)
+    gc.reset_default_graph()
+    gc.train.import_meta_graph(path, import_scope="s")
+    xv = np.array([1.0, -0.5])
+    with gc.Session() as sess:
+        sess.run(gc.global_variables_initializer())
+        got = sess.run("s/" + out.name, {"s/p:0": True, "s/x:0": xv})
+        after = sess.run("s/v:0")
+        got_dv = sess.run("s/" + dv.name, {"s/x:0": xv})
+    np.testing.assert_allclose(got, [2.0, 1.5])
+    np.testing.assert_allclose(after, [2.0, 1.5])
+    np.testing.assert_allclose(got_dv, 3 * xv * after ** 2)  # d/dv sum(x v^3)
+
+
 def test_freezing_turns_variables_read_in_bodies_into_constants():
     v = gc.Variable(np.array([0.5, 2.0], np.float32), name="v")
     x = gc.placeholder(gc.float32, [2], name="x")
