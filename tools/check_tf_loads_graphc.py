@@ -41,7 +41,15 @@ def _cases(gc):
                              maximum_iterations=4)
         return [a, b, z], {"x": [[1.0, 2.0], [-0.5, 0.25]]}
 
+    def cond_reading_variables():
+        x = gc.placeholder(gc.float32, [None, 2], name="x")
+        w = gc.Variable(np.array([[1.0, 0.5], [-1.0, 2.0]], np.float32), name="w")
+        b = gc.Variable(np.array([0.25, -0.75], np.float32), name="b")
+        y = gc.cond(gc.shape(x)[0] > 0, lambda: gc.matmul(x, w) + b, lambda: x * b)
+        return [y], {"x": [[1.0, -2.0], [0.5, 0.0], [3.0, 1.0]]}
+
     return {"loop_reading_a_variable": loop_reading_a_variable,
+            "cond_reading_variables": cond_reading_variables,
             "nested_loop_in_cond_in_loop": nested_loop_in_cond_in_loop,
             "cond_of_structures_with_maximum_iterations":
                 cond_of_structures_with_maximum_iterations}
