@@ -181,10 +181,11 @@ def test_gradient_loops_and_cond_gradients_round_trip(fmt, tmp_path):
     np.testing.assert_allclose(got[1][1], 4.0 * dv, rtol=1e-12)
 
 
-def test_dynamic_rnn_training_graph_through_meta_graph(tmp_path):
-    """A dynamic_rnn trained by gradient descent: exported as a MetaGraphDef (bodies,
-    gradient loops, collections), imported into a fresh graph, its training steps give
-    the losses the original graph gives."""
+@pytest.mark.parametrize("fmt", ["meta", "json"])
+def test_dynamic_rnn_training_graph_through_meta_graph(fmt, tmp_path):
+    """A dynamic_rnn trained by gradient descent: exported as a meta graph (TF's
+    MetaGraphDef, graphc's JSON: bodies, gradient loops, collections), imported into a
+    fresh graph, its training steps give the losses the original graph gives."""
     rng = np.random.default_rng(3)
     xv = rng.standard_normal((4, 5, 3)).astype(np.float32)
     lv = np.array([5, 2, 0, 3], np.int32)
@@ -198,8 +199,11 @@ def test_dynamic_rnn_training_graph_through_meta_graph(tmp_path):
     loss = gc.reduce_mean(gc.square(state - y), name="loss")
     train = gc.train.GradientDescentOptimizer(0.5).minimize(loss, name="train")
     feed = {"x:0": xv, "lengths:0": lv, "y:0": yv}
-    path = str(tmp_path / "model.meta")
-    gc.train.export_meta_graph(path)
+    path = str(tmp_path / f"model.{fmt}")
+    if fmt == "json":
+        graph_io.export_json_meta_graph(path)
+    else:
+        gc.train.export_meta_graph(path)
     with gc.Session() as sess:
         sess.run(gc.global_variables_initializer())
         start = {v.op.name: sess.run(v) for v in gc.global_variables()}
