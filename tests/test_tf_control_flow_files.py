@@ -30,12 +30,13 @@ def feed_of(run):
 
 
 @pytest.mark.parametrize("name", ["while_tf", "cond_tf", "map_fn_tf", "tensor_array_tf",
-                                  "dynamic_rnn_tf", "v1_frames_tf"])
+                                  "dynamic_rnn_tf", "loop_gradients_tf", "v1_frames_tf"])
 def test_tf_written_control_flow_gives_tfs_values(name):
     """while_loop (maximum_iterations too), cond, a loop in a cond and a cond in a loop,
     map_fn (of an empty tensor too), TensorArrays written in one loop and read in
-    another, a frozen dynamic_rnn (a GRU over sequences of lengths 5, 2 and 0), and TF1's
-    own loop frames (control flow v1, a nested loop too) rebuilt as While ops."""
+    another, a frozen dynamic_rnn (a GRU over sequences of lengths 5, 2 and 0), TF's own
+    gradient of a loop (TensorList accumulators pushed forward, popped backward), and
+    TF1's own loop frames (control flow v1, a nested loop too) rebuilt as While ops."""
     expected = imported(name)
     with gc.Session() as sess:
         for run in expected["runs"]:
@@ -101,3 +102,24 @@ def test_v1_conds_are_refused_naming_the_op():
         node.attr["dtype" if op == "Placeholder" else "T"].type = 1 if name != "p" else 10
     with pytest.raises(ValueError, match="node .cond/Switch. has op type .Switch.*TF1.s cond"):
         gc.import_graph_def(gd, name="")
+
+
+def test_tf_loop_gradients_match_finite_differences():
+    """The values TF printed for its gradient loops, checked independently: central
+    differences of y = f^4(x), f(y) = tanh(y) w + sigmoid(y x), in float64."""
+    run = EXPECTED["loop_gradients_tf"]["runs"][0]
+    xv, wv = np.array(run["feed"]["x"]), np.array(run["feed"]["w"])
+
+    def loss(xa, wa):
+        ya = xa.copy()
+        for _ in range(4):
+            ya = np.tanh(ya) * wa + 1 / (1 + np.exp(-ya * xa))
+        return np.sum(ya * [1.0, -2.0, 0.5])
+    eps, basis = 1e-6, np.eye(3)
+    want_dx = [(loss(xv + eps * e, wv) - loss(xv - eps * e, wv)) / (2 * eps) for e in basis]
+    want_dw = [(loss(xv, wv + eps * e) - loss(xv, wv - eps * e)) / (2 * eps) for e in basis]
+    imported("loop_gradients_tf")
+    with gc.Session() as sess:
+        dx, dw = sess.run(["dx:0", "dw:0"], feed_of(run))
+    np.testing.assert_allclose(dx, want_dx, rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(dw, want_dw, rtol=1e-7, atol=1e-9)

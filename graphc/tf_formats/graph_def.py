@@ -610,5 +610,17 @@ def _div(inputs, node, name):
         return [math_ops.add(floor, fix, name="y")]
 
 
-COMPOSITES = {"FusedBatchNorm": _fused_batch_norm, "FusedBatchNormV2": _fused_batch_norm,
+def _activation_grad(derivative):
+    """TF's TanhGrad/SigmoidGrad(y, dy): dy times the activation's derivative at its
+    output y, as TF computes them."""
+    def build(inputs, node, name):
+        from graphc.ops import math_ops
+        y, dy = inputs[:2]
+        return [math_ops.multiply(dy, derivative(y), name=name)]
+    return build
+
+
+COMPOSITES = {"TanhGrad": _activation_grad(lambda y: 1 - y * y),
+              "SigmoidGrad": _activation_grad(lambda y: y * (1 - y)),
+              "FusedBatchNorm": _fused_batch_norm, "FusedBatchNormV2": _fused_batch_norm,
               "FusedBatchNormV3": _fused_batch_norm, "Div": _div, **TENSOR_LIST_COMPOSITES}

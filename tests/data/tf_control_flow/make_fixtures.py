@@ -102,6 +102,17 @@ def tensor_array_loop():
     return [tf.identity(sums.stack(), name="stacked"), tf.identity(total, name="total")]
 
 
+def loop_gradients():
+    """TF's own gradient loops: the forward loop pushes each iteration's values on
+    TensorList accumulators, the backward loop pops them."""
+    x = v1.placeholder(tf.float64, [3], name="x")
+    w = v1.placeholder(tf.float64, [3], name="w")
+    _, y = v1.while_loop(lambda i, y: i < 4,
+                         lambda i, y: (i + 1, tf.tanh(y) * w + tf.sigmoid(y * x)), [0, x])
+    dx, dw = tf.gradients(tf.reduce_sum(y * [1.0, -2.0, 0.5]), [x, w])
+    return [tf.identity(y, name="y"), tf.identity(dx, name="dx"), tf.identity(dw, name="dw")]
+
+
 def v1_frames():
     """TF1's own loops (Enter/Merge/Switch/NextIteration/Exit frames), a nested one too."""
     v1.disable_control_flow_v2()
@@ -142,6 +153,8 @@ def main():
         "dynamic_rnn_tf": fixture("dynamic_rnn_tf", dynamic_rnn_graph, [
             {"x": rng.standard_normal((3, 5, 2)).astype(np.float32), "lengths": [5, 2, 0]}],
             freeze=True),
+        "loop_gradients_tf": fixture("loop_gradients_tf", loop_gradients, [
+            {"x": [0.3, -0.7, 1.1], "w": [0.9, 1.2, -0.4]}]),
         "v1_frames_tf": fixture("v1_frames_tf", v1_frames, [
             {"x": [0.5, -1.0, 2.0], "n": 4}, {"x": [3.0, 0.0, -0.25], "n": 0}]),
     }
