@@ -102,6 +102,8 @@ def test_tensor_array_and_map_fn_round_trip(fmt, tmp_path):
                            g.get_tensor_by_name(cums.name)], {"xs:0": xv})
     np.testing.assert_allclose(got_sq, xv * xv + 1, rtol=1e-6)
     np.testing.assert_allclose(got_cum, np.cumsum(xv, 0), rtol=1e-6)
+    empty = run(g.get_tensor_by_name(squares.name), {"xs:0": np.zeros((0, 2), np.float32)})
+    assert empty.shape == (0, 2)
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
