@@ -413,6 +413,22 @@ def _json_without_attr(data):
     del loop["attrs"]["num_loop_vars"]
 
 
+def test_function_control_outputs_run_with_the_body():
+    """A FunctionDef's control_ret (a stateful op no result reads, as TF runs it with the
+    function) runs with graphc's body too: here an Assert that fails."""
+    gd = _loop_graph_def()
+    body = _function(gd, "while/body")
+    check = body.node_def.add(name="check", op="Assert", input=["never:z:0", "arg1"])
+    check.attr["T"].list.type.append(1)
+    never = body.node_def.add(name="never", op="Less", input=["arg1", "arg1"])
+    never.attr["T"].type = 1
+    body.control_ret["check"] = "check"
+    gc.import_graph_def(gd, name="")
+    with gc.Session() as sess:
+        with pytest.raises(gc.errors.InvalidArgumentError):
+            sess.run("while:1", {"x:0": [1.0, 2.0]})
+
+
 @pytest.mark.parametrize("breaks, message", [
     (_drop_cond, r"node 'while' \(op: 'While'\) calls function 'while/cond' \(attr 'cond'\), "
                  r"which is not in the graph's function library"),

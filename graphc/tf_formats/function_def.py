@@ -160,6 +160,10 @@ def _function_dict(fdef):
         if arg.name not in fdef.ret:
             raise FormatError(f"{where}: output '{arg.name}' has no ret value")
         outputs.append(resolve.input(fdef.ret[arg.name], f"ret '{arg.name}'"))
+    controls = [resolve.input("^" + op, f"control ret '{key}'")[1:]
+                for key, op in sorted(fdef.control_ret.items())]
+    if controls:
+        outputs = _after(controls, outputs, nodes, name, where)
     refs = _attr_from_proto(fdef.attr[REF_CAPTURES_ATTR], where) \
         if REF_CAPTURES_ATTR in fdef.attr else []
     if not isinstance(refs, list) or any(r not in ops for r in refs):
@@ -168,6 +172,28 @@ def _function_dict(fdef):
     return {"name": name, "nodes": nodes, "inputs": [args[a.name] for a in
                                                      fdef.signature.input_arg],
             "outputs": outputs, "ref_captures": refs}
+
+
+def _after(controls, outputs, nodes, name, where):
+    """The results, each through an Identity that waits for the ops of the function's
+    control_ret (stateful ops TF runs with the function although no result reads them):
+    graphc runs what its body's results need."""
+    if not outputs:
+        raise FormatError(f"{where}: a function with control outputs and no results is "
+                          "not supported by graphc")
+    taken = {n["name"] for n in nodes}
+    waited = []
+    for i, tensor in enumerate(outputs):
+        identity, k = f"{name}/control_ret_{i}", 0
+        while identity in taken:
+            k += 1
+            identity = f"{name}/control_ret_{i}_{k}"
+        taken.add(identity)
+        nodes.append({"name": identity, "op": "Identity", "inputs": [tensor],
+                      "control_inputs": list(controls), "attrs": {}, "device": "",
+                      "output_shapes": None, "location": None, "gradient_of": None})
+        waited.append(identity + ":0")
+    return waited
 
 
 def _placeholder(fdef, i, arg, where):
