@@ -4,6 +4,7 @@ convert_variables_to_constants keeps what `output_node_names` need (extract_sub_
 and replaces each variable by a Const holding its value in `sess`, the GraphDef that
 TF1's freeze_graph writes and that import_graph_def (here or in TF) loads without a
 checkpoint. Both take and return TF's GraphDef proto."""
+from graphc.tf_formats.function_def import drop_frozen_ref_inputs
 from graphc.tf_formats.tensors import graphc_dtype, tensor_proto
 
 __all__ = ["extract_sub_graph", "convert_variables_to_constants"]
@@ -52,11 +53,27 @@ def convert_variables_to_constants(sess, input_graph_def, output_node_names,
     values = dict(zip(frozen, sess.run([name + ":0" for name in frozen]))) if frozen else {}
     out = type(sub)()
     out.versions.CopyFrom(sub.versions)
-    for node in sub.node:
-        new = out.node.add()
-        if node.name in values:
-            dtype = graphc_dtype(node.attr["dtype"].type,
-                                              f"variable '{node.name}'")
+    out.library.CopyFrom(sub.library)
+    _freeze_nodes(sub.node, out.node, values)
+    # the bodies of control-flow ops read the variables they capture through VariableV2
+    # ops of the same names (framework/func_graph.py): those become the same constants
+    for function in out.library.function:
+        nodes = list(function.node_def)
+        del function.node_def[:]
+        _freeze_nodes(nodes, function.node_def, values)
+    functions = {f.signature.name: f for f in out.library.function}
+    for node in list(out.node) + [n for f in out.library.function for n in f.node_def]:
+        drop_frozen_ref_inputs(node, functions, set(values))
+    return out
+
+
+def _freeze_nodes(nodes, out, values):
+    """Copies NodeDefs into the repeated field `out`, each variable of `values` {name:
+    array} a Const of its value."""
+    for node in nodes:
+        new = out.add()
+        if node.name in values and node.op in _VARIABLE_OPS:
+            dtype = graphc_dtype(node.attr["dtype"].type, f"variable '{node.name}'")
             new.name, new.op, new.device = node.name, "Const", node.device
             new.attr["dtype"].type = node.attr["dtype"].type
             new.attr["value"].tensor.CopyFrom(tensor_proto(values[node.name], dtype))
@@ -67,4 +84,3 @@ def convert_variables_to_constants(sess, input_graph_def, output_node_names,
             del new.attr["dtype"]
         else:
             new.CopyFrom(node)
-    return out

@@ -401,13 +401,14 @@ def test_graph_files_and_dump_show_control_flow_ops(tmp_path, capsys):
     assert dump_main([str(tmp_path / "cf.json")]) == 0
     out = capsys.readouterr().out
     assert re.search(r"\bcond\s+If\b", out) and re.search(r"\bwhile\s+While\b", out)
-    # the file holds the ops, not their bodies yet: running one says so
+    # the file holds the bodies too (test_graph_files_control_flow.py has the rest)
     g = gc.Graph()
+    xv = np.array([[1, -2, 3], [0.5, 0, 1]], np.float32)
     with g.as_default():
         gc.import_graph_def(graph_io.read_graph_def(str(tmp_path / "cf.json")), name="")
-        with gc.Session() as sess, pytest.raises(gc.errors.UnimplementedError,
-                                                 match="bodies of control-flow ops"):
-            sess.run("while:1", {"x:0": np.ones((2, 3), np.float32)})
+        with gc.Session() as sess:
+            got = sess.run("while:1", {"x:0": xv})
+    np.testing.assert_allclose(got, xv * 2 * 8)
 
 
 def test_variable_converted_inside_control_dependencies_in_a_body_reads_after_them():

@@ -453,13 +453,17 @@ def test_tf_ops_that_are_other_ops_here(dtype, np_dtype):
     np.testing.assert_allclose(got_bmm, av @ av.transpose(0, 2, 1))
 
 
-def test_function_library_is_refused_by_name():
-    """TF2-era GraphDefs keep tf.function bodies in a library graphc cannot run."""
+def test_polymorphic_library_function_is_refused_by_name():
+    """A library function whose args take their types from attrs (a polymorphic
+    tf.function body) is not one graphc can make a body of."""
     gd = graph_pb2.GraphDef()
     node(gd, "x", "Placeholder", dtype=T_F32)
-    gd.library.function.add().signature.name = "__inference_step_42"
+    function = gd.library.function.add()
+    function.signature.name = "__inference_step_42"
+    function.signature.input_arg.add(name="x", type_attr="T")
     with gc.Graph().as_default():
-        with pytest.raises(ValueError, match="function library .__inference_step_42"):
+        with pytest.raises(ValueError, match="function '__inference_step_42': arg 'x' has no "
+                                             "fixed type"):
             gc.import_graph_def(gd)
 
 

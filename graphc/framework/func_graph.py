@@ -152,6 +152,5 @@ def function_of(op, attr):
         return op.graph._functions[op.attrs[attr]]
     except KeyError:
         raise errors.KernelError(
-            f"the body '{op.attrs.get(attr)}' of this {op.type} op is not in its graph (graph "
-            "files do not hold the bodies of control-flow ops yet)",
-            errors.UnimplementedError) from None
+            f"the body '{op.attrs.get(attr)}' (attr '{attr}') of this {op.type} op is not "
+            "in its graph", errors.InvalidArgumentError) from None

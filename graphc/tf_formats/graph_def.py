@@ -19,12 +19,28 @@ import numpy as np
 from graphc import dtypes
 from graphc.framework.tensor_shape import TensorShape
 from graphc.tf_formats import protos
+from graphc.tf_formats.tensor_lists import COMPOSITES as TENSOR_LIST_COMPOSITES
 from graphc.tf_formats.tensors import (FormatError, array_of, data_type, graphc_dtype,
                                        graphc_shape, shape_proto, tensor_proto)
 
 LOCATION_ATTR = "_graphc_location"
 GRADIENT_OF_ATTR = "_graphc_gradient_of"
 SHAPES_ATTR = "_output_shapes"
+_DT_VARIANT = 21
+
+
+class _Variant:
+    """The dtype of a TensorList handle (DT_VARIANT). graphc keeps a list as the dense
+    tensor of its elements (tensor_lists.py), whose dtype a While's or If's loop
+    variables and arguments take from their inputs when imported."""
+
+    name = "variant"
+
+    def __repr__(self):
+        return "variant"
+
+
+VARIANT = _Variant()
 
 
 class OpSpec:
@@ -70,8 +86,11 @@ def _spec_table():
                          defaults={"output_type": dtypes.int64}),
         "ArgMin": OpSpec({"T": 0, "Tidx": 1}, keep=["output_type"],
                          defaults={"output_type": dtypes.int64}),
-        "MatMul": OpSpec(t0, defaults={"transpose_a": False, "transpose_b": False}),
-        "BatchMatMulV2": OpSpec(t0, defaults={"adj_x": False, "adj_y": False}),
+        # grad_a/grad_x...: TF 2.x's marks of a gradient's product, no effect on values
+        "MatMul": OpSpec(t0, defaults={"transpose_a": False, "transpose_b": False},
+                         drop=["grad_a", "grad_b"]),
+        "BatchMatMulV2": OpSpec(t0, defaults={"adj_x": False, "adj_y": False},
+                                drop=["grad_x", "grad_y"]),
         "BiasAdd": OpSpec(t0, defaults={"data_format": "NHWC"}),
         "Conv2D": OpSpec(t0, defaults=conv),
         "Conv2DBackpropInput": OpSpec({"T": 1}, defaults=conv),
@@ -198,6 +217,11 @@ def _spec_table():
                                                 drop=["offset"]),
         "LookupTableFindV2": OpSpec(graphc_type="LookupTableFind", drop=["Tin", "Tout"]),
         "LookupTableSizeV2": OpSpec(graphc_type="LookupTableSize"),
+        # TF's Assert names its message in its data inputs; graphc's attr adds to them
+        "Assert": OpSpec(drop=["T"], defaults={"message": "", "summarize": 3}),
+        # control flow v2; _functional translates their attrs
+        "While": OpSpec(), "If": OpSpec(),
+        "StatelessWhile": OpSpec(graphc_type="While"), "StatelessIf": OpSpec(graphc_type="If"),
     })
     for name in reductions:
         table[name] = OpSpec({"T": 0, "Tidx": 1}, defaults={"keep_dims": False})
@@ -217,8 +241,13 @@ def _attr_from_proto(value, where):
                 for item in getattr(value.list, field)]
     if kind in (None, "s", "i", "f", "b", "type", "shape", "tensor"):
         return None if kind is None else _attr_item(kind, getattr(value, kind), where)
-    raise FormatError(f"{where}: attr kind {kind!r} (functions, placeholders) is not "
-                      "supported by graphc")
+    if kind == "func":  # a body of a control-flow op, by its name in the library
+        if len(value.func.attr):
+            raise FormatError(f"{where}: function {value.func.name!r} is called with attrs "
+                              "(a polymorphic function), which graphc does not support")
+        return value.func.name
+    raise FormatError(f"{where}: attr kind {kind!r} (placeholders) is not supported by "
+                      "graphc")
 
 
 def _attr_item(field, item, where):
@@ -229,7 +258,7 @@ def _attr_item(field, item, where):
         except UnicodeDecodeError:
             return bytes(item)
     if field == "type":
-        return graphc_dtype(item, where)
+        return VARIANT if item == _DT_VARIANT else graphc_dtype(item, where)
     if field == "shape":
         return graphc_shape(item)
     if field == "tensor":
@@ -292,28 +321,33 @@ def _split_input(name):
     return "data", name if ":" in name else name + ":0"
 
 
-def node_dict(node):
-    """The graph_io node dict of a NodeDef, with TF's attrs translated for graphc."""
+def node_dict(node, node_inputs=None):
+    """The graph_io node dict of a NodeDef, with TF's attrs translated for graphc;
+    `node_inputs` replaces node.input (a function body's, in a GraphDef's syntax)."""
     where = f"node '{node.name}' (op: '{node.op}')"
     spec = OPS.get(node.op)
+    decoded = {key: _attr_from_proto(value, f"{where}, attr '{key}'")
+               for key, value in node.attr.items()}
+    inputs = [_split_input(i) for i in (node.input if node_inputs is None else node_inputs)]
+    data_inputs = [n for kind, n in inputs if kind == "data"]
     attrs, extra = {}, {}
-    for key, value in node.attr.items():
-        decoded = _attr_from_proto(value, f"{where}, attr '{key}'")
+    for key, value in decoded.items():
         if key.startswith("_"):
-            extra[key] = decoded
+            extra[key] = value
         elif spec is None or (key not in spec.drop and
                               (key not in spec.types or key in spec.keep)):
-            attrs[key] = decoded
+            attrs[key] = value
     if spec is not None:
         for key, default in spec.defaults.items():
             attrs.setdefault(key, default)
     if node.op in _RANDOM_OPS and not attrs.get("seed") and not attrs.get("seed2"):
         attrs["seed"] = attrs["seed2"] = None  # TF's 0, 0: no seed given
-    inputs = [_split_input(i) for i in node.input]
+    if node.op in _TF_FUNCTIONAL:
+        attrs, data_inputs = _functional(node.op, decoded, data_inputs, where)
     location = extra.get(LOCATION_ATTR)
     return {"name": node.name,
             "op": spec.graphc_type if spec and spec.graphc_type else node.op,
-            "inputs": [n for kind, n in inputs if kind == "data"],
+            "inputs": data_inputs,
             "control_inputs": [n for kind, n in inputs if kind == "control"],
             "attrs": attrs, "device": node.device,
             "output_shapes": [None if s.ndims is None else s.as_list()
@@ -325,13 +359,76 @@ def node_dict(node):
 
 
 def node_dicts(graph_def):
-    """graph_io node dicts of every node of a GraphDef proto (function libraries, TF2's
-    control flow, are refused: graphc has no functions)."""
-    if len(graph_def.library.function):
-        names = ", ".join(f.signature.name for f in graph_def.library.function[:3])
-        raise FormatError(f"GraphDef has a function library ({names}, ...): TF functions "
-                          "are not supported by graphc; freeze the graph in TF1 graph mode")
+    """graph_io node dicts of every node of a GraphDef proto."""
     return [node_dict(n) for n in graph_def.node]
+
+
+# ------------------------------------------------------------------ control flow
+# the attrs of graphc's control-flow ops that name a body (a function of the library)
+FUNCTION_ATTRS = {"While": ("cond", "body"), "If": ("then_branch", "else_branch")}
+# TF's functional ops, and the attr that only graphc's own layout of them has
+_TF_FUNCTIONAL = {"While": "num_loop_vars", "StatelessWhile": "num_loop_vars",
+                  "If": "num_then_inputs", "StatelessIf": "num_then_inputs"}
+
+
+def _functional(op_type, decoded, inputs, where):
+    """(graphc attrs, inputs) of a While or If NodeDef. graphc's layout (written by
+    graphc) keeps its attrs; TF's (every input a loop variable, or an argument of both
+    branches) becomes graphc's with no captured inputs: the loop variables' bodies read
+    only their arguments, and each branch gets its own copy of the If's inputs."""
+    attrs = {k: v for k, v in decoded.items() if not k.startswith("_")}
+    if _TF_FUNCTIONAL[op_type] in attrs:
+        if op_type.endswith("If"):  # a FormatError: saved pairs as "branch:tensor"
+            attrs["saved"] = [_saved_pair(s, where) for s in attrs.get("saved") or []]
+        return attrs, inputs
+    body_attrs = ("cond", "body") if op_type.endswith("While") else \
+        ("then_branch", "else_branch")
+    for key in body_attrs:
+        if not isinstance(attrs.get(key), str):
+            raise FormatError(f"{where}: attr '{key}' (the function of its body) is missing")
+    if op_type.endswith("While"):
+        types = _listed_types(attrs, "T", len(inputs), where)
+        return {"cond": attrs["cond"], "body": attrs["body"], "num_loop_vars": len(inputs),
+                "output_shapes": _listed_shapes(attrs, types, where) + [TensorShape([])],
+                "output_dtypes": types + [dtypes.int32], "saved": [], "back_prop": True,
+                "ref_input_indices": []}, inputs
+    if not inputs:
+        raise FormatError(f"{where}: an If needs its condition as input 0")
+    if attrs.get("Tcond", dtypes.bool) != dtypes.bool:
+        raise FormatError(f"{where}: the condition is {attrs['Tcond'].name}; graphc's If "
+                          "takes a bool")
+    types = _listed_types(attrs, "Tout", None, where)
+    args = inputs[1:]
+    return {"then_branch": attrs["then_branch"], "else_branch": attrs["else_branch"],
+            "num_then_inputs": len(args), "output_dtypes": types,
+            "output_shapes": _listed_shapes(attrs, types, where), "saved": [],
+            "ref_input_indices": []}, inputs[:1] + args + args
+
+
+def _listed_types(attrs, key, count, where):
+    types = attrs.get(key, [])
+    if not isinstance(types, list) or (count is not None and len(types) != count):
+        raise FormatError(f"{where}: attr '{key}' lists {len(types)} types for "
+                          f"{count} inputs")
+    return types
+
+
+def _listed_shapes(attrs, types, where):
+    """The output shapes; a TensorList's (a scalar handle in TF) is its dense tensor's,
+    unknown here."""
+    shapes = attrs.get("output_shapes") or [TensorShape(None)] * len(types)
+    if len(shapes) != len(types):
+        raise FormatError(f"{where}: attr 'output_shapes' has {len(shapes)} shapes for "
+                          f"{len(types)} outputs")
+    return [TensorShape(None) if t is VARIANT else s for s, t in zip(shapes, types)]
+
+
+def _saved_pair(item, where):
+    branch, _, name = str(item).partition(":")
+    if branch not in ("then", "else") or not name:
+        raise FormatError(f"{where}: attr 'saved' item {item!r} is not 'then:tensor' or "
+                          "'else:tensor'")
+    return [branch, name]
 
 
 # ------------------------------------------------------------------ export
@@ -384,8 +481,9 @@ class _NodeWriter:
     """Writes NodeDefs. For display (TensorBoard), an attr without an AttrValue form and a
     large Const value are left out instead of failing the whole graph."""
 
-    def __init__(self, outputs, add_shapes, display):
+    def __init__(self, outputs, add_shapes, display, input_name=None):
         self.outputs, self.add_shapes, self.display = outputs, add_shapes, display
+        self.input_name = input_name or _input_name
 
     def set_attr(self, out, key, value, where):
         if self.display and _too_large_to_display(value):
@@ -396,16 +494,20 @@ class _NodeWriter:
             if not self.display:
                 raise
 
-    def write(self, node, graph_def):
-        """Adds the NodeDef of graph_io node dict `node`; TF's type attrs are added from
-        the dtypes of the node's inputs and outputs."""
-        out = graph_def.node.add(name=node["name"], op=node["op"],
-                                 device=node.get("device") or "")
-        out.input.extend([_input_name(i) for i in node["inputs"]]
+    def write(self, node, node_defs):
+        """Adds the NodeDef of graph_io node dict `node` to node_defs (a GraphDef's nodes
+        or a FunctionDef's); TF's type attrs are added from the dtypes of the node's
+        inputs and outputs."""
+        out = node_defs.add(name=node["name"], op=node["op"], device=node.get("device") or "")
+        out.input.extend([self.input_name(i) for i in node["inputs"]]
                          + ["^" + c for c in node["control_inputs"]])
         where = f"cannot export op '{node['name']}' (op: '{node['op']}')"
         spec = OPS.get(node["op"])
         attrs = dict(node["attrs"])
+        for key in FUNCTION_ATTRS.get(node["op"], ()):
+            out.attr[key].func.name = attrs.pop(key)
+        if node["op"] == "If" and "saved" in attrs:  # graphc's layout (control_flow.py)
+            attrs["saved"] = [f"{branch}:{name}" for branch, name in attrs["saved"]]
         if node["op"] in ("Softmax", "LogSoftmax") and not self.display:
             _drop_last_axis(attrs, node, self.outputs.rank(node["inputs"][0]), where)
         if node["op"] in _RANDOM_OPS and attrs.get("seed") is None and \
@@ -438,17 +540,27 @@ def _drop_last_axis(attrs, node, rank, where):
                           f"last axis, this one works on axis {axis}")
 
 
-def graph_def_proto(nodes, add_shapes=False, inputs_from=None, display=False):
+def graph_def_proto(nodes, add_shapes=False, inputs_from=None, display=False,
+                    functions=()):
     """A GraphDef proto of graph_io node dicts (which carry their outputs' dtypes);
-    `inputs_from` are node dicts of the ops the nodes' inputs come from (default: nodes).
-    display=True makes TensorBoard's view: it never fails, see _NodeWriter."""
+    `inputs_from` are node dicts of the ops the nodes' inputs come from (default: nodes);
+    `functions` are the function dicts of the bodies of its control-flow ops, written
+    to its library (function_def.py). display=True makes TensorBoard's view: it never
+    fails, see _NodeWriter."""
+    from graphc.tf_formats.control_flow import in_tf_layout
+    from graphc.tf_formats.function_def import add_function_def
     pb = protos.graph_pb2()
     out = pb.GraphDef()
     out.versions.producer = 27  # TF 1.15's GraphDef version: what TF1 users' tools read
-    writer = _NodeWriter(_Outputs(nodes if inputs_from is None else inputs_from), add_shapes,
-                         display)
+    inputs_from = nodes if inputs_from is None else inputs_from
+    if functions:
+        nodes, functions = in_tf_layout(nodes, functions, inputs_from)
+        inputs_from = list(inputs_from) + [n for n in nodes if n["op"] == "Const"]
+    writer = _NodeWriter(_Outputs(inputs_from), add_shapes, display)
     for node in nodes:
-        writer.write(node, out)
+        writer.write(node, out.node)
+    for function in functions:
+        add_function_def(out.library, function, display)
     return out
 
 
@@ -498,5 +610,17 @@ def _div(inputs, node, name):
         return [math_ops.add(floor, fix, name="y")]
 
 
-COMPOSITES = {"FusedBatchNorm": _fused_batch_norm, "FusedBatchNormV2": _fused_batch_norm,
-              "FusedBatchNormV3": _fused_batch_norm, "Div": _div}
+def _activation_grad(derivative):
+    """TF's TanhGrad/SigmoidGrad(y, dy): dy times the activation's derivative at its
+    output y, as TF computes them."""
+    def build(inputs, node, name):
+        from graphc.ops import math_ops
+        y, dy = inputs[:2]
+        return [math_ops.multiply(dy, derivative(y), name=name)]
+    return build
+
+
+COMPOSITES = {"TanhGrad": _activation_grad(lambda y: 1 - y * y),
+              "SigmoidGrad": _activation_grad(lambda y: y * (1 - y)),
+              "FusedBatchNorm": _fused_batch_norm, "FusedBatchNormV2": _fused_batch_norm,
+              "FusedBatchNormV3": _fused_batch_norm, "Div": _div, **TENSOR_LIST_COMPOSITES}
