@@ -4,6 +4,7 @@ the ops' host kernels made to fail, so a pass proves that no iteration ran in Py
 trip counts 0, 1, 7 and data-dependent ones, float32 and float64. What stays on the host
 (a body holding a host op, a loop variable whose shape changes) is checked to, with the
 same numbers."""
+import importlib
 import warnings
 
 import numpy as np
@@ -11,6 +12,7 @@ import pytest
 
 import graphc as gc
 import runtime
+from graphc.compiler import regions
 from graphc.framework.op_def import get_op_def
 from graphc.ops import rnn
 from tests.gradcheck import check_gradients
@@ -369,16 +371,19 @@ def test_gradient_of_a_loop_whose_limit_is_computed_at_run_time_keeps_the_host_p
     np.testing.assert_allclose(got_dx, want_dx, rtol=1e-13)
 
 
-def test_a_trip_count_past_the_stacks_rows_is_an_error_naming_the_while(native):
+def test_a_trip_count_past_the_stacks_rows_is_an_error_naming_the_while(native, monkeypatch):
     """The native loop checks each iteration against the rows lowering sized its stacks
-    by: a bound that does not hold (here a wrong one put in the op's attrs, as no cond
+    by: a bound that does not hold (here a wrong one made up for lowering, as no cond
     gives one) fails naming the While and the user's line, and writes nothing past them."""
+    lower = importlib.import_module("graphc.compiler.lower")  # the package's `lower` is a function
     x = gc.placeholder(gc.float64, [2])
     _, _, h = gc.while_loop(lambda i, j, h: i < 6, lambda i, j, h: (i + 1, j, gc.sin(h)),
                             [0, 2, x], name="overrun")
     dx = gc.gradients(gc.reduce_sum(h), x)[0]
-    assert h.op.attrs["counter_var"] == 0
-    h.op.attrs["counter_var"] = 1  # 6 - j's 2: rows for 4 iterations
+    counter, limit, inclusive = lower.trip_bound(h.op)
+    assert counter == 0
+    wrong = {h.op: (1, limit, inclusive)}  # 6 - j's 2: rows for 4 iterations
+    monkeypatch.setattr(lower, "trip_bound", lambda op: wrong.get(op) or regions.trip_bound(op))
     with gc.Session() as sess:
         with pytest.raises(gc.errors.InvalidArgumentError) as e:
             sess.run(dx, {x: np.array([0.1, 0.2])})

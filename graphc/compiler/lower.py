@@ -42,7 +42,7 @@ from graphc import dtypes, errors
 from graphc.compiler.ir import PARAMETER, STATE_VARIABLE, Module, Value, normalize_dims
 from graphc.compiler.schedule.kernel import dims_equal
 from graphc.framework.graph import Tensor
-from graphc.compiler.regions import REGION_BODIES, bodies_of
+from graphc.compiler.regions import REGION_BODIES, bodies_of, trip_bound
 from graphc.framework.op_def import RANDOM_OP_TYPES, READING_UPDATE_OPS, ref_input_indices
 from graphc.framework.random_state import random_state_name
 from graphc.framework.static_value import constant_value
@@ -308,7 +308,7 @@ class _Lowering:
                                             loop_vars + inputs[n:n + n_cond])
         cond = self._lower_body(op, bodies["cond"], lowering=cond_lowering)
         n_body = len(bodies["body"].inputs) - n
-        rows = self._stack_rows(op, bodies["cond"], cond_lowering)
+        rows = self._stack_rows(op, cond_lowering)
         saved = [bodies["body"].get_tensor_by_name(name) for name in op.attrs["saved"]]
         body = self._lower_body(op, bodies["body"],
                                 loop_vars + inputs[n + n_cond:n + n_cond + n_body], saved)
@@ -324,26 +324,26 @@ class _Lowering:
         stacks = [(rows,) + tuple(v.dims) for v in body.outputs[n:]]
         return {"cond": cond, "body": body}, [v.dims for v in loop_vars] + [()] + stacks
 
-    def _stack_rows(self, op, cond, cond_lowering):
+    def _stack_rows(self, op, cond_lowering):
         """The rows of the stacks a While keeps for its gradient (attr `saved`): the bound
-        on its trip count that its cond gives (while_v2._mark_trip_bound: a counter that
+        on its trip count that its cond gives (regions.trip_bound: a counter that
         steps by 1 tested against a limit, maximum_iterations' included), the limit and
         the counter's first value known here (cond_lowering: the cond's) as numbers or
         feeds' dims. Without them the stacks' size is known only after the loop:
         LoweringError (the loop runs on the host)."""
         if not op.attrs.get("saved"):
             return None
-        k = op.attrs.get("counter_var")
+        bound = trip_bound(op)
         limit = start = None
-        if k is not None:
-            limit = _scalar_value(cond_lowering.stand_in(
-                cond.get_tensor_by_name(op.attrs["limit_name"])))
-            start = _scalar_value(self.stand_in(op.inputs[k]))
+        if bound is not None:
+            counter, limit_tensor, inclusive = bound
+            limit = _scalar_value(cond_lowering.stand_in(limit_tensor))
+            start = _scalar_value(self.stand_in(op.inputs[counter]))
         if limit is None or start is None:
             raise LoweringError(f"{op.describe()} keeps values for its gradient and has no "
                                 "bound on its trip count known before it runs: it runs on "
                                 "the host")
-        rows = limit - start + (1 if op.attrs.get("limit_inclusive") else 0)
+        rows = limit - start + (1 if inclusive else 0)
         # a limit the counter starts past runs no iteration (and sizes nothing)
         return rows.maximum(0) if isinstance(rows, SymDim) else max(int(rows), 0)
 

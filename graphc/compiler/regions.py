@@ -15,7 +15,7 @@ What stays on the host (between native stages, bodies on the reference executor)
   - a While keeping stacks for a gradient (attr `saved`) without a bound on its trip
     count known before it runs: its stacks are sized by a trip count known only after
     it. The bound is that of a cond testing a counter stepped by 1 against a limit
-    (while_v2._mark_trip_bound): maximum_iterations (dynamic_rnn's time steps), map_fn's
+    (trip_bound, below): maximum_iterations (dynamic_rnn's time steps), map_fn's
     and scan's elements, a user's `i < n`. With one the stacks have that many rows,
     allocated before the loop, and the loop writes row k of each in iteration k (rows
     past the trip count are never read: the backward loop counts the trip count down; a
@@ -28,9 +28,12 @@ A loop variable whose unknown dim changes without a shape invariant (allowed by 
 found when lowering (its body's output dims differ from its input dims): the stage then
 runs on the reference executor with a warning (LoweringError).
 """
+import numpy as np
+
 from graphc import errors
 from graphc.framework.func_graph import function_of
 from graphc.framework.op_def import RANDOM_OP_TYPES, UPDATE_OPS
+from graphc.framework.static_value import constant_value
 
 # op type -> (attr naming each body, the key of its region module)
 REGION_BODIES = {"While": (("cond", "cond"), ("body", "body")),
@@ -75,9 +78,9 @@ def compiles_natively(op, is_host_op):
 
 def _unbounded_stacks(op):
     """Whether a While keeps stacks for its gradient with no bound on its trip count to
-    size them before it runs (while_v2._mark_trip_bound; lowering also needs the bound's
+    size them before it runs (trip_bound; lowering also needs the bound's
     value: lower.py)."""
-    return bool(op.attrs.get("saved")) and "counter_var" not in op.attrs
+    return bool(op.attrs.get("saved")) and trip_bound(op) is None
 
 
 def _invariants_exact(op):
@@ -104,3 +107,60 @@ def updated_in_regions(node):
             if n.type in UPDATE_OPS:
                 names.add(n.inputs[0].name)
     return names
+
+
+# comparisons `counter < limit` as (counter side, limit side, whether the limit is one
+# more iteration: <=)
+_BOUNDING_TESTS = {"Less": (0, 1, False), "LessEqual": (0, 1, True),
+                   "Greater": (1, 0, False), "GreaterEqual": (1, 0, True)}
+
+
+def trip_bound(op):
+    """A bound on a While's trip count that its cond gives, as (i, limit, inclusive), or
+    None: the cond tests `i < limit` (<=, >, >=; alone or and-ed with other tests) of loop
+    variable i that the body steps by 1 (maximum_iterations' counter, map_fn's and scan's,
+    a user's `i < n`); limit is the cond's tensor, inclusive for <=. Where the limit's
+    value is known before the loop runs (a constant, a captured value, a dim: then the
+    same every iteration), the trip count is at most limit - i's first value (+ 1 when
+    inclusive), which sizes the stacks saved for a gradient (lower.py). Found from the
+    bodies each time it is asked, never stored: a While read from a graph file (its
+    bodies renamed by an import scope, or written by TF) has the same bound."""
+    cond_g, body_g = function_of(op, "cond"), function_of(op, "body")
+    n = op.attrs["num_loop_vars"]
+    for counter, limit, inclusive in _bounding_tests(cond_g.outputs[0]):
+        i = _loop_var_index(cond_g, counter, n)
+        if i is not None and counter.dtype.is_integer and _steps_by_one(body_g, i):
+            return i, limit, inclusive
+    return None
+
+
+def _bounding_tests(pred):
+    """[(counter, limit, inclusive)] of the comparisons whose truth pred requires."""
+    if pred.op.type == "LogicalAnd":
+        return [t for x in pred.op.inputs for t in _bounding_tests(x)]
+    test = _BOUNDING_TESTS.get(pred.op.type)
+    if test is None:
+        return []
+    counter, limit, inclusive = test
+    return [(pred.op.inputs[counter], pred.op.inputs[limit], inclusive)]
+
+
+def _loop_var_index(fgraph, t, n):
+    for i, x in enumerate(fgraph.inputs[:n]):
+        if x is t:
+            return i
+    return None
+
+
+def _steps_by_one(body_g, i):
+    """Whether the body's new value of loop variable i is its old one plus 1."""
+    out = body_g.outputs[i]
+    if out.op.type not in ("Add", "AddV2"):
+        return False
+    a, b = out.op.inputs
+    for var, step in ((a, b), (b, a)):
+        known = constant_value(step)
+        if var is body_g.inputs[i] and known is not None and np.ndim(known) == 0 and \
+                int(known) == 1:
+            return True
+    return False

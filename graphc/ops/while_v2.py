@@ -12,7 +12,7 @@ Gradient (while_v2's design): the forward loop keeps, for each body tensor a gra
 needs, its value of every iteration in a stack [trip count, *shape] (attr `saved`, body
 tensor names, appended as the gradient asks for them; the oracle runs them as the kernel
 appending to a list, native code as buffers with a row per iteration the cond allows,
-_mark_trip_bound). The backward While runs the trip count down: its body is the gradient of the
+compiler/regions.py's trip_bound). The backward While runs the trip count down: its body is the gradient of the
 forward body (gradients.py's walk, run inside a gradient body), reading iteration k's
 saved values from the stacks, carrying the gradients of the loop variables and summing
 those of the captured inputs (variables read in the body included, through their
@@ -249,63 +249,7 @@ def _build_loop(scope, cond, body, structure, invariants, back_prop):
     _check_body_outputs(flat, out_flat, shapes)
     set_outputs(body_g, out_flat)
     op = make_while(flat, cond_g, body_g, shapes, back_prop, scope[:-1] + "/")
-    _mark_trip_bound(op, cond_g, body_g)
     return _unflat(structure, op.outputs[:len(flat)])
-
-
-# comparisons `counter < limit` as (counter side, limit side, whether the limit is one
-# more iteration: <=)
-_BOUNDING_TESTS = {"Less": (0, 1, False), "LessEqual": (0, 1, True),
-                   "Greater": (1, 0, False), "GreaterEqual": (1, 0, True)}
-
-
-def _mark_trip_bound(op, cond_g, body_g):
-    """Records a bound on the trip count, when its cond is a test `i < limit` (<=, >, >=;
-    alone or and-ed with other tests) of a loop variable i that the body steps by 1:
-    maximum_iterations' counter, map_fn's and scan's, a user's `i < n`. Attrs:
-    `counter_var` (i's index), `limit_name` (the cond's tensor) and `limit_inclusive`
-    (<=). Where the limit's value is known before the loop runs (a constant, a captured
-    value, a dim: then the same every iteration), the trip count is at most limit - i's
-    first value (+ 1 when inclusive), which sizes the stacks saved for a gradient
-    (graphc/compiler/lower.py)."""
-    n = op.attrs["num_loop_vars"]
-    for counter, limit, inclusive in _bounding_tests(cond_g.outputs[0]):
-        j = _loop_var_index(cond_g, counter, n)
-        if j is not None and counter.dtype.is_integer and _steps_by_one(body_g, j):
-            op.attrs.update(counter_var=j, limit_name=limit.name, limit_inclusive=inclusive)
-            return
-
-
-def _bounding_tests(pred):
-    """[(counter, limit, inclusive)] of the comparisons whose truth pred requires."""
-    if pred.op.type == "LogicalAnd":
-        return [t for x in pred.op.inputs for t in _bounding_tests(x)]
-    test = _BOUNDING_TESTS.get(pred.op.type)
-    if test is None:
-        return []
-    counter, limit, inclusive = test
-    return [(pred.op.inputs[counter], pred.op.inputs[limit], inclusive)]
-
-
-def _loop_var_index(fgraph, t, n):
-    for j, x in enumerate(fgraph.inputs[:n]):
-        if x is t:
-            return j
-    return None
-
-
-def _steps_by_one(body_g, j):
-    """Whether the body's new value of loop variable j is its old one plus 1."""
-    out = body_g.outputs[j]
-    if out.op.type not in ("Add", "AddV2"):
-        return False
-    a, b = out.op.inputs
-    for var, step in ((a, b), (b, a)):
-        known = constant_value(step)
-        if var is body_g.inputs[j] and known is not None and np.ndim(known) == 0 and \
-                int(known) == 1:
-            return True
-    return False
 
 
 def _with_arrays(structure, out):
