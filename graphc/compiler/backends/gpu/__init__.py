@@ -115,19 +115,21 @@ def generate_gpu(module, block=DEFAULT_BLOCK):
     return GpuModule(program, kernels, ptx_module, emulation_module)
 
 
-def gpu_kernels(program, block, prefix=""):
+def gpu_kernels(program, block, prefix="", in_place=frozenset()):
     """The GPU kernels of the program's schedule, in order: a native While or If becomes a
-    RegionKernel whose bodies' kernels are made here too (control_flow.py)."""
+    RegionKernel whose bodies' kernels are made here too (control_flow.py). in_place: of
+    a loop body, the loop variables it writes in the buffer it reads them from."""
     kernels = []
     for number, kernel in enumerate(program.module.kernels):
         name = f"{prefix}kernel_{number}_{_label(kernel)}"
         if kernel.main is not None and kernel.main.regions:
             kernels.append(RegionKernel(program, kernel, name,
-                                        lambda body, pre: gpu_kernels(body, block, pre)))
+                                        lambda body, pre, same: gpu_kernels(body, block, pre,
+                                                                            same)))
         elif kernel.main is not None and kernel.main.type in TENSOR_ARRAY_OPS:
             # host-only ops in the registry, native where graphc/compiler/regions.py says
-            kernels.append(GpuKernel(name, "tensor_array",
-                                     tensor_array_launches(program, kernel, name, block)))
+            kernels.append(GpuKernel(name, "tensor_array", tensor_array_launches(
+                program, kernel, name, block, in_place)))
         else:
             kernels.append(GpuKernel(name, kernel.kind,
                                      kinds.kernel_launches(program, kernel, name, block)))

@@ -38,15 +38,19 @@ class RegionKernel:
     launches = ()  # its bodies' launches are theirs (all_launches)
 
     def __init__(self, program, kernel, name, kernels_of):
-        """kernels_of(body Program, prefix) -> the body's kernels."""
+        """kernels_of(body Program, prefix, in_place) -> the body's kernels; in_place: the
+        loop variables the body writes in the buffer it reads them from."""
         self.name = name
         self.kind = kernel.main.type
         self.node = node = kernel.main
         self.program = program
+        self.in_place = written_in_place(node.regions["body"], node.attrs["num_loop_vars"]) \
+            if node.type == "While" else set()
         self.bodies = {}
         for key, region in node.regions.items():
             body = Program(region, enclosing=program)
-            self.bodies[key] = (body, kernels_of(body, f"{name}_{key}_"))
+            in_place = self.in_place if key == "body" else frozenset()
+            self.bodies[key] = (body, kernels_of(body, f"{name}_{key}_", in_place))
         self.inputs = [program.storage_of(v) for v in node.value_inputs]
         self.stores = {v: program.stores_of(v) for v in kernel.outputs}
         self.scratch = program.scratch_of(kernel)
@@ -76,9 +80,8 @@ class RegionKernel:
         if node.type == "While":
             n = node.attrs["num_loop_vars"]
             step["while"] = self.name
-            in_place = written_in_place(node.regions["body"], n)
             step["vars"] = [{"bytes": dim_json(nbytes(v)), "a": dim_json(offsets[("a", i)]),
-                             "b": dim_json(offsets[("b", i)]), "in_place": i in in_place}
+                             "b": dim_json(offsets[("b", i)]), "in_place": i in self.in_place}
                             for i, v in enumerate(node.outputs[:n])]
             step["stacks"] = [{"row_bytes": dim_json(row_bytes(v)), "bytes": dim_json(nbytes(v)),
                                "row": dim_json(offsets[("row", v.index)])}
@@ -96,7 +99,7 @@ def written_in_place(body, n):
     """The loop variables (indices < n) that a While's body module may write into the
     buffer it reads them from: a TensorArray flow that the body's output takes from a
     scatter of that same flow (a write of one row) while no kernel after the scatter's
-    reads the old flow (the scatter's copy of the flow is then skipped: tensor_arrays.py).
+    reads the old flow (the scatter then launches no copy of the flow: tensor_arrays.py).
     Any other loop variable needs a second buffer: its new value is computed while its
     old one is still read. (The CPU's loops follow the same rule, backends/cpu/
     control_flow.py; backends share no code but through loops/ and the IR.)"""

@@ -4,10 +4,10 @@ elements they move, each thread taking consecutive ones:
 
   TensorArrayV3          both flows zeroed
   TensorArrayGatherV3    out[r] = values[indices[r]]
-  TensorArrayScatterV3   launch 1: every index checked, values' = values and written' =
-                         written (copies); launch 2: values'[indices[r]] = x[r],
-                         written'[indices[r]] = true (a launch after the copies: no
-                         barrier spans the grid)
+  TensorArrayScatterV3   every index checked; values' = values and written' = written
+                         (copies, none where a loop writes the array in place); then
+                         values'[indices[r]] = x[r], written'[indices[r]] = true (launches
+                         after the copies: no barrier spans the grid)
   TensorArrayGatherGrad  out = 0, then out[indices[r]] += g[r] (atomic adds in PTX: a
                          gather may read one row twice)
   TensorArrayScatterGrad out = g, then the rows at the indices zeroed
@@ -35,9 +35,13 @@ _REWRITTEN = ("Could not write to TensorArray index {0} because it has already b
 _FLOATS = {"float32": ir.FloatType(), "float64": ir.DoubleType()}
 
 
-def tensor_array_launches(program, kernel, name, block):
-    """The launches of a TensorArray kernel (module docstring)."""
+def tensor_array_launches(program, kernel, name, block, in_place=frozenset()):
+    """The launches of a TensorArray kernel (module docstring); in_place: of a loop
+    body, the loop variables it writes in the buffer it reads them from (a scatter into
+    one copies nothing)."""
     node = kernel.main
+    if node.type == "TensorArrayScatterV3":
+        return _plan_scatter(program, node, name, block, in_place)
     return _PLANS[node.type](program, node, name, block)
 
 
@@ -94,7 +98,7 @@ def _plan_gather(program, node, name, block):
             for k, key in enumerate(outs)]
 
 
-def _plan_scatter(program, node, name, block):
+def _plan_scatter(program, node, name, block, in_place):
     values, written, indices, x = node.inputs
     new_values, new_written = node.outputs
     rows = _count(indices.dims)
@@ -107,19 +111,30 @@ def _plan_scatter(program, node, name, block):
     launches = [_launch(name + "_check", _emit_scatter_check, ins[1:3], rows, block,
                         rows=rows, size=values.dims[0],
                         sites=_sites(program, node, _WRITE_PAST, _REWRITTEN))]
-    # each storage of the new flows: the old flow copied, then the rows written
+    # each storage of the new flows: the old flow copied (unless it is that storage, as
+    # for a loop variable written in place), then the rows written
     for k, key in enumerate(program.stores_of(new_values)):
-        launches.append(_launch(f"{name}_values_{k}", _emit_copy, [key, ins[0]],
-                                _count(values.dims), block, value=values))
+        if not _same_buffer(key, ins[0], in_place):
+            launches.append(_launch(f"{name}_values_{k}", _emit_copy, [key, ins[0]],
+                                    _count(values.dims), block, value=values))
         launches.append(_launch(f"{name}_rows_{k}", _emit_scatter_rows,
                                 [key, ins[2], ins[3]], rows * width, block, rows=rows,
                                 width=width, size=values.dims[0], value=values))
     for k, key in enumerate(program.stores_of(new_written)):
-        launches.append(_launch(f"{name}_written_{k}", _emit_copy, [key, ins[1]],
-                                values.dims[0], block, value=written))
+        if not _same_buffer(key, ins[1], in_place):
+            launches.append(_launch(f"{name}_written_{k}", _emit_copy, [key, ins[1]],
+                                    values.dims[0], block, value=written))
         launches.append(_launch(f"{name}_mark_{k}", _emit_mark, [key, ins[2]], rows, block,
                                 rows=rows, size=values.dims[0]))
     return launches
+
+
+def _same_buffer(out, flow, in_place):
+    """Whether a body's output `out` and its parameter `flow` are one buffer: loop
+    variable j written in place (control_flow.written_in_place) is read as the body's
+    parameter j and written as its output j."""
+    return out == flow or (out[0] == "fetch" and flow == ("feed", out[1]) and
+                           out[1] in in_place)
 
 
 def _plan_gather_grad(program, node, name, block):
