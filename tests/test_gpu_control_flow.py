@@ -349,8 +349,8 @@ def _launches(steps):
 
 
 def test_spec_with_regions_is_checked():
-    """A spec whose loop body names a fetch its frame lacks is refused before anything
-    runs."""
+    """A spec whose loop body names a fetch or a copy source its frame lacks, or that
+    lacks a body, is refused before anything runs, with the field named."""
     spec = _loops_spec()
     assert any("while" in s for s in spec["launches"])
     bad = copy.deepcopy(spec)
@@ -359,6 +359,16 @@ def test_spec_with_regions_is_checked():
     launch["args"][0] = ["fetch", 99]
     with pytest.raises(ValueError, match="fetch 99"):
         GpuExecutable(bad, EmulatedDevice())
+    bad = copy.deepcopy(spec)
+    step = next(s for s in bad["launches"] if "while" in s)
+    step["body"]["fetches"][0].update(source="feed", index=99)
+    with pytest.raises(ValueError, match="is not a fetch source"):
+        GpuExecutable(bad, EmulatedDevice())
+    bad = copy.deepcopy(spec)
+    next(s for s in bad["launches"] if "while" in s).pop("cond")
+    with pytest.raises(ValueError, match="cond.*missing"):
+        GpuExecutable(bad, EmulatedDevice())
+    GpuExecutable(spec, EmulatedDevice())  # the spec as compiled passes
 
 
 def test_gpu_file_with_a_loop_and_a_branch_runs_standalone(native, tmp_path):

@@ -50,13 +50,13 @@ class Frame:
 
 
 class Run:
-    """What every step of one run shares: the device, the control block, the kernels'
-    syms and status pointers, the constants' addresses."""
+    """What every step of one run shares: the device and the control block (the kernels'
+    status word, then their syms)."""
 
-    __slots__ = ("device", "syms", "status", "constants", "_control")
+    __slots__ = ("device", "syms", "status", "_control")
 
-    def __init__(self, device, base, syms, constants):
-        self.device, self.syms, self.status, self.constants = device, syms, base, constants
+    def __init__(self, device, base, syms):
+        self.device, self.syms, self.status = device, syms, base
         self._control = np.zeros(2, np.int32)
 
     def control(self):
@@ -72,12 +72,14 @@ class Run:
 def run_steps(run, steps, frame):
     """Runs resolved steps in a frame; returns a nonzero status when a region stopped on
     a failed check (launches only set the status: the caller reads it at the end)."""
-    device = run.device
+    device, base, variables, address = run.device, frame.base, frame.variables, frame.address
     for step in steps:
         if type(step) is tuple:
             kernel, args, grid, block, shared = step
-            device.launch(kernel, [frame.address(w, v) for w, v in args], run.syms,
-                          run.status, grid, block, shared)
+            # the executable's own kinds inline: a run's launches pay no call per pointer
+            pointers = [base + v if w == 0 else variables[v] if w == 1 else v if w == 2
+                        else address(w, v) for w, v in args]
+            device.launch(kernel, pointers, run.syms, run.status, grid, block, shared)
         else:
             status = step.run(run, frame)
             if status:
@@ -116,7 +118,8 @@ class Body:
         self.params = body["params"]
         fetches = body["fetches"]
         self.fetch_count = len(fetches)
-        self.copies = [(j, f["source"], f["index"], _evaluate(f["bytes"], env))
+        # (output, its source as a frame kind and value, bytes)
+        self.copies = [(j, self._source(f, constant_arg, where), _evaluate(f["bytes"], env))
                        for j, f in enumerate(fetches)
                        if f["source"] != "kernel" or f["index"] != j]
 
@@ -138,17 +141,18 @@ class Body:
         status = run_steps(run, self.steps, frame)
         if status:
             return status
-        for j, source, index, nbytes in self.copies:
-            if source == "kernel":
-                src = frame.fetches[index]
-            elif source == "feed":
-                src = frame.feeds[index]
-            elif source == "variable":
-                src = frame.variables[index]
-            else:
-                src = run.constants[index]
-            run.copy(frame.fetches[j], src, nbytes)
+        for j, source, nbytes in self.copies:
+            run.copy(frame.fetches[j], frame.address(*source), nbytes)
         return 0
+
+    def _source(self, fetch, constant_arg, where):
+        """The frame kind and value of where a body output is copied from."""
+        kind, index = fetch["source"], fetch["index"]
+        if kind == "kernel":
+            return 4, index
+        if kind == "feed":
+            return 3, index
+        return constant_arg("var" if kind == "variable" else "const", index, where)
 
 
 def _outer_arg(arg_of):

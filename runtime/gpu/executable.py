@@ -233,7 +233,7 @@ class GpuExecutable:
         device.copy_in(base, layout.control)
         for offset, a in zip(layout.feed_offsets, feeds):
             device.copy_in(base + offset, a)
-        run = Run(device, base, base + _STATUS_BYTES, self._const_addresses)
+        run = Run(device, base, base + _STATUS_BYTES)
         stopped = run_steps(run, layout.launches, Frame(base, var_addresses))
         if stopped:  # a loop read the failed status already
             return stopped

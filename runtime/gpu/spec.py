@@ -139,9 +139,11 @@ def _check_region(step, where, entries, emulated, limits, fail, check_expr, coun
         if not _is_int(params) or not 0 <= params <= MAX_ARGS:
             fail(w, f"params {params!r} is not a count")
         fetches = _list(body, "fetches", w, fail)
+        counts = {"kernel": len(fetches), "feed": params, "variable": limits["var"],
+                  "constant": limits["const"]}
         for k, f in enumerate(fetches):
-            if not isinstance(f, dict) or f.get("source") not in _FETCH_SOURCES or \
-                    not _is_int(f.get("index")) or f["index"] < 0:
+            if not isinstance(f, dict) or f.get("source") not in counts or \
+                    not _is_int(f.get("index")) or not 0 <= f["index"] < counts[f["source"]]:
                 fail(f"{w} fetch {k}", f"{f!r} is not a fetch source")
             check_expr(f.get("bytes"), f"{w} fetch {k} bytes")
         if kind == "if" and not all(_is_int(o) for o in _list(body, "outputs", w, fail)):
@@ -149,9 +151,6 @@ def _check_region(step, where, entries, emulated, limits, fail, check_expr, coun
         inner = dict(limits, feed=params, kernel_fetches=set(range(len(fetches))))
         _check_steps(body.get("steps"), w + " step", entries, emulated, inner, fail,
                      check_expr, count, depth + 1)
-
-
-_FETCH_SOURCES = ("kernel", "feed", "variable", "constant")
 
 
 def _list(obj, field, where, fail):
