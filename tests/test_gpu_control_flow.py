@@ -336,6 +336,32 @@ def test_loop_bodies_ptx_assembles(tmp_path):
         assert out.returncode == 0, out.stderr
 
 
+@pytest.mark.skipif(_ptxas() is None, reason="ptxas not found (on PATH or /usr/local/cuda/bin)")
+def test_tensor_array_and_rnn_gradient_ptx_assembles(monkeypatch, tmp_path):
+    """dynamic_rnn's forward and backward loops with their TensorArrays, and a gather's
+    gradient (atomic float64 adds), through ptxas."""
+    from graphc.compiler.driver import compile_signature, gpu_target
+    from graphc.ops import rnn
+    monkeypatch.setattr(rnn, "UNROLL_MAX_STEPS", 0)
+    x = gc.placeholder(gc.float64, [2, 5, 3])
+    cell = gc.nn.rnn_cell.BasicLSTMCell(4)
+    out, _ = gc.nn.dynamic_rnn(cell, x, dtype=gc.float64)
+    rows = gc.TensorArray(gc.float64, size=5, element_shape=[3]).unstack(x[0])
+    loss = gc.reduce_sum(out * out) + gc.reduce_sum(rows.gather([1, 1, 2]))
+    grads = gc.gradients(loss, [x] + cell.variables)
+    spec = compile_signature([x], [loss] + grads, [], [(2, 5, 3)],
+                             target=gpu_target("sm_80")).spec
+    assert sum("while" in s for s in spec["launches"]) == 2  # forward and backward
+    assert "atom.global.add.f64" in spec["ptx"]
+    src = tmp_path / "rnn.ptx"
+    src.write_text(spec["ptx"])
+    for arch in ("sm_80", "sm_90"):
+        out = subprocess.run([_ptxas(), f"-arch={arch}", str(src), "-o",
+                              str(tmp_path / f"rnn_{arch}.cubin")], capture_output=True,
+                             text=True)
+        assert out.returncode == 0, out.stderr
+
+
 def _launches(steps):
     for step in steps:
         if "while" in step:
