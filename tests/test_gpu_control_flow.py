@@ -600,3 +600,28 @@ def test_dynamic_rnn_training_gradients_against_finite_differences(native, monke
     rng = np.random.default_rng(7)
     check_gradients(fn, [rng.standard_normal((2, 3, 2)), rng.standard_normal((2, 2)),
                          rng.standard_normal((2, 2)) * 0.6, rng.standard_normal((2, 2)) * 0.6])
+
+
+def test_a_body_without_gpu_code_keeps_its_loop_on_the_host(monkeypatch):
+    """A kernel of a body the GPU codegen cannot lower puts that loop on the host between
+    GPU stages (as before loops compiled for the GPU), not the whole run on CPU code."""
+    from graphc.compiler.backends.gpu import GpuCodegenNotImplemented, kinds
+    launches_of = kinds.kernel_launches
+
+    def no_sin(program, kernel, name, block):
+        if any(n.type == "Sin" for n in kernel.nodes):
+            raise GpuCodegenNotImplemented("no GPU codegen for Sin (this test)")
+        return launches_of(program, kernel, name, block)
+    monkeypatch.setattr(kinds, "kernel_launches", no_sin)
+    x = gc.placeholder(gc.float64, [3])
+    _, h = gc.while_loop(lambda i, h: i < 4, lambda i, h: (i + 1, gc.sin(h) + 1.0), [0, x * 2.0])
+    y = gc.exp(h)
+    xv = np.array([0.1, -0.7, 1.3])
+    want = xv * 2.0
+    for _ in range(4):
+        want = np.sin(want) + 1.0
+    with gc.Session() as sess:
+        np.testing.assert_allclose(sess.run(y, {x: xv}), np.exp(want), rtol=1e-13)
+        stages = [type(s).__name__ for e in sess._cache.values()
+                  for s in e.stages[0]._unlowered.stages]
+    assert stages == ["NativeStage", "HostStage", "NativeStage"]

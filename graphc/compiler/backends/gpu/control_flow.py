@@ -26,6 +26,7 @@ per stack no kernel reads (While), or a slot per output no kernel reads (If).
 import numpy as np
 
 from graphc.compiler.backends.gpu.spec import storage_json
+from graphc.compiler.lower import LoweringError, RegionOnHost
 from graphc.compiler.loops.program import Program, dim_json
 
 _ALIGN = 256  # bytes: cudaMalloc's alignment, which every buffer of a launch may assume
@@ -47,10 +48,13 @@ class RegionKernel:
         self.in_place = written_in_place(node.regions["body"], node.attrs["num_loop_vars"]) \
             if node.type == "While" else set()
         self.bodies = {}
-        for key, region in node.regions.items():
-            body = Program(region, enclosing=program)
-            in_place = self.in_place if key == "body" else frozenset()
-            self.bodies[key] = (body, kernels_of(body, f"{name}_{key}_", in_place))
+        try:
+            for key, region in node.regions.items():
+                body = Program(region, enclosing=program)
+                in_place = self.in_place if key == "body" else frozenset()
+                self.bodies[key] = (body, kernels_of(body, f"{name}_{key}_", in_place))
+        except LoweringError as e:  # a body's kernel without GPU code: the node on the host
+            raise RegionOnHost(str(e), node.name) from None
         self.inputs = [program.storage_of(v) for v in node.value_inputs]
         self.stores = {v: program.stores_of(v) for v in kernel.outputs}
         self.scratch = program.scratch_of(kernel)
