@@ -175,6 +175,9 @@ class _Region:
         self.scratch = (0, 0) if step["scratch"] is None else \
             arg_of(step["scratch"][0], step["scratch"][1], name)
         scratch_bytes = _evaluate(step["scratch_bytes"], env)
+        if scratch_bytes < 0 or (step["scratch"] is None and scratch_bytes):
+            raise ShapeError(f"{name}: a scratch of {scratch_bytes} bytes is negative or has "
+                             "no buffer")
         shared = _outer_arg(arg_of)
         self.bodies = {key: Body(step[key], env, scratch_bytes, shared, resolve_launch,
                                  f"{name} {key}")
