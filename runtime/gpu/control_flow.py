@@ -88,9 +88,9 @@ def run_steps(run, steps, frame):
 
 
 def resolve_steps(steps, env, arg_of, resolve_launch):
-    """Steps for one binding: launch tuples (resolve_launch(launch, arg_of)) and region
-    objects; arg_of(kind, what, where) -> (frame kind, value) of a storage key;
-    resolve_launch(launch, env, arg_of) -> a launch tuple."""
+    """Steps for one binding: launch tuples and region objects. arg_of(kind, what,
+    where) -> (frame kind, value) of a storage key; resolve_launch(launch, env, arg_of)
+    -> a launch tuple (kernel, args, grid, block, shared bytes)."""
     out = []
     for step in steps:
         if "while" in step:
