@@ -4,7 +4,8 @@ A run signature's ops are split into stages that alternate between native code a
 host. Host-side ops (dataset iterators, summaries and other string ops, variable-status
 queries, candidate samplers, Where's indices form) never become native code: they run
 with their reference kernels. A While, If or TensorArray op is native on the CPU when
-graphc/compiler/regions.py says so (loops and branches in the generated code). Most runs
+graphc/compiler/regions.py says so (loops and branches in the generated code; on the GPU,
+launches of the bodies driven from the host: backends/gpu/control_flow.py). Most runs
 are one native stage; a training step fed by an iterator is host (IteratorGetNext) then
 native; a step with a loss summary is native then host. Each stage runs only its own
 ops (earlier stages' ops are excluded from its pruning), and the values crossing a
@@ -60,8 +61,9 @@ GPU_FALLBACKS = collections.Counter()
 def is_host_op(op, native_regions=True, host_regions=frozenset()):
     """Native code never holds a string: an op reading or making one runs on the host.
     native_regions: a While or If whose bodies compile (graphc/compiler/regions.py)
-    runs in native code (the CPU's); else every one runs on the host, as do those named
-    in host_regions (their lowering said RegionOnHost)."""
+    runs in native code; else every one runs on the host, as do those named in
+    host_regions (their lowering said RegionOnHost). The CPU and GPU targets compile
+    the same ones."""
     if op.type in REGION_BODIES:
         return not (native_regions and op.name not in host_regions and
                     compiles_natively(op, is_host_op))
@@ -140,7 +142,7 @@ def _plan_stages(ops, fed, feeds, fetches, targets, session, device,
         if op.type in _STAGE_FREE:
             ready_at[op] = s
             continue
-        if (s % 2 == 1) != is_host_op(op, device is None, host_regions):
+        if (s % 2 == 1) != is_host_op(op, True, host_regions):
             s += 1
         stage_of[op] = s
     # every control input must run in its stage, whoever waits for it (an op of a later

@@ -33,7 +33,7 @@ import numpy as np
 
 from . import jit
 from .errors import RuntimeFailure
-from .gpu.spec import check_gpu_fields, is_gpu_target
+from .gpu.spec import check_gpu_fields, frame_keys, is_gpu_target
 from .signature import FORMAT_VERSION as SPEC_VERSION
 
 MAX_RANK = 32
@@ -630,11 +630,11 @@ class HeaderVerifier:
         """Offsets outside the arena for every admitted dim; the GPU executable checks
         each offset against the arena again for the dims of each run."""
         arena = spec.get("arena_bytes", 0)
-        for i, launch in enumerate(spec["launches"]):
-            for k, (kind, index) in enumerate(launch["args"]):
+        for i, step in enumerate(spec["launches"]):
+            for what, (kind, index) in frame_keys(step):
                 if kind != "arena":
                     continue
-                w = f"{where} launch {i} arg {k}"
+                w = f"{where} launch {i} {what}"
                 if expr_bounds(index, ranges)[1] < 0:
                     self.fail(w, "arena offset is negative for every dim the guards admit")
                 if expr_bounds(difference(arena, index), ranges)[1] < 0:

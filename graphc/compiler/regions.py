@@ -8,6 +8,9 @@ calls: a loop around the cond and body calls with the loop variables in two buff
 swap each iteration, or a branch to one of the two branches (backends/cpu/regions.py).
 TensorArrays (create, read, write, gather, scatter, stack, unstack) compile too, in
 loops and out (backends/cpu/tensor_arrays.py), and a loop writes an array in place.
+The GPU target compiles the same ones: each body's kernels are launched from the host on
+device buffers, the loop variables in two that swap, only the predicate read back per
+iteration (backends/gpu/control_flow.py, tensor_arrays.py; runtime/gpu/control_flow.py).
 What stays on the host (between native stages, bodies on the reference executor):
   - a body holding a host op (py_func, Print, a string op, a TensorArray that grows:
     dynamic_size...) or a random op (its generator state is created per op of the stage,
@@ -22,8 +25,7 @@ What stays on the host (between native stages, bodies on the reference executor)
     trip count past the rows is an error naming the While). An If's saved
     intermediates compile: the taken branch writes its own, the kernel zeros the other's;
   - a loop variable whose shape invariant is looser than the shape it enters with (its
-    shape may change between iterations: a buffer of one size cannot hold it);
-  - every loop on the GPU targets.
+    shape may change between iterations: a buffer of one size cannot hold it).
 A loop variable whose unknown dim changes without a shape invariant (allowed by TF1) is
 found when lowering (its body's output dims differ from its input dims): the stage then
 runs on the reference executor with a warning (LoweringError).

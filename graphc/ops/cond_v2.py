@@ -47,7 +47,7 @@ def _if_kernel(state, op, pred, *args):
     return outs
 
 
-# host-only but for the CPU's code, which compiles the branches graphc/compiler/regions.py
+# host-only but for the CPU's and GPU's code, which compile the branches graphc/compiler/regions.py
 # accepts; any other runs on the host between native stages, its bodies on the reference
 # executor
 register_op("If", infer=_if_infer, kernel=_if_kernel, stateful=True, uses_context=True,

@@ -70,7 +70,7 @@ def _stacked(t, values):
             errors.UnimplementedError) from None
 
 
-# host-only but for the CPU's code, which compiles the loops graphc/compiler/regions.py
+# host-only but for the CPU's and GPU's code, which compile the loops graphc/compiler/regions.py
 # accepts (loops and branches in the generated code); any other runs on the host between
 # native stages, its bodies on the reference executor
 register_op("While", infer=_while_infer, kernel=_while_kernel, stateful=True,

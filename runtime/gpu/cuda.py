@@ -13,6 +13,7 @@ import atexit
 import importlib.util
 
 from ..errors import TargetMismatch
+from .spec import all_launches
 
 __all__ = ["GpuUnavailable", "CudaDevice", "load_gpu_module", "driver"]
 
@@ -102,6 +103,15 @@ class CudaDevice:
         if array.nbytes:
             self._cuda.memcpy_dtoh(array, address)
 
+    def copy(self, dst, src, nbytes):
+        """Device to device, in the stream's order (no host synchronization)."""
+        if nbytes:
+            self._cuda.memcpy_dtod(dst, src, nbytes)
+
+    def zero(self, address, nbytes):
+        if nbytes:
+            self._cuda.memset_d8(address, 0, nbytes)
+
     def synchronize(self):
         self._cuda.Context.synchronize()
 
@@ -115,7 +125,7 @@ class CudaDevice:
                                  f"compute capability {have[0]}.{have[1]}")
         module = self._cuda.module_from_buffer(_ptx_bytes(spec["ptx"]))
         functions = {}
-        for launch in spec["launches"]:
+        for launch in all_launches(spec["launches"]):
             name = launch["kernel"]
             if name not in functions:
                 fn = module.get_function(name)

@@ -2,6 +2,7 @@
 
     device.alloc(nbytes) -> address          device.free(address)
     device.copy_in(address, array)           device.copy_out(array, address)
+    device.copy(dst, src, nbytes)            device.zero(address, nbytes)   (on the device)
     device.load(spec) -> {kernel name: handle}
     device.launch(kernel, pointers, syms, status, grid, block, shared_bytes)
     device.synchronize()
@@ -24,6 +25,7 @@ import threading
 import numpy as np
 
 from .. import jit
+from .spec import all_launches
 
 __all__ = ["EmulatedDevice"]
 
@@ -43,6 +45,7 @@ class EmulatedDevice:
         self.launches = 0    # kernel launches so far (tests count them)
         self.copies_in = 0   # host -> device copies so far
         self.copies_out = 0  # device -> host copies so far
+        self.copies_on_device = 0  # device -> device copies and fills so far
 
     # ---------------------------------------------------------------- memory
     def alloc(self, nbytes):
@@ -85,6 +88,19 @@ class EmulatedDevice:
             ctypes.memmove(array.ctypes.data, address, array.nbytes)
             self.copies_out += 1
 
+    def copy(self, dst, src, nbytes):
+        if nbytes:
+            self._check_range(src, nbytes, "copy from")
+            self._check_range(dst, nbytes, "copy to")
+            ctypes.memmove(dst, src, nbytes)
+            self.copies_on_device += 1
+
+    def zero(self, address, nbytes):
+        if nbytes:
+            self._check_range(address, nbytes, "fill")
+            ctypes.memset(address, 0, nbytes)
+            self.copies_on_device += 1
+
     def synchronize(self):
         pass
 
@@ -94,7 +110,7 @@ class EmulatedDevice:
         # O1: the emulation checks the kernels' logic; O3 took a third of a test's time
         compiled = jit.CompiledModule(spec["emulation_ir"], speed_level=1)
         kernels = _Kernels(compiled)
-        for launch in spec["launches"]:
+        for launch in all_launches(spec["launches"]):
             name = launch["kernel"]
             if name not in kernels:
                 fn_type = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * (len(launch["args"]) + 2),

@@ -14,7 +14,9 @@ What one run does on the device:
   stay on the device between runs; a plain dict store is copied in before and the
   written variables copied back after each run (the slow but simple path);
 - per run: one copy in of the status+syms block, one per feed, the launches in schedule
-  order, one copy out of the status (the only synchronization), then one per fetch. A
+  order, one copy out of the status (the only synchronization), then one per fetch;
+  While and If steps (control_flow.py) add one copy out of their predicate per
+  iteration or branch, and copies on the device. A
   nonzero status is 1 + the index of the error site a thread hit (its detail slots are
   copied out to format the message) and raises the same KernelFailure as the CPU code.
 """
@@ -25,6 +27,7 @@ import numpy as np
 from .. import shapes
 from ..errors import ShapeError
 from ..signature import Signature
+from .control_flow import Frame, Run, run_steps, resolve_steps
 from .spec import MAX_GRID, check_gpu_fields
 from .variables import DeviceVariables
 
@@ -145,31 +148,33 @@ class GpuExecutable:
             position = _align(position + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize)
         layout.total = position
         fetch_at = {j: offset for j, offset, _, _ in layout.fetch_offsets}
-        layout.launches = [self._resolve(launch, binding, planned, layout.feed_offsets, fetch_at)
-                           for launch in self.spec["launches"]]
-        layout.launches = [launch for launch in layout.launches if launch[2] > 0]
-        return layout
 
-    def _resolve(self, launch, binding, planned, feed_at, fetch_at):
-        """(kernel, [(where, value)], grid, block, shared): where 0 = arena offset,
-        1 = variable slot, 2 = absolute address (a constant)."""
-        args = []
-        for kind, what in launch["args"]:
+        def arg_of(kind, what, where):
+            """(frame kind, value) of a storage key (control_flow.Frame): all but
+            variables and constants are offsets into the device arena."""
             if kind == "arena":
                 offset = shapes.evaluate(what, binding.env)
                 if not 0 <= offset <= binding.arena_bytes:
-                    raise ShapeError(f"kernel {launch['kernel']}: arena offset {offset} is "
-                                     f"outside the {binding.arena_bytes}-byte arena")
-                args.append((0, planned + offset))
-            elif kind == "feed":
-                args.append((0, feed_at[what]))
-            elif kind == "fetch":
-                args.append((0, fetch_at[what]))
-            elif kind == "var":
-                args.append((1, what))
-            else:
-                args.append((2, self._const_addresses[what]))
-        grid = shapes.evaluate(launch["grid"], binding.env)
+                    raise ShapeError(f"{where}: arena offset {offset} is outside the "
+                                     f"{binding.arena_bytes}-byte arena")
+                return 0, planned + offset
+            if kind == "feed":
+                return 0, layout.feed_offsets[what]
+            if kind == "fetch":
+                return 0, fetch_at[what]
+            if kind == "var":
+                return 1, what
+            return 2, self._const_addresses[what]
+        layout.launches = resolve_steps(self.spec["launches"], binding.env, arg_of,
+                                        self._resolve_launch)
+        return layout
+
+    def _resolve_launch(self, launch, env, arg_of):
+        """(kernel, [(frame kind, value)], grid, block, shared) of one launch; arg_of:
+        the storage keys' meaning in the frame it runs in."""
+        where = f"kernel {launch['kernel']}"
+        args = [arg_of(kind, what, where) for kind, what in launch["args"]]
+        grid = shapes.evaluate(launch["grid"], env)
         if not 0 <= grid <= MAX_GRID:
             raise ShapeError(f"kernel {launch['kernel']}: grid of {grid} blocks is outside "
                              f"[0, {MAX_GRID}]")
@@ -228,13 +233,12 @@ class GpuExecutable:
         device.copy_in(base, layout.control)
         for offset, a in zip(layout.feed_offsets, feeds):
             device.copy_in(base + offset, a)
-        syms, status = base + _STATUS_BYTES, base
-        for kernel, args, grid, block, shared in layout.launches:
-            pointers = [base + v if where == 0 else var_addresses[v] if where == 1 else v
-                        for where, v in args]
-            device.launch(kernel, pointers, syms, status, grid, block, shared)
+        run = Run(device, base, base + _STATUS_BYTES)
+        stopped = run_steps(run, layout.launches, Frame(base, var_addresses))
+        if stopped:  # a loop read the failed status already
+            return stopped
         out = np.zeros(1, np.int32)
-        device.copy_out(out, status)
+        device.copy_out(out, base)
         return int(out[0])
 
     def _with_details(self, binding, layout):

@@ -13,8 +13,8 @@ writing outside the buffers its keys name (given kernels that honour their sizes
 """
 import re
 
-__all__ = ["check_gpu_fields", "is_gpu_target", "ARG_KINDS", "MAX_BLOCK", "MAX_GRID",
-           "MAX_SHARED_BYTES"]
+__all__ = ["check_gpu_fields", "is_gpu_target", "all_launches", "frame_keys", "ARG_KINDS",
+           "MAX_BLOCK", "MAX_GRID", "MAX_SHARED_BYTES"]
 
 ARG_KINDS = ("feed", "fetch", "var", "const", "arena")
 MAX_BLOCK = 1024                # threads per block on every CUDA GPU
@@ -48,8 +48,122 @@ def check_gpu_fields(spec, fail, check_expr, need_ptx=True):
     if not isinstance(launches, list) or len(launches) > MAX_LAUNCHES:
         fail("launches", "is missing, not a list, or too long")
     limits = _key_limits(spec)
-    for i, launch in enumerate(launches):
-        _check_launch(launch, f"launch {i}", entries, emulated, limits, fail, check_expr)
+    _check_steps(launches, "launch", entries, emulated, limits, fail, check_expr, [0])
+
+
+def all_launches(steps):
+    """Every launch of a spec's steps, those in While and If bodies included."""
+    for step in steps:
+        if isinstance(step, dict) and ("while" in step or "if" in step):
+            for key in REGION_BODIES["while" if "while" in step else "if"]:
+                body = step.get(key)
+                if isinstance(body, dict) and isinstance(body.get("steps"), list):
+                    yield from all_launches(body["steps"])
+        else:
+            yield step
+
+
+def frame_keys(step):
+    """(what, storage key) of each buffer a step names in the frame it runs in: a
+    launch's args; a region step's inputs, outputs and scratch (its bodies' keys name
+    frames of their own)."""
+    if "while" in step or "if" in step:
+        yield from ((f"input {k}", key) for k, key in enumerate(step["inputs"]))
+        yield from ((f"output {k}", key) for k, keys in enumerate(step["outputs"])
+                    for key in keys)
+        if step.get("scratch") is not None:
+            yield "scratch", step["scratch"]
+    else:
+        yield from ((f"arg {k}", key) for k, key in enumerate(step["args"]))
+
+
+# the bodies of each kind of region step (runtime/gpu/control_flow.py)
+REGION_BODIES = {"while": ("cond", "body"), "if": ("then", "else")}
+_MAX_DEPTH = 64  # regions nested in regions
+
+
+def _check_steps(steps, where, entries, emulated, limits, fail, check_expr, count,
+                 depth=0):
+    """Launches and region steps; limits: what the frame's keys may name; count: the
+    launches seen so far (one list shared by the nested calls)."""
+    if not isinstance(steps, list):
+        fail(where, "steps are not a list")
+    for i, step in enumerate(steps):
+        w = f"{where} {i}"
+        if isinstance(step, dict) and ("while" in step or "if" in step):
+            _check_region(step, w, entries, emulated, limits, fail, check_expr, count,
+                          depth)
+            continue
+        count[0] += 1
+        if count[0] > MAX_LAUNCHES:
+            fail("launches", "too many")
+        _check_launch(step, w, entries, emulated, limits, fail, check_expr)
+
+
+def _check_region(step, where, entries, emulated, limits, fail, check_expr, count, depth):
+    """A While or If step: its keys in the enclosing frame, its sizes, then each body's
+    steps against the body's own frame (params, outputs; variables and constants shared)."""
+    if depth >= _MAX_DEPTH:
+        fail(where, f"regions nest deeper than {_MAX_DEPTH}")
+    kind = "while" if "while" in step else "if"
+    if not isinstance(step[kind], str):
+        fail(where, f"field {kind!r} is not a name")
+    for k, key in enumerate(_list(step, "inputs", where, fail)):
+        _check_arg(key, f"{where} input {k}", limits, fail, check_expr)
+    for k, keys in enumerate(_list(step, "outputs", where, fail)):
+        for key in _list({"o": keys}, "o", f"{where} output {k}", fail):
+            _check_arg(key, f"{where} output {k}", limits, fail, check_expr)
+    if step.get("scratch") is not None:
+        _check_arg(step["scratch"], f"{where} scratch", limits, fail, check_expr)
+    check_expr(step.get("scratch_bytes"), f"{where} scratch_bytes")
+    if kind == "while":
+        for k, v in enumerate(_list(step, "vars", where, fail)):
+            for field in ("bytes", "a", "b"):
+                check_expr(_field(v, field, f"{where} var {k}", fail), f"{where} var {k}")
+            if not isinstance(v.get("in_place", False), bool):
+                fail(f"{where} var {k}", "in_place is not a boolean")
+        for k, v in enumerate(_list(step, "stacks", where, fail)):
+            for field in ("row_bytes", "bytes", "row"):
+                check_expr(_field(v, field, f"{where} stack {k}", fail), f"{where} stack {k}")
+    else:
+        for field in ("slots", "bytes"):
+            for k, e in enumerate(_list(step, field, where, fail)):
+                check_expr(e, f"{where} {field} {k}")
+    for key in REGION_BODIES[kind]:
+        body, w = step.get(key), f"{where} {key}"
+        if not isinstance(body, dict):
+            fail(w, "is missing or not an object")
+        check_expr(body.get("arena"), w + " arena")
+        check_expr(body.get("arena_bytes"), w + " arena_bytes")
+        params = body.get("params")
+        if not _is_int(params) or not 0 <= params <= MAX_ARGS:
+            fail(w, f"params {params!r} is not a count")
+        fetches = _list(body, "fetches", w, fail)
+        counts = {"kernel": len(fetches), "feed": params, "variable": limits["var"],
+                  "constant": limits["const"]}
+        for k, f in enumerate(fetches):
+            if not isinstance(f, dict) or f.get("source") not in counts or \
+                    not _is_int(f.get("index")) or not 0 <= f["index"] < counts[f["source"]]:
+                fail(f"{w} fetch {k}", f"{f!r} is not a fetch source")
+            check_expr(f.get("bytes"), f"{w} fetch {k} bytes")
+        if kind == "if" and not all(_is_int(o) for o in _list(body, "outputs", w, fail)):
+            fail(w, "outputs are not indices")
+        inner = dict(limits, feed=params, kernel_fetches=set(range(len(fetches))))
+        _check_steps(body.get("steps"), w + " step", entries, emulated, inner, fail,
+                     check_expr, count, depth + 1)
+
+
+def _list(obj, field, where, fail):
+    value = obj.get(field) if isinstance(obj, dict) else None
+    if not isinstance(value, list) or len(value) > MAX_ARGS:
+        fail(where, f"field {field!r} is missing, not a list, or too long")
+    return value
+
+
+def _field(obj, field, where, fail):
+    if not isinstance(obj, dict) or field not in obj:
+        fail(where, f"field {field!r} is missing")
+    return obj[field]
 
 
 def _key_limits(spec):

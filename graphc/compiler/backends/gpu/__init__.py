@@ -23,19 +23,25 @@ loops/window_rules.py (one thread per output element summing over its window: no
 scratch memory); Cumsum through scan.py (one block per scanned line: warp shuffles up,
 warp totals in shared memory, a carry from chunk to chunk; float16 and a bad axis keep
 the loop layer's nests, loops/scan.py), GatherGrad through loops/scatter.py's nests
-(atomic adds); random ops through the Philox loop rule (kernels/philox.py), with a
-one-thread launch after the kernel counting the run.
+(atomic adds); While and If as launches of their bodies' kernels driven from the host
+(control_flow.py), TensorArray ops as grid-stride moves of rows (tensor_arrays.py);
+random ops through the Philox loop rule (kernels/philox.py), with a one-thread launch
+after the kernel counting the run.
 """
 from llvmlite import ir
 
 from graphc.compiler.backends.gpu import kinds
+from graphc.compiler.backends.gpu.control_flow import (RegionKernel, all_launches,
+                                                       region_scratch_bytes)
 from graphc.compiler.backends.gpu.launches import GpuCodegenNotImplemented
 from graphc.compiler.backends.gpu.ptx import DEFAULT_ARCH, GPU_TRIPLE, emit_ptx
 from graphc.compiler.backends.gpu.spec import gpu_spec
+from graphc.compiler.backends.gpu.tensor_arrays import tensor_array_launches
 from graphc.compiler.backends.gpu.threads import thread_program
 from graphc.compiler.loops import random as random_codegen
 from graphc.compiler.loops.program import Program
 from graphc.compiler.loops.views import LoweringError
+from graphc.compiler.regions import TENSOR_ARRAY_OPS
 from kernels import scalar_ops
 
 __all__ = ["generate_gpu", "GpuBackend", "emit_ptx", "GPU_TRIPLE", "DEFAULT_ARCH",
@@ -65,7 +71,8 @@ class GpuModule:
 
     @property
     def launches(self):
-        return [launch for k in self.kernels for launch in k.launches]
+        """Every launch, those of While and If bodies included, in emission order."""
+        return [launch for k in self.kernels for launch in all_launches(k)]
 
     @property
     def llvm_ir(self):
@@ -96,20 +103,37 @@ def generate_gpu(module, block=DEFAULT_BLOCK):
             " depend on run-time data")
     program = Program(module)
     scalar = random_codegen.ScalarOpsWithRandom(scalar_ops)
-    kernels = []
-    for number, kernel in enumerate(module.kernels):
-        name = f"kernel_{number}_{_label(kernel)}"
-        kernels.append(GpuKernel(name, kernel.kind,
-                                 kinds.kernel_launches(program, kernel, name, block)))
+    kernels = gpu_kernels(program, block)
     ptx_module = ir.Module(name=module.name + ".gpu")
     ptx_module.triple = GPU_TRIPLE
     emulation_module = ir.Module(name=module.name + ".emulation")
-    for launch in (launch for k in kernels for launch in k.launches):
+    for launch in (launch for k in kernels for launch in all_launches(k)):
         for llvm_module, nvptx in ((ptx_module, True), (emulation_module, False)):
             t = thread_program(llvm_module, launch.name, len(launch.storages), nvptx)
             launch.template(t, program, launch, scalar)
             t.finish()
     return GpuModule(program, kernels, ptx_module, emulation_module)
+
+
+def gpu_kernels(program, block, prefix="", in_place=frozenset()):
+    """The GPU kernels of the program's schedule, in order: a native While or If becomes a
+    RegionKernel whose bodies' kernels are made here too (control_flow.py). in_place: of
+    a loop body, the loop variables it writes in the buffer it reads them from."""
+    kernels = []
+    for number, kernel in enumerate(program.module.kernels):
+        name = f"{prefix}kernel_{number}_{_label(kernel)}"
+        if kernel.main is not None and kernel.main.regions:
+            kernels.append(RegionKernel(program, kernel, name,
+                                        lambda body, pre, same: gpu_kernels(body, block, pre,
+                                                                            same)))
+        elif kernel.main is not None and kernel.main.type in TENSOR_ARRAY_OPS:
+            # host-only ops in the registry, native where graphc/compiler/regions.py says
+            kernels.append(GpuKernel(name, "tensor_array", tensor_array_launches(
+                program, kernel, name, block, in_place)))
+        else:
+            kernels.append(GpuKernel(name, kernel.kind,
+                                     kinds.kernel_launches(program, kernel, name, block)))
+    return kernels
 
 
 def _label(kernel):
@@ -118,13 +142,15 @@ def _label(kernel):
 
 
 class GpuBackend:
-    """The GPU target as the compile driver (graphc/compiler/driver.py) sees it: no kernel
-    needs scratch memory (convolutions are direct loops, one thread per output element),
-    then the spec for target["arch"], without PTX when target["ptx"] is False."""
+    """The GPU target as the compile driver (graphc/compiler/driver.py) sees it: only While
+    and If kernels need scratch memory (their bodies' arenas and loop buffers; convolutions
+    are direct loops, one thread per output element), then the spec for target["arch"],
+    without PTX when target["ptx"] is False."""
 
     @staticmethod
     def scratch_bytes(kernel):
-        return 0
+        main = getattr(kernel, "main", None)
+        return region_scratch_bytes(main) if main is not None and main.regions else 0
 
     @staticmethod
     def generate(module, target, options):

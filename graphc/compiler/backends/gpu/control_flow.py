@@ -1,0 +1,204 @@
+"""While and If on the GPU: launches of each body's kernels driven from the host, on device
+buffers.
+
+The bodies of a native While or If (graphc/compiler/regions.py) are modules scheduled and
+planned by the driver like any other; their kernels become launches here as the enclosing
+module's do (their names prefixed by the node's kernel), emitted into the same PTX and
+emulation modules, with the enclosing Program's symbols, variables, constants and error
+sites. The spec gets one *region step* in place of the node's launches (docs/gpu_contract.md):
+
+  {"while": name, ...}: the loop variables live in two device buffers each that swap roles
+    every iteration (the body reads one and writes the other; no copy), but for a
+    TensorArray flow the body writes one row of in place (written_in_place); the cond writes its
+    predicate next to the run's status word, and the runtime reads those 8 bytes back once
+    per iteration: the only device->host copy of the loop. Stacks kept for the gradient
+    (sized by maximum_iterations, lower.py) get row k written by iteration k.
+  {"if": name, ...}: the runtime reads the predicate's byte back and runs one branch's
+    launches, which write the node's outputs and that branch's saved intermediates; the
+    other branch's saved ones are zeroed on the device.
+
+A body's launches name their buffers in the body's own frame: ["feed", i] its parameter i,
+["fetch", j] its output j, ["arena", offset] its arena (a part of the node's scratch);
+variables and constants are the enclosing executable's. The node's scratch (memory planning
+asks scratch_bytes) holds each body's arena, the two buffers per loop variable and a row
+per stack no kernel reads (While), or a slot per output no kernel reads (If).
+"""
+import numpy as np
+
+from graphc.compiler.backends.gpu.spec import storage_json
+from graphc.compiler.lower import LoweringError, RegionOnHost
+from graphc.compiler.loops.program import Program, dim_json
+
+_ALIGN = 256  # bytes: cudaMalloc's alignment, which every buffer of a launch may assume
+
+
+class RegionKernel:
+    """A While or If kernel: its node, where its inputs and outputs live, and each body's
+    Program with its kernels (GpuKernel or RegionKernel, in schedule order)."""
+
+    launches = ()  # its bodies' launches are theirs (all_launches)
+
+    def __init__(self, program, kernel, name, kernels_of):
+        """kernels_of(body Program, prefix, in_place) -> the body's kernels; in_place: the
+        loop variables the body writes in the buffer it reads them from."""
+        self.name = name
+        self.kind = kernel.main.type
+        self.node = node = kernel.main
+        self.program = program
+        self.in_place = written_in_place(node.regions["body"], node.attrs["num_loop_vars"]) \
+            if node.type == "While" else set()
+        self.bodies = {}
+        try:
+            for key, region in node.regions.items():
+                body = Program(region, enclosing=program)
+                in_place = self.in_place if key == "body" else frozenset()
+                self.bodies[key] = (body, kernels_of(body, f"{name}_{key}_", in_place))
+        except LoweringError as e:  # a body's kernel without GPU code: the node on the host
+            raise RegionOnHost(str(e), node.name) from None
+        self.inputs = [program.storage_of(v) for v in node.value_inputs]
+        self.stores = {v: program.stores_of(v) for v in kernel.outputs}
+        self.scratch = program.scratch_of(kernel)
+
+    def all_launches(self):
+        for _, kernels in self.bodies.values():
+            for k in kernels:
+                yield from all_launches(k)
+
+    def to_json(self, steps_json):
+        """The region step (module docstring); steps_json(program, kernels) -> steps."""
+        program, node = self.program, self.node
+        offsets = part_offsets(node)
+        step = {"inputs": [storage_json(program, k) for k in self.inputs],
+                "outputs": [[storage_json(program, k) for k in self.stores.get(v, ())]
+                            for v in node.outputs],
+                "scratch": None if self.scratch is None else storage_json(program,
+                                                                          self.scratch),
+                "scratch_bytes": dim_json(region_scratch_bytes(node))}
+        for key, (body, kernels) in self.bodies.items():
+            step[key] = {"arena": dim_json(offsets[("arena", key)]),
+                         "arena_bytes": dim_json(body.arena_bytes),
+                         "params": len(body.module.params),
+                         "fetches": [_body_fetch(body, j, v)
+                                     for j, v in enumerate(body.module.outputs)],
+                         "steps": steps_json(body, kernels)}
+        if node.type == "While":
+            n = node.attrs["num_loop_vars"]
+            step["while"] = self.name
+            step["vars"] = [{"bytes": dim_json(nbytes(v)), "a": dim_json(offsets[("a", i)]),
+                             "b": dim_json(offsets[("b", i)]), "in_place": i in self.in_place}
+                            for i, v in enumerate(node.outputs[:n])]
+            step["stacks"] = [{"row_bytes": dim_json(row_bytes(v)), "bytes": dim_json(nbytes(v)),
+                               "row": dim_json(offsets[("row", v.index)])}
+                              for v in node.outputs[n + 1:]]
+        else:
+            step["if"] = self.name
+            step["slots"] = [dim_json(offsets[("slot", i)]) for i in range(len(node.outputs))]
+            step["bytes"] = [dim_json(nbytes(v)) for v in node.outputs]
+            for key, outputs in branch_outputs(node).items():
+                step[key]["outputs"] = outputs
+        return step
+
+
+def written_in_place(body, n):
+    """The loop variables (indices < n) that a While's body module may write into the
+    buffer it reads them from: a TensorArray flow that the body's output takes from a
+    scatter of that same flow (a write of one row) while no kernel after the scatter's
+    reads the old flow (the scatter then launches no copy of the flow: tensor_arrays.py).
+    Any other loop variable needs a second buffer: its new value is computed while its
+    old one is still read. (The CPU's loops follow the same rule, backends/cpu/
+    control_flow.py; backends share no code but through loops/ and the IR.)"""
+    params = {p.attrs["index"]: p.outputs[0] for p in body.params}
+    aliases = getattr(body, "aliases", None) or {}
+    kernel_of = {node: t for t, k in enumerate(body.kernels) for node in k.nodes}
+    out = set()
+    for j, v in enumerate(body.outputs[:n]):
+        p = params.get(j)
+        node = v.node
+        if p is None or node.type != "TensorArrayScatterV3" or node.inputs[v.index] is not p \
+                or body.outputs.count(v) != 1 or p in body.outputs or node not in kernel_of:
+            continue
+        later = body.kernels[kernel_of[node] + 1:]
+        if not any(_resolve(x, aliases) is p for k in later for x in k.inputs):
+            out.add(j)
+    return out
+
+
+def _resolve(value, aliases):
+    while value in aliases:
+        value = aliases[value]
+    return value
+
+
+def all_launches(kernel):
+    """The launches of a kernel, a region kernel's bodies' included, in emission order."""
+    if isinstance(kernel, RegionKernel):
+        yield from kernel.all_launches()
+    else:
+        yield from kernel.launches
+
+
+def _body_fetch(body, j, value):
+    """Where the runtime finds body output j after the body's launches: its kernel wrote
+    it (source "kernel", index j), or a copy of nbytes from another output, a parameter,
+    a variable or a constant (the CPU's copy_fetch)."""
+    source = body.fetch_source(value)
+    return {"source": source["source"], "index": int(source["index"]),
+            "bytes": dim_json(nbytes(value))}
+
+
+def region_scratch_bytes(node):
+    """The scratch bytes of a While or If kernel: the sum of its parts (_parts)."""
+    return sum((size for _, size in _parts(node)), 0)
+
+
+def part_offsets(node):
+    """{part: its offset into the node's scratch}."""
+    out, offset = {}, 0
+    for what, size in _parts(node):
+        out[what] = offset
+        offset = offset + size
+    return out
+
+
+def _parts(node):
+    """[(what, bytes)] of a region node's scratch, in order: each body's arena, then for a
+    While two buffers per loop variable and a row per stack (the body writes its saved
+    value even where no kernel reads the stack), for an If a slot per output."""
+    parts = [(("arena", key), _aligned(region.memory_plan.arena_bytes))
+             for key, region in node.regions.items()]
+    if node.type == "While":
+        n = node.attrs["num_loop_vars"]
+        for side in ("a", "b"):
+            parts += [((side, i), _aligned(nbytes(v))) for i, v in enumerate(node.outputs[:n])]
+        parts += [(("row", v.index), _aligned(row_bytes(v))) for v in node.outputs[n + 1:]]
+    else:
+        parts += [(("slot", i), _aligned(nbytes(v))) for i, v in enumerate(node.outputs)]
+    return parts
+
+
+def branch_outputs(node):
+    """{branch: [the If's output index of each of its module's outputs]}: the If's
+    outputs, then its saved intermediates of that branch (cond_v2.py)."""
+    saved = [pair[0] for pair in node.attrs.get("saved", ())]
+    n_out = len(node.outputs) - len(saved)
+    return {key: list(range(n_out)) + [n_out + k for k, b in enumerate(saved) if b == key]
+            for key in ("then", "else")}
+
+
+def nbytes(value):
+    size = np.dtype(value.dtype.name).itemsize
+    for d in value.dims:
+        size = size * d
+    return size
+
+
+def row_bytes(stack):
+    """The bytes of one iteration's value in a While's stack [rows, *dims]."""
+    size = np.dtype(stack.dtype.name).itemsize
+    for d in stack.dims[1:]:
+        size = size * d
+    return size
+
+
+def _aligned(n):
+    return (n + _ALIGN - 1) // _ALIGN * _ALIGN

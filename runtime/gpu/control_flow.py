@@ -1,0 +1,319 @@
+"""The region steps of a GPU spec (a While or an If, docs/gpu_contract.md) run on a device:
+the host drives the launches of each body on device buffers.
+
+A While's loop variables live in two device buffers each (parts of the node's scratch)
+that swap roles every iteration: the body reads one and writes the other, nothing is
+copied between iterations (a TensorArray flow the body writes a row of in place has
+one buffer). The cond writes its predicate into the byte after the run's
+status word (the control block at the arena's start), and one 8-byte device->host copy per
+iteration reads both: the loop stops at a false predicate, and at a failed check (a
+nonzero status) at once, as the CPU's loop does, so an error inside a body never spins
+on garbage. An If reads its predicate's byte and runs one branch.
+
+Each body runs in a Frame of its own: its parameters (feeds), outputs (fetches) and arena
+are device addresses the step chooses; variables, constants and the control block are the
+executable's. Steps are resolved once per binding (the symbol values of a feed shape
+tuple), as the executable resolves its launches.
+"""
+import numpy as np
+
+from ..errors import ShapeError
+from ..shapes import evaluate as _evaluate
+
+__all__ = ["Frame", "resolve_steps", "run_steps", "PREDICATE_OFFSET"]
+
+PREDICATE_OFFSET = 4  # bytes into the control block: after the i32 status, in its padding
+
+
+class Frame:
+    """Where a step's buffers are: kind 0: base + v (the executable's arena), 1: variable
+    v, 2: absolute address v, 3: the frame's feed v, 4: its fetch v, 5: its arena + v."""
+
+    __slots__ = ("base", "variables", "feeds", "fetches", "arena")
+
+    def __init__(self, base, variables, feeds=(), fetches=(), arena=0):
+        self.base, self.variables = base, variables
+        self.feeds, self.fetches, self.arena = feeds, fetches, arena
+
+    def address(self, where, v):
+        if where == 0:
+            return self.base + v
+        if where == 1:
+            return self.variables[v]
+        if where == 2:
+            return v
+        if where == 3:
+            return self.feeds[v]
+        if where == 4:
+            return self.fetches[v]
+        return self.arena + v
+
+
+class Run:
+    """What every step of one run shares: the device and the control block (the kernels'
+    status word, then their syms)."""
+
+    __slots__ = ("device", "syms", "status", "_control")
+
+    def __init__(self, device, base, syms):
+        self.device, self.syms, self.status = device, syms, base
+        self._control = np.zeros(2, np.int32)
+
+    def control(self):
+        """(status, predicate) of the control block: one device->host copy."""
+        self.device.copy_out(self._control, self.status)
+        return int(self._control[0]), bool(self._control[1] & 0xFF)
+
+    def copy(self, dst, src, nbytes):
+        if nbytes and dst != src:
+            self.device.copy(dst, src, nbytes)
+
+
+def run_steps(run, steps, frame):
+    """Runs resolved steps in a frame; returns a nonzero status when a region stopped on
+    a failed check (launches only set the status: the caller reads it at the end)."""
+    device, base, variables, address = run.device, frame.base, frame.variables, frame.address
+    for step in steps:
+        if type(step) is tuple:
+            kernel, args, grid, block, shared = step
+            # the executable's own kinds inline: a run's launches pay no call per pointer
+            pointers = [base + v if w == 0 else variables[v] if w == 1 else v if w == 2
+                        else address(w, v) for w, v in args]
+            device.launch(kernel, pointers, run.syms, run.status, grid, block, shared)
+        else:
+            status = step.run(run, frame)
+            if status:
+                return status
+    return 0
+
+
+def resolve_steps(steps, env, arg_of, resolve_launch):
+    """Steps for one binding: launch tuples and region objects. arg_of(kind, what,
+    where) -> (frame kind, value) of a storage key; resolve_launch(launch, env, arg_of)
+    -> a launch tuple (kernel, args, grid, block, shared bytes)."""
+    out = []
+    for step in steps:
+        if "while" in step:
+            out.append(WhileStep(step, env, arg_of, resolve_launch))
+        elif "if" in step:
+            out.append(IfStep(step, env, arg_of, resolve_launch))
+        else:
+            launch = resolve_launch(step, env, arg_of)
+            if launch[2] > 0:  # no blocks: nothing to compute
+                out.append(launch)
+    return out
+
+
+class Body:
+    """One body of a region: its steps in its own frame, its arena's place in the
+    node's scratch, and the outputs its launches do not write (copied after them)."""
+
+    def __init__(self, body, env, scratch_bytes, constant_arg, resolve_launch, where):
+        self.arena = _evaluate(body["arena"], env)
+        arena_bytes = _evaluate(body["arena_bytes"], env)
+        if not (0 <= self.arena and 0 <= arena_bytes and
+                self.arena + arena_bytes <= scratch_bytes):
+            raise ShapeError(f"{where}: its arena [{self.arena}, +{arena_bytes}) lies "
+                             f"outside the {scratch_bytes}-byte scratch")
+        self.params = body["params"]
+        fetches = body["fetches"]
+        self.fetch_count = len(fetches)
+        # (output, its source as a frame kind and value, bytes)
+        self.copies = [(j, self._source(f, constant_arg, where), _evaluate(f["bytes"], env))
+                       for j, f in enumerate(fetches)
+                       if f["source"] != "kernel" or f["index"] != j]
+
+        def arg_of(kind, what, at):
+            if kind == "arena":
+                offset = _evaluate(what, env)
+                if not 0 <= offset <= arena_bytes:
+                    raise ShapeError(f"{at}: arena offset {offset} is outside the body's "
+                                     f"{arena_bytes}-byte arena")
+                return 5, offset
+            if kind == "feed":
+                return 3, what
+            if kind == "fetch":
+                return 4, what
+            return constant_arg(kind, what, at)
+        self.steps = resolve_steps(body["steps"], env, arg_of, resolve_launch)
+
+    def run(self, run, frame):
+        status = run_steps(run, self.steps, frame)
+        if status:
+            return status
+        for j, source, nbytes in self.copies:
+            run.copy(frame.fetches[j], frame.address(*source), nbytes)
+        return 0
+
+    def _source(self, fetch, constant_arg, where):
+        """The frame kind and value of where a body output is copied from."""
+        kind, index = fetch["source"], fetch["index"]
+        if kind == "kernel":
+            return 4, index
+        if kind == "feed":
+            return 3, index
+        return constant_arg("var" if kind == "variable" else "const", index, where)
+
+
+def _outer_arg(arg_of):
+    """arg_of for what a body shares with its enclosing frame: variables, constants."""
+    def shared(kind, what, at):
+        if kind not in ("var", "const"):
+            raise ShapeError(f"{at}: a {kind} key in a body names its own frame")
+        return arg_of(kind, what, at)
+    return shared
+
+
+class _Region:
+    """What While and If share: inputs, outputs and scratch in the enclosing frame."""
+
+    def __init__(self, step, env, arg_of, resolve_launch, name):
+        self.name = name
+        self.inputs = [arg_of(k[0], k[1], name) for k in step["inputs"]]
+        self.outputs = [[arg_of(k[0], k[1], name) for k in keys] for keys in step["outputs"]]
+        # no scratch: every part is empty, any address will do
+        self.scratch = (0, 0) if step["scratch"] is None else \
+            arg_of(step["scratch"][0], step["scratch"][1], name)
+        scratch_bytes = _evaluate(step["scratch_bytes"], env)
+        if scratch_bytes < 0 or (step["scratch"] is None and scratch_bytes):
+            raise ShapeError(f"{name}: a scratch of {scratch_bytes} bytes is negative or has "
+                             "no buffer")
+        shared = _outer_arg(arg_of)
+        self.bodies = {key: Body(step[key], env, scratch_bytes, shared, resolve_launch,
+                                 f"{name} {key}")
+                       for key in self.BODIES}
+        self.scratch_bytes = scratch_bytes
+
+    def part(self, offset, nbytes):
+        if not (0 <= offset and offset + nbytes <= self.scratch_bytes):
+            raise ShapeError(f"{self.name}: a part [{offset}, +{nbytes}) lies outside the "
+                             f"{self.scratch_bytes}-byte scratch")
+        return offset
+
+
+class WhileStep(_Region):
+    BODIES = ("cond", "body")
+
+    def __init__(self, step, env, arg_of, resolve_launch):
+        super().__init__(step, env, arg_of, resolve_launch, step["while"])
+        self.var_bytes = [_evaluate(v["bytes"], env) for v in step["vars"]]
+        self.a = [self.part(_evaluate(v["a"], env), b) for v, b in zip(step["vars"],
+                                                                       self.var_bytes)]
+        self.b = [self.part(_evaluate(v["b"], env), b) for v, b in zip(step["vars"],
+                                                                       self.var_bytes)]
+        # written in place by the body: one buffer, read and written by each iteration
+        self.in_place = [bool(v.get("in_place")) for v in step["vars"]]
+        self.stacks = []
+        for s in step["stacks"]:
+            row = _evaluate(s["row_bytes"], env)
+            self.stacks.append((row, self.part(_evaluate(s["row"], env), row),
+                                _evaluate(s["bytes"], env)))
+        n = len(self.var_bytes)
+        if len(self.outputs) != n + 1 + len(self.stacks) or \
+                self.bodies["cond"].params < n or self.bodies["body"].params < n or \
+                len(self.inputs) != self.bodies["cond"].params + self.bodies["body"].params - n \
+                or self.bodies["cond"].fetch_count != 1 or \
+                self.bodies["body"].fetch_count != n + len(self.stacks):
+            raise ShapeError(f"{self.name}: its inputs, outputs and bodies do not match")
+
+    def run(self, run, frame):
+        n = len(self.var_bytes)
+        scratch = frame.address(*self.scratch)
+        inputs = [frame.address(*a) for a in self.inputs]
+        current = [scratch + a for a in self.a]
+        spare = [c if same else scratch + b for c, b, same in zip(current, self.b,
+                                                                   self.in_place)]
+        for i in range(n):
+            run.copy(current[i], inputs[i], self.var_bytes[i])
+        cond, body = self.bodies["cond"], self.bodies["body"]
+        cond_extra = inputs[n:cond.params]
+        body_extra = inputs[cond.params:]
+        stacks = [(frame.address(*keys[0]) if keys else None, row, scratch + fallback)
+                  for keys, (row, fallback, _) in zip(self.outputs[n + 1:], self.stacks)]
+        cond_frame = Frame(frame.base, frame.variables, (), [run.status + PREDICATE_OFFSET],
+                           scratch + cond.arena)
+        body_frame = Frame(frame.base, frame.variables, (), (), scratch + body.arena)
+        trips = 0
+        while True:
+            cond_frame.feeds = current + cond_extra
+            status = cond.run(run, cond_frame)
+            if not status:
+                status, go_on = run.control()
+            if status:
+                return status
+            if not go_on:
+                break
+            body_frame.feeds = current + body_extra
+            body_frame.fetches = spare + [self._row(stack, row, fallback, total, trips)
+                                          for (stack, row, fallback), (_, _, total)
+                                          in zip(stacks, self.stacks)]
+            status = body.run(run, body_frame)
+            if status:
+                return status
+            current, spare = spare, current
+            trips += 1
+        self._write_outputs(run, frame, current, trips)
+        return 0
+
+    def _row(self, stack, row, fallback, total, trips):
+        """Where iteration `trips` writes its value saved in a stack: that row of the
+        stack's storage (sized by maximum_iterations, which the cond tests), or the
+        scratch row of a stack no kernel reads."""
+        if stack is None:
+            return fallback
+        if row and (trips + 1) * row > total:  # never past the buffer, whatever the cond
+            raise ShapeError(f"{self.name}: iteration {trips} has no row in its stack of "
+                             f"{total // row} rows")
+        return stack + trips * row
+
+    def _write_outputs(self, run, frame, current, trips):
+        n = len(self.var_bytes)
+        for i, keys in enumerate(self.outputs[:n]):
+            for arg in keys:
+                run.copy(frame.address(*arg), current[i], self.var_bytes[i])
+        for arg in self.outputs[n]:  # the trip count
+            run.device.copy_in(frame.address(*arg), np.array(trips, np.int32))
+        for keys, (_, _, total) in zip(self.outputs[n + 1:], self.stacks):
+            for arg in keys[1:]:
+                run.copy(frame.address(*arg), frame.address(*keys[0]), total)
+
+
+class IfStep(_Region):
+    BODIES = ("then", "else")
+
+    def __init__(self, step, env, arg_of, resolve_launch):
+        super().__init__(step, env, arg_of, resolve_launch, step["if"])
+        self.bytes = [_evaluate(b, env) for b in step["bytes"]]
+        self.slots = [self.part(_evaluate(s, env), b) for s, b in zip(step["slots"],
+                                                                      self.bytes)]
+        self.mine = {key: list(step[key]["outputs"]) for key in self.BODIES}
+        count = len(self.outputs)
+        if len(self.bytes) != count or any(not 0 <= i < count for ks in self.mine.values()
+                                           for i in ks) or \
+                len(self.inputs) != 1 + sum(b.params for b in self.bodies.values()) or \
+                any(len(self.mine[k]) != b.fetch_count for k, b in self.bodies.items()):
+            raise ShapeError(f"{self.name}: its inputs, outputs and branches do not match")
+
+    def run(self, run, frame):
+        scratch = frame.address(*self.scratch)
+        inputs = [frame.address(*a) for a in self.inputs]
+        flag = np.zeros(1, np.uint8)
+        run.device.copy_out(flag, inputs[0])
+        key = "then" if flag[0] else "else"
+        outputs = [frame.address(*keys[0]) if keys else scratch + slot
+                   for keys, slot in zip(self.outputs, self.slots)]
+        n_then = self.bodies["then"].params
+        feeds = inputs[1:1 + n_then] if key == "then" else inputs[1 + n_then:]
+        mine = self.mine[key]
+        status = self.bodies[key].run(run, Frame(frame.base, frame.variables, feeds,
+                                                 [outputs[i] for i in mine],
+                                                 scratch + self.bodies[key].arena))
+        if status:
+            return status
+        for i in set(range(len(outputs))) - set(mine):  # the other branch's saved values
+            if self.bytes[i]:
+                run.device.zero(outputs[i], self.bytes[i])
+        for i, keys in enumerate(self.outputs):
+            for arg in keys[1:]:
+                run.copy(frame.address(*arg), outputs[i], self.bytes[i])
+        return 0
