@@ -530,7 +530,7 @@ def backward_bytes_per_iteration(steps):
     (its kernels' outputs and the loop variables it copies), the rows that a kernel
     changes in its loop variable's own buffer not counted (the whole array is not
     touched then)."""
-    from graphc.compiler.backends.cpu.control_flow import _nbytes, written_in_place
+    from graphc.compiler.regions import value_bytes, written_in_place
     from graphc.compiler.driver import schedule_module
     from graphc.compiler.lower import lower
     g = gc.Graph()
@@ -548,8 +548,8 @@ def backward_bytes_per_iteration(steps):
         body = node.regions["body"]
         n = node.attrs["num_loop_vars"]
         kept = {body.outputs[j] for j in written_in_place(body, n)}
-        total += sum(_nbytes(v) for k in body.kernels for v in k.outputs if v not in kept)
-        total += sum(_nbytes(v) for v in body.outputs[:n] if v.node.type == "Parameter")
+        total += sum(value_bytes(v) for k in body.kernels for v in k.outputs if v not in kept)
+        total += sum(value_bytes(v) for v in body.outputs[:n] if v.node.type == "Parameter")
     return total
 
 

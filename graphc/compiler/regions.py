@@ -166,3 +166,85 @@ def _steps_by_one(body_g, i):
                 int(known) == 1:
             return True
     return False
+
+
+# ------------------------------------------------- the region node's scratch (both targets)
+# the TensorArray kernels that may write their output over one of their inputs, changing
+# a few rows (backends' tensor_arrays.py): op type -> which input, given the output's index
+_ROW_UPDATES = {"TensorArrayScatterV3": lambda index: index,  # this step's write
+                "TensorArrayScatterGrad": lambda index: 0,  # the written rows zeroed
+                "TensorArrayGatherGrad": lambda index: 3}   # the rows read summed in
+
+
+def written_in_place(body, n):
+    """The loop variables (indices < n) that a While's body module may write into the
+    buffer it reads them from: a TensorArray flow (or a gradient of one) that the body's
+    output takes from a kernel changing a few rows of that same variable (_ROW_UPDATES)
+    while no kernel after that one reads the old value. Any other loop variable needs a
+    second buffer: its new value is computed while its old one is still read."""
+    params = {p.attrs["index"]: p.outputs[0] for p in body.params}
+    aliases = getattr(body, "aliases", None) or {}
+    kernel_of = {node: t for t, k in enumerate(body.kernels) for node in k.nodes}
+    out = set()
+    for j, v in enumerate(body.outputs[:n]):
+        p = params.get(j)
+        node = v.node
+        updated = _ROW_UPDATES.get(node.type, lambda index: None)(v.index)
+        if p is None or updated is None or updated >= len(node.inputs) or \
+                node.inputs[updated] is not p or body.outputs.count(v) != 1 or \
+                p in body.outputs or node not in kernel_of:
+            continue
+        later = body.kernels[kernel_of[node] + 1:]
+        if not any(_resolve(x, aliases) is p for k in later for x in k.inputs):
+            out.add(j)
+    return out
+
+
+def _resolve(value, aliases):
+    while value in aliases:
+        value = aliases[value]
+    return value
+
+
+def scratch_parts(node, align):
+    """[(what, bytes)] of a region node's scratch, in order, each part starting on an
+    `align`-byte boundary (the target's): each body's arena, then for a While two buffers
+    per loop variable and a row per stack (the body writes its saved value even where no
+    kernel reads the stack), for an If a slot per output."""
+    def aligned(nbytes):
+        return (nbytes + align - 1) // align * align
+    parts = [(("arena", key), aligned(region.memory_plan.arena_bytes))
+             for key, region in node.regions.items()]
+    if node.type == "While":
+        n = node.attrs["num_loop_vars"]
+        for side in ("a", "b"):
+            parts += [((side, i), aligned(value_bytes(v))) for i, v in enumerate(node.outputs[:n])]
+        parts += [(("row", v.index), aligned(row_bytes(v))) for v in node.outputs[n + 1:]]
+    else:
+        parts += [(("slot", i), aligned(value_bytes(v))) for i, v in enumerate(node.outputs)]
+    return parts
+
+
+def branch_outputs(node):
+    """{branch: [the If's output index of each of its module's outputs]}: the If's
+    outputs, then its saved intermediates of that branch (cond_v2.py)."""
+    saved = [pair[0] for pair in node.attrs.get("saved", ())]
+    n_out = len(node.outputs) - len(saved)
+    return {key: list(range(n_out)) + [n_out + k for k, b in enumerate(saved) if b == key]
+            for key in ("then", "else")}
+
+
+def value_bytes(value):
+    """The bytes of an IR value (a dim expression where its dims are)."""
+    size = np.dtype(value.dtype.name).itemsize
+    for d in value.dims:
+        size = size * d
+    return size
+
+
+def row_bytes(stack):
+    """The bytes of one iteration's value in a While's stack [rows, *dims]."""
+    size = np.dtype(stack.dtype.name).itemsize
+    for d in stack.dims[1:]:
+        size = size * d
+    return size

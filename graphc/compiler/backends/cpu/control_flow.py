@@ -24,11 +24,12 @@ error names the op and the user's line as anywhere else. A body output the body 
 compute (one of its inputs, a constant, a variable read) is copied from where it is, as
 the runtime copies such fetches of a whole run.
 """
-import numpy as np
 from llvmlite import ir
 
 from graphc.compiler.backends.cpu.entry import emit_entry
 from graphc.compiler.lower import LoweringError, RegionOnHost
+from graphc.compiler.regions import branch_outputs, row_bytes, scratch_parts, value_bytes, \
+    written_in_place
 from graphc.compiler.loops.program import Program
 from kernels.loops import I8, I32, I64, PTR
 
@@ -37,8 +38,8 @@ _TABLES = [("table", "var"), ("table", "const")]
 
 
 def region_scratch_bytes(kernel):
-    """The scratch bytes of a While or If kernel: the sum of its parts (_parts)."""
-    return sum((size for _, size in _parts(kernel.main)), 0)
+    """The scratch bytes of a While or If kernel: the sum of its parts (regions.scratch_parts)."""
+    return sum((size for _, size in scratch_parts(kernel.main, _ALIGN)), 0)
 
 
 def lower_region_kernel(program, kernel, name, lower_kernels):
@@ -73,87 +74,6 @@ def _emit_body(program, region, name, lower_kernels):
     return emit_entry(body, calls, name=name), body
 
 
-# the TensorArray kernels that may write their output over one of their inputs, changing
-# a few rows (tensor_arrays.py): op type -> which input, given the output's index
-_ROW_UPDATES = {"TensorArrayScatterV3": lambda index: index,  # this step's write
-                "TensorArrayScatterGrad": lambda index: 0,  # the written rows zeroed
-                "TensorArrayGatherGrad": lambda index: 3}   # the rows read summed in
-
-
-def written_in_place(body, n):
-    """The loop variables (indices < n) that a While's body module may write into the
-    buffer it reads them from: a TensorArray flow (or a gradient of one) that the body's
-    output takes from a kernel changing a few rows of that same variable (_ROW_UPDATES)
-    while no kernel after that one reads the old value. Any other loop variable needs a
-    second buffer: its new value is computed while its old one is still read."""
-    params = {p.attrs["index"]: p.outputs[0] for p in body.params}
-    aliases = getattr(body, "aliases", None) or {}
-    kernel_of = {node: t for t, k in enumerate(body.kernels) for node in k.nodes}
-    out = set()
-    for j, v in enumerate(body.outputs[:n]):
-        p = params.get(j)
-        node = v.node
-        updated = _ROW_UPDATES.get(node.type, lambda index: None)(v.index)
-        if p is None or updated is None or updated >= len(node.inputs) or \
-                node.inputs[updated] is not p or body.outputs.count(v) != 1 or \
-                p in body.outputs or node not in kernel_of:
-            continue
-        later = body.kernels[kernel_of[node] + 1:]
-        if not any(_resolve(x, aliases) is p for k in later for x in k.inputs):
-            out.add(j)
-    return out
-
-
-def _resolve(value, aliases):
-    while value in aliases:
-        value = aliases[value]
-    return value
-
-
-def _parts(node):
-    """[(what, bytes)] of a region node's scratch, in order: each body's arena, then for a
-    While two buffers per loop variable, for an If a slot per output."""
-    parts = [(("arena", key), _aligned(region.memory_plan.arena_bytes))
-             for key, region in node.regions.items()]
-    if node.type == "While":
-        n = node.attrs["num_loop_vars"]
-        for side in ("a", "b"):
-            parts += [((side, i), _aligned(_nbytes(v))) for i, v in enumerate(node.outputs[:n])]
-        # a row for each stack no kernel reads (the body writes its saved value anyway)
-        parts += [(("row", v.index), _aligned(_row_bytes(v))) for v in node.outputs[n + 1:]]
-    else:
-        parts += [(("slot", i), _aligned(_nbytes(v))) for i, v in enumerate(node.outputs)]
-    return parts
-
-
-def _branch_outputs(node):
-    """{branch: [the If's output index of each of its module's outputs]}: the If's
-    outputs, then its saved intermediates of that branch (cond_v2.py)."""
-    saved = [pair[0] for pair in node.attrs.get("saved", ())]
-    n_out = len(node.outputs) - len(saved)
-    return {key: list(range(n_out)) + [n_out + k for k, b in enumerate(saved) if b == key]
-            for key in ("then", "else")}
-
-
-def _nbytes(value):
-    size = np.dtype(value.dtype.name).itemsize
-    for d in value.dims:
-        size = size * d
-    return size
-
-
-def _row_bytes(stack):
-    """The bytes of one iteration's value in a While's stack [rows, *dims]."""
-    size = np.dtype(stack.dtype.name).itemsize
-    for d in stack.dims[1:]:
-        size = size * d
-    return size
-
-
-def _aligned(nbytes):
-    return (nbytes + _ALIGN - 1) // _ALIGN * _ALIGN
-
-
 class _RegionEmitter:
     """The body of a region kernel's function: pointers to its storages and scratch."""
 
@@ -166,13 +86,13 @@ class _RegionEmitter:
         return self.program.emit_dim(self.b, d, self.syms)
 
     def scratch(self, node):
-        """{part: pointer} into the kernel's scratch (_parts)."""
+        """{part: pointer} into the kernel's scratch (regions.scratch_parts)."""
         if self.scratch_key is not None:
             base = self.buffers[self.scratch_key]
         else:  # no scratch: every part is empty (zero-size loop variables, no arenas)
             base = self.b.alloca(ir.ArrayType(I8, _ALIGN))
         out, offset = {}, 0
-        for what, size in _parts(node):
+        for what, size in scratch_parts(node, _ALIGN):
             out[what] = self.b.gep(base, [self.dim(offset)], source_etype=I8)
             offset = offset + size
         return out
@@ -181,13 +101,13 @@ class _RegionEmitter:
         memcpy = self.program.llvm.globals.get("llvm.memcpy.p0.p0.i64") or ir.Function(
             self.program.llvm, ir.FunctionType(ir.VoidType(), [PTR, PTR, I64, ir.IntType(1)]),
             "llvm.memcpy.p0.p0.i64")
-        self.b.call(memcpy, [dst, src, self.dim(_nbytes(value)), ir.Constant(ir.IntType(1), 0)])
+        self.b.call(memcpy, [dst, src, self.dim(value_bytes(value)), ir.Constant(ir.IntType(1), 0)])
 
     def zero(self, dst, value):
         memset = self.program.llvm.globals.get("llvm.memset.p0.i64") or ir.Function(
             self.program.llvm, ir.FunctionType(ir.VoidType(), [PTR, I8, I64, ir.IntType(1)]),
             "llvm.memset.p0.i64")
-        self.b.call(memset, [dst, ir.Constant(I8, 0), self.dim(_nbytes(value)),
+        self.b.call(memset, [dst, ir.Constant(I8, 0), self.dim(value_bytes(value)),
                              ir.Constant(ir.IntType(1), 0)])
 
     def pointer_array(self, pointers):
@@ -337,7 +257,7 @@ class _RegionEmitter:
         keys = stores.get(stack)
         if not keys:
             return parts[("row", stack.index)]
-        offset = self.b.mul(self.b.zext(trips, I64), self.dim(_row_bytes(stack)))
+        offset = self.b.mul(self.b.zext(trips, I64), self.dim(row_bytes(stack)))
         return self.b.gep(self.buffers[keys[0]], [offset], source_etype=I8)
 
     # --------------------------------------------------------------------- If
@@ -347,7 +267,7 @@ class _RegionEmitter:
         inputs = [self.buffers[self.program.storage_of(v)] for v in node.value_inputs]
         outputs = [self.buffers[stores[v][0]] if stores.get(v) else parts[("slot", v.index)]
                    for v in node.outputs]
-        mine = _branch_outputs(node)
+        mine = branch_outputs(node)
         n_then = len(entries["then"][1].module.params)
         then_feeds = self.pointer_array(inputs[1:1 + n_then])
         else_feeds = self.pointer_array(inputs[1 + n_then:])

@@ -120,7 +120,7 @@ def lower_scatter(program, kernel, name, scalar_ops, rules):
 
 def lower_gather_grad(program, kernel, name, scalar_ops, rules):
     """out = zeros (or a copy of the fourth input, the sum it adds to: none when a loop
-    hands the kernel that sum's own buffer, control_flow.written_in_place), then
+    hands the kernel that sum's own buffer, regions.written_in_place), then
     out[indices[r]] += g[r]: the rows a gather read get its gradient, summed where it
     read one twice."""
     node = kernel.main

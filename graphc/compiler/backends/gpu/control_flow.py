@@ -23,10 +23,11 @@ variables and constants are the enclosing executable's. The node's scratch (memo
 asks scratch_bytes) holds each body's arena, the two buffers per loop variable and a row
 per stack no kernel reads (While), or a slot per output no kernel reads (If).
 """
-import numpy as np
 
 from graphc.compiler.backends.gpu.spec import storage_json
 from graphc.compiler.lower import LoweringError, RegionOnHost
+from graphc.compiler.regions import branch_outputs, row_bytes, scratch_parts, value_bytes, \
+    written_in_place
 from graphc.compiler.loops.program import Program, dim_json
 
 _ALIGN = 256  # bytes: cudaMalloc's alignment, which every buffer of a launch may assume
@@ -84,49 +85,20 @@ class RegionKernel:
         if node.type == "While":
             n = node.attrs["num_loop_vars"]
             step["while"] = self.name
-            step["vars"] = [{"bytes": dim_json(nbytes(v)), "a": dim_json(offsets[("a", i)]),
+            step["vars"] = [{"bytes": dim_json(value_bytes(v)), "a": dim_json(offsets[("a", i)]),
                              "b": dim_json(offsets[("b", i)]), "in_place": i in self.in_place}
                             for i, v in enumerate(node.outputs[:n])]
-            step["stacks"] = [{"row_bytes": dim_json(row_bytes(v)), "bytes": dim_json(nbytes(v)),
+            step["stacks"] = [{"row_bytes": dim_json(row_bytes(v)),
+                               "bytes": dim_json(value_bytes(v)),
                                "row": dim_json(offsets[("row", v.index)])}
                               for v in node.outputs[n + 1:]]
         else:
             step["if"] = self.name
             step["slots"] = [dim_json(offsets[("slot", i)]) for i in range(len(node.outputs))]
-            step["bytes"] = [dim_json(nbytes(v)) for v in node.outputs]
+            step["bytes"] = [dim_json(value_bytes(v)) for v in node.outputs]
             for key, outputs in branch_outputs(node).items():
                 step[key]["outputs"] = outputs
         return step
-
-
-def written_in_place(body, n):
-    """The loop variables (indices < n) that a While's body module may write into the
-    buffer it reads them from: a TensorArray flow that the body's output takes from a
-    scatter of that same flow (a write of one row) while no kernel after the scatter's
-    reads the old flow (the scatter then launches no copy of the flow: tensor_arrays.py).
-    Any other loop variable needs a second buffer: its new value is computed while its
-    old one is still read. (The CPU's loops follow the same rule, backends/cpu/
-    control_flow.py; backends share no code but through loops/ and the IR.)"""
-    params = {p.attrs["index"]: p.outputs[0] for p in body.params}
-    aliases = getattr(body, "aliases", None) or {}
-    kernel_of = {node: t for t, k in enumerate(body.kernels) for node in k.nodes}
-    out = set()
-    for j, v in enumerate(body.outputs[:n]):
-        p = params.get(j)
-        node = v.node
-        if p is None or node.type != "TensorArrayScatterV3" or node.inputs[v.index] is not p \
-                or body.outputs.count(v) != 1 or p in body.outputs or node not in kernel_of:
-            continue
-        later = body.kernels[kernel_of[node] + 1:]
-        if not any(_resolve(x, aliases) is p for k in later for x in k.inputs):
-            out.add(j)
-    return out
-
-
-def _resolve(value, aliases):
-    while value in aliases:
-        value = aliases[value]
-    return value
 
 
 def all_launches(kernel):
@@ -143,62 +115,18 @@ def _body_fetch(body, j, value):
     a variable or a constant (the CPU's copy_fetch)."""
     source = body.fetch_source(value)
     return {"source": source["source"], "index": int(source["index"]),
-            "bytes": dim_json(nbytes(value))}
+            "bytes": dim_json(value_bytes(value))}
 
 
 def region_scratch_bytes(node):
-    """The scratch bytes of a While or If kernel: the sum of its parts (_parts)."""
-    return sum((size for _, size in _parts(node)), 0)
+    """The scratch bytes of a While or If kernel: the sum of its parts (regions.scratch_parts)."""
+    return sum((size for _, size in scratch_parts(node, _ALIGN)), 0)
 
 
 def part_offsets(node):
     """{part: its offset into the node's scratch}."""
     out, offset = {}, 0
-    for what, size in _parts(node):
+    for what, size in scratch_parts(node, _ALIGN):
         out[what] = offset
         offset = offset + size
     return out
-
-
-def _parts(node):
-    """[(what, bytes)] of a region node's scratch, in order: each body's arena, then for a
-    While two buffers per loop variable and a row per stack (the body writes its saved
-    value even where no kernel reads the stack), for an If a slot per output."""
-    parts = [(("arena", key), _aligned(region.memory_plan.arena_bytes))
-             for key, region in node.regions.items()]
-    if node.type == "While":
-        n = node.attrs["num_loop_vars"]
-        for side in ("a", "b"):
-            parts += [((side, i), _aligned(nbytes(v))) for i, v in enumerate(node.outputs[:n])]
-        parts += [(("row", v.index), _aligned(row_bytes(v))) for v in node.outputs[n + 1:]]
-    else:
-        parts += [(("slot", i), _aligned(nbytes(v))) for i, v in enumerate(node.outputs)]
-    return parts
-
-
-def branch_outputs(node):
-    """{branch: [the If's output index of each of its module's outputs]}: the If's
-    outputs, then its saved intermediates of that branch (cond_v2.py)."""
-    saved = [pair[0] for pair in node.attrs.get("saved", ())]
-    n_out = len(node.outputs) - len(saved)
-    return {key: list(range(n_out)) + [n_out + k for k, b in enumerate(saved) if b == key]
-            for key in ("then", "else")}
-
-
-def nbytes(value):
-    size = np.dtype(value.dtype.name).itemsize
-    for d in value.dims:
-        size = size * d
-    return size
-
-
-def row_bytes(stack):
-    """The bytes of one iteration's value in a While's stack [rows, *dims]."""
-    size = np.dtype(stack.dtype.name).itemsize
-    for d in stack.dims[1:]:
-        size = size * d
-    return size
-
-
-def _aligned(n):
-    return (n + _ALIGN - 1) // _ALIGN * _ALIGN

@@ -8,9 +8,10 @@ elements they move, each thread taking consecutive ones:
                          (copies, none where a loop writes the array in place); then
                          values'[indices[r]] = x[r], written'[indices[r]] = true (launches
                          after the copies: no barrier spans the grid)
-  TensorArrayGatherGrad  out = 0, then out[indices[r]] += g[r] (atomic adds in PTX: a
-                         gather may read one row twice)
-  TensorArrayScatterGrad out = g, then the rows at the indices zeroed
+  TensorArrayGatherGrad  out = 0 (or the sum it adds into, its 4th input, copied unless a
+                         loop updates it in place), then out[indices[r]] += g[r] (atomic
+                         adds in PTX: a gather may read one row twice)
+  TensorArrayScatterGrad out = g (no copy in place), then the rows at the indices zeroed
 
 with the reference kernels' checks, in their words (the CPU's, backends/cpu/
 tensor_arrays.py), naming the op and the user's line; a thread whose index fails its
@@ -40,8 +41,8 @@ def tensor_array_launches(program, kernel, name, block, in_place=frozenset()):
     body, the loop variables it writes in the buffer it reads them from (a scatter into
     one copies nothing)."""
     node = kernel.main
-    if node.type == "TensorArrayScatterV3":
-        return _plan_scatter(program, node, name, block, in_place)
+    if node.type in _WRITES_ROWS:
+        return _WRITES_ROWS[node.type](program, node, name, block, in_place)
     return _PLANS[node.type](program, node, name, block)
 
 
@@ -131,17 +132,21 @@ def _plan_scatter(program, node, name, block, in_place):
 
 def _same_buffer(out, flow, in_place):
     """Whether a body's output `out` and its parameter `flow` are one buffer: loop
-    variable j written in place (control_flow.written_in_place) is read as the body's
+    variable j written in place (regions.written_in_place) is read as the body's
     parameter j and written as its output j."""
     return out == flow or (out[0] == "fetch" and flow == ("feed", out[1]) and
                            out[1] in in_place)
 
 
-def _plan_gather_grad(program, node, name, block):
-    g, _, indices = node.inputs
+def _plan_gather_grad(program, node, name, block, in_place):
+    g, _, indices = node.inputs[:3]
+    # a 4th input: the sum the rows are added into (tensor_array_ops.accumulated_read_
+    # gradient), else zeros
+    into = node.inputs[3] if len(node.inputs) > 3 else None
     out = node.outputs[0]
     elem = out.dims[1:]
-    if not dims_equal(g.dims, tuple(indices.dims) + tuple(elem)):
+    if not dims_equal(g.dims, tuple(indices.dims) + tuple(elem)) or \
+            (into is not None and not dims_equal(into.dims, out.dims)):
         raise LoweringError(f"{node.describe()} adds {g.dims} into {out.dims} at "
                             f"{indices.dims} indices")
     if out.dtype.name not in _FLOATS:
@@ -151,15 +156,20 @@ def _plan_gather_grad(program, node, name, block):
     sites = _sites(program, node, _READ_PAST)
     launches = []
     for k, key in enumerate(_outputs(program, node, out)):
-        launches.append(_launch(f"{name}_zero_{k}", _emit_zero, [key], _count(out.dims),
-                                block, value=out))
+        if into is None:
+            launches.append(_launch(f"{name}_zero_{k}", _emit_zero, [key], _count(out.dims),
+                                    block, value=out))
+        elif not _same_buffer(key, program.storage_of(into), in_place):
+            launches.append(_launch(f"{name}_copy_{k}", _emit_copy,
+                                    [key, program.storage_of(into)], _count(out.dims), block,
+                                    value=out))
         launches.append(_launch(f"{name}_add_{k}", _emit_gather_grad_add, [key] + ins,
                                 rows * width, block, rows=rows, width=width,
                                 size=out.dims[0], value=out, sites=sites))
     return launches
 
 
-def _plan_scatter_grad(program, node, name, block):
+def _plan_scatter_grad(program, node, name, block, in_place):
     g, _, indices = node.inputs
     out = node.outputs[0]
     if not dims_equal(out.dims[1:], g.dims[1:]) or not dims_equal(out.dims[:1], g.dims[:1]):
@@ -168,17 +178,20 @@ def _plan_scatter_grad(program, node, name, block):
     rows, width = _count(indices.dims), _count(out.dims[1:])
     launches = []
     for k, key in enumerate(_outputs(program, node, out)):
-        launches.append(_launch(f"{name}_copy_{k}", _emit_copy, [key, ins[0]],
-                                _count(out.dims), block, value=out))
+        if not _same_buffer(key, ins[0], in_place):
+            launches.append(_launch(f"{name}_copy_{k}", _emit_copy, [key, ins[0]],
+                                    _count(out.dims), block, value=out))
         launches.append(_launch(f"{name}_clear_{k}", _emit_clear_rows, [key, ins[1]],
                                 rows * width, block, rows=rows, width=width,
                                 size=out.dims[0], value=out))
     return launches
 
 
-_PLANS = {"TensorArrayV3": _plan_create, "TensorArrayGatherV3": _plan_gather,
-          "TensorArrayScatterV3": _plan_scatter, "TensorArrayGatherGrad": _plan_gather_grad,
-          "TensorArrayScatterGrad": _plan_scatter_grad}
+_PLANS = {"TensorArrayV3": _plan_create, "TensorArrayGatherV3": _plan_gather}
+# the plans of kernels that may write a loop variable in the buffer they read it from
+# (regions.written_in_place)
+_WRITES_ROWS = {"TensorArrayScatterV3": _plan_scatter, "TensorArrayGatherGrad": _plan_gather_grad,
+                "TensorArrayScatterGrad": _plan_scatter_grad}
 
 
 # ---------------------------------------------------------------------- emitters
