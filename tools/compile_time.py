@@ -17,9 +17,9 @@ each of --depths, the 32-step unrolled LSTM and the small CIFAR ResNet, each in 
 process, with the seconds spent in each compiler stage (key: the spec cache's key made
 from the graph, on a warm run the only compiler stage before the spec is loaded; lower,
 each pass, codegen of the LLVM IR, LLVM's optimization and machine code; "rest": the step
-itself, the Session's pruning and caches) and the growth exponent of the first run, and of each stage's CPU time,
-over depth (least squares of log time on log depth). --profile WORKLOAD prints cProfile's
-top functions for one.
+itself, the Session's pruning and caches) and the growth exponent of the first run, and
+of each stage's CPU time, over depth (least squares of log time on log depth). --profile
+WORKLOAD prints cProfile's top functions for one.
 
     python tools/compile_time.py --scale [--depths 8,16,32,64,128,256] [--extra lstm_train,...]
 
@@ -121,7 +121,7 @@ def _time_stages(times, cpu_times):
     process CPU seconds to cpu_times[stage]: on a machine shared with other jobs the wall
     time waits for a core, the CPU time does not."""
     import time
-    from graphc.compiler import driver, pipeline
+    from graphc.compiler import driver, pipeline, spec_cache
     from graphc.compiler.backends import cpu as cpu_backend
     from graphc.compiler.schedule import fusion, memory_planning
     from runtime import jit
@@ -135,6 +135,7 @@ def _time_stages(times, cpu_times):
                 times[stage] = times.get(stage, 0.0) + time.perf_counter() - t0
                 cpu_times[stage] = cpu_times.get(stage, 0.0) + time.process_time() - c0
         return wrapper
+    spec_cache.signature_key = timed("key", spec_cache.signature_key)
     driver.lower = timed("lower", driver.lower)
     pipeline.PASSES[:] = [(name, timed(name, run)) for name, run in pipeline.PASSES]
     fusion.run = timed("fusion", fusion.run)
@@ -195,9 +196,8 @@ def spawn_scale(workload, profile=False, cache_dir="off"):
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-STAGES = ["lower", "prune", "constant_folding", "algebraic_simplify", "batch_gemms", "cse",
-          "fusion",
-          "memory_planning", "codegen", "llvm"]
+STAGES = ["key", "lower", "prune", "constant_folding", "algebraic_simplify", "batch_gemms",
+          "cse", "fusion", "memory_planning", "codegen", "llvm"]
 
 
 def growth_exponent(depths, seconds):

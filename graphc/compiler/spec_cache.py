@@ -17,7 +17,10 @@ that a key changes whenever the lowered module, and so the generated code, could
   - the held shapes of the variables those ops use (lowering reads them);
   - the compiler: a hash of graphc's, kernels' and runtime's sources, the LLVM, llvmlite
     and NumPy versions (constant folding runs NumPy), the target, the disabled passes and
-    the environment settings codegen reads (_CODEGEN_ENV).
+    the environment settings codegen reads (_CODEGEN_ENV; GRAPHC_NUM_THREADS is not one:
+    the thread count is set when the code is loaded, Executable.set_num_threads).
+An op type registered outside graphc (a script's, a plugin's) has inference code the key
+cannot see: such a signature is keyed on its lowered module instead, as before.
 Fed VALUES are not in the key: lowering reads only those of the small integer feeds
 shape inference asks for, and the spec records them (value_guards); `load` returns a spec
 only when this run's feeds have those values, so the spec is the one lowering these feeds
