@@ -24,7 +24,7 @@ import warnings
 
 import numpy as np
 
-from graphc.distribute.schedule import describe, hash64
+from graphc.distribute.schedule import NativeWait, describe, hash64
 from graphc.framework.func_graph import FuncGraph
 from runtime import mpi_library
 
@@ -96,13 +96,13 @@ class Agreed:
         shapes = tuple(tuple(op.outputs[0].shape.as_list()) for op in self.ops)
         self.key = (hash64("native|" + "|".join(str(op_identity(op)) for op in self.ops)),
                     shapes)
-        self.tags = {mpi_library.tag(op.name): op for op in self.ops}
+        self.wait = NativeWait({mpi_library.tag(op.name): op for op in self.ops})
 
     def __enter__(self):
         agreement = self.agreement
         if not agreement.follows(self.key):
             agreement.depart(self.ops[0], self.key, self.key[1], self._description)
-        agreement.watchdog.watch_native(self.tags)
+        agreement.watchdog.watch_native(self.wait)
         return self
 
     def __exit__(self, *exc):

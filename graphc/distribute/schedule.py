@@ -164,11 +164,12 @@ class Watchdog:
         self._start()
         self._watched = (op, time.monotonic())
 
-    def watch_native(self, tags):
-        """Watches the collectives compiled code runs until done(): {tag: op} of those it
-        may mark (graphc/distribute/native.py)."""
+    def watch_native(self, wait):
+        """Watches the collectives compiled code runs until done() (a NativeWait, made
+        once per native stage: graphc/distribute/native.py)."""
         self._start()
-        self._watched = NativeWait(tags)
+        wait.restart()
+        self._watched = wait
 
     def done(self):
         self._watched = None
@@ -218,7 +219,11 @@ class NativeWait:
     the collective's tag and counts its calls in runtime.mpi_library.WORDS."""
 
     def __init__(self, tags):
+        """tags: {tag: op} of the collectives the code may mark."""
         self._tags = tags
+        self.restart()
+
+    def restart(self):
         self._seen = None     # (calls, tag) last read
         self._waiting = None  # (op, since) of that call, or None outside collectives
 

@@ -24,6 +24,7 @@ from kernels.loops import I32, I64, PTR, for_range
 from runtime import mpi_library
 
 _FLOATS = {"float32": ir.FloatType(), "float64": ir.DoubleType()}
+_MAX_COUNT = 2**31 - 1
 
 
 def lower_allreduce(program, kernel, name, scalar_ops, rules):
@@ -71,7 +72,10 @@ def _count(node):
     if not all(isinstance(d, int) for d in dims):
         raise LoweringError(f"{node.describe()}: a native collective needs static dims, "
                             f"got {dims}")
-    return int(np.prod(dims, dtype=np.int64))
+    count = int(np.prod(dims, dtype=np.int64))
+    if count > _MAX_COUNT:
+        raise LoweringError(f"{node.describe()}: {count} elements exceed MPI's int count")
+    return count
 
 
 def _collective(program, kernel, name):
