@@ -743,6 +743,49 @@ def test_agreement_exchanges_where_the_sequence_departs(pattern, exchanges):
     assert agreement.exchanges == exchanges
 
 
+def test_code_calling_mpi_is_refused_while_no_mpi_library_is_bound():
+    """A compiled file holding native collectives, loaded where graphc.distribute never
+    bound an MPI library (nor wrote the handles the code passes), does not run."""
+    from runtime import mpi_library
+    from runtime.verify import check_code
+
+    def fail(where, message):
+        raise ValueError(message)
+    assert mpi_library.bound() is None  # a test process is not an MPI job
+    with pytest.raises(ValueError, match="declares function 'MPI_Allreduce', which the "
+                                         "runtime does not provide"):
+        check_code("declare i32 @MPI_Allreduce(ptr, ptr, i32, i64, i64, i64)\n", fail, "code")
+    with pytest.raises(ValueError, match="declares external global 'graphc_mpi'"):
+        check_code("@graphc_mpi = external global [9 x i64]\n", fail, "code")
+
+
+def test_the_watchdog_reads_which_collective_native_code_waits_in():
+    """What the compiled code writes (the op's tag while it waits, a count of its calls)
+    is what the watchdog reads: one wait per call, however long, and none between calls."""
+    from graphc.distribute.schedule import NativeWait
+    from runtime import mpi_library
+    words = mpi_library.WORDS
+    a, b = gc.constant(1.0, name="a").op, gc.constant(2.0, name="b").op
+    wait = NativeWait({mpi_library.tag("a"): a, mpi_library.tag("b"): b})
+    saved = list(words)
+    try:
+        words[mpi_library.IN_COLLECTIVE], words[mpi_library.CALLS] = 0, 7
+        assert wait.waiting() is None
+        words[mpi_library.IN_COLLECTIVE], words[mpi_library.CALLS] = mpi_library.tag("a"), 8
+        first = wait.waiting()
+        assert first[0] is a and wait.waiting() is first  # the same call: the same wait
+        words[mpi_library.CALLS] = 9  # the next call of the same op: a new wait
+        again = wait.waiting()
+        assert again[0] is a and again is not first and again[1] >= first[1]
+        words[mpi_library.IN_COLLECTIVE] = mpi_library.tag("b")
+        assert wait.waiting()[0] is b
+        words[mpi_library.IN_COLLECTIVE] = 0
+        assert wait.waiting() is None
+    finally:
+        for k, v in enumerate(saved):
+            words[k] = v
+
+
 def test_agreement_reports_ranks_that_depart_differently():
     from graphc.distribute.schedule import Agreement
     op = hvd.allreduce(gc.placeholder(gc.float32, [2]), name="grad").op
