@@ -151,6 +151,12 @@ NATIVE_WORKER = """
         with gc.Session() as sess:
             for _ in range(2):  # the second run follows the agreed sequence
                 out.update(sess.run(fetches, feeds))
+        # the GPU target's collectives stage through the host (MPICH is not CUDA-aware)
+        with gc.Session(config=gc.ConfigProto(backend="gpu_emulated")) as sess:
+            out.update({"gpu/" + k: v for k, v in sess.run(fetches, feeds).items()})
+            host_ops = {op.type for s in sess._cache[next(iter(sess._cache))].stages
+                        if type(s).__name__ == "HostStage" for op in s.ops}
+            out[f"gpu/{dtype}/host_ops"] = np.array(sorted(host_ops))
     gc.reset_default_graph()
     gc.set_random_seed(100 + r)
     (ids, x, labels), loss = model("float32")
@@ -200,6 +206,10 @@ def test_native_collectives_equal_the_host_path_bit_for_bit(tmp_path, n):
             if key not in ("train_stages", "train_exchanges"):
                 assert native[key].dtype == host[key].dtype, key
                 np.testing.assert_array_equal(native[key], host[key], err_msg=key)
+            if key.startswith("gpu/") and not key.endswith("host_ops"):
+                np.testing.assert_array_equal(native[key], native[key[4:]], err_msg=key)
+        for dtype in ("float32", "float64", "int32", "int64"):
+            assert set(native[f"gpu/{dtype}/host_ops"]) == {"MpiAllreduce", "MpiBroadcast"}
         for dtype in ("float32", "float64", "int32", "int64"):
             for shape in SHAPES:
                 size = "x".join(map(str, shape))
