@@ -25,7 +25,8 @@ costs 10-40% more on large buffers here) but cannot be interrupted, so a thread 
 the collective this rank is in: it warns after GRAPHC_MPI_STALL_WARNING seconds and,
 after GRAPHC_MPI_TIMEOUT, prints which collective never completed and calls MPI_Abort, which
 ends every rank of the job (a rank whose partners left can do nothing else: its MPI
-state is broken).
+state is broken). A collective that compiled code calls (native.py) is watched through
+what the code writes while it waits (NativeWait), read while the entry runs without the GIL.
 """
 import hashlib
 import os
