@@ -796,6 +796,55 @@ def test_the_watchdog_reads_which_collective_native_code_waits_in():
             words[k] = v
 
 
+def test_host_works_of_several_kinds_wrap_a_native_run_in_order():
+    """A native stage holding host-only ops of two native_on_cpu kinds enters their host
+    works in order around each run and leaves them in reverse, also when the run raises."""
+    from graphc.compiled_executor import _host_work
+    from graphc.framework.graph import create_op
+    from graphc.framework.op_def import OP_DEFS, register_op
+    log = []
+
+    class Work:
+        def __init__(self, name, ops):
+            self.name, self.ops = name, ops
+
+        def __enter__(self):
+            log.append(("enter", self.name, [op.name for op in self.ops]))
+
+        def __exit__(self, *exc):
+            log.append(("exit", self.name, exc[0] is not None))
+
+    class Kind:
+        def __init__(self, name):
+            self.name = name
+
+        def compiles(self, op):
+            return True
+
+        def host_work(self, ops):
+            return Work(self.name, ops)
+
+    for t, kind in (("TestNativeA", Kind("a")), ("TestNativeB", Kind("b"))):
+        register_op(t, infer=lambda i, a: (i[0].shape, i[0].dtype), kernel=None, kind="opaque",
+                    host_only=True, native_on_cpu=kind)
+    try:
+        c = gc.constant([1.0])
+        ops = [create_op(t, [c], {}, n) for t, n in
+               (("TestNativeA", "a1"), ("TestNativeB", "b1"), ("TestNativeA", "a2"))]
+        work = _host_work(ops + [c.op])
+        with work:
+            pass
+        with pytest.raises(RuntimeError):
+            with work:
+                raise RuntimeError("the run failed")
+        assert log == [("enter", "a", ["a1", "a2"]), ("enter", "b", ["b1"]),
+                       ("exit", "b", False), ("exit", "a", False),
+                       ("enter", "a", ["a1", "a2"]), ("enter", "b", ["b1"]),
+                       ("exit", "b", True), ("exit", "a", True)]
+    finally:
+        del OP_DEFS["TestNativeA"], OP_DEFS["TestNativeB"]
+
+
 def test_agreement_reports_ranks_that_depart_differently():
     from graphc.distribute.schedule import Agreement
     op = hvd.allreduce(gc.placeholder(gc.float32, [2]), name="grad").op

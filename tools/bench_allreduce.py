@@ -14,9 +14,10 @@
      run      `Session.run` of the graph holding the op (feed, the collective: a native
               call, or a host stage between two native ones; fetch).
    `op` against `raw` is the cost of graphc's host kernel itself; `run` against `by hand`
-   is the cost of having the collective in the graph (the number the issue bounds). The overheads are medians over rounds of the
-   per-round ratio (the ways run interleaved, each round started together on every rank)
-   with the interquartile range of those ratios, and the ratio of the fastest rounds
+   is the cost of having the collective in the graph (the number the issue bounds). The
+   overheads are medians over rounds of the per-round ratio (the ways run interleaved,
+   each round started together on every rank) with the interquartile range of those
+   ratios, and the ratio of the fastest rounds
    (`best`: what each way costs when the shared machine lets it run undisturbed). Last,
    the process CPU time per call of each way with MPI's Allreduce replaced by nothing
    (the native code's by an Allreduce over MPI_COMM_SELF, a copy of 4 KiB): the work each
@@ -28,8 +29,8 @@
    median step time, the time inside the collectives (MPI plus waiting for the slower
    rank) and its fraction of the step: on the host path the collectives' kernels timed
    by the clock; on the native path the collectives' share of the cycles the compiled
-   kernels took (GRAPHC_PROFILE=1 counts each kernel's) times the step time. (DistributedOptimizer in a job of one process is the plain
-   optimizer: it adds no op.)
+   kernels took (GRAPHC_PROFILE=1 counts each kernel's) times the step time.
+   (DistributedOptimizer in a job of one process is the plain optimizer: it adds no op.)
 
     python tools/bench_allreduce.py [--ranks 2] [--steps 50] [--workloads w3,resnet_train]
                                     [--paths native,host] [--json out.json]

@@ -54,14 +54,14 @@ import numpy as np
 KINDS = ("elementwise", "index", "reduction", "gemm", "conv", "window", "opaque", "state",
          "random", "source", "control")
 UPDATES = (None, "overwrite", "read_write")
-FACTS = ("host_only", "native_on_cpu", "epilogue", "updates_variable", "writes_state", "dims_only_inputs",
-         "shape_inputs", "forwards_input", "aliases_input", "broadcasting")
+FACTS = ("host_only", "native_on_cpu", "epilogue", "updates_variable", "writes_state",
+         "dims_only_inputs", "shape_inputs", "forwards_input", "aliases_input", "broadcasting")
 
 
 class OpDef:
     def __init__(self, type, infer, kernel, grad=None, stateful=False, uses_context=False,
-                 ref_inputs=(), *, kind, host_only=False, native_on_cpu=None, epilogue=False, updates_variable=None,
-                 writes_state=None, dims_only_inputs=(), shape_inputs=(),
+                 ref_inputs=(), *, kind, host_only=False, native_on_cpu=None, epilogue=False,
+                 updates_variable=None, writes_state=None, dims_only_inputs=(), shape_inputs=(),
                  forwards_input=False, aliases_input=False, broadcasting=False):
         self.type = type
         self.ref_inputs = tuple(ref_inputs)
