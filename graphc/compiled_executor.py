@@ -5,7 +5,10 @@ host. Host-side ops (dataset iterators, summaries and other string ops, variable
 queries, candidate samplers, Where's indices form) never become native code: they run
 with their reference kernels. A While, If or TensorArray op is native on the CPU when
 graphc/compiler/regions.py says so (loops and branches in the generated code; on the GPU,
-launches of the bodies driven from the host: backends/gpu/control_flow.py). Most runs
+launches of the bodies driven from the host: backends/gpu/control_flow.py), and so is
+a host-only op whose OpDef's `native_on_cpu` says so (graphc.distribute's collectives in a
+job of several ranks: a training step is then one native stage, with the host's work
+around each run of it, the ranks' agreement, done by `_host_work`). Most runs
 are one native stage; a training step fed by an iterator is host (IteratorGetNext) then
 native; a step with a loss summary is native then host. Each stage runs only its own
 ops (earlier stages' ops are excluded from its pruning), and the values crossing a
@@ -38,7 +41,7 @@ from graphc.compiler.lower import RegionOnHost, ops_to_lower, unfed
 from graphc.compiler.regions import (REGION_BODIES, TENSOR_ARRAY_OPS, compiles_natively,
                                      tensor_array_compiles)
 from graphc.framework.graph import warn_at_user
-from graphc.framework.op_def import HOST_OP_TYPES, RANDOM_OP_TYPES
+from graphc.framework.op_def import HOST_OP_TYPES, OP_DEFS, RANDOM_OP_TYPES
 from graphc.framework.random_state import random_state, random_state_name
 from graphc.framework.subgraph import prune, value_inputs
 from graphc.reference_executor import ReferenceExecutable
@@ -58,18 +61,22 @@ class GpuFallbackWarning(RuntimeWarning):
 GPU_FALLBACKS = collections.Counter()
 
 
-def is_host_op(op, native_regions=True, host_regions=frozenset()):
+def is_host_op(op, native_regions=True, host_regions=frozenset(), on_cpu=True):
     """Native code never holds a string: an op reading or making one runs on the host.
     native_regions: a While or If whose bodies compile (graphc/compiler/regions.py)
     runs in native code; else every one runs on the host, as do those named in
     host_regions (their lowering said RegionOnHost). The CPU and GPU targets compile
-    the same ones."""
+    the same ones. A host op that the CPU's code calls out to (its OpDef's
+    `native_on_cpu`: MPI collectives) is native on the CPU target only (on_cpu)."""
     if op.type in REGION_BODIES:
         return not (native_regions and op.name not in host_regions and
                     compiles_natively(op, is_host_op))
     if op.type in TENSOR_ARRAY_OPS:
         return not (native_regions and tensor_array_compiles(op))
-    return op.type in HOST_OP_TYPES or reshapes_variable(op) \
+    if op.type in HOST_OP_TYPES:
+        native = OP_DEFS[op.type].native_on_cpu
+        return not (on_cpu and native_regions and native is not None and native.compiles(op))
+    return reshapes_variable(op) \
         or any(t.dtype.name == "string" for t in op.outputs) \
         or any(t.dtype.name == "string" for t in op.inputs)
 
@@ -142,7 +149,7 @@ def _plan_stages(ops, fed, feeds, fetches, targets, session, device,
         if op.type in _STAGE_FREE:
             ready_at[op] = s
             continue
-        if (s % 2 == 1) != is_host_op(op, True, host_regions):
+        if (s % 2 == 1) != is_host_op(op, True, host_regions, on_cpu=device is None):
             s += 1
         stage_of[op] = s
     # every control input must run in its stage, whoever waits for it (an op of a later
@@ -217,12 +224,21 @@ class NativeStage:
         self.op_count = len(ops)
         self.variants = Variants()
         self._unlowered = None
+        self._host_work = _host_work(self.ops) if device is None else None
 
     def run(self, arrays, state):
         if self.random_ops:
             self._create_random_states(state)
         if self._unlowered is not None:
             return self._unlowered.run(arrays, state)
+        if self._host_work is None:
+            return self._run(arrays, state)
+        # once per run, around the compile too: a run's host work happens once on every
+        # rank however many variants it tries (graphc.distribute's agreement)
+        with self._host_work:
+            return self._run(arrays, state)
+
+    def _run(self, arrays, state):
         try:
             return self.variants.run(arrays, state.variables)
         except rt.NoVariantFits:
@@ -298,6 +314,36 @@ class NativeStage:
             self._lowering_ops = ops_to_lower(self.fetches, self.targets, self.feeds,
                                               self.exclude)
         return self._lowering_ops
+
+
+def _host_work(ops):
+    """The context each run of native code holding `ops` enters: the host's work around
+    the host-only ops that the CPU's code runs (their OpDef's native_on_cpu), or None."""
+    by_fact = {}
+    for op in ops:
+        native = OP_DEFS[op.type].native_on_cpu if op.type in HOST_OP_TYPES else None
+        if native is not None:
+            by_fact.setdefault(native, []).append(op)
+    works = [native.host_work(mine) for native, mine in by_fact.items()]
+    return works[0] if len(works) == 1 else _Nested(works) if works else None
+
+
+class _Nested:
+    """Several host works around one run, entered in order."""
+
+    def __init__(self, works):
+        self._works = works
+        self._stacks = []
+
+    def __enter__(self):
+        with contextlib.ExitStack() as stack:
+            for work in self._works:
+                stack.enter_context(work)
+            self._stacks.append(stack.pop_all())
+        return self
+
+    def __exit__(self, *exc):
+        return self._stacks.pop().__exit__(*exc)
 
 
 def _variable_shapes(store):

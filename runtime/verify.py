@@ -15,7 +15,8 @@ writer or on purpose) and re-checksummed must still be refused cleanly. What is 
   (runtime.Executable: a negative arena; the GPU executable: an offset outside the arena),
   before anything is allocated;
 - the code: the LLVM IR parses, declares only the functions the runtime provides
-  (runtime.jit.allowed_external_functions: libm, the thread team, BLAS), calls nothing
+  (runtime.jit.allowed_external_functions: libm, the thread team, BLAS; and MPI once
+  runtime.mpi_library is bound), calls nothing
   through a pointer or inline assembly, and carries the interface it was compiled for
   (`graphc_interface`, written by `bind_interface`), which must equal the header's spec:
   the arena offsets, fetch and feed layouts live in the code, so a header whose dims,
@@ -31,7 +32,7 @@ import re
 import llvmlite.binding as llvm
 import numpy as np
 
-from . import jit
+from . import jit, mpi_library
 from .errors import RuntimeFailure
 from .gpu.spec import check_gpu_fields, frame_keys, is_gpu_target
 from .signature import FORMAT_VERSION as SPEC_VERSION
@@ -136,7 +137,7 @@ def check_code(llvm_ir, fail, where):
         module.verify()
     except RuntimeError as e:
         fail(where, f"the code is not valid LLVM IR ({str(e).strip()[:200]})")
-    allowed = jit.allowed_external_functions()
+    allowed = jit.allowed_external_functions() | mpi_library.provided_functions()
     for fn in module.functions:
         if fn.is_declaration and not fn.name.startswith("llvm.") and fn.name not in allowed:
             fail(where, f"the code declares function {fn.name!r}, which the runtime does not "
@@ -145,7 +146,8 @@ def check_code(llvm_ir, fail, where):
             for ins in block.instructions:
                 _check_instruction(ins, fn.name, fail, where)
     for gv in module.global_variables:
-        if gv.is_declaration and gv.name not in jit.ALLOWED_EXTERNAL_GLOBALS:
+        if gv.is_declaration and gv.name not in jit.ALLOWED_EXTERNAL_GLOBALS | \
+                mpi_library.provided_globals():
             fail(where, f"the code declares external global {gv.name!r}, which the runtime "
                         "does not provide")
     try:

@@ -122,6 +122,110 @@ def test_collectives_match_numpy(tmp_path, n):
                 np.testing.assert_array_equal(got[key + "gather"], gathered)
 
 
+NATIVE_WORKER = """
+    import os
+    import numpy as np
+    import graphc as gc
+    import graphc.distribute as hvd
+    from graphc.distribute.world import world
+    from tests.test_distribute import SHAPES, batches, model, rank_input
+    hvd.init()
+    r, n = hvd.rank(), hvd.size()
+    out = {}
+
+    def stages(sess, target):
+        exe = next(e for e in sess._cache.values() if target in e.targets)
+        return [type(s).__name__ for s in exe.stages]
+
+    for dtype in ("float32", "float64", "int32", "int64"):
+        gc.reset_default_graph()
+        fetches, feeds = {}, {}
+        for shape in SHAPES:
+            size = "x".join(map(str, shape))
+            x = gc.placeholder(dtype, shape)
+            feeds[x] = rank_input(r, n, dtype, shape)
+            fetches[f"{dtype}/sum{size}"] = hvd.allreduce(x, op=hvd.Sum)
+            if dtype.startswith("float"):
+                fetches[f"{dtype}/avg{size}"] = hvd.allreduce(x * 3)
+            fetches[f"{dtype}/bcast{size}"] = hvd.broadcast(x - 1, n - 1)
+        with gc.Session() as sess:
+            for _ in range(2):  # the second run follows the agreed sequence
+                out.update(sess.run(fetches, feeds))
+        # the GPU target's collectives stage through the host (MPICH is not CUDA-aware)
+        with gc.Session(config=gc.ConfigProto(backend="gpu_emulated")) as sess:
+            out.update({"gpu/" + k: v for k, v in sess.run(fetches, feeds).items()})
+            host_ops = {op.type for s in sess._cache[next(iter(sess._cache))].stages
+                        if type(s).__name__ == "HostStage" for op in s.ops}
+            out[f"gpu/{dtype}/host_ops"] = np.array(sorted(host_ops))
+    gc.reset_default_graph()
+    gc.set_random_seed(100 + r)
+    (ids, x, labels), loss = model("float32")
+    opt = hvd.DistributedOptimizer(gc.train.AdamOptimizer(0.05), fusion_threshold_bytes=100,
+                                   sparse_as_dense=True)
+    train = opt.minimize(loss)
+    sync = hvd.broadcast_global_variables(0)
+    with gc.Session() as sess:
+        sess.run(gc.global_variables_initializer())
+        sess.run(sync)
+        exchanges = []
+        for i_, x_, l_ in batches(n, 3, 5):
+            part = slice(r * 3, (r + 1) * 3)
+            before = world().agreement.exchanges
+            sess.run(train, {ids: i_[part], x: x_[part], labels: l_[part]})
+            exchanges.append(world().agreement.exchanges - before)
+        for k, v in enumerate(sess.run(gc.trainable_variables())):
+            out[f"end{k}"] = v
+        out["train_stages"] = np.array(stages(sess, train))
+        out["train_exchanges"] = np.array(exchanges)
+    np.savez(os.path.join(os.environ["OUT"], f"rank{r}.npz"), **out)
+"""
+
+
+@needs_mpi
+@pytest.mark.parametrize("n", [2, 3])
+def test_native_collectives_equal_the_host_path_bit_for_bit(tmp_path, n):
+    """On the CPU in a job of several ranks, allreduce and broadcast are calls from the
+    compiled code into MPI: a DistributedOptimizer step is one native stage, which
+    agrees with the other ranks once (its first run) and then runs without exchanging
+    headers. Every result equals, bit for bit, the host path's (GRAPHC_MPI_NATIVE=0:
+    the collectives as host stages between native ones) and NumPy's sums."""
+    got = {}
+    for native in ("1", "0"):
+        out = tmp_path / native
+        out.mkdir()
+        check_ok(run_job(out, n, NATIVE_WORKER, env={"GRAPHC_MPI_NATIVE": native}))
+        got[native] = [dict(np.load(out / f"rank{r}.npz")) for r in range(n)]
+    for r in range(n):
+        native, host = got["1"][r], got["0"][r]
+        assert list(native["train_stages"]) == ["NativeStage"]
+        assert list(host["train_stages"]) == ["NativeStage", "HostStage", "NativeStage"]
+        # the step departs from the sequence (broadcast, step) twice, then repeats it
+        assert list(native["train_exchanges"]) == [1, 1, 0, 0, 0]
+        assert native.keys() == host.keys()
+        for key in native:
+            if key not in ("train_stages", "train_exchanges"):
+                assert native[key].dtype == host[key].dtype, key
+                np.testing.assert_array_equal(native[key], host[key], err_msg=key)
+            if key.startswith("gpu/") and not key.endswith("host_ops"):
+                np.testing.assert_array_equal(native[key], native[key[4:]], err_msg=key)
+        for dtype in ("float32", "float64", "int32", "int64"):
+            assert set(native[f"gpu/{dtype}/host_ops"]) == {"MpiAllreduce", "MpiBroadcast"}
+        for dtype in ("float32", "float64", "int32", "int64"):
+            for shape in SHAPES:
+                size = "x".join(map(str, shape))
+                xs = [rank_input(k, n, dtype, shape) for k in range(n)]
+                total = np.sum([x.astype(np.float64) for x in xs], axis=0)
+                tol = 1e-6 if dtype == "float32" else 1e-13
+                np.testing.assert_allclose(native[f"{dtype}/sum{size}"], total, rtol=tol,
+                                           atol=tol)
+                if dtype.startswith("float"):
+                    np.testing.assert_allclose(native[f"{dtype}/avg{size}"], 3 * total / n,
+                                               rtol=tol, atol=tol)
+                np.testing.assert_array_equal(native[f"{dtype}/bcast{size}"], xs[n - 1] - 1)
+        for key in native:  # every rank ends with the same variables
+            np.testing.assert_array_equal(native[key], got["1"][0][key], err_msg=key)
+
+
 GRADIENT_WORKER = """
     import os
     import numpy as np
@@ -454,8 +558,12 @@ MISMATCH_WORKER = """
 
 
 @needs_mpi
-def test_ranks_running_different_graphs_fail_with_a_report(tmp_path):
-    proc = run_job(tmp_path, 3, MISMATCH_WORKER, timeout=120)
+@pytest.mark.parametrize("native", ["1", "0"])
+def test_ranks_running_different_graphs_fail_with_a_report(tmp_path, native):
+    """In the compiled code's collectives (native: the whole run's collectives agreed at
+    once, before any data moves) as on the host path."""
+    proc = run_job(tmp_path, 3, MISMATCH_WORKER, timeout=120,
+                   env={"GRAPHC_MPI_NATIVE": native})
     assert proc.returncode != 0
     assert "the ranks run different collectives" in proc.stderr
     assert "rank 0: MpiAllreduce 'grad' float32[4]" in proc.stderr
@@ -480,10 +588,13 @@ STALLING_WORKER = """
 
 
 @needs_mpi
-def test_a_stalled_rank_makes_the_others_fail_after_the_timeout(tmp_path):
+@pytest.mark.parametrize("native", ["1", "0"])
+def test_a_stalled_rank_makes_the_others_fail_after_the_timeout(tmp_path, native):
+    """native: the watchdog reads which collective the compiled code waits in."""
     start = time.monotonic()
     proc = run_job(tmp_path, 2, STALLING_WORKER, timeout=90,
-                   env={"GRAPHC_MPI_TIMEOUT": "3", "GRAPHC_MPI_STALL_WARNING": "1"})
+                   env={"GRAPHC_MPI_TIMEOUT": "3", "GRAPHC_MPI_STALL_WARNING": "1",
+                        "GRAPHC_MPI_NATIVE": native})
     assert proc.returncode != 0
     assert "rank 0 has waited 1 s for the other ranks at collective MpiAllreduce 'grad'; " \
         "it fails after 3 s" in proc.stderr
@@ -642,6 +753,98 @@ def test_agreement_exchanges_where_the_sequence_departs(pattern, exchanges):
     assert agreement.exchanges == exchanges
 
 
+def test_code_calling_mpi_is_refused_while_no_mpi_library_is_bound():
+    """A compiled file holding native collectives, loaded where graphc.distribute never
+    bound an MPI library (nor wrote the handles the code passes), does not run."""
+    from runtime import mpi_library
+    from runtime.verify import check_code
+
+    def fail(where, message):
+        raise ValueError(message)
+    assert mpi_library.bound() is None  # a test process is not an MPI job
+    with pytest.raises(ValueError, match="declares function 'MPI_Allreduce', which the "
+                                         "runtime does not provide"):
+        check_code("declare i32 @MPI_Allreduce(ptr, ptr, i32, i64, i64, i64)\n", fail, "code")
+    with pytest.raises(ValueError, match="declares external global 'graphc_mpi'"):
+        check_code("@graphc_mpi = external global [9 x i64]\n", fail, "code")
+
+
+def test_the_watchdog_reads_which_collective_native_code_waits_in():
+    """What the compiled code writes (the op's tag while it waits, a count of its calls)
+    is what the watchdog reads: one wait per call, however long, and none between calls."""
+    from graphc.distribute.schedule import NativeWait
+    from runtime import mpi_library
+    words = mpi_library.WORDS
+    a, b = gc.constant(1.0, name="a").op, gc.constant(2.0, name="b").op
+    wait = NativeWait({mpi_library.tag("a"): a, mpi_library.tag("b"): b})
+    saved = list(words)
+    try:
+        words[mpi_library.IN_COLLECTIVE], words[mpi_library.CALLS] = 0, 7
+        assert wait.waiting() is None
+        words[mpi_library.IN_COLLECTIVE], words[mpi_library.CALLS] = mpi_library.tag("a"), 8
+        first = wait.waiting()
+        assert first[0] is a and wait.waiting() is first  # the same call: the same wait
+        words[mpi_library.CALLS] = 9  # the next call of the same op: a new wait
+        again = wait.waiting()
+        assert again[0] is a and again is not first and again[1] >= first[1]
+        words[mpi_library.IN_COLLECTIVE] = mpi_library.tag("b")
+        assert wait.waiting()[0] is b
+        words[mpi_library.IN_COLLECTIVE] = 0
+        assert wait.waiting() is None
+    finally:
+        for k, v in enumerate(saved):
+            words[k] = v
+
+
+def test_host_works_of_several_kinds_wrap_a_native_run_in_order():
+    """A native stage holding host-only ops of two native_on_cpu kinds enters their host
+    works in order around each run and leaves them in reverse, also when the run raises."""
+    from graphc.compiled_executor import _host_work
+    from graphc.framework.graph import create_op
+    from graphc.framework.op_def import OP_DEFS, register_op
+    log = []
+
+    class Work:
+        def __init__(self, name, ops):
+            self.name, self.ops = name, ops
+
+        def __enter__(self):
+            log.append(("enter", self.name, [op.name for op in self.ops]))
+
+        def __exit__(self, *exc):
+            log.append(("exit", self.name, exc[0] is not None))
+
+    class Kind:
+        def __init__(self, name):
+            self.name = name
+
+        def compiles(self, op):
+            return True
+
+        def host_work(self, ops):
+            return Work(self.name, ops)
+
+    for t, kind in (("TestNativeA", Kind("a")), ("TestNativeB", Kind("b"))):
+        register_op(t, infer=lambda i, a: (i[0].shape, i[0].dtype), kernel=None, kind="opaque",
+                    host_only=True, native_on_cpu=kind)
+    try:
+        c = gc.constant([1.0])
+        ops = [create_op(t, [c], {}, n) for t, n in
+               (("TestNativeA", "a1"), ("TestNativeB", "b1"), ("TestNativeA", "a2"))]
+        work = _host_work(ops + [c.op])
+        with work:
+            pass
+        with pytest.raises(RuntimeError):
+            with work:
+                raise RuntimeError("the run failed")
+        assert log == [("enter", "a", ["a1", "a2"]), ("enter", "b", ["b1"]),
+                       ("exit", "b", False), ("exit", "a", False),
+                       ("enter", "a", ["a1", "a2"]), ("enter", "b", ["b1"]),
+                       ("exit", "b", True), ("exit", "a", True)]
+    finally:
+        del OP_DEFS["TestNativeA"], OP_DEFS["TestNativeB"]
+
+
 def test_agreement_reports_ranks_that_depart_differently():
     from graphc.distribute.schedule import Agreement
     op = hvd.allreduce(gc.placeholder(gc.float32, [2]), name="grad").op
@@ -701,9 +904,10 @@ KILLED_WORKER = """
 
 
 @needs_mpi
-def test_a_killed_rank_ends_the_job(tmp_path):
+@pytest.mark.parametrize("native", ["1", "0"])
+def test_a_killed_rank_ends_the_job(tmp_path, native):
     start = time.monotonic()
-    proc = run_job(tmp_path, 3, KILLED_WORKER, timeout=120)
+    proc = run_job(tmp_path, 3, KILLED_WORKER, timeout=120, env={"GRAPHC_MPI_NATIVE": native})
     assert proc.returncode != 0
     assert "finished" not in proc.stdout
     assert time.monotonic() - start < 120

@@ -1,31 +1,39 @@
 #!/usr/bin/env python3
 """graphc.distribute's cost: its allreduce against raw mpi4py; training steps on 1 and 2 processes.
 
-1. Allreduce (float32 sum, 2 ranks) of buffers from 4 KiB to 64 MiB, on the same arrays:
+1. Allreduce (float32 sum, 2 ranks) of buffers from 4 KiB to 64 MiB, on the same arrays,
+   once with the collectives compiled into the native code (`native`: MPI_Allreduce called
+   from the compiled entry, graphc/distribute/native.py) and once on the host path
+   (`host`: GRAPHC_MPI_NATIVE=0, the op's kernel in a host stage between native stages):
      raw      mpi4py's `comm.Allreduce(x, out)` alone, back to back;
-     op       graphc's MpiAllreduce kernel, back to back: what the host stage of a run
-              calls (the steady state: the ranks follow the collectives they agreed on,
-              so no header is exchanged; the `exchanges` column counts any);
+     op       graphc's MpiAllreduce host kernel, back to back: what the host stage of a
+              run calls (the steady state: the ranks follow the collectives they agreed
+              on, so no header is exchanged; the `exchanges` column counts any);
      by hand  `Session.run` of a NoOp with the same feed, then `comm.Allreduce`: a run's
               round trip plus raw MPI, what a user without graphc's op would pay at least;
-     run      `Session.run` of the graph holding the op (feed, host stage, fetch).
-   `op` against `raw` is the cost of graphc's collective itself; `run` against `by hand`
-   is the cost of having it in the graph. The overheads are medians over rounds of the
-   per-round ratio (the ways run interleaved, each round started together on every rank)
-   with the interquartile range of those ratios, and the ratio of the fastest rounds
+     run      `Session.run` of the graph holding the op (feed, the collective: a native
+              call, or a host stage between two native ones; fetch).
+   `op` against `raw` is the cost of graphc's host kernel itself; `run` against `by hand`
+   is the cost of having the collective in the graph (the number the issue bounds). The
+   overheads are medians over rounds of the per-round ratio (the ways run interleaved,
+   each round started together on every rank) with the interquartile range of those
+   ratios, and the ratio of the fastest rounds
    (`best`: what each way costs when the shared machine lets it run undisturbed). Last,
-   the process CPU time per call of each way with MPI's Allreduce replaced by nothing:
-   the work each adds to MPI's own, which the other jobs' load does not blur.
+   the process CPU time per call of each way with MPI's Allreduce replaced by nothing
+   (the native code's by an Allreduce over MPI_COMM_SELF, a copy of 4 KiB): the work each
+   adds to MPI's own, which the other jobs' load does not blur.
 2. Training steps, batch per process fixed: W3 (tools/compile_time.py's mlp_train:
    784-512-512-10 relu, batch 128, SGD) and resnet_train (peers_bench.py's CIFAR ResNet,
    batch 32, Momentum), the plain optimizer on 1 process and DistributedOptimizer on 2
-   (so 2 processes train on twice the examples per step). Prints the median step time,
-   the time inside the collective kernels (MPI plus waiting for the slower rank) and its
-   fraction of the step. (DistributedOptimizer in a job of one process is the plain
-   optimizer: it adds no op.)
+   (so 2 processes train on twice the examples per step), on both paths. Prints the
+   median step time, the time inside the collectives (MPI plus waiting for the slower
+   rank) and its fraction of the step: on the host path the collectives' kernels timed
+   by the clock; on the native path the collectives' share of the cycles the compiled
+   kernels took (GRAPHC_PROFILE=1 counts each kernel's) times the step time.
+   (DistributedOptimizer in a job of one process is the plain optimizer: it adds no op.)
 
     python tools/bench_allreduce.py [--ranks 2] [--steps 50] [--workloads w3,resnet_train]
-                                    [--json out.json]
+                                    [--paths native,host] [--json out.json]
 
 Run plainly, it starts itself under mpiexec for each measurement and prints the tables.
 What a 2-core machine can show: the overhead of graphc's collectives over raw MPI (the
@@ -96,7 +104,10 @@ def measure_allreduce(comm, rounds):
             "run": lambda: sess.run(y, {ph: x})}, comm, calls, rounds)
         rows.append({"bytes": nbytes, "calls": calls, "seconds": t,
                      "exchanges": agreement.exchanges - before,
-                     "cpu_us": own_cpu_seconds(sess, y, ph, x, same_run_without_op, kernel)})
+                     # (the table prints the smallest size's: there the work around
+                     # MPI is most of a call)
+                     "cpu_us": own_cpu_seconds(sess, y, ph, x, same_run_without_op, kernel)
+                     if nbytes == SIZES[0] else None})
     return rows
 
 
@@ -112,9 +123,13 @@ def own_cpu_seconds(sess, y, ph, x, same_run_without_op, kernel, calls=2000):
     """{way: process CPU microseconds per call with MPI's Allreduce replaced by nothing}
     (median of 7 runs of `calls`): what each way adds to MPI's own work, undisturbed by
     the other jobs' load and by waiting for the other rank."""
+    from mpi4py import MPI
+    from runtime import mpi_library
     from graphc.distribute.world import world
     w = world()
     comm, w.comm = w.comm, _NoMpi()
+    native_comm = mpi_library.WORDS[mpi_library.COMM]
+    mpi_library.WORDS[mpi_library.COMM] = MPI._handleof(MPI.COMM_SELF)
     out = np.empty_like(x)
     ways = {"raw": lambda: w.comm.Allreduce(x, out),
             "op": lambda: kernel(None, y.op, x),
@@ -133,6 +148,7 @@ def own_cpu_seconds(sess, y, ph, x, same_run_without_op, kernel, calls=2000):
         return result
     finally:
         w.comm = comm
+        mpi_library.WORDS[mpi_library.COMM] = native_comm
 
 
 def build_w3(tf, batch=128):
@@ -226,7 +242,7 @@ def measure_step(comm, workload, steps, threads):
                 spent[0] += time.perf_counter() - start
         return run
 
-    for d in collectives:  # the time of a step inside the collectives' kernels
+    for d in collectives:  # the time of a step inside the collectives' host kernels
         d.kernel = timed(d.kernel)
     sess, fetch, feed = build_step(workload, threads)
     agreement = world().agreement
@@ -237,9 +253,12 @@ def measure_step(comm, workload, steps, threads):
     for _ in range(steps):
         comm.Barrier()
         spent[0] = 0.0
+        cycles = native_cycles()
         start = time.perf_counter()
         sess.run(fetch, feed)
-        rows.append((time.perf_counter() - start, spent[0]))
+        step = time.perf_counter() - start
+        in_mpi, total = np.subtract(native_cycles(), cycles)
+        rows.append((step, spent[0] + (step * in_mpi / total if in_mpi else 0.0)))
     for d, kernel in zip(collectives, kernels):
         d.kernel = kernel
     step, comm_s = np.array(rows).T
@@ -248,6 +267,19 @@ def measure_step(comm, workload, steps, threads):
             "comm_ms": float(np.median(comm_s)) * 1e3,
             "comm_fraction": float(np.median(comm_s / step)),
             "exchanges": (agreement.exchanges - before) if agreement else 0}
+
+
+def native_cycles():
+    """(cycles in the compiled collectives' kernels, cycles in all kernels) so far, summed
+    over the executables GRAPHC_PROFILE=1 keeps."""
+    from graphc import profiling
+    in_mpi = total = 0
+    for exe in profiling.PROFILE.executables:
+        for name, cycles in exe.kernel_profile():
+            total += cycles
+            if "MpiAllreduce" in name or "MpiBroadcast" in name:
+                in_mpi += cycles
+    return in_mpi, total
 
 
 def worker(args):
@@ -264,8 +296,13 @@ def worker(args):
         print("RESULT " + json.dumps(result), flush=True)
 
 
-def launch(what, ranks, args):
-    env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+def launch(what, ranks, args, path="native"):
+    """path: "native" (collectives compiled into the code; the steps count the kernels'
+    cycles) or "host" (GRAPHC_MPI_NATIVE=0)."""
+    env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               GRAPHC_MPI_NATIVE="1" if path == "native" else "0")
+    if path == "native" and what != "allreduce":
+        env["GRAPHC_PROFILE"] = "1"
     cmd = ["mpiexec", "-n", str(ranks), sys.executable, os.path.abspath(__file__),
            "--worker", what, "--steps", str(args.steps), "--threads", str(args.threads),
            "--rounds", str(args.rounds)]
@@ -286,9 +323,9 @@ def overhead(way, base, row):
     return median, q3 - q1, way_s.min() / base_s.min() - 1
 
 
-def print_allreduce(rows, ranks):
-    print(f"allreduce, float32 sum over {ranks} ranks: median ms per call; overheads: "
-          "median (interquartile range) of the per-round ratios")
+def print_allreduce(rows, ranks, path):
+    print(f"\nallreduce, float32 sum over {ranks} ranks, {path} path: median ms per call; "
+          "overheads: median (interquartile range) of the per-round ratios")
     print(f"{'size':>7} {'raw':>9} {'op':>9} {'op vs raw (IQR)':>18} {'best':>7} "
           f"{'by hand':>9} {'run':>9} {'run vs by hand (IQR)':>21} {'best':>7} "
           f"{'raw GB/s':>8} {'exchanges':>9}")
@@ -309,9 +346,9 @@ def print_allreduce(rows, ranks):
 def print_steps(results, args):
     print(f"\ntraining steps ({args.threads} compiled-code thread(s) per process), median "
           f"of {args.steps} steps")
-    print(f"  {'':52s} {'step ms':>8} {'(IQR)':>8} {'in collectives':>17} {'exchanges':>9}")
+    print(f"  {'':60s} {'step ms':>8} {'(IQR)':>8} {'in collectives':>17} {'exchanges':>9}")
     for name, r in results.items():
-        print(f"  {name:52s} {r['step_ms']:8.2f} {r['step_iqr_ms']:8.2f} "
+        print(f"  {name:60s} {r['step_ms']:8.2f} {r['step_iqr_ms']:8.2f} "
               f"{r['comm_ms']:8.2f} ({r['comm_fraction']:4.0%}) {r['exchanges']:9d}")
 
 
@@ -323,18 +360,24 @@ def main():
     parser.add_argument("--threads", type=int, default=1, help="compiled-code threads per rank")
     parser.add_argument("--workloads", default="w3,resnet_train",
                         help="steps to time: w3, resnet_train (comma-separated; empty: none)")
+    parser.add_argument("--paths", default="native,host",
+                        help="collective paths to measure: native, host (comma-separated)")
     parser.add_argument("--json", default=None)
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         return worker(args)
-    rows = launch("allreduce", args.ranks, args)
-    print_allreduce(rows, args.ranks)
+    paths = [p for p in args.paths.split(",") if p]
+    rows = {}
+    for path in paths:  # one after the other, so that both see the same load
+        rows[path] = launch("allreduce", args.ranks, args, path)
+        print_allreduce(rows[path], args.ranks, path)
     steps = {}
     for workload in filter(None, args.workloads.split(",")):
         steps[f"{workload}: 1 process, plain optimizer"] = launch(workload, 1, args)
-        steps[f"{workload}: {args.ranks} processes, DistributedOptimizer"] = \
-            launch(workload, args.ranks, args)
+        for path in paths:
+            steps[f"{workload}: {args.ranks} processes, DistributedOptimizer, {path}"] = \
+                launch(workload, args.ranks, args, path)
     if steps:
         print_steps(steps, args)
     if args.json:

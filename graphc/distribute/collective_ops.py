@@ -3,7 +3,9 @@
 They are ordinary graph ops (graphc-dump shows them), declared host-only: the compiled
 backends cut a run signature into stages around them (compiled_executor._plan_stages), so
 a training step is the native stage computing the gradients, the host stage running the
-collectives, then the native stage applying the updates. A collective's kernel hands MPI
+collectives, then the native stage applying the updates; except on the CPU in a job of
+several ranks, where Allreduce and Broadcast of static dims are calls from the compiled
+code into MPI and a step is one native call (native.py). A collective's kernel hands MPI
 the arrays the native stage wrote its fetches into and an output array the next native
 stage reads as a feed, so no byte is copied on the host besides what MPI moves itself.
 The reference executor and gpu_emulated run the same kernels.
@@ -20,6 +22,7 @@ import numpy as np
 
 from graphc import dtypes, errors
 from graphc.distribute import world as world_module
+from graphc.distribute.native import NATIVE
 from graphc.distribute.schedule import hash64
 from graphc.framework.graph import create_op
 from graphc.framework.indexed_slices import IndexedSlices
@@ -174,14 +177,21 @@ def _record(op):
     return record
 
 
+def op_identity(op):
+    """The hash of what `op` is, which the ranks compare."""
+    return _record(op).identity
+
+
 # host_only: the stage planner runs them on the host between native stages (MPI calls,
-# and Allgather's output size is known only once the ranks' first dims are).
+# and Allgather's output size is known only once the ranks' first dims are), but for
+# the CPU's code in a job of several ranks, which calls MPI itself (native.py).
 _COLLECTIVE = dict(stateful=True, uses_context=True,  # stateful: never folded nor merged
                    kind="opaque", host_only=True)
-for _type, _infer, _kernel in (("MpiAllreduce", _allreduce_infer, _allreduce_kernel),
-                               ("MpiAllgather", _allgather_infer, _allgather_kernel),
-                               ("MpiBroadcast", _broadcast_infer, _broadcast_kernel)):
-    register_op(_type, infer=_infer, kernel=_kernel, **_COLLECTIVE)
+for _type, _infer, _kernel, _native in (
+        ("MpiAllreduce", _allreduce_infer, _allreduce_kernel, NATIVE),
+        ("MpiAllgather", _allgather_infer, _allgather_kernel, None),
+        ("MpiBroadcast", _broadcast_infer, _broadcast_kernel, NATIVE)):
+    register_op(_type, infer=_infer, kernel=_kernel, native_on_cpu=_native, **_COLLECTIVE)
 
 
 @register_gradient("MpiAllreduce")

@@ -25,7 +25,8 @@ costs 10-40% more on large buffers here) but cannot be interrupted, so a thread 
 the collective this rank is in: it warns after GRAPHC_MPI_STALL_WARNING seconds and,
 after GRAPHC_MPI_TIMEOUT, prints which collective never completed and calls MPI_Abort, which
 ends every rank of the job (a rank whose partners left can do nothing else: its MPI
-state is broken).
+state is broken). A collective that compiled code calls (native.py) is watched through
+what the code writes while it waits (NativeWait), read while the entry runs without the GIL.
 """
 import hashlib
 import os
@@ -36,6 +37,7 @@ import time
 import numpy as np
 
 from graphc import errors
+from runtime import mpi_library
 
 _DESCRIPTION_BYTES = 240  # of a rank's description of its collective, in a mismatch report
 # A sequence longer than this is restarted rather than extended: a job whose collectives
@@ -64,6 +66,11 @@ def hash64(text):
                           signed=True)
 
 
+def describe(op, shape):
+    """What a mismatch report says of a collective `op` on `shape`."""
+    return f"{op.type} '{op.name}' {op.outputs[0].dtype.name}{list(shape)} {dict(op.attrs)}"
+
+
 class Agreement:
     """This rank's copy of the sequence of collectives the ranks agreed on, and the
     header exchange that extends it. `exchanges` counts the exchanges (tests read it)."""
@@ -88,12 +95,13 @@ class Agreement:
             return True
         return False
 
-    def depart(self, op, key, shape):
+    def depart(self, op, key, shape, description=None):
         """Exchanges headers for a call that does not follow the sequence; raises on every
         rank when the ranks disagree. Else the sequence goes on from what this pass ran:
         when `key` ran in it, a cycle closes (the sequence becomes the keys from `key`'s
-        last run on); otherwise `key` is appended to what ran (any rest is dropped)."""
-        self.exchange(op, key[0], shape)
+        last run on); otherwise `key` is appended to what ran (any rest is dropped).
+        description: what a mismatch report says this rank runs, when not `op` alone."""
+        self.exchange(op, key[0], shape, description=description)
         ran = self._sequence[:self._position]
         if key in ran:
             self._sequence = ran[len(ran) - 1 - ran[::-1].index(key):]
@@ -102,10 +110,11 @@ class Agreement:
             self._sequence = ran + [key] if len(ran) < _MAX_SEQUENCE else [key]
             self._position = len(self._sequence)
 
-    def exchange(self, op, identity, shape, dim0=None):
+    def exchange(self, op, identity, shape, dim0=None, description=None):
         """Every rank's (identity, shape) header; returns the ranks' `dim0`s (Allgather's
         row counts, which may differ; `shape` is then the rest of its shape). Raises
-        FailedPreconditionError on every rank when the identities or shapes differ."""
+        FailedPreconditionError on every rank when the identities or shapes differ
+        (description: a function giving what the report says this rank runs)."""
         mine = np.array([identity, hash64(repr(shape)), dim0 or 0], np.int64)
         headers = np.empty((self.size, mine.size), np.int64)
         self.watchdog.watch(op)
@@ -116,13 +125,13 @@ class Agreement:
         self.exchanges += 1
         if not (headers[:, :2] == headers[0, :2]).all():
             shown = list(shape) if dim0 is None else [dim0] + list(shape)
-            raise errors.FailedPreconditionError(None, op, self._mismatch_report(op, shown))
+            mine = description() if description is not None else describe(op, shown)
+            raise errors.FailedPreconditionError(None, op, self._mismatch_report(op, mine))
         return headers[:, 2]
 
-    def _mismatch_report(self, op, shape):
-        """What each rank runs, gathered as fixed-size text (every rank is here: the header
-        exchange completed)."""
-        mine = f"{op.type} '{op.name}' {op.outputs[0].dtype.name}{shape} {dict(op.attrs)}"
+    def _mismatch_report(self, op, mine):
+        """What each rank runs (`mine`: this rank's), gathered as fixed-size text (every
+        rank is here: the header exchange completed)."""
         buf = np.zeros(_DESCRIPTION_BYTES, np.uint8)
         raw = mine.encode()[:_DESCRIPTION_BYTES]
         buf[:len(raw)] = np.frombuffer(raw, np.uint8)
@@ -153,20 +162,32 @@ class Watchdog:
         self._interval = min(1.0, self.stall_warning / 10, self.timeout / 10)
 
     def watch(self, op):
+        self._start()
+        self._watched = (op, time.monotonic())
+
+    def watch_native(self, wait):
+        """Watches the collectives compiled code runs until done() (a NativeWait, made
+        once per native stage: graphc/distribute/native.py)."""
+        self._start()
+        wait.restart()
+        self._watched = wait
+
+    def done(self):
+        self._watched = None
+
+    def _start(self):
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name="graphc-mpi-watchdog",
                                             daemon=True)
             self._thread.start()
-        self._watched = (op, time.monotonic())
-
-    def done(self):
-        self._watched = None
 
     def _run(self):
         warned = None
         while True:
             time.sleep(self._interval)
             watched = self._watched
+            if isinstance(watched, NativeWait):
+                watched = watched.waiting()
             if watched is None:
                 continue
             op, since = watched
@@ -192,3 +213,29 @@ class Watchdog:
         sys.stderr.flush()
         sys.stdout.flush()
         self._comm.Abort(1)
+
+
+class NativeWait:
+    """The wait of compiled code in a collective, as the watchdog sees it: the code writes
+    the collective's tag and counts its calls in runtime.mpi_library.WORDS."""
+
+    def __init__(self, tags):
+        """tags: {tag: op} of the collectives the code may mark."""
+        self._tags = tags
+        self.restart()
+
+    def restart(self):
+        self._seen = None     # (calls, tag) last read
+        self._waiting = None  # (op, since) of that call, or None outside collectives
+
+    def waiting(self):
+        """(op, since when) of the call the code is in now, or None: the same tuple for
+        as long as one call lasts (the watchdog warns once per call)."""
+        words = mpi_library.WORDS
+        tag = words[mpi_library.IN_COLLECTIVE]
+        seen = (words[mpi_library.CALLS], tag)
+        if seen != self._seen:
+            self._seen = seen
+            self._waiting = (self._tags[tag], time.monotonic()) if tag in self._tags \
+                else None
+        return self._waiting

@@ -15,6 +15,7 @@ import os
 import sys
 import traceback
 
+from graphc.distribute import native
 from graphc.distribute.schedule import Agreement
 
 # Variables an MPI launcher sets in the processes it starts (MPICH/Intel MPI/Slurm PMI,
@@ -51,6 +52,8 @@ class World:
         self.rank, self.size = comm.Get_rank(), comm.Get_size()
         self.local_rank, self.local_size = local_comm.Get_rank(), local_comm.Get_size()
         self.agreement = agreement  # of the ranks on their collectives; None for one rank
+        # whether compiled code calls MPI itself (native.py), and why not when it does not
+        self.native, self.host_only_reason = False, "a job of one process"
 
 
 def launched_by_mpi():
@@ -78,10 +81,28 @@ def init(abort_on_error=True):
     local = comm.Split_type(MPI.COMM_TYPE_SHARED, key=comm.Get_rank())
     agreement = Agreement(comm.Dup(), comm.Get_rank(), comm.Get_size()) \
         if comm.Get_size() > 1 else None
-    _world.append(World(comm, local, MPI, agreement))
+    w = World(comm, local, MPI, agreement)
+    _use_native_collectives(w, comm, MPI)
+    _world.append(w)
     if abort_on_error and comm.Get_size() > 1:
         _abort_on_uncaught_exceptions(comm)
     return _world[0]
+
+
+def _use_native_collectives(w, comm, mpi):
+    """Lets compiled code call MPI (native.py) unless GRAPHC_MPI_NATIVE=0 or this MPI
+    library cannot be called so (a warning says why)."""
+    if w.size == 1:
+        return
+    if os.environ.get("GRAPHC_MPI_NATIVE", "1").strip() == "0":
+        w.host_only_reason = "GRAPHC_MPI_NATIVE=0"
+        return
+    reason = native.bind(w, comm, mpi)
+    if reason is not None:
+        native.warn_host_only(reason)
+        w.host_only_reason = reason
+        return
+    w.native, w.host_only_reason = True, None
 
 
 def world(what="graphc.distribute"):

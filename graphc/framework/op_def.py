@@ -24,6 +24,10 @@ its definition alone:
       objects, strings, the Session's own store, data-dependent output sizes). While, If
       and the TensorArray ops are host-only but for the CPU's code, which runs those that
       graphc/compiler/regions.py says it can.
+  native_on_cpu: for a host-only op the CPU's code can run in some settings, an object
+      saying where (`compiles(op)`) and giving the host's work around each run of the
+      code holding such ops (`running(ops)`, a context manager): graphc.distribute's
+      collectives, native in a job of several ranks (graphc/distribute/native.py).
   epilogue: an elementwise activation that may be applied to a MatMul/Conv2D result in
       place, as the gemm or conv kernel's epilogue.
   updates_variable: None, or how it writes its ref input 0 in place: "overwrite" (every
@@ -50,14 +54,14 @@ import numpy as np
 KINDS = ("elementwise", "index", "reduction", "gemm", "conv", "window", "opaque", "state",
          "random", "source", "control")
 UPDATES = (None, "overwrite", "read_write")
-FACTS = ("host_only", "epilogue", "updates_variable", "writes_state", "dims_only_inputs",
-         "shape_inputs", "forwards_input", "aliases_input", "broadcasting")
+FACTS = ("host_only", "native_on_cpu", "epilogue", "updates_variable", "writes_state",
+         "dims_only_inputs", "shape_inputs", "forwards_input", "aliases_input", "broadcasting")
 
 
 class OpDef:
     def __init__(self, type, infer, kernel, grad=None, stateful=False, uses_context=False,
-                 ref_inputs=(), *, kind, host_only=False, epilogue=False, updates_variable=None,
-                 writes_state=None, dims_only_inputs=(), shape_inputs=(),
+                 ref_inputs=(), *, kind, host_only=False, native_on_cpu=None, epilogue=False,
+                 updates_variable=None, writes_state=None, dims_only_inputs=(), shape_inputs=(),
                  forwards_input=False, aliases_input=False, broadcasting=False):
         self.type = type
         self.ref_inputs = tuple(ref_inputs)
@@ -69,6 +73,7 @@ class OpDef:
         self.differentiable = True
         self.kind = kind
         self.host_only = host_only
+        self.native_on_cpu = native_on_cpu
         self.epilogue = epilogue
         self.updates_variable = updates_variable
         self.writes_state = stateful if writes_state is None else writes_state
@@ -97,6 +102,8 @@ def _check_facts(d):
         problems.append("updates_variable needs a stateful op with ref input 0")
     if d.epilogue and d.kind != "elementwise":
         problems.append("an epilogue activation must be of kind 'elementwise'")
+    if d.native_on_cpu is not None and not d.host_only:
+        problems.append("native_on_cpu is for host-only ops")
     if d.writes_state and not d.stateful:
         problems.append("writes_state needs stateful=True")
     if problems:

@@ -29,6 +29,8 @@ Kernel kinds and their lowering (the table KERNEL_LOWERINGS):
   scatter-add, the row scatters), else the op's loop rule (pooling and its gradients in
   gather form, MirrorPadGrad, InvertPermutation: loops/window_rules.py) as a one-node
   loop kernel.
+- graphc.distribute's MpiAllreduce and MpiBroadcast, where they compile (a job of
+  several ranks): calls into the MPI library (collectives.py).
 - random ops (loops/random.py) are loop rules computing Philox samples; every lowering is
   wrapped so that a kernel computing them counts the run in the Session state.
 
@@ -47,6 +49,7 @@ HOW TO ADD AN OP
   calls a library or emits loops directly, then the epilogue through the loop machinery)
   and register it in KERNEL_LOWERINGS under the kernel kind fusion gives it.
 """
+from graphc.compiler.backends.cpu.collectives import COLLECTIVE_LOWERINGS
 from graphc.compiler.backends.cpu.control_flow import lower_region_kernel
 from graphc.compiler.backends.cpu.conv_kernel import lower_conv_kernel
 from graphc.compiler.backends.cpu.dedupe import merge_identical_kernels, merge_offset_kernels
@@ -130,6 +133,9 @@ def lower_kernels(program, prefix=""):
         elif kernel.main is not None and kernel.main.type in TENSOR_ARRAY_LOWERINGS:
             # host-only ops in the registry, native where graphc/compiler/regions.py says
             lower = TENSOR_ARRAY_LOWERINGS[kernel.main.type]
+        elif kernel.main is not None and kernel.main.type in COLLECTIVE_LOWERINGS:
+            # host-only ops in the registry, native where graphc.distribute says so
+            lower = COLLECTIVE_LOWERINGS[kernel.main.type]
         if lower is None:
             raise LoweringError(f"no codegen for {kernel.kind} kernels yet "
                                 f"({', '.join(n.type for n in kernel.nodes)})")
