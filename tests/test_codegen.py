@@ -471,3 +471,25 @@ def test_column_reductions_fused_with_their_producer(fused):
     feeds = [rand(3, 37, seed=5), rand(1, 37, seed=1)]
     for got, want in zip(exe.run(feeds, {}), reference(g, outs, dict(zip([x, b], feeds)))):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_dense_bias_is_the_start_of_c_not_a_pass_over_the_product():
+    """A MatMul's bias add fills C's block before each BLAS call, which adds the product
+    into it (beta = 1): no epilogue loop reads and writes all of C again. The product
+    needed elsewhere (fetched) keeps the epilogue."""
+    x = gc.placeholder(gc.float32, [None, 64], name="x")
+    w = gc.Variable(np.ones((64, 300), np.float32), name="w")
+    b = gc.Variable(np.ones(300, np.float32), name="b")
+    product = gc.matmul(x, w)
+    for fetches, folded in [([product + b], True), ([product, product + b], False)]:
+        module = lower([x], fetches, [], [(500, 64)])
+        schedule_module(module)
+        assert [k.kind for k in module.kernels] == ["gemm"]
+        ir_text = generate(module)["llvm_ir"]
+        gemm_calls = [line for line in ir_text.splitlines() if "call void @" in line and
+                      "sgemm" in line]
+        assert gemm_calls, ir_text
+        one = "float 0x3ff0000000000000, ptr"  # alpha = 1, then beta before C's pointer
+        assert all((line.count(one) == 2) == folded for line in gemm_calls), gemm_calls
+        assert ("llvm.memcpy" in ir_text) == folded
+        assert (" fadd " in ir_text) != folded

@@ -279,6 +279,65 @@ def test_duplication_does_not_cascade_down_an_unrolled_recurrence():
     assert computed <= 2 * len(m.nodes), (computed, len(m.nodes))
 
 
+def test_gelu_forward_is_one_kernel_when_its_gradient_shares_its_tanh_chain():
+    """BERT's gelu in a training step: the gradient's kernel copies the cheap h*cdf chain,
+    so the forward's tanh group had no consumer of its own to merge into and was a kernel
+    apart (its 4 bytes per element written, then read back by h*cdf)."""
+    x = gc.placeholder(gc.float32, [None, 6], name="x")
+    w = gc.Variable(RNG.standard_normal((6, 10)).astype(np.float32), name="w")
+    w2 = gc.Variable(RNG.standard_normal((10, 3)).astype(np.float32), name="w2")
+    h = gc.matmul(x, w) + gc.constant(RNG.standard_normal(10).astype(np.float32))
+    cdf = 0.5 * (1.0 + gc.tanh(np.sqrt(2 / np.pi) * (h + 0.044715 * gc.pow(h, 3))))
+    y = h * cdf
+    loss = gc.reduce_sum(gc.square(gc.matmul(y, w2)))
+    grads = gc.gradients(loss, [w, w2])
+    m = check_against_session([loss] + grads, {x: RNG.standard_normal((5, 6)).astype(np.float32)})
+    tanh = y.op.inputs[1].op.inputs[1].op.inputs[1].op
+    assert tanh.type == "Tanh"
+    forward = computing(m, y)
+    assert len(forward) == 1 and m.kernels[forward[0]].kind == "loop"
+    assert computing(m, tanh.outputs[0]) == forward, kernels_to_text(m.kernels)
+    loops = [k for k in m.kernels if k.kind == "loop" and k.dims == m.kernels[forward[0]].dims]
+    assert len(loops) == 2, kernels_to_text(m.kernels)  # the forward and the gradient
+
+
+def test_layer_norm_gradients_read_the_incoming_gradient_once():
+    """A post-LN block's backward: beta's gradient (a column sum of the incoming gradient
+    g), gamma's (a column sum of g * x_hat) and the input's gradient (row sums of g)
+    all read g; they were three kernels, each reading g from memory."""
+    x = gc.placeholder(gc.float32, [None, 8], name="x")
+    w = gc.Variable(RNG.standard_normal((8, 8)).astype(np.float32), name="w")
+    wc = gc.Variable(RNG.standard_normal((8, 5)).astype(np.float32), name="wc")
+    gamma = gc.Variable(RNG.standard_normal(8).astype(np.float32), name="gamma")
+    beta = gc.Variable(RNG.standard_normal(8).astype(np.float32), name="beta")
+    h = x + gc.matmul(x, w)
+    mean, var = gc.nn.moments(h, axes=[1], keep_dims=True)
+    y = (h - mean) * gc.rsqrt(var + 1e-5) * gamma + beta
+    loss = gc.reduce_sum(gc.square(gc.matmul(y, wc)))
+    grads = gc.gradients(loss, [w, wc, gamma, beta])
+    m = check_against_session([loss] + grads, {x: RNG.standard_normal((6, 8)).astype(np.float32)})
+    incoming = [k.outputs[0] for k in m.kernels if k.kind == "gemm" and
+                k.main.attrs.get("transpose_b") and k.dims[-1] == 8]
+    assert len(incoming) == 1, kernels_to_text(m.kernels)  # dL/dy = dL/dlogits . wc^T
+    readers = [k for k in m.kernels if incoming[0] in k.inputs]
+    assert [k.kind for k in readers] == ["loop"], kernels_to_text(m.kernels)
+    assert {computing(m, t)[0] for t in grads[2:]} == {m.kernels.index(readers[0])}
+
+
+def test_sharing_a_scalar_does_not_merge_same_shaped_updates():
+    """Siblings merge over a value of their loop's dims only: a learning rate is read by
+    every variable's update, and merging those would make one kernel of a deep model's
+    same-shaped layers."""
+    lr = gc.placeholder(gc.float32, [], name="lr")
+    ws = [gc.Variable(RNG.standard_normal((4, 3)).astype(np.float32), name=f"w{i}")
+          for i in range(3)]
+    loss = gc.add_n([gc.reduce_sum(gc.square(w)) for w in ws])
+    train = gc.train.GradientDescentOptimizer(lr).minimize(loss)
+    m = check_against_session([loss], {lr: np.float32(0.1)}, [train])
+    updating = [k for k in m.kernels if k.updates]
+    assert len(updating) == 3, kernels_to_text(m.kernels)
+
+
 def _bag_step(lr=0.1):
     table = gc.Variable(RNG.standard_normal((7, 4)).astype(np.float32), name="table")
     w = gc.Variable(RNG.standard_normal((4, 5)).astype(np.float32), name="w")

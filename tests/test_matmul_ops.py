@@ -200,3 +200,30 @@ def test_gradients_with_unknown_batch_dims():
     np.testing.assert_allclose(got[0], d_ab @ bv.T)
     np.testing.assert_allclose(got[1], np.einsum("bik,bij->kj", av, d_ab))  # summed over batch
     np.testing.assert_allclose(got[2], np.swapaxes(w, 1, 2) @ ab)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("m,k,n", [(5, 3, 4), (0, 3, 4), (6, 0, 3), (300, 70, 700), (700, 300, 5),
+                                   (3, 4, 1)])
+def test_dense_bias_and_activation_match_numpy(dtype, m, k, n):
+    # the bias is the start of C that the product is added into (the thread team's row and
+    # column blocks at the larger sizes), in either operand order and before an activation
+    x = RNG.standard_normal((m, k)).astype(dtype)
+    w = RNG.standard_normal((k, n)).astype(dtype)
+    b = RNG.standard_normal(n).astype(dtype)
+    g = gc.Graph()
+    with g.as_default():
+        xp = gc.placeholder(dtype, [None, k])
+        wv, bv = gc.Variable(w), gc.Variable(b)
+        fetches = [gc.matmul(xp, wv) + bv, bv + gc.matmul(xp, wv),
+                   gc.nn.relu(gc.nn.bias_add(gc.matmul(xp, wv), bv)),
+                   gc.matmul(xp, wv) + gc.reshape(bv, [1, n])]
+        with gc.Session(graph=g) as sess:
+            sess.run(gc.global_variables_initializer())
+            got = sess.run(fetches, {xp: x})
+    want = x.astype(np.float64) @ w + b
+    tol = 1e-4 if dtype == np.float32 else 1e-12
+    for name, a, e in zip(["add", "bias first", "bias_add relu", "[1,n] bias"], got,
+                          [want, want, np.maximum(want, 0), want]):
+        assert a.dtype == dtype and a.shape == (m, n), name
+        np.testing.assert_allclose(a, e, rtol=tol, atol=tol, err_msg=name)

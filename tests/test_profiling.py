@@ -76,3 +76,16 @@ def test_profile_summary_at_exit():
     shares = [float(m) for m in re.findall(r"^ +(\d+\.\d)%  kernel_", summary, re.M)]
     assert shares == sorted(shares, reverse=True) and 50 < sum(shares), summary
     assert sum(shares) <= 100.0 + 0.05 * len(shares), summary
+
+
+def test_profile_kernels_tool_profiles_this_checkout_from_any_cwd(tmp_path):
+    # a script's sys.path starts at tools/: without the checkout put first, the graphc
+    # imported was whichever one is installed (another checkout's), and that was profiled
+    env = dict(os.environ, GRAPHC_CACHE_DIR="off")
+    env.pop("PYTHONPATH", None)
+    done = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "profile_kernels.py"),
+                           "tiny_overhead", "--runs", "3"], env=env, capture_output=True,
+                          text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert f"graphc: {ROOT}\n" in done.stdout, done.stdout
+    assert re.search(r"^tiny_overhead: [\d.]+ ms per run .*, \d+ kernels", done.stdout, re.M)

@@ -20,6 +20,10 @@ os.environ["GRAPHC_PROFILE"] = "1"
 
 import bench  # noqa: E402  (tools/bench.py: the peers_bench loader and the TF1 shim)
 
+# this checkout's graphc and runtime, from any cwd: a script's sys.path starts at tools/,
+# so an installed graphc (another checkout's) was the one profiled
+sys.path.insert(0, bench.REPO)
+
 
 def executables_created():
     """Every runtime Executable constructed from now on, in order."""
@@ -83,6 +87,8 @@ def main(argv=None):
     in_kernels = statistics.median(sum(run) for run in per_run)
     total = sum(cycles) or 1  # the shares below are of the kernels' medians
     ms_per_cycle = 1 / cycles_per_ms()
+    import graphc
+    print(f"graphc: {os.path.dirname(os.path.dirname(os.path.abspath(graphc.__file__)))}")
     print(f"{args.workload}: {wall_ms:.3f} ms per run (median wall), {len(names)} kernels, "
           f"{in_kernels * ms_per_cycle:.3f} ms of it in kernels (median), "
           f"{total * ms_per_cycle:.3f} ms the sum of the kernels' medians")

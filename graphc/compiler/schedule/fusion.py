@@ -18,7 +18,10 @@ Groups, in this order:
    no cycle in the kernel graph and the variable order kept. A cheap group
    (elementwise/index nodes only) used by several kernels is first offered to all of
    them: if each can compute it itself, it is duplicated into each and never written
-   to memory; otherwise it merges into one of them like any other group.
+   to memory; otherwise it merges into one of them like any other group. A consumer
+   node copied into several kernels offers each of them to its producers (earliest
+   first). Then loop groups reading the same stored value of their merged loop's dims
+   merge ("siblings"): the value is read once.
 3. scatter updates: a row scatter (ScatterUpdate/ScatterAdd/ScatterSub) takes the loop
    group producing its updates if that is cheap, read by nothing else and does not read
    the scattered variable: the scatter's loop computes each element as it stores it.
@@ -489,16 +492,42 @@ class Fusion:
                 p = v.node
                 if p not in self.group_of:
                     continue
-                a, b = self._sole_group(p), self._sole_group(c)
-                if a is None or b is None or a == b:
-                    continue
-                if self.groups[a].kind != "loop" or self.groups[b].kind != "loop":
+                a = self._sole_group(p)
+                if a is None or self.groups[a].kind != "loop":
                     continue
                 if not shared_cheap and self._is_cheap(a) and len(self._consumers(a)) > 1:
                     continue  # offered for duplication first
-                if self._try_merge(b, a):
+                if any(self._try_merge(b, a) for b in self._merge_targets(c, a)):
                     changed = True
         return changed
+
+    def _merge_targets(self, c, a):
+        """The loop groups computing consumer c that producer group a may merge into,
+        earliest first. A c copied into several kernels offers each of them: GELU's h*cdf,
+        copied into its gradient's kernel too, was otherwise no merge partner at all, and
+        the tanh chain feeding it stayed a kernel of its own."""
+        return sorted((b for b in self.group_of[c] if b != a and self.groups[b].kind == "loop"),
+                      key=self.order.__getitem__)
+
+    def _merge_siblings(self):
+        """Loop groups that read the same stored value over their whole loop merge, so the
+        value is read from memory once: a bias's or layer norm gamma's gradient (a column
+        sum of the incoming gradient) then runs in the loop of the layer norm's input
+        gradient, which reads that gradient too. Only values of the merged loop's dims
+        count: sharing a scalar (an optimizer's learning rate) saves nothing, and merging
+        every same-shaped variable's update would make one kernel of a deep model's many."""
+        for v, users in self.users.items():
+            if not v.dims or all(dim_is(d, 1) for d in v.dims):
+                continue
+            readers = {g for u in users for g in self.group_of[u]
+                       if self.groups[g].kind == "loop" and v.node not in self.groups[g].nodes}
+            if len(readers) < 2:
+                continue
+            first, *rest = sorted(readers, key=self.order.__getitem__)
+            for b in rest:
+                merged = self.groups[first].nodes | self.groups[b].nodes
+                if dims_equal(self.loop_dims(merged), v.dims):
+                    self._try_merge(first, b)
 
     def _is_cheap(self, gid):
         g = self.groups[gid]
@@ -616,6 +645,7 @@ class Fusion:
                 changed = self._duplicate_round() or changed
             while self._merge_round(shared_cheap=True):
                 pass
+            self._merge_siblings()
             self._fuse_scatter_updates()
         out = []
         for gid in self._schedule():

@@ -27,13 +27,15 @@ MIN_BLOCK = 256      # columns or rows per unit, at least (smaller units were sl
 MAX_UNITS = 16
 
 
-def emit_product(b, program, node, gemm_fn, a_ptr, b_ptr, c_ptr, syms, name, batch_positions):
-    """C = op(A) @ op(B) for MatMul/BatchMatMulV2 `node`, on the team when large."""
+def emit_product(b, program, node, gemm_fn, a_ptr, b_ptr, c_ptr, syms, name, batch_positions,
+                 bias_ptr=None):
+    """C = op(A) @ op(B) for MatMul/BatchMatMulV2 `node`, on the team when large; with
+    bias_ptr (a MatMul's), C = bias rows + op(A) @ op(B)."""
     shape = _Shape(b, program, node, syms)
     if not parallel.enabled():
         mode = "batch" if shape.batch else "rows"
-        _emit_units(b, program, node, gemm_fn, shape, mode, a_ptr, b_ptr, c_ptr, syms,
-                    ir.Constant(I64, 0), shape.extent(mode), batch_positions)
+        _emit_units(b, program, node, gemm_fn, shape, mode, (a_ptr, b_ptr, c_ptr, bias_ptr),
+                    syms, ir.Constant(I64, 0), shape.extent(mode), batch_positions)
         return
     mode = "batch" if shape.batch else _split(node)
     extent = shape.extent(mode)
@@ -42,11 +44,13 @@ def emit_product(b, program, node, gemm_fn, a_ptr, b_ptr, c_ptr, syms, name, bat
     block = b.udiv(b.add(extent, b.sub(units, ir.Constant(I64, 1))), units)
     units = b.udiv(b.add(extent, b.sub(block, ir.Constant(I64, 1))), b.select(
         b.icmp_signed(">", block, ir.Constant(I64, 0)), block, ir.Constant(I64, 1)))
-    # a, b, c, syms, units, block, next unit (shared counter)
-    layout = parallel.Layout(ir.LiteralStructType([PTR, PTR, PTR, PTR, I64, I64, I64]))
-    task = _emit_task(program, node, gemm_fn, mode, layout, name, batch_positions)
+    # a, b, c, syms, units, block, next unit (shared counter), bias (or null)
+    layout = parallel.Layout(ir.LiteralStructType([PTR, PTR, PTR, PTR, I64, I64, I64, PTR]))
+    task = _emit_task(program, node, gemm_fn, mode, layout, name, batch_positions,
+                      bias_ptr is not None)
     data = entry_alloca(b, layout.type, "gemm.team.data")
-    for k, v in enumerate([a_ptr, b_ptr, c_ptr, syms, units, block, ir.Constant(I64, 0)]):
+    bias = ir.Constant(PTR, None) if bias_ptr is None else bias_ptr
+    for k, v in enumerate([a_ptr, b_ptr, c_ptr, syms, units, block, ir.Constant(I64, 0), bias]):
         b.store(v, layout.address(b, data, k))
     team = kp.emit_team_size(b, b.load(kp.threads_global(b.module), typ=I32), units)
     with b.if_else(b.icmp_signed(">", team, ir.Constant(I32, 1))) as (on_team, alone):
@@ -93,7 +97,7 @@ def _units(b, extent, macs, min_block):
     return b.select(b.icmp_signed("<", macs, ir.Constant(I64, MIN_MACS)), one, units)
 
 
-def _emit_task(program, node, gemm_fn, mode, layout, name, batch_positions):
+def _emit_task(program, node, gemm_fn, mode, layout, name, batch_positions, has_bias):
     module = program.llvm
     fn = ir.Function(module, kp.TASK_TYPE, f"{name}.gemm.task")
     fn.attributes.add("nounwind")
@@ -102,22 +106,25 @@ def _emit_task(program, node, gemm_fn, mode, layout, name, batch_positions):
     load = lambda k: layout.load(b, data, k)  # noqa: E731
     a_ptr, b_ptr, c_ptr, syms, units, block = (load(k) for k in range(6))
     counter = layout.address(b, data, 6)
+    bias_ptr = load(7) if has_bias else None
     shape = _Shape(b, program, node, syms)
     with claim_loop(b, counter, units) as u:
         lo = b.mul(u, block)
         hi = b.add(lo, block)
         extent = shape.extent(mode)
         hi = b.select(b.icmp_signed("<", hi, extent), hi, extent)
-        _emit_units(b, program, node, gemm_fn, shape, mode, a_ptr, b_ptr, c_ptr, syms, lo, hi,
-                    batch_positions)
+        _emit_units(b, program, node, gemm_fn, shape, mode, (a_ptr, b_ptr, c_ptr, bias_ptr),
+                    syms, lo, hi, batch_positions)
     kp.count_task(b)
     b.ret_void()
     return fn
 
 
-def _emit_units(b, program, node, gemm_fn, shape, mode, a_ptr, b_ptr, c_ptr, syms, lo, hi,
+def _emit_units(b, program, node, gemm_fn, shape, mode, pointers, syms, lo, hi,
                 batch_positions):
-    """The BLAS call(s) for [lo, hi) of the mode's extent (rows of C, columns, or batch)."""
+    """The BLAS call(s) for [lo, hi) of the mode's extent (rows of C, columns, or batch).
+    pointers: A, B, C and the bias (None, or a MatMul's: see _fill_bias)."""
+    a_ptr, b_ptr, c_ptr, bias_ptr = pointers
     a, bv = node.inputs
     dtype = node.outputs[0].dtype.name
     ta, tb = transposes(node)
@@ -135,13 +142,32 @@ def _emit_units(b, program, node, gemm_fn, shape, mode, a_ptr, b_ptr, c_ptr, sym
                            at(b_ptr, b.mul(b_at, b_size)), at(c_ptr, b.mul(index, b.mul(m, n))))
         return
     size = b.sub(hi, lo)
+    beta = 0.0 if bias_ptr is None else 1.0
     if mode == "cols":   # C[:, lo:hi] = op(A) @ op(B)[:, lo:hi]
+        if bias_ptr is not None:
+            _fill_bias(b, elem, bias_ptr, c_ptr, ir.Constant(I64, 0), m, lo, size, n)
         gemm.call_gemm(b, gemm_fn, dtype, ta, tb, m, size, k, a_ptr,
-                       at(b_ptr, b.mul(lo, k) if tb else lo), at(c_ptr, lo), lds=lds)
+                       at(b_ptr, b.mul(lo, k) if tb else lo), at(c_ptr, lo), beta=beta,
+                       lds=lds)
     else:                # C[lo:hi, :] = op(A)[lo:hi, :] @ op(B)
+        if bias_ptr is not None:
+            _fill_bias(b, elem, bias_ptr, c_ptr, lo, hi, ir.Constant(I64, 0), n, n)
         gemm.call_gemm(b, gemm_fn, dtype, ta, tb, size, n, k,
                        at(a_ptr, lo if ta else b.mul(lo, k)), b_ptr, at(c_ptr, b.mul(lo, n)),
-                       lds=lds)
+                       beta=beta, lds=lds)
+
+
+def _fill_bias(b, elem, bias_ptr, c_ptr, row_lo, row_hi, col, cols, n):
+    """C[row_lo:row_hi, col:col+cols] = bias[col:col+cols], row by row: the block the next
+    BLAS call adds its product into (beta = 1), so the bias costs no pass over C."""
+    nbytes = b.mul(cols, ir.Constant(I64, 8 if isinstance(elem, ir.DoubleType) else 4))
+    memcpy = b.module.globals.get("llvm.memcpy.p0.p0.i64") or ir.Function(
+        b.module, ir.FunctionType(ir.VoidType(), [PTR, PTR, I64, ir.IntType(1)]),
+        "llvm.memcpy.p0.p0.i64")
+    src = b.gep(bias_ptr, [col], source_etype=elem)
+    with for_range(b, row_hi, start=row_lo, name="bias.row") as row:
+        dst = b.gep(c_ptr, [b.add(b.mul(row, n), col)], source_etype=elem)
+        b.call(memcpy, [dst, src, nbytes, ir.Constant(ir.IntType(1), 0)])
 
 
 def _hint(d):
