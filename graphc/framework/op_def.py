@@ -197,6 +197,12 @@ HOST_OP_TYPES = OpTypes("host_only")
 # elements they leave or combine with).
 UPDATE_OPS = OpTypes("updates_variable")
 READING_UPDATE_OPS = OpTypes(lambda d: d.updates_variable == "read_write")
+# Ops whose output k is their input k with some rows overwritten (a TensorArray write; its
+# gradient, the flow's gradient with the written rows zeroed), which the CPU kernels write
+# in place when handed their input's buffer: a native loop's flow variable
+# (backends/cpu/control_flow.py), once no later kernel reads the old flow (the schedule
+# runs them after the flow's other readers: schedule/fusion.py).
+ROW_WRITE_OPS = frozenset({"TensorArrayScatterV3", "TensorArrayScatterGrad"})
 # Stateful ops that only read the state: passes may drop them when unused.
 READ_ONLY_STATE_OPS = OpTypes(lambda d: d.stateful and not d.writes_state)
 RANDOM_OP_TYPES = OpTypes(lambda d: d.kind == "random")

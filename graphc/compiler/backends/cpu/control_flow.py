@@ -28,6 +28,7 @@ from llvmlite import ir
 from graphc.compiler.backends.cpu.entry import emit_entry
 from graphc.compiler.lower import LoweringError, RegionOnHost
 from graphc.compiler.loops.program import Program
+from graphc.framework.op_def import ROW_WRITE_OPS
 from kernels.loops import I8, I32, I64, PTR
 
 _ALIGN = 64  # bytes: every part of the scratch starts on a cache line
@@ -73,10 +74,11 @@ def _emit_body(program, region, name, lower_kernels):
 
 def written_in_place(body, n):
     """The loop variables (indices < n) that a While's body module may write into the
-    buffer it reads them from: a TensorArray flow that the body's output takes from a
-    scatter of that same flow (a write of one row) while no kernel after the scatter's
-    reads the old flow. Any other loop variable needs a second buffer: its new value is
-    computed while its old one is still read."""
+    buffer it reads them from: a flow that the body's output takes from a row write
+    (ROW_WRITE_OPS: their kernels copy the input only when handed another buffer) of that
+    same flow while no kernel after the write's reads the old flow. Any other loop
+    variable needs a second buffer: its new value is computed while its old one is still
+    read. A [T, ...] flow copied every iteration would make a loop of T steps O(T^2)."""
     params = {p.attrs["index"]: p.outputs[0] for p in body.params}
     aliases = getattr(body, "aliases", None) or {}
     kernel_of = {node: t for t, k in enumerate(body.kernels) for node in k.nodes}
@@ -84,7 +86,7 @@ def written_in_place(body, n):
     for j, v in enumerate(body.outputs[:n]):
         p = params.get(j)
         node = v.node
-        if p is None or node.type != "TensorArrayScatterV3" or node.inputs[v.index] is not p \
+        if p is None or node.type not in ROW_WRITE_OPS or node.inputs[v.index] is not p \
                 or body.outputs.count(v) != 1 or p in body.outputs or node not in kernel_of:
             continue
         later = body.kernels[kernel_of[node] + 1:]
