@@ -108,6 +108,19 @@ def _building_graph(graph):
     return default if default is graph or default._reads_from(graph) else graph
 
 
+# The ops between xs and ys of each gradients() call building now, innermost last (a
+# gradient body's walk runs inside its While's gradient function).
+_between = []
+
+
+def input_needed(t):
+    """Whether the gradients() call building now needs d/dt: t's op lies between its xs
+    and ys. A gradient function may skip the work for the others (a backward loop's
+    accumulator of a captured input that no x reaches), as TF1 computes gradients only
+    along those ops; any other caller gets every input's gradient."""
+    return not _between or t.op in _between[-1]
+
+
 def gradients(ys: Union[Tensor, Sequence[Tensor]], xs: Union[TensorLike, Sequence[TensorLike]],
               grad_ys: Optional[Sequence[Optional[TensorLike]]] = None, name: str = "gradients",
               colocate_gradients_with_ops: bool = False, gate_gradients: bool = False,
@@ -144,36 +157,47 @@ def gradients(ys: Union[Tensor, Sequence[Tensor]], xs: Union[TensorLike, Sequenc
                 gy = convert_to_tensor(gy, dtype=y.dtype)
             grads.setdefault(y, []).append(gy)
         between = _ancestors(ys, stop) & (_descendants(xs, graph) | {x.op for x in xs})
-        x_set = set(xs)
-        for op in sorted(between, key=lambda o: o._id, reverse=True):
-            out_grads = [_sum(grads.get(t, [])) for t in op.outputs]
-            if all(g is None for g in out_grads) or any(t in stop for t in op.outputs):
-                continue
-            if all(t in x_set for t in op.outputs) and op.type in ("VariableV2", "Placeholder"):
-                continue
-            if op.type == "Identity" and isinstance(out_grads[0], IndexedSlices):
-                if op.inputs[0] not in stop:
-                    grads.setdefault(op.inputs[0], []).append(out_grads[0])
-                continue
-            grad_fn = op.op_def.grad
-            if not op.op_def.differentiable or not any(t.dtype.is_floating for t in op.inputs):
-                continue
-            if grad_fn is None:
-                raise LookupError(f"No gradient defined for operation '{op.name}' "
-                                  f"(op type: {op.type})")
-            with build.name_scope(op.name + "_grad"), build.gradient_of(op):
-                out_grads = [_dense(g, op) for g in out_grads]
-                if len(out_grads) > 1:
-                    out_grads = [array_ops.zeros_like(t) if g is None and t.dtype.is_floating
-                                 else g for g, t in zip(out_grads, op.outputs)]
-                in_grads = list(grad_fn(op, *out_grads))
-            if len(in_grads) != len(op.inputs):
-                raise ValueError(f"Gradient function for op type {op.type} returned "
-                                 f"{len(in_grads)} gradients, expected {len(op.inputs)}")
-            for t, g in zip(op.inputs, in_grads):
-                if g is not None and t.dtype.is_floating and t not in stop:
-                    if not isinstance(g, (Tensor, IndexedSlices)):
-                        raise TypeError(f"Gradient of {op.type} for input {t.name} is not a "
-                                        f"Tensor: {g!r}")
-                    grads.setdefault(t, []).append(g)
+        _between.append(between)
+        try:
+            _walk(build, between, xs, grads, stop)
+        finally:
+            _between.pop()
         return [_sum(grads.get(x, [])) for x in xs]
+
+
+def _walk(build, between, xs, grads, stop):
+    """Adds to `grads` ({tensor: [gradients reaching it]}) the gradients of the ops
+    `between`, from the last created back."""
+    from graphc.ops import array_ops
+    x_set = set(xs)
+    for op in sorted(between, key=lambda o: o._id, reverse=True):
+        out_grads = [_sum(grads.get(t, [])) for t in op.outputs]
+        if all(g is None for g in out_grads) or any(t in stop for t in op.outputs):
+            continue
+        if all(t in x_set for t in op.outputs) and op.type in ("VariableV2", "Placeholder"):
+            continue
+        if op.type == "Identity" and isinstance(out_grads[0], IndexedSlices):
+            if op.inputs[0] not in stop:
+                grads.setdefault(op.inputs[0], []).append(out_grads[0])
+            continue
+        grad_fn = op.op_def.grad
+        if not op.op_def.differentiable or not any(t.dtype.is_floating for t in op.inputs):
+            continue
+        if grad_fn is None:
+            raise LookupError(f"No gradient defined for operation '{op.name}' "
+                              f"(op type: {op.type})")
+        with build.name_scope(op.name + "_grad"), build.gradient_of(op):
+            out_grads = [_dense(g, op) for g in out_grads]
+            if len(out_grads) > 1:
+                out_grads = [array_ops.zeros_like(t) if g is None and t.dtype.is_floating
+                             else g for g, t in zip(out_grads, op.outputs)]
+            in_grads = list(grad_fn(op, *out_grads))
+        if len(in_grads) != len(op.inputs):
+            raise ValueError(f"Gradient function for op type {op.type} returned "
+                             f"{len(in_grads)} gradients, expected {len(op.inputs)}")
+        for t, g in zip(op.inputs, in_grads):
+            if g is not None and t.dtype.is_floating and t not in stop:
+                if not isinstance(g, (Tensor, IndexedSlices)):
+                    raise TypeError(f"Gradient of {op.type} for input {t.name} is not a "
+                                    f"Tensor: {g!r}")
+                grads.setdefault(t, []).append(g)

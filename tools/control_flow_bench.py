@@ -3,6 +3,8 @@ one training step's time, over the number of time steps.
 
     python tools/control_flow_bench.py [--steps 32 128 512] [--backend reference]
     python tools/control_flow_bench.py --inference [--host-loops] [--repeat 20]
+    GRAPHC_NUM_THREADS=2 python tools/control_flow_bench.py --workload lstm_train \
+        --backend compiled
 
 The graph of dynamic_rnn does not grow with the steps (its ops, bodies included, are
 counted); static_rnn's does. A training step (first run: compile + run, wall and process
@@ -15,7 +17,12 @@ backward loop pops) are reported in bytes.
 graph is built (its while_loop, compiled natively on the CPU: graphc/compiler/regions.py)
 against static_rnn: the first run (compile + run, wall and process CPU seconds) and the
 median of --repeat runs. --host-loops runs the loops and TensorArrays on the host as
-before they compiled (the comparison of before and after in one process)."""
+before they compiled (the comparison of before and after in one process).
+
+--workload lstm_train trains tools/peers_bench.py's lstm_train (its batch, input, hidden and
+classes: a dense layer and sparse softmax cross-entropy at every step, SGD) with the sequence
+length set by --steps, its LSTM written with dynamic_rnn or static_rnn; the default
+workload is the small LSTM above with a mean-square loss."""
 import argparse
 import os
 import sys
@@ -48,6 +55,60 @@ def build(steps, kind):
         train = gc.train.GradientDescentOptimizer(0.1).minimize(loss)
         init = gc.global_variables_initializer()
     return g, x, loss, train, init
+
+
+def build_lstm_train(steps, kind):
+    """peers_bench's lstm_train over `steps` time steps (its dims: tools/peers_bench.py)."""
+    from peers_bench import LB, LH, LI, LR, LV
+    g = gc.Graph()
+    with g.as_default():
+        gc.set_random_seed(0)
+        x = gc.placeholder(gc.float32, [LB, steps, LI])
+        y = gc.placeholder(gc.int32, [LB, steps])
+        cell = gc.nn.rnn_cell.BasicLSTMCell(LH)
+        if kind == "dynamic":
+            out, _ = _looped_dynamic_rnn(cell, x)
+        else:
+            out = gc.stack(gc.nn.static_rnn(cell, gc.unstack(x, axis=1), dtype=gc.float32)[0], 1)
+        logits = gc.layers.dense(gc.reshape(out, [LB * steps, LH]), LV)
+        loss = gc.reduce_mean(gc.nn.sparse_softmax_cross_entropy_with_logits(
+            labels=gc.reshape(y, [-1]), logits=logits))
+        train = gc.train.GradientDescentOptimizer(LR).minimize(loss)
+        init = gc.global_variables_initializer()
+    rng = np.random.default_rng(0)
+    feed = {x: rng.standard_normal((LB, steps, LI)).astype(np.float32),
+            y: rng.integers(0, LV, (LB, steps)).astype(np.int32)}
+    return g, feed, train, init
+
+
+def _looped_dynamic_rnn(cell, x):
+    """dynamic_rnn as its while_loop at every length: graphc unrolls short known lengths
+    (graphc/ops/rnn.py UNROLL_MAX_STEPS), which would make the 32 steps a static_rnn."""
+    from graphc.ops import rnn
+    unroll, rnn.UNROLL_MAX_STEPS = rnn.UNROLL_MAX_STEPS, 0
+    try:
+        return gc.nn.dynamic_rnn(cell, x, dtype=gc.float32)
+    finally:
+        rnn.UNROLL_MAX_STEPS = unroll
+
+
+def lstm_train(args):
+    from peers_bench import LB, LH, LI, LV
+    print(f"lstm_train: LSTM {LH} units, batch {LB}, input {LI}, {LV} classes, backend "
+          f"{args.backend}, GRAPHC_NUM_THREADS={os.environ.get('GRAPHC_NUM_THREADS', '(all)')}")
+    print(f"{'kind':8} {'steps':>6} {'ops':>7} {'first run s':>11} {'first cpu s':>11} "
+          f"{'step cpu ms':>11} {'step wall ms':>12}")
+    for steps in args.steps:
+        for kind in args.kinds:
+            g, feed, train, init = build_lstm_train(steps, kind)
+            try:
+                row = _timed_runs(g, None, train, init, feed, args.repeat)
+            except RecursionError:  # the unrolled graph is too deep for the compiler
+                print(f"{kind:8} {steps:6d} {all_ops(g):7d} RecursionError compiling")
+                continue
+            print(f"{kind:8} {steps:6d} {all_ops(g):7d} " +
+                  " ".join(f"{v:{w}.{p}f}" for v, w, p in zip(row, (11, 11, 11, 12),
+                                                             (2, 2, 3, 3))), flush=True)
 
 
 def saved_bytes(graph, sess, x, xv):
@@ -93,16 +154,18 @@ def inference(args):
 
 def _timed_runs(g, x, out, init, xv, repeat):
     """(first run wall s, its process CPU s, median CPU ms and wall ms of the next runs):
-    CPU seconds, since the machine is shared and wall times are noisy."""
+    CPU seconds, since the machine is shared and wall times are noisy. x None: xv is the
+    whole feed dict."""
+    feed = xv if x is None else {x: xv}
     with gc.Session(graph=g) as sess:
         sess.run(init)
         t0, c0 = time.perf_counter(), time.process_time()
-        sess.run(out, {x: xv})
+        sess.run(out, feed)
         first, first_cpu = time.perf_counter() - t0, time.process_time() - c0
         cpu, wall = [], []
         for _ in range(repeat):
             t0, c0 = time.perf_counter(), time.process_time()
-            sess.run(out, {x: xv})
+            sess.run(out, feed)
             cpu.append(time.process_time() - c0)
             wall.append(time.perf_counter() - t0)
     return first, first_cpu, 1000 * float(np.median(cpu)), 1000 * float(np.median(wall))
@@ -120,6 +183,8 @@ def main():
     parser.add_argument("--steps", type=int, nargs="+", default=[32, 128, 512])
     parser.add_argument("--backend", default=os.environ.get("GRAPHC_BACKEND", "reference"))
     parser.add_argument("--inference", action="store_true")
+    parser.add_argument("--workload", choices=["small", "lstm_train"], default="small",
+                        help="lstm_train: tools/peers_bench.py's (module doc)")
     parser.add_argument("--host-loops", action="store_true")
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--kinds", nargs="+", default=["dynamic", "static"],
@@ -133,6 +198,8 @@ def main():
         host_loops()
     if args.inference:
         return inference(args)
+    if args.workload == "lstm_train":
+        return lstm_train(args)
     import warnings
     warnings.filterwarnings("ignore", "graphc could not compile")
     print(f"LSTM {UNITS} units, batch {BATCH}, depth {DEPTH}, backend {args.backend}")

@@ -34,7 +34,7 @@ import numpy as np
 
 from graphc import errors
 from graphc.framework.func_graph import function_of
-from graphc.framework.op_def import RANDOM_OP_TYPES, UPDATE_OPS
+from graphc.framework.op_def import RANDOM_OP_TYPES, ROW_WRITE_OPS, UPDATE_OPS
 from graphc.framework.static_value import constant_value
 
 # op type -> (attr naming each body, the key of its region module)
@@ -169,17 +169,10 @@ def _steps_by_one(body_g, i):
 
 
 # ------------------------------------------------- the region node's scratch (both targets)
-# the TensorArray kernels that may write their output over one of their inputs, changing
-# a few rows (backends' tensor_arrays.py): op type -> which input, given the output's index
-_ROW_UPDATES = {"TensorArrayScatterV3": lambda index: index,  # this step's write
-                "TensorArrayScatterGrad": lambda index: 0,  # the written rows zeroed
-                "TensorArrayGatherGrad": lambda index: 3}   # the rows read summed in
-
-
 def written_in_place(body, n):
     """The loop variables (indices < n) that a While's body module may write into the
     buffer it reads them from: a TensorArray flow (or a gradient of one) that the body's
-    output takes from a kernel changing a few rows of that same variable (_ROW_UPDATES)
+    output takes from a kernel changing a few rows of that same variable (ROW_WRITE_OPS)
     while no kernel after that one reads the old value. Any other loop variable needs a
     second buffer: its new value is computed while its old one is still read."""
     params = {p.attrs["index"]: p.outputs[0] for p in body.params}
@@ -189,7 +182,7 @@ def written_in_place(body, n):
     for j, v in enumerate(body.outputs[:n]):
         p = params.get(j)
         node = v.node
-        updated = _ROW_UPDATES.get(node.type, lambda index: None)(v.index)
+        updated = ROW_WRITE_OPS.get(node.type, lambda index: None)(v.index)
         if p is None or updated is None or updated >= len(node.inputs) or \
                 node.inputs[updated] is not p or body.outputs.count(v) != 1 or \
                 p in body.outputs or node not in kernel_of:

@@ -204,6 +204,17 @@ HOST_OP_TYPES = OpTypes("host_only")
 # elements they leave or combine with).
 UPDATE_OPS = OpTypes("updates_variable")
 READING_UPDATE_OPS = OpTypes(lambda d: d.updates_variable == "read_write")
+# Ops whose output is one of their inputs with a few rows changed: op type -> which input,
+# given the output's index (a TensorArray write, its output k the flow k it writes; the
+# flow's gradient with the written rows zeroed; the read gradient's rows summed into its
+# 4th input, tensor_array_ops.accumulated_read_gradient). Their kernels write in place
+# when handed that input's buffer: a native loop's flow variable, once no later kernel
+# reads the old value (regions.written_in_place; the schedule runs them after the value's
+# other readers: schedule/fusion.py). Without it a loop of T steps copies a [T, ...] flow
+# each iteration: O(T^2).
+ROW_WRITE_OPS = {"TensorArrayScatterV3": lambda index: index,
+                 "TensorArrayScatterGrad": lambda index: 0,
+                 "TensorArrayGatherGrad": lambda index: 3}
 # Stateful ops that only read the state: passes may drop them when unused.
 READ_ONLY_STATE_OPS = OpTypes(lambda d: d.stateful and not d.writes_state)
 RANDOM_OP_TYPES = OpTypes(lambda d: d.kind == "random")

@@ -317,6 +317,7 @@ def _while_grad(op, *grads):
     if any(g is not None for g in grads[n + 1:]):
         raise LookupError(f"Second derivatives through while_loop '{op.name}' are not "
                           "supported.")
+    from graphc.gradients import input_needed
     cond_g, body_g = function_of(op, "cond"), function_of(op, "body")
     n_cond = len(cond_g.inputs) - n
     # what the body reads besides the loop variables: its captured tensors, then the
@@ -327,7 +328,9 @@ def _while_grad(op, *grads):
              enumerate(body_g.captures)]
     reads += [(first_ref + j, outer, inner) for j, (outer, inner) in
               enumerate(body_g.ref_captures)]
-    reads = [r for r in reads if r[1].dtype.is_floating]
+    # an accumulator for every captured input no x reaches (a loop reading rows of its
+    # data, say) would cost a [T, ...] sum per iteration for a gradient nobody reads
+    reads = [r for r in reads if r[1].dtype.is_floating and input_needed(op.inputs[r[0]])]
     var_ids = [i for i in range(n) if op.outputs[i].dtype.is_floating]
     if not var_ids and not reads:
         return [None] * len(op.inputs)

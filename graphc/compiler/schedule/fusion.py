@@ -68,7 +68,7 @@ from graphc.compiler.ir import Value, VariableRef
 from graphc.compiler.op_kinds import ROW_NORMALIZERS, kind_of, reduction_axes, shape_only_inputs
 from graphc.compiler.regions import updated_in_regions
 from graphc.compiler.schedule.kernel import Kernel, dim_is, dims_equal
-from graphc.framework.op_def import UPDATE_OPS, OpTypes
+from graphc.framework.op_def import ROW_WRITE_OPS, UPDATE_OPS, OpTypes
 
 # The op facts fusion reads, as views of the registry (declared where each op is defined)
 ACTIVATIONS = OpTypes("epilogue")  # may follow a MatMul/Conv2D in its epilogue
@@ -688,9 +688,12 @@ class Fusion:
         return order
 
     def _topological_order(self):
-        """The groups in dependency order, earliest module position first; None if the
-        kernel graph has a cycle."""
-        first = {gid: min(self.pos[n] for n in g.nodes) for gid, g in self.groups.items()}
+        """The groups in dependency order, earliest module position first, except that a
+        row write (ROW_WRITE_OPS) waits for every other ready group: the readers of the
+        value it overwrites run before it, so that it may write in place (a native loop's
+        TensorArray flows); None if the kernel graph has a cycle."""
+        first = {gid: (any(n.type in ROW_WRITE_OPS for n in g.nodes),
+                       min(self.pos[n] for n in g.nodes)) for gid, g in self.groups.items()}
         indeg = {gid: len(self.pred[gid]) for gid in self.groups}
         ready = [(first[g], g) for g, d in indeg.items() if d == 0]
         heapq.heapify(ready)
