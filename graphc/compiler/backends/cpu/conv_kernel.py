@@ -32,7 +32,7 @@ from contextlib import nullcontext
 
 from llvmlite import ir
 
-from graphc.compiler.backends.cpu import conv_team, parallel
+from graphc.compiler.backends.cpu import conv_direct, conv_team, parallel
 from graphc.compiler.backends.cpu.gemm_kernel import BLAS_DTYPES
 from graphc.compiler.backends.cpu.loop_kernel import emit_loop_function, lower_loop_kernel
 from graphc.compiler.loops.emitter import (Emitter, Nest, StoreTarget, kernel_targets,
@@ -76,7 +76,9 @@ def lower_conv_kernel(program, kernel, name, scalar_ops, rules):
 
 
 def lowering_of(kernel):
-    """How a conv kernel is lowered: "gemm" (im2col + BLAS), "loop" (the direct rules of
+    """How a conv kernel is lowered: "gemm" (im2col + BLAS), "direct" (an NHWC Conv2D
+    whose channels fit conv_direct.py's register tiles: a zero-padded copy of each image
+    and that kernel, no columns), "loop" (the direct rules of
     window_rules: types without BLAS, and an NHWC Conv2D with few taps, where a gemm
     with so short an inner dimension runs far below peak) or "direct_filter_gradient"
     (an NHWC filter gradient with few taps and no epilogue: a gemm with so few rows
@@ -90,7 +92,26 @@ def lowering_of(kernel):
         return "loop"
     if node.type == "Conv2DBackpropFilter" and few_taps and len(kernel.nodes) == 1:
         return "direct_filter_gradient"
+    if direct_block(node) is not None:
+        return "direct"
     return "gemm"
+
+
+def direct_block(node):
+    """conv_direct's channel block for a Conv2D it can compute, else None: NHWC, no
+    dilation, every size but the batch known, few input channels (there im2col's copies
+    cost as much as the products; with many, the gemm's panels amortize them) and output
+    channels in whole vectors. A pointwise conv needs no columns: it stays one gemm."""
+    if node.type != "Conv2D" or node.outputs[0].dtype.name not in ("float32", "float64"):
+        return None
+    g = Window(node)
+    if g.fmt != "NHWC" or g.dilations != (1, 1) or ConvShape.is_pointwise(g):
+        return None
+    sizes = [dim_key(d) for d in (g.h, g.w, g.c, g.oh, g.ow, g.oc)]
+    if not all(isinstance(d, int) for d in sizes) or not 0 < sizes[2] <= \
+            conv_direct.MAX_CHANNELS:
+        return None
+    return conv_direct.block_of(node.outputs[0].dtype.name, sizes[5])
 
 
 def _lower_direct_filter_gradient(program, kernel, node, name, scalar_ops, rules):
@@ -141,14 +162,31 @@ class ConvShape:
     def __init__(self, node):
         g = self.g = Window(node)
         self.dtype = node.outputs[0].dtype.name
-        self.pointwise = (g.fmt == "NHWC" and g.taps == (1, 1) and g.strides == (1, 1)
-                          and all(isinstance(p, int) and p == 0 for p in g.pads))
+        self.pointwise = self.is_pointwise(g)
         self.P = _dim_product([g.oh, g.ow])
         self.K = _dim_product([g.taps[0], g.taps[1], g.c])
+        self.direct = direct_block(node)
+        if self.direct is not None:
+            # the zero-padded image the direct kernel reads: only the rows and columns
+            # some output reads (a VALID conv may leave the last ones unread)
+            oh, ow = dim_key(g.oh), dim_key(g.ow)
+            self.padded = (max(0, (oh - 1) * g.strides[0] + g.taps[0]) if oh else 0,
+                           max(0, (ow - 1) * g.strides[1] + g.taps[1]) if ow else 0)
         self.chunk = self._chunk()
 
+    @staticmethod
+    def is_pointwise(g):
+        return (g.fmt == "NHWC" and g.taps == (1, 1) and g.strides == (1, 1)
+                and all(isinstance(p, int) and p == 0 for p in g.pads))
+
+    def _per_image(self):
+        """Elements of one image's scratch: its columns, or its padded copy (direct)."""
+        if self.direct is not None:
+            return self.padded[0] * self.padded[1] * dim_key(self.g.c)
+        return _const(self.P * self.K)
+
     def _chunk(self):
-        n, per_image = dim_key(self.g.n), _const(self.P * self.K)
+        n, per_image = dim_key(self.g.n), self._per_image()
         if self.g.fmt != "NHWC" or self.pointwise or not isinstance(n, int) or \
                 per_image is None or n <= 1:
             return 1
@@ -157,9 +195,12 @@ class ConvShape:
         return max(fits, default=1)
 
     def scratch_bytes(self):
-        """Bytes of im2col columns the kernel needs (0: none), an int or a SymDim."""
+        """Bytes of im2col columns (or padded images) the kernel needs (0: none), an int
+        or a SymDim."""
         if self.pointwise or self.dtype not in BLAS_DTYPES:
             return 0
+        if self.direct is not None:
+            return self.chunk * self._per_image() * kd.itemsize(self.dtype)
         n = self.chunk * self.P * self.K * kd.itemsize(self.dtype)
         c = _const(n)
         return n if c is None else c
@@ -168,7 +209,7 @@ class ConvShape:
 def scratch_bytes(kernel):
     """The scratch request of a conv kernel (scratch.py asks it for the memory plan)."""
     try:
-        if lowering_of(kernel) != "gemm":
+        if lowering_of(kernel) not in ("gemm", "direct"):
             return 0
     except LoweringError:
         return 0
@@ -198,6 +239,7 @@ class _ConvLowering:
         self.g = self.shape.g
         self.B = self.shape.chunk
         self.pointwise = self.shape.pointwise
+        self.direct = self.shape.direct
         self.dtype = node.outputs[0].dtype.name
         self.product = node.outputs[0]
         self.epilogue = [n for n in kernel.nodes if n is not node]
@@ -286,8 +328,11 @@ class _ConvLowering:
         if self.node.type == "Conv2DBackpropInput":
             dims = [self.B] + g.join(1, g.h, g.w, g.c)[1:]
             return group_nests(v, [StoreTarget(IMAGE, dims, self.dtype, self._col2im)])
-        dims = [self.B, g.oh, g.ow, g.taps[0], g.taps[1], g.c]
         source = self.node.inputs[0]
+        if self.direct is not None:
+            return group_nests(v, [StoreTarget(SCRATCH, [self.B, *self.shape.padded, g.c],
+                                               self.dtype, self._padded_cell)])
+        dims = [self.B, g.oh, g.ow, g.taps[0], g.taps[1], g.c]
 
         def im2col(index):
             b, oh, ow, kh, kw, ci = index
@@ -297,6 +342,16 @@ class _ConvLowering:
             return x.select(inside, v.view(source, g.join(self._image(b), hi, wi, ci)),
                             x.const(0, self.dtype))
         return group_nests(v, [StoreTarget(SCRATCH, dims, self.dtype, im2col)])
+
+    def _padded_cell(self, index):
+        """Cell (hp, wp, ci) of image b's zero-padded copy: input cell (hp, wp) - pads."""
+        g, v, x = self.g, self.views, self.views.x
+        b, hp, wp, ci = index
+        hi, in_h = g.tap(v, 0, x.const(0), hp)
+        wi, in_w = g.tap(v, 1, x.const(0), wp)
+        return x.select(x.logical("and", in_h, in_w),
+                        v.view(self.node.inputs[0], g.join(self._image(b), hi, wi, ci)),
+                        x.const(0, self.dtype))
 
     def _col2im(self, index):
         """dx[n, h, w, ci] = sum of the dcols taps that read (h, w)."""
@@ -340,6 +395,9 @@ class _ConvLowering:
             em.emit_nest(nest)
         self.gemm_fn = gemm.declare_gemm(program.llvm, _blas(BLAS_DTYPES[self.dtype]),
                                          self.dtype, _blas_bits())
+        if self.direct is not None:
+            self.direct_fn = conv_direct.declare_or_emit(
+                program.llvm, self.dtype, self.direct, dim_key(self.g.c), self.g.strides[1])
         if self.n_var is not None and conv_team.available():
             conv_team.emit(self, self._team_chunks)
         else:
@@ -367,6 +425,8 @@ class _ConvLowering:
         """Bytes of one chunk's im2col columns (i64)."""
         if self.pointwise:
             return ir.Constant(I64, 0)
+        if self.direct is not None:
+            return ir.Constant(I64, self.shape.scratch_bytes())
         b = self.b
         return b.mul(b.mul(self.rows, self.K), ir.Constant(I64, kd.itemsize(self.dtype)))
 
@@ -436,6 +496,9 @@ class _ConvLowering:
             return
         for nest in self.per_chunk:
             em.emit_nest(nest)
+        if self.direct is not None:
+            self._direct_chunk(n, elem)
+            return
         x_image = self._at(self.program.storage_of(ins[0]), n, self.HWC, elem)
         cols = x_image if self.pointwise else self.buffers[SCRATCH]
         if t == "Conv2D":
@@ -449,6 +512,24 @@ class _ConvLowering:
             dy = self._at(self.program.storage_of(ins[2]), n, self.PCO, elem)
             dw = self.buffers[self.c_key]
             call(True, not nhwc, self.K, self.CO, self.rows, cols, dy, dw, beta=1.0)
+
+
+    def _direct_chunk(self, n, elem):
+        """conv_direct's kernel over each padded image of chunk n (the nests made them)."""
+        b, g = self.b, self.g
+        const = lambda value: ir.Constant(I64, value)  # noqa: E731
+        hp, wp = self.shape.padded
+        c = dim_key(g.c)
+        w = self.buffers[self.program.storage_of(self.node.inputs[1])]
+        out = self._at(self.c_key, n, self.PCO, elem)
+        per_out = b.mul(self.P, self.CO)
+        sizes = [const(wp), const(dim_key(g.oh)), const(dim_key(g.ow)), self.CO,
+                 const(g.taps[0]), const(g.taps[1]), const(g.strides[0])]
+        with for_range(b, const(self.B), name="image") as i:
+            image = b.gep(self.buffers[SCRATCH], [b.mul(i, const(hp * wp * c))],
+                          source_etype=elem)
+            result = b.gep(out, [b.mul(i, per_out)], source_etype=elem)
+            b.call(self.direct_fn, [image, w, result] + sizes)
 
 
 def _blas(routine):

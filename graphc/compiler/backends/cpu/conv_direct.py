@@ -1,0 +1,186 @@
+"""A direct NHWC convolution of one zero-padded image: register tiles of output pixels x
+output channels, no im2col columns and no BLAS packing.
+
+    fn(ptr xp, ptr w, ptr out, i64 wp, i64 oh, i64 ow, i64 co, i64 kh, i64 kw, i64 sh)
+       -> void    (the input channels ci and the width stride sw are the function's own)
+    xp [hp, wp, ci] (already padded: the conv is VALID over it), w [kh, kw, ci, co],
+    out [oh, ow, co] = sum over (kh, kw, ci) of xp[oh*sh + kh, ow*sw + kw, ci] * w[kh, kw, ci]
+
+With few channels (ResNet's 16-64) im2col + gemm wrote each input cell KH*KW times into the
+columns and OpenBLAS copied them once more into its packed panels, while the product
+per pixel is only K*CO multiply-adds: the copies cost as much as the arithmetic. Here a
+tile of TILE pixels x BLOCK vectors of output channels stays in registers while the
+(kh, kw, ci) loop broadcasts one input cell per pixel against a vector of filter taps.
+
+The sizes are run-time arguments, so one function serves every conv shape of a dtype,
+channel block, input channel count and width stride (compile time: ResNet's convs differ
+mostly in their image sizes). The input channels and the width stride are constants so
+that every input cell of a tile is one base register plus a constant displacement (with
+them run-time values LLVM kept one pointer per pixel, and spilled them). The output channels
+must be a multiple of BLOCK * VECTOR_BYTES worth of elements (block_of says which block
+fits, or None).
+"""
+from llvmlite import ir
+
+from kernels import dtypes as kd
+from kernels.loops import I64, PTR, entry_alloca, for_range
+
+# One AVX-512 register; on narrower targets LLVM splits each vector (still correct).
+VECTOR_BYTES = 64
+# Pixels per tile by the tile's vectors of output channels: at most 16 accumulator
+# registers of 32 (the rest hold filter vectors), and at least 8 independent
+# multiply-add chains to cover the FMA latency with two FMA ports.
+TILE = {1: 16, 2: 8, 3: 5, 4: 4}
+MAX_BLOCK = 4
+MAX_CHANNELS = 64
+# Input channels per step of the channel loop (the rest are unrolled after it): a loop
+# body that stays in the decoded-instruction cache.
+UNROLL = 8
+# After the full tiles, the rest of a row in tiles of these sizes.
+REST_TILES = (4, 2, 1)
+
+
+def lanes(dtype):
+    return VECTOR_BYTES // kd.itemsize(dtype)
+
+
+def block_of(dtype, out_channels):
+    """Vectors of output channels per tile (the largest divisor of the vector count up
+    to MAX_BLOCK), or None when the output channels are no whole number of vectors."""
+    if not isinstance(out_channels, int) or out_channels <= 0:
+        return None
+    n_vectors, rest = divmod(out_channels, lanes(dtype))
+    if rest:
+        return None
+    return max(b for b in range(1, MAX_BLOCK + 1) if n_vectors % b == 0)
+
+
+def tile_of(block):
+    return TILE[block]
+
+
+def function_name(dtype, block, channels, stride):
+    return f"graphc_conv_direct_{dtype}_b{block}_c{channels}_s{stride}"
+
+
+def declare_or_emit(module, dtype, block, channels, stride):
+    """The direct conv function of (dtype, block, input channels, width stride) in
+    `module`, emitted once per module."""
+    name = function_name(dtype, block, channels, stride)
+    if name in module.globals:
+        return module.globals[name]
+    return _emit(module, name, dtype, block, channels, stride)
+
+
+def _emit(module, name, dtype, block, channels, stride):
+    fnty = ir.FunctionType(ir.VoidType(), [PTR, PTR, PTR] + [I64] * 7)
+    fn = ir.Function(module, fnty, name)
+    fn.linkage = "internal"
+    fn.attributes.add("nounwind")
+    for arg in fn.args[:3]:
+        arg.add_attribute("noalias")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    _Tiles(b, fn.args, dtype, block, channels, stride).emit()
+    b.ret_void()
+    return fn
+
+
+def _fma(module, vec, suffix):
+    name = f"llvm.fma.{suffix}"
+    if name in module.globals:
+        return module.globals[name]
+    return ir.Function(module, ir.FunctionType(vec, [vec] * 3), name)
+
+
+class _Tiles:
+    def __init__(self, b, args, dtype, block, channels, stride):
+        self.b = b
+        self.xp, self.w, self.out = args[:3]
+        self.wp, self.oh, self.ow, self.co, self.kh, self.kw, self.sh = args[3:]
+        self.channels, self.stride = channels, stride
+        self.ci, self.sw = ir.Constant(I64, channels), ir.Constant(I64, stride)
+        self.dtype = dtype
+        self.block = block
+        self.elem = kd.memory_type(dtype)
+        self.lanes = lanes(dtype)
+        self.vec = ir.VectorType(self.elem, self.lanes)
+        self.fma = _fma(b.module, self.vec, f"v{self.lanes}f{kd.bits(dtype)}")
+        self.tile = tile_of(block)
+        self.acc = [[entry_alloca(b, self.vec, f"acc{p}_{v}") for v in range(block)]
+                    for p in range(self.tile)]
+
+    def c(self, n):
+        return ir.Constant(I64, n)
+
+    def emit(self):
+        b = self.b
+        step = self.block * self.lanes
+        n_blocks = b.sdiv(self.co, self.c(step))
+        sizes = [self.tile] + [s for s in REST_TILES if s < self.tile]
+        with for_range(b, self.oh, name="oh") as oh:
+            with for_range(b, n_blocks, name="cob") as cob:
+                co0 = b.mul(cob, self.c(step))
+                start = self.c(0)
+                for size in sizes:
+                    count = b.sdiv(b.sub(self.ow, start), self.c(size))
+                    with for_range(b, count, name=f"ow{size}") as t:
+                        self._tile(size, oh, b.add(start, b.mul(t, self.c(size))), co0)
+                    start = b.add(start, b.mul(count, self.c(size)))
+
+    def _tile(self, pixels, oh, ow0, co0):
+        b = self.b
+        zero = ir.Constant(self.vec, [ir.Constant(self.elem, 0.0)] * self.lanes)
+        for p in range(pixels):
+            for v in range(self.block):
+                b.store(zero, self.acc[p][v])
+        with for_range(b, self.kh, name="kh") as kh:
+            row = b.add(b.mul(oh, self.sh), kh)
+            with for_range(b, self.kw, name="kw") as kw:
+                cell = b.add(b.mul(b.add(b.mul(row, self.wp), b.mul(ow0, self.sw)), self.ci),
+                             b.mul(kw, self.ci))
+                x_base = b.gep(self.xp, [cell], source_etype=self.elem)
+                taps = b.mul(b.add(b.mul(kh, self.kw), kw), self.ci)
+                w_base = b.gep(self.w, [b.add(b.mul(taps, self.co), co0)],
+                               source_etype=self.elem)
+                self._channels(pixels, x_base, w_base)
+        for p in range(pixels):
+            at = b.mul(b.add(b.mul(oh, self.ow), b.add(ow0, self.c(p))), self.co)
+            for v in range(self.block):
+                ptr = b.gep(self.out, [b.add(at, b.add(co0, self.c(v * self.lanes)))],
+                            source_etype=self.elem)
+                b.store(b.load(self.acc[p][v], typ=self.vec), ptr, align=kd.itemsize(self.dtype))
+
+    def _channels(self, pixels, x_base, w_base):
+        """The tile's multiply-adds over the input channels: a loop of UNROLL channels a
+        step, then the rest, each channel's cells at constant displacements."""
+        b = self.b
+        steps, rest = divmod(self.channels, UNROLL)
+        if steps:
+            with for_range(b, self.c(steps), name="cis") as k:
+                first = b.mul(k, self.c(UNROLL))
+                x_at = b.gep(x_base, [first], source_etype=self.elem)
+                w_at = b.gep(w_base, [b.mul(first, self.co)], source_etype=self.elem)
+                for ci in range(UNROLL):
+                    self._step(pixels, x_at, w_at, ci)
+        x_at = b.gep(x_base, [self.c(steps * UNROLL)], source_etype=self.elem)
+        w_at = b.gep(w_base, [b.mul(self.c(steps * UNROLL), self.co)], source_etype=self.elem)
+        for ci in range(rest):
+            self._step(pixels, x_at, w_at, ci)
+
+    def _step(self, pixels, x_base, w_base, ci):
+        """acc[p][v] += xp[pixel p, ci] * w[ci, vector v] for the tile's pixels."""
+        b = self.b
+        size = kd.itemsize(self.dtype)
+        w_row = b.gep(w_base, [b.mul(self.c(ci), self.co)], source_etype=self.elem)
+        taps = [b.load(b.gep(w_row, [self.c(v * self.lanes)], source_etype=self.elem),
+                       typ=self.vec, align=size) for v in range(self.block)]
+        for p in range(pixels):
+            at = self.c(p * self.stride * self.channels + ci)
+            x = b.load(b.gep(x_base, [at], source_etype=self.elem), typ=self.elem)
+            splat = b.shuffle_vector(
+                b.insert_element(ir.Constant(self.vec, ir.Undefined), x, self.c(0)),
+                ir.Constant(self.vec, ir.Undefined),
+                ir.Constant(ir.VectorType(ir.IntType(32), self.lanes), [0] * self.lanes))
+            for v in range(self.block):
+                acc = b.load(self.acc[p][v], typ=self.vec)
+                b.store(b.call(self.fma, [splat, taps[v], acc]), self.acc[p][v])
