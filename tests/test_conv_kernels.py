@@ -70,7 +70,8 @@ def test_chunks_divide_the_batch_and_fit_the_budget():
 
 
 def conv_kernel_of(x_shape, w_shape, strides=(1, 1), padding="SAME", dilations=(1, 1),
-                   fmt="NHWC", dtype=gc.float32):
+                   fmt="NHWC", dtype=gc.float32, op="Conv2D"):
+    """The kernel of the conv op `op` in the graph of a conv's output and input gradient."""
     from graphc.compiler.driver import schedule_module
     from graphc.compiler.lower import lower
     g = gc.Graph()
@@ -79,9 +80,11 @@ def conv_kernel_of(x_shape, w_shape, strides=(1, 1), padding="SAME", dilations=(
         s = [1, *strides, 1] if fmt == "NHWC" else [1, 1, *strides]
         d = [1, *dilations, 1] if fmt == "NHWC" else [1, 1, *dilations]
         y = gc.nn.conv2d(x, w, s, padding, data_format=fmt, dilations=d)
-    module = lower([x, w], [y], [], [x_shape, w_shape])
+        outs = [y] + gc.gradients(gc.reduce_sum(y), [x])
+    module = lower([x, w], outs, [], [x_shape, w_shape])
     schedule_module(module)
-    return next(k for k in module.kernels if k.kind == "conv")
+    return next(k for k in module.kernels
+                if k.kind == "conv" and conv_kernel._conv_node(k).type == op)
 
 
 def test_few_channel_nhwc_conv_is_direct_and_others_are_not():
@@ -101,6 +104,21 @@ def test_few_channel_nhwc_conv_is_direct_and_others_are_not():
         assert conv_kernel.lowering_of(conv_kernel_of(*args)) != "direct", args
     assert conv_kernel.lowering_of(conv_kernel_of((8, 10, 9, 16), (3, 3, 16, 32),
                                                   dilations=(2, 2))) != "direct"
+
+
+def test_stride_one_input_gradient_is_direct():
+    """dx of a stride-1 conv: the direct conv of dy (its channels the inputs) with the
+    flipped filter, which the scratch holds after the padded images."""
+    grad = dict(op="Conv2DBackpropInput")
+    k = conv_kernel_of((8, 10, 9, 16), (3, 3, 16, 40), padding="VALID", **grad)
+    assert conv_kernel.lowering_of(k) == "direct"
+    shape = conv_kernel.ConvShape(conv_kernel._conv_node(k))
+    assert shape.padded == (12, 11) and shape.flipped_filter() == 3 * 3 * 40 * 16
+    assert shape.scratch_bytes() == (shape.chunk * 12 * 11 * 40 + 3 * 3 * 40 * 16) * 4
+    for args in [((8, 10, 9, 16), (3, 3, 16, 40), (2, 2)),       # strided
+                 ((8, 10, 9, 24), (3, 3, 24, 40), (1, 1)),       # 24 outputs: no vectors
+                 ((8, 10, 9, 16), (3, 3, 16, 80), (1, 1))]:      # many dy channels
+        assert conv_kernel.lowering_of(conv_kernel_of(*args, **grad)) != "direct", args
 
 
 def ref_conv(x, w, strides, padding):
@@ -127,6 +145,9 @@ DIRECT_CASES = [  # x shape, filter shape, strides, padding
     ((2, 7, 6, 64), (2, 3, 64, 64), (1, 2), "SAME"),
     ((1, 4, 4, 3), (5, 5, 3, 16), (1, 1), "SAME"),          # filter larger than the image
     ((2, 6, 5, 9), (3, 3, 9, 16), (3, 3), "VALID"),         # unread last rows
+    ((2, 7, 9, 32), (3, 3, 32, 16), (1, 1), "VALID"),       # direct input gradients:
+    ((3, 5, 6, 16), (2, 4, 16, 8), (1, 1), "SAME"),         # uneven pads,
+    ((2, 3, 4, 16), (5, 5, 16, 24), (1, 1), "SAME"),        # filter over the image
 ]
 
 
@@ -139,12 +160,16 @@ def test_direct_conv_matches_numpy(monkeypatch, case, dtype, chunk):
     monkeypatch.setattr(conv_kernel.ConvShape, "_chunk", lambda self: chunk
                         if dim_n(self) % chunk == 0 else 1)
     x_shape, w_shape, strides, padding = case
-    if dtype == np.float64 and w_shape[3] % 8:
-        pytest.skip("float64 vectors hold 8 channels")
     x, w, b = rand(*x_shape, dtype=dtype), rand(*w_shape, seed=1, dtype=dtype), \
         rand(w_shape[3], seed=2, dtype=dtype)
-    k = conv_kernel_of(x_shape, w_shape, strides, padding, dtype=gc.as_dtype(dtype))
-    assert conv_kernel.lowering_of(k) == "direct"
+    lanes = 64 // np.dtype(dtype).itemsize
+    for op, c_in, c_out, direct in [
+            ("Conv2D", x_shape[3], w_shape[3], True),
+            ("Conv2DBackpropInput", w_shape[3], x_shape[3], strides == (1, 1))]:
+        k = conv_kernel_of(x_shape, w_shape, strides, padding, dtype=gc.as_dtype(dtype),
+                           op=op)
+        direct = direct and c_out % lanes == 0 and c_in <= 64
+        assert (conv_kernel.lowering_of(k) == "direct") == direct, op
 
     def build(xp, wp, bp):
         y = gc.nn.relu(gc.nn.bias_add(gc.nn.conv2d(xp, wp, [1, *strides, 1], padding), bp))
