@@ -71,7 +71,7 @@ def test_chunks_divide_the_batch_and_fit_the_budget():
 
 def conv_kernel_of(x_shape, w_shape, strides=(1, 1), padding="SAME", dilations=(1, 1),
                    fmt="NHWC", dtype=gc.float32, op="Conv2D"):
-    """The kernel of the conv op `op` in the graph of a conv's output and input gradient."""
+    """The kernel of the conv op `op` in the graph of a conv's output and gradients."""
     from graphc.compiler.driver import schedule_module
     from graphc.compiler.lower import lower
     g = gc.Graph()
@@ -80,7 +80,7 @@ def conv_kernel_of(x_shape, w_shape, strides=(1, 1), padding="SAME", dilations=(
         s = [1, *strides, 1] if fmt == "NHWC" else [1, 1, *strides]
         d = [1, *dilations, 1] if fmt == "NHWC" else [1, 1, *dilations]
         y = gc.nn.conv2d(x, w, s, padding, data_format=fmt, dilations=d)
-        outs = [y] + gc.gradients(gc.reduce_sum(y), [x])
+        outs = [y] + gc.gradients(gc.reduce_sum(y * y), [x, w])
     module = lower([x, w], outs, [], [x_shape, w_shape])
     schedule_module(module)
     return next(k for k in module.kernels
@@ -165,7 +165,8 @@ def test_direct_conv_matches_numpy(monkeypatch, case, dtype, chunk):
     lanes = 64 // np.dtype(dtype).itemsize
     for op, c_in, c_out, direct in [
             ("Conv2D", x_shape[3], w_shape[3], True),
-            ("Conv2DBackpropInput", w_shape[3], x_shape[3], strides == (1, 1))]:
+            ("Conv2DBackpropInput", w_shape[3], x_shape[3], strides == (1, 1)),
+            ("Conv2DBackpropFilter", x_shape[3], w_shape[3], True)]:
         k = conv_kernel_of(x_shape, w_shape, strides, padding, dtype=gc.as_dtype(dtype),
                            op=op)
         direct = direct and c_out % lanes == 0 and c_in <= 64
@@ -261,3 +262,21 @@ def test_max_pool_and_grad_with_ties_and_nan(k, stride, padding):
     got, want = run_both(build, [x])
     for g_, w_ in zip(got, want):
         np.testing.assert_allclose(g_, w_, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("case", [DIRECT_CASES[0], DIRECT_CASES[2], DIRECT_CASES[7]])
+def test_direct_conv_on_the_thread_team(monkeypatch, case):
+    """Every conv split (GRAPHC_PARALLEL_MIN_WORK=0): one image per chunk, the filter
+    gradient summed in per-unit partial filters, against NumPy and the reference."""
+    monkeypatch.setenv("GRAPHC_PARALLEL_MIN_WORK", "0")
+    monkeypatch.setattr(conv_kernel.ConvShape, "_chunk", lambda self: 1)
+    x_shape, w_shape, strides, padding = case
+    x, w = rand(*x_shape), rand(*w_shape, seed=1)
+
+    def build(xp, wp):
+        y = gc.nn.conv2d(xp, wp, [1, *strides, 1], padding)
+        return [y] + gc.gradients(gc.reduce_sum(y * y), [xp, wp])
+    got, want = run_both(build, [x, w])
+    np.testing.assert_allclose(got[0], ref_conv(x, w, strides, padding), **F32_TOL)
+    for g_, w_ in zip(got, want):
+        np.testing.assert_allclose(g_, w_, rtol=2e-5, atol=2e-5 * np.abs(w_).max())

@@ -59,20 +59,17 @@ def tile_of(block):
     return TILE[block]
 
 
-def function_name(dtype, block, channels, stride):
-    return f"graphc_conv_direct_{dtype}_b{block}_c{channels}_s{stride}"
+def function_name(dtype, block, channels, stride, filter_gradient=False):
+    kind = "filter_gradient" if filter_gradient else "direct"
+    return f"graphc_conv_{kind}_{dtype}_b{block}_c{channels}_s{stride}"
 
 
-def declare_or_emit(module, dtype, block, channels, stride):
-    """The direct conv function of (dtype, block, input channels, width stride) in
-    `module`, emitted once per module."""
-    name = function_name(dtype, block, channels, stride)
+def declare_or_emit(module, dtype, block, channels, stride, filter_gradient=False):
+    """The direct conv function (or its filter gradient's) of (dtype, block, input
+    channels, width stride) in `module`, emitted once per module."""
+    name = function_name(dtype, block, channels, stride, filter_gradient)
     if name in module.globals:
         return module.globals[name]
-    return _emit(module, name, dtype, block, channels, stride)
-
-
-def _emit(module, name, dtype, block, channels, stride):
     fnty = ir.FunctionType(ir.VoidType(), [PTR, PTR, PTR] + [I64] * 7)
     fn = ir.Function(module, fnty, name)
     fn.linkage = "internal"
@@ -80,7 +77,8 @@ def _emit(module, name, dtype, block, channels, stride):
     for arg in fn.args[:3]:
         arg.add_attribute("noalias")
     b = ir.IRBuilder(fn.append_basic_block("entry"))
-    _Tiles(b, fn.args, dtype, block, channels, stride).emit()
+    tiles = _FilterTiles if filter_gradient else _Tiles
+    tiles(b, fn.args, dtype, block, channels, stride).emit()
     b.ret_void()
     return fn
 
@@ -93,6 +91,8 @@ def _fma(module, vec, suffix):
 
 
 class _Tiles:
+    """The conv of one padded image: tiles of pixels x output-channel vectors."""
+
     def __init__(self, b, args, dtype, block, channels, stride):
         self.b = b
         self.xp, self.w, self.out = args[:3]
@@ -184,3 +184,78 @@ class _Tiles:
             for v in range(self.block):
                 acc = b.load(self.acc[p][v], typ=self.vec)
                 b.store(b.call(self.fma, [splat, taps[v], acc]), self.acc[p][v])
+
+
+def filter_tile_of(block, channels):
+    """Input channels per filter-gradient tile: the largest divisor of the channels that
+    fits TILE[block] (so the channel tiles need no remainder)."""
+    return max(t for t in range(1, TILE[block] + 1) if channels % t == 0)
+
+
+def _splat(b, vec, x):
+    undef = ir.Constant(vec, ir.Undefined)
+    zeros = ir.Constant(ir.VectorType(ir.IntType(32), vec.count), [0] * vec.count)
+    return b.shuffle_vector(b.insert_element(undef, x, ir.Constant(I64, 0)), undef, zeros)
+
+
+class _FilterTiles(_Tiles):
+    """The filter gradient's share of one image, added into dw:
+
+        fn(ptr xp, ptr dy, ptr dw, i64 wp, i64 oh, i64 ow, i64 co, i64 kh, i64 kw, i64 sh)
+        dw[kh, kw, ci, co] += sum over (oh, ow) of xp[oh*sh + kh, ow*sw + kw, ci] * dy[oh, ow, co]
+
+    A tile is TILE channels x BLOCK vectors of output channels of one tap (kh, kw), held in
+    registers over every pixel of the image (an outer product per pixel), which replaces
+    the columns and the gemm's packing of them as in the forward conv."""
+
+    def __init__(self, b, args, dtype, block, channels, stride):
+        super().__init__(b, args, dtype, block, channels, stride)
+        self.dy, self.dw = self.w, self.out
+        self.tile = filter_tile_of(block, channels)
+
+    def emit(self):
+        b = self.b
+        step = self.block * self.lanes
+        n_blocks = b.sdiv(self.co, self.c(step))
+        with for_range(b, self.kh, name="kh") as kh:
+            with for_range(b, self.kw, name="kw") as kw:
+                with for_range(b, self.c(self.channels // self.tile), name="cit") as cit:
+                    ci0 = b.mul(cit, self.c(self.tile))
+                    with for_range(b, n_blocks, name="cob") as cob:
+                        self._filter_tile(kh, kw, ci0, b.mul(cob, self.c(step)))
+
+    def _dw_at(self, kh, kw, ci0, co0, t, v):
+        b = self.b
+        tap = b.add(b.mul(b.add(b.mul(kh, self.kw), kw), self.ci), b.add(ci0, self.c(t)))
+        at = b.add(b.mul(tap, self.co), b.add(co0, self.c(v * self.lanes)))
+        return b.gep(self.dw, [at], source_etype=self.elem)
+
+    def _filter_tile(self, kh, kw, ci0, co0):
+        b = self.b
+        size = kd.itemsize(self.dtype)
+        for t in range(self.tile):
+            for v in range(self.block):
+                b.store(b.load(self._dw_at(kh, kw, ci0, co0, t, v), typ=self.vec, align=size),
+                        self.acc[t][v])
+        with for_range(b, self.oh, name="oh") as oh:
+            row = b.add(b.mul(oh, self.sh), kh)
+            first = b.add(b.mul(b.add(b.mul(row, self.wp), kw), self.ci), ci0)
+            x_row = b.gep(self.xp, [first], source_etype=self.elem)
+            dy_row = b.gep(self.dy, [b.add(b.mul(b.mul(oh, self.ow), self.co), co0)],
+                           source_etype=self.elem)
+            with for_range(b, self.ow, name="ow") as ow:
+                x_at = b.gep(x_row, [b.mul(ow, self.c(self.stride * self.channels))],
+                             source_etype=self.elem)
+                dy_at = b.gep(dy_row, [b.mul(ow, self.co)], source_etype=self.elem)
+                grads = [b.load(b.gep(dy_at, [self.c(v * self.lanes)], source_etype=self.elem),
+                                typ=self.vec, align=size) for v in range(self.block)]
+                for t in range(self.tile):
+                    x = b.load(b.gep(x_at, [self.c(t)], source_etype=self.elem), typ=self.elem)
+                    splat = _splat(b, self.vec, x)
+                    for v in range(self.block):
+                        acc = b.load(self.acc[t][v], typ=self.vec)
+                        b.store(b.call(self.fma, [splat, grads[v], acc]), self.acc[t][v])
+        for t in range(self.tile):
+            for v in range(self.block):
+                b.store(b.load(self.acc[t][v], typ=self.vec), self._dw_at(kh, kw, ci0, co0, t, v),
+                        align=size)

@@ -77,11 +77,10 @@ def lower_conv_kernel(program, kernel, name, scalar_ops, rules):
 
 
 def lowering_of(kernel):
-    """How a conv kernel is lowered: "gemm" (im2col + BLAS), "direct" (an NHWC Conv2D, or
-    the input gradient of a stride-1 one, whose channels fit conv_direct.py's register
-    tiles: a zero-padded copy of each image and that kernel, no columns), "loop" (the
-    direct rules of
-    window_rules: types without BLAS, and an NHWC Conv2D with few taps, where a gemm
+    """How a conv kernel is lowered: "gemm" (im2col + BLAS), "direct" (an NHWC Conv2D, its
+    filter gradient, or the input gradient of a stride-1 one, whose channels fit
+    conv_direct.py's register tiles: a zero-padded copy of each image and that kernel, no
+    columns), "loop" (the direct rules of window_rules: types without BLAS, and an NHWC Conv2D with few taps, where a gemm
     with so short an inner dimension runs far below peak) or "direct_filter_gradient"
     (an NHWC filter gradient with few taps and no epilogue: a gemm with so few rows
     runs far below peak too)."""
@@ -103,10 +102,11 @@ def direct_block(node):
     """conv_direct's channel block for a conv it can compute, else None: NHWC, no
     dilation, every size but the batch known, few input channels (there im2col's copies
     cost as much as the products; with many, the gemm's panels amortize them) and output
-    channels in whole vectors. A Conv2D, or a stride-1 Conv2DBackpropInput: the forward
+    channels in whole vectors. A Conv2D, its Conv2DBackpropFilter (conv_direct's filter
+    tiles over the same padded images), or a stride-1 Conv2DBackpropInput: the forward
     conv of its padded dy with the flipped filter, dy's channels its input channels. A
     pointwise conv needs no columns: it stays one gemm."""
-    if node.type not in ("Conv2D", "Conv2DBackpropInput") or \
+    if node.type not in ("Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter") or \
             node.outputs[0].dtype.name not in ("float32", "float64"):
         return None
     g = Window(node)
@@ -459,7 +459,7 @@ class _ConvLowering:
         if self.direct is not None:
             self.direct_fn = conv_direct.declare_or_emit(
                 program.llvm, self.dtype, self.direct, self.shape.direct_in,
-                self.shape.direct_strides[1])
+                self.shape.direct_strides[1], self.node.type == "Conv2DBackpropFilter")
         if self.n_var is not None and conv_team.available():
             conv_team.emit(self, self._team_chunks)
         else:
@@ -590,6 +590,9 @@ class _ConvLowering:
         if shape.flipped:
             w = self.buffers[FILTER]
             out = self._at(self.c_key, n, self.HWC, elem)
+        elif self.node.type == "Conv2DBackpropFilter":   # dy's images, all into dw
+            w = self._at(self.program.storage_of(self.node.inputs[2]), n, self.PCO, elem)
+            out = self.buffers[self.c_key]
         else:
             w = self.buffers[self.program.storage_of(self.node.inputs[1])]
             out = self._at(self.c_key, n, self.PCO, elem)
@@ -597,11 +600,16 @@ class _ConvLowering:
         per_out = const(oh * ow * shape.direct_out)
         sizes = [const(wp), const(oh), const(ow), const(shape.direct_out),
                  const(g.taps[0]), const(g.taps[1]), const(shape.direct_strides[0])]
+        gradient = self.node.type == "Conv2DBackpropFilter"
         with for_range(b, const(self.B), name="image") as i:
             image = b.gep(self.buffers[SCRATCH], [b.mul(i, const(per_image))],
                           source_etype=elem)
-            result = b.gep(out, [b.mul(i, per_out)], source_etype=elem)
-            b.call(self.direct_fn, [image, w, result] + sizes)
+            if gradient:
+                dy = b.gep(w, [b.mul(i, per_out)], source_etype=elem)
+                b.call(self.direct_fn, [image, dy, out] + sizes)
+            else:
+                result = b.gep(out, [b.mul(i, per_out)], source_etype=elem)
+                b.call(self.direct_fn, [image, w, result] + sizes)
 
 
 def _blas(routine):
