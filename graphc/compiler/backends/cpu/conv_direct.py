@@ -23,7 +23,7 @@ fits, or None).
 from llvmlite import ir
 
 from kernels import dtypes as kd
-from kernels.loops import I64, PTR, entry_alloca, for_range
+from kernels.loops import I64, PTR, for_range
 
 # One AVX-512 register; on narrower targets LLVM splits each vector (still correct).
 VECTOR_BYTES = 64
@@ -106,8 +106,6 @@ class _Tiles:
         self.vec = ir.VectorType(self.elem, self.lanes)
         self.fma = _fma(b.module, self.vec, f"v{self.lanes}f{kd.bits(dtype)}")
         self.tile = tile_of(block)
-        self.acc = [[entry_alloca(b, self.vec, f"acc{p}_{v}") for v in range(block)]
-                    for p in range(self.tile)]
 
     def c(self, n):
         return ir.Constant(I64, n)
@@ -130,60 +128,113 @@ class _Tiles:
     def _tile(self, pixels, oh, ow0, co0):
         b = self.b
         zero = ir.Constant(self.vec, [ir.Constant(self.elem, 0.0)] * self.lanes)
-        for p in range(pixels):
-            for v in range(self.block):
-                b.store(zero, self.acc[p][v])
-        with for_range(b, self.kh, name="kh") as kh:
+        acc = [zero] * (pixels * self.block)   # acc[p * block + v]
+        rows = _CarriedLoop(b, self.kh, acc, "kh")
+        with rows as (kh, acc):
             row = b.add(b.mul(oh, self.sh), kh)
-            with for_range(b, self.kw, name="kw") as kw:
+            cols = _CarriedLoop(b, self.kw, acc, "kw")
+            with cols as (kw, acc):
                 cell = b.add(b.mul(b.add(b.mul(row, self.wp), b.mul(ow0, self.sw)), self.ci),
                              b.mul(kw, self.ci))
                 x_base = b.gep(self.xp, [cell], source_etype=self.elem)
                 taps = b.mul(b.add(b.mul(kh, self.kw), kw), self.ci)
                 w_base = b.gep(self.w, [b.add(b.mul(taps, self.co), co0)],
                                source_etype=self.elem)
-                self._channels(pixels, x_base, w_base)
+                cols.carry(self._channels(pixels, x_base, w_base, acc))
+            rows.carry(cols.results)
+        acc = rows.results
         for p in range(pixels):
             at = b.mul(b.add(b.mul(oh, self.ow), b.add(ow0, self.c(p))), self.co)
             for v in range(self.block):
                 ptr = b.gep(self.out, [b.add(at, b.add(co0, self.c(v * self.lanes)))],
                             source_etype=self.elem)
-                b.store(b.load(self.acc[p][v], typ=self.vec), ptr, align=kd.itemsize(self.dtype))
+                b.store(acc[p * self.block + v], ptr, align=kd.itemsize(self.dtype))
 
-    def _channels(self, pixels, x_base, w_base):
+    def _channels(self, pixels, x_base, w_base, acc):
         """The tile's multiply-adds over the input channels: a loop of UNROLL channels a
         step, then the rest, each channel's cells at constant displacements."""
         b = self.b
         steps, rest = divmod(self.channels, UNROLL)
         if steps:
-            with for_range(b, self.c(steps), name="cis") as k:
+            loop = _CarriedLoop(b, self.c(steps), acc, "cis")
+            with loop as (k, acc):
                 first = b.mul(k, self.c(UNROLL))
                 x_at = b.gep(x_base, [first], source_etype=self.elem)
                 w_at = b.gep(w_base, [b.mul(first, self.co)], source_etype=self.elem)
                 for ci in range(UNROLL):
-                    self._step(pixels, x_at, w_at, ci)
+                    acc = self._step(pixels, x_at, w_at, ci, acc)
+                loop.carry(acc)
+            acc = loop.results
         x_at = b.gep(x_base, [self.c(steps * UNROLL)], source_etype=self.elem)
         w_at = b.gep(w_base, [b.mul(self.c(steps * UNROLL), self.co)], source_etype=self.elem)
         for ci in range(rest):
-            self._step(pixels, x_at, w_at, ci)
+            acc = self._step(pixels, x_at, w_at, ci, acc)
+        return acc
 
-    def _step(self, pixels, x_base, w_base, ci):
-        """acc[p][v] += xp[pixel p, ci] * w[ci, vector v] for the tile's pixels."""
+    def _step(self, pixels, x_base, w_base, ci, acc):
+        """acc[p][v] + xp[pixel p, ci] * w[ci, vector v] for the tile's pixels."""
         b = self.b
         size = kd.itemsize(self.dtype)
         w_row = b.gep(w_base, [b.mul(self.c(ci), self.co)], source_etype=self.elem)
         taps = [b.load(b.gep(w_row, [self.c(v * self.lanes)], source_etype=self.elem),
                        typ=self.vec, align=size) for v in range(self.block)]
+        out = []
         for p in range(pixels):
             at = self.c(p * self.stride * self.channels + ci)
-            x = b.load(b.gep(x_base, [at], source_etype=self.elem), typ=self.elem)
-            splat = b.shuffle_vector(
-                b.insert_element(ir.Constant(self.vec, ir.Undefined), x, self.c(0)),
-                ir.Constant(self.vec, ir.Undefined),
-                ir.Constant(ir.VectorType(ir.IntType(32), self.lanes), [0] * self.lanes))
-            for v in range(self.block):
-                acc = b.load(self.acc[p][v], typ=self.vec)
-                b.store(b.call(self.fma, [splat, taps[v], acc]), self.acc[p][v])
+            splat = _splat(b, self.vec, b.load(b.gep(x_base, [at], source_etype=self.elem),
+                                               typ=self.elem))
+            out += [b.call(self.fma, [splat, taps[v], acc[p * self.block + v]])
+                    for v in range(self.block)]
+        return out
+
+
+class _CarriedLoop:
+    """for_range's loop with values carried from one iteration to the next as phis (the
+    accumulator registers: built as SSA, LLVM has no stack slots to promote, which made
+    most of its time on these functions).
+
+        loop = _CarriedLoop(b, stop, values, name)
+        with loop as (i, values):
+            ...
+            loop.carry(new_values)
+        loop.results    # the values after the last iteration"""
+
+    def __init__(self, b, stop, values, name):
+        self.b, self.stop, self.values, self.name = b, stop, list(values), name
+
+    def __enter__(self):
+        b = self.b
+        pre = b.block
+        self.header = b.append_basic_block(f"{self.name}.header")
+        body = b.append_basic_block(f"{self.name}.body")
+        self.done = b.append_basic_block(f"{self.name}.done")
+        b.branch(self.header)
+        b.position_at_end(self.header)
+        self.index = b.phi(I64, name=self.name)
+        self.index.add_incoming(ir.Constant(I64, 0), pre)
+        self.results = []
+        for value in self.values:
+            phi = b.phi(value.type)
+            phi.add_incoming(value, pre)
+            self.results.append(phi)
+        b.cbranch(b.icmp_signed("<", self.index, self.stop), body, self.done)
+        b.position_at_end(body)
+        return self.index, list(self.results)
+
+    def carry(self, values):
+        self.carried = list(values)
+
+    def __exit__(self, *exc):
+        if exc[0] is not None:
+            return False
+        b = self.b
+        following = b.add(self.index, ir.Constant(I64, 1), flags=("nsw",))
+        self.index.add_incoming(following, b.block)
+        for phi, value in zip(self.results, self.carried):
+            phi.add_incoming(value, b.block)
+        b.branch(self.header)
+        b.position_at_end(self.done)
+        return False
 
 
 def filter_tile_of(block, channels):
@@ -233,29 +284,31 @@ class _FilterTiles(_Tiles):
     def _filter_tile(self, kh, kw, ci0, co0):
         b = self.b
         size = kd.itemsize(self.dtype)
-        for t in range(self.tile):
-            for v in range(self.block):
-                b.store(b.load(self._dw_at(kh, kw, ci0, co0, t, v), typ=self.vec, align=size),
-                        self.acc[t][v])
-        with for_range(b, self.oh, name="oh") as oh:
+        acc = [b.load(self._dw_at(kh, kw, ci0, co0, t, v), typ=self.vec, align=size)
+               for t in range(self.tile) for v in range(self.block)]   # acc[t * block + v]
+        rows = _CarriedLoop(b, self.oh, acc, "oh")
+        with rows as (oh, acc):
             row = b.add(b.mul(oh, self.sh), kh)
             first = b.add(b.mul(b.add(b.mul(row, self.wp), kw), self.ci), ci0)
             x_row = b.gep(self.xp, [first], source_etype=self.elem)
             dy_row = b.gep(self.dy, [b.add(b.mul(b.mul(oh, self.ow), self.co), co0)],
                            source_etype=self.elem)
-            with for_range(b, self.ow, name="ow") as ow:
+            cols = _CarriedLoop(b, self.ow, acc, "ow")
+            with cols as (ow, acc):
                 x_at = b.gep(x_row, [b.mul(ow, self.c(self.stride * self.channels))],
                              source_etype=self.elem)
                 dy_at = b.gep(dy_row, [b.mul(ow, self.co)], source_etype=self.elem)
                 grads = [b.load(b.gep(dy_at, [self.c(v * self.lanes)], source_etype=self.elem),
                                 typ=self.vec, align=size) for v in range(self.block)]
+                new = []
                 for t in range(self.tile):
                     x = b.load(b.gep(x_at, [self.c(t)], source_etype=self.elem), typ=self.elem)
                     splat = _splat(b, self.vec, x)
-                    for v in range(self.block):
-                        acc = b.load(self.acc[t][v], typ=self.vec)
-                        b.store(b.call(self.fma, [splat, grads[v], acc]), self.acc[t][v])
+                    new += [b.call(self.fma, [splat, grads[v], acc[t * self.block + v]])
+                            for v in range(self.block)]
+                cols.carry(new)
+            rows.carry(cols.results)
         for t in range(self.tile):
             for v in range(self.block):
-                b.store(b.load(self.acc[t][v], typ=self.vec), self._dw_at(kh, kw, ci0, co0, t, v),
+                b.store(rows.results[t * self.block + v], self._dw_at(kh, kw, ci0, co0, t, v),
                         align=size)
