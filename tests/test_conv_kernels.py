@@ -89,12 +89,12 @@ def conv_kernel_of(x_shape, w_shape, strides=(1, 1), padding="SAME", dilations=(
 
 def test_few_channel_nhwc_conv_is_direct_and_others_are_not():
     """Channels in whole vectors, at most MAX_CHANNELS inputs: no im2col columns; its
-    scratch is the chunk's padded images."""
+    scratch is one padded image (a chunk is one image: each is a unit for the team)."""
     k = conv_kernel_of((8, 10, 9, 16), (3, 3, 16, 32))
     assert conv_kernel.lowering_of(k) == "direct"
     shape = conv_kernel.ConvShape(conv_kernel._conv_node(k))
-    assert shape.padded == (12, 11)
-    assert shape.scratch_bytes() == shape.chunk * 12 * 11 * 16 * 4
+    assert shape.padded == (12, 11) and shape.chunk == 1
+    assert shape.scratch_bytes() == 12 * 11 * 16 * 4
     assert conv_kernel.lowering_of(conv_kernel_of((8, 10, 9, 16), (3, 3, 16, 24),
                                                   dtype=gc.float64)) == "direct"
     for args in [((8, 10, 9, 16), (3, 3, 16, 60)),                # no whole vectors

@@ -209,8 +209,10 @@ class ConvShape:
 
     def _chunk(self):
         n, per_image = dim_key(self.g.n), self._per_image()
+        # direct: one image a chunk. Its kernel runs image by image anyway, so larger
+        # chunks only took units from the thread team (ResNet's last stage was 1 chunk)
         if self.g.fmt != "NHWC" or self.pointwise or not isinstance(n, int) or \
-                per_image is None or n <= 1:
+                per_image is None or n <= 1 or self.direct is not None:
             return 1
         per_image *= kd.itemsize(self.dtype)
         fits = [b for b in range(1, n + 1) if n % b == 0 and b * per_image <= SCRATCH_BUDGET]
