@@ -27,6 +27,11 @@ rules (window_rules.py) through the loop kernel template, and so does an NHWC Co
 with few taps (a 3x3 filter over one channel: DIRECT_CONV_TAPS), unrolled and vectorized
 over the output channels (there the columns would cost more than the taps); its
 filter gradient is a direct folding loop (lowering_of says which lowering a kernel gets).
+With few input channels (ResNet's 16-64) the columns cost as much as the products: an
+NHWC Conv2D, its filter gradient and a stride-1 input gradient whose channels fit
+conv_direct.py's register tiles copy each image (one a chunk) zero-padded into the
+scratch instead and call that kernel ("direct"; the input gradient pads dy and flips the
+filter into the scratch after the image).
 """
 from contextlib import nullcontext
 
@@ -80,10 +85,10 @@ def lowering_of(kernel):
     """How a conv kernel is lowered: "gemm" (im2col + BLAS), "direct" (an NHWC Conv2D, its
     filter gradient, or the input gradient of a stride-1 one, whose channels fit
     conv_direct.py's register tiles: a zero-padded copy of each image and that kernel, no
-    columns), "loop" (the direct rules of window_rules: types without BLAS, and an NHWC Conv2D with few taps, where a gemm
-    with so short an inner dimension runs far below peak) or "direct_filter_gradient"
-    (an NHWC filter gradient with few taps and no epilogue: a gemm with so few rows
-    runs far below peak too)."""
+    columns), "loop" (the direct rules of window_rules: types without BLAS, and an NHWC
+    Conv2D with few taps, where a gemm with so short an inner dimension runs far below
+    peak) or "direct_filter_gradient" (an NHWC filter gradient with few taps and no
+    epilogue: a gemm with so few rows runs far below peak too)."""
     node = _conv_node(kernel)
     if node.outputs[0].dtype.name not in BLAS_DTYPES:
         return "loop"
