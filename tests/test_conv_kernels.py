@@ -280,3 +280,25 @@ def test_direct_conv_on_the_thread_team(monkeypatch, case):
     np.testing.assert_allclose(got[0], ref_conv(x, w, strides, padding), **F32_TOL)
     for g_, w_ in zip(got, want):
         np.testing.assert_allclose(g_, w_, rtol=2e-5, atol=2e-5 * np.abs(w_).max())
+
+
+@pytest.mark.parametrize("x_shape", [(0, 6, 5, 16), (2, 0, 5, 16), (2, 4, 0, 16)])
+def test_direct_conv_zero_sizes(x_shape):
+    """No pixels: an empty output and input gradient, a zero filter gradient."""
+    assert conv_kernel.lowering_of(conv_kernel_of(x_shape, (3, 3, 16, 16),
+                                                  op="Conv2DBackpropFilter")) == "direct"
+    w = rand(3, 3, 16, 16, seed=1)
+
+    def build(xp):
+        y = gc.nn.conv2d(xp, gc.constant(w), [1, 1, 1, 1], "SAME")
+        return [y] + gc.gradients(gc.reduce_sum(y * y), [xp])
+    x = rand(*x_shape)
+    got, want = run_both(build, [x])
+    for g_, w_ in zip(got, want):
+        assert g_.shape == w_.shape == x_shape
+    g = gc.Graph()
+    with g.as_default():
+        xp, wp = gc.placeholder(gc.float32, x_shape), gc.placeholder(gc.float32, w.shape)
+        dw = gc.gradients(gc.reduce_sum(gc.nn.conv2d(xp, wp, [1, 1, 1, 1], "SAME")), [wp])[0]
+        with gc.Session(graph=g) as sess:
+            np.testing.assert_array_equal(sess.run(dw, {xp: x, wp: w}), np.zeros(w.shape))
