@@ -60,12 +60,147 @@ def lowered(build, shapes):
 
 
 def test_chunks_divide_the_batch_and_fit_the_budget():
+    # 60 output channels are no whole number of vectors: im2col + gemm
     module = lowered(lambda x, w: [gc.nn.conv2d(x, w, [1, 1, 1, 1], "SAME")],
-                     [(64, 14, 14, 32), (3, 3, 32, 64)])
+                     [(64, 14, 14, 32), (3, 3, 32, 60)])
     node = next(n for n in module.nodes if n.type == "Conv2D")
     shape = conv_kernel.ConvShape(node)
     assert 64 % shape.chunk == 0 and 1 < shape.chunk < 64
     assert shape.scratch_bytes() == shape.chunk * 196 * 288 * 4 <= conv_kernel.SCRATCH_BUDGET
+
+
+def conv_kernel_of(x_shape, w_shape, strides=(1, 1), padding="SAME", dilations=(1, 1),
+                   fmt="NHWC", dtype=gc.float32, op="Conv2D"):
+    """The kernel of the conv op `op` in the graph of a conv's output and gradients."""
+    from graphc.compiler.driver import schedule_module
+    from graphc.compiler.lower import lower
+    g = gc.Graph()
+    with g.as_default():
+        x, w = gc.placeholder(dtype, x_shape), gc.placeholder(dtype, w_shape)
+        s = [1, *strides, 1] if fmt == "NHWC" else [1, 1, *strides]
+        d = [1, *dilations, 1] if fmt == "NHWC" else [1, 1, *dilations]
+        y = gc.nn.conv2d(x, w, s, padding, data_format=fmt, dilations=d)
+        outs = [y] + gc.gradients(gc.reduce_sum(y * y), [x, w])
+    module = lower([x, w], outs, [], [x_shape, w_shape])
+    schedule_module(module)
+    return next(k for k in module.kernels
+                if k.kind == "conv" and conv_kernel._conv_node(k).type == op)
+
+
+def test_few_channel_nhwc_conv_is_direct_and_others_are_not():
+    """Channels in whole vectors, at most MAX_CHANNELS inputs: no im2col columns; its
+    scratch is one padded image (a chunk is one image: each is a unit for the team)."""
+    k = conv_kernel_of((8, 10, 9, 16), (3, 3, 16, 32))
+    assert conv_kernel.lowering_of(k) == "direct"
+    shape = conv_kernel.ConvShape(conv_kernel._conv_node(k))
+    assert shape.padded == (12, 11) and shape.chunk == 1
+    assert shape.scratch_bytes() == 12 * 11 * 16 * 4
+    assert conv_kernel.lowering_of(conv_kernel_of((8, 10, 9, 16), (3, 3, 16, 24),
+                                                  dtype=gc.float64)) == "direct"
+    for args in [((8, 10, 9, 16), (3, 3, 16, 60)),                # no whole vectors
+                 ((8, 10, 9, 72), (3, 3, 72, 32)),                # many input channels
+                 ((8, 10, 9, 16), (1, 1, 16, 32)),                # pointwise: no columns
+                 ((8, 16, 10, 9), (3, 3, 16, 32), (1, 1), "SAME", (1, 1), "NCHW")]:
+        assert conv_kernel.lowering_of(conv_kernel_of(*args)) != "direct", args
+    assert conv_kernel.lowering_of(conv_kernel_of((8, 10, 9, 16), (3, 3, 16, 32),
+                                                  dilations=(2, 2))) != "direct"
+
+
+def test_stride_one_input_gradient_is_direct():
+    """dx of a stride-1 conv: the direct conv of dy (its channels the inputs) with the
+    flipped filter, which the scratch holds after the padded images."""
+    grad = dict(op="Conv2DBackpropInput")
+    k = conv_kernel_of((8, 10, 9, 16), (3, 3, 16, 40), padding="VALID", **grad)
+    assert conv_kernel.lowering_of(k) == "direct"
+    shape = conv_kernel.ConvShape(conv_kernel._conv_node(k))
+    assert shape.padded == (12, 11) and shape.flipped_filter() == 3 * 3 * 40 * 16
+    assert shape.scratch_bytes() == (shape.chunk * 12 * 11 * 40 + 3 * 3 * 40 * 16) * 4
+    for args in [((8, 10, 9, 16), (3, 3, 16, 40), (2, 2)),       # strided
+                 ((8, 10, 9, 24), (3, 3, 24, 40), (1, 1)),       # 24 outputs: no vectors
+                 ((8, 10, 9, 16), (3, 3, 16, 80), (1, 1))]:      # many dy channels
+        assert conv_kernel.lowering_of(conv_kernel_of(*args, **grad)) != "direct", args
+
+
+def ref_conv(x, w, strides, padding):
+    """NHWC conv from TF's documented geometry, summed in float64."""
+    from tests.test_conv_ops import ref_geometry
+    n, h, wd, _ = x.shape
+    kh, kw, _, co = w.shape
+    oh, pt = ref_geometry(h, kh, strides[0], 1, padding)
+    ow, pl = ref_geometry(wd, kw, strides[1], 1, padding)
+    xp = np.zeros((n, h + kh + strides[0] * oh, wd + kw + strides[1] * ow, x.shape[3]))
+    xp[:, pt:pt + h, pl:pl + wd] = x
+    y = np.zeros((n, oh, ow, co))
+    for i in range(kh):
+        for j in range(kw):
+            cells = xp[:, i:i + strides[0] * oh:strides[0], j:j + strides[1] * ow:strides[1]]
+            y += cells[:, :oh, :ow] @ w[i, j].astype(np.float64)
+    return y
+
+
+DIRECT_CASES = [  # x shape, filter shape, strides, padding
+    ((3, 9, 7, 16), (3, 3, 16, 16), (1, 1), "SAME"),
+    ((2, 11, 13, 5), (3, 2, 5, 32), (2, 2), "VALID"),
+    ((5, 8, 17, 16), (3, 3, 16, 48), (2, 1), "SAME"),
+    ((2, 7, 6, 64), (2, 3, 64, 64), (1, 2), "SAME"),
+    ((1, 4, 4, 3), (5, 5, 3, 16), (1, 1), "SAME"),          # filter larger than the image
+    ((2, 6, 5, 9), (3, 3, 9, 16), (3, 3), "VALID"),         # unread last rows
+    ((2, 7, 9, 32), (3, 3, 32, 16), (1, 1), "VALID"),       # direct input gradients:
+    ((3, 5, 6, 16), (2, 4, 16, 8), (1, 1), "SAME"),         # uneven pads,
+    ((2, 3, 4, 16), (5, 5, 16, 24), (1, 1), "SAME"),        # filter over the image
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("case", DIRECT_CASES)
+@pytest.mark.parametrize("chunk", [1, 2])
+def test_direct_conv_matches_numpy(monkeypatch, case, dtype, chunk):
+    """The direct lowering (with a bias + relu epilogue and in chunks) against NumPy,
+    its gradients against the reference backend."""
+    monkeypatch.setattr(conv_kernel.ConvShape, "_chunk", lambda self: chunk
+                        if dim_n(self) % chunk == 0 else 1)
+    x_shape, w_shape, strides, padding = case
+    x, w, b = rand(*x_shape, dtype=dtype), rand(*w_shape, seed=1, dtype=dtype), \
+        rand(w_shape[3], seed=2, dtype=dtype)
+    lanes = 64 // np.dtype(dtype).itemsize
+    for op, c_in, c_out, direct in [
+            ("Conv2D", x_shape[3], w_shape[3], True),
+            ("Conv2DBackpropInput", w_shape[3], x_shape[3], strides == (1, 1)),
+            ("Conv2DBackpropFilter", x_shape[3], w_shape[3], True)]:
+        k = conv_kernel_of(x_shape, w_shape, strides, padding, dtype=gc.as_dtype(dtype),
+                           op=op)
+        direct = direct and c_out % lanes == 0 and c_in <= 64
+        assert (conv_kernel.lowering_of(k) == "direct") == direct, op
+
+    def build(xp, wp, bp):
+        y = gc.nn.relu(gc.nn.bias_add(gc.nn.conv2d(xp, wp, [1, *strides, 1], padding), bp))
+        return [y] + gc.gradients(gc.reduce_sum(y * y), [xp, wp, bp])
+    got, want = run_both(build, [x, w, b])
+    eps = 2e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(got[0], np.maximum(ref_conv(x, w, strides, padding) + b, 0),
+                               rtol=eps, atol=eps)
+    for g_, w_ in zip(got, want):   # sums of hundreds of terms: relative to their scale
+        np.testing.assert_allclose(g_, w_, rtol=eps, atol=eps * np.abs(w_).max())
+
+
+def dim_n(shape):
+    from graphc.compiler.loops.expr import dim_key
+    return dim_key(shape.g.n)
+
+
+def test_direct_conv_empty_batch_and_unknown_batch():
+    w, b = rand(3, 3, 16, 16, seed=1), rand(16, seed=2)
+    for backend in ("compiled", "reference"):
+        g = gc.Graph()
+        with g.as_default():
+            xp = gc.placeholder(gc.float32, [None, 6, 5, 16])
+            y = gc.nn.relu(gc.nn.conv2d(xp, gc.constant(w), [1, 1, 1, 1], "SAME") + b)
+            with gc.Session(graph=g, config=gc.ConfigProto(backend=backend)) as sess:
+                for n in (0, 3):
+                    x = rand(n, 6, 5, 16, seed=n)
+                    np.testing.assert_allclose(
+                        sess.run(y, {xp: x}),
+                        np.maximum(ref_conv(x, w, (1, 1), "SAME") + b, 0), **F32_TOL)
 
 
 def test_nchw_and_unknown_batch_stay_per_image():
@@ -127,3 +262,43 @@ def test_max_pool_and_grad_with_ties_and_nan(k, stride, padding):
     got, want = run_both(build, [x])
     for g_, w_ in zip(got, want):
         np.testing.assert_allclose(g_, w_, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("case", [DIRECT_CASES[0], DIRECT_CASES[2], DIRECT_CASES[7]])
+def test_direct_conv_on_the_thread_team(monkeypatch, case):
+    """Every conv split (GRAPHC_PARALLEL_MIN_WORK=0): one image per chunk, the filter
+    gradient summed in per-unit partial filters, against NumPy and the reference."""
+    monkeypatch.setenv("GRAPHC_PARALLEL_MIN_WORK", "0")
+    monkeypatch.setattr(conv_kernel.ConvShape, "_chunk", lambda self: 1)
+    x_shape, w_shape, strides, padding = case
+    x, w = rand(*x_shape), rand(*w_shape, seed=1)
+
+    def build(xp, wp):
+        y = gc.nn.conv2d(xp, wp, [1, *strides, 1], padding)
+        return [y] + gc.gradients(gc.reduce_sum(y * y), [xp, wp])
+    got, want = run_both(build, [x, w])
+    np.testing.assert_allclose(got[0], ref_conv(x, w, strides, padding), **F32_TOL)
+    for g_, w_ in zip(got, want):
+        np.testing.assert_allclose(g_, w_, rtol=2e-5, atol=2e-5 * np.abs(w_).max())
+
+
+@pytest.mark.parametrize("x_shape", [(0, 6, 5, 16), (2, 0, 5, 16), (2, 4, 0, 16)])
+def test_direct_conv_zero_sizes(x_shape):
+    """No pixels: an empty output and input gradient, a zero filter gradient."""
+    assert conv_kernel.lowering_of(conv_kernel_of(x_shape, (3, 3, 16, 16),
+                                                  op="Conv2DBackpropFilter")) == "direct"
+    w = rand(3, 3, 16, 16, seed=1)
+
+    def build(xp):
+        y = gc.nn.conv2d(xp, gc.constant(w), [1, 1, 1, 1], "SAME")
+        return [y] + gc.gradients(gc.reduce_sum(y * y), [xp])
+    x = rand(*x_shape)
+    got, want = run_both(build, [x])
+    for g_, w_ in zip(got, want):
+        assert g_.shape == w_.shape == x_shape
+    g = gc.Graph()
+    with g.as_default():
+        xp, wp = gc.placeholder(gc.float32, x_shape), gc.placeholder(gc.float32, w.shape)
+        dw = gc.gradients(gc.reduce_sum(gc.nn.conv2d(xp, wp, [1, 1, 1, 1], "SAME")), [wp])[0]
+        with gc.Session(graph=g) as sess:
+            np.testing.assert_array_equal(sess.run(dw, {xp: x, wp: w}), np.zeros(w.shape))

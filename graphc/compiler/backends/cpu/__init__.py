@@ -24,7 +24,8 @@ Kernel kinds and their lowering (the table KERNEL_LOWERINGS):
   products), then the elementwise epilogue as a loop over the output, in place.
   Integer products have no BLAS and are lowered as loop kernels.
 - "conv" (conv_kernel.py): im2col into a per-image scratch buffer + BLAS gemm (col2im
-  for the input gradient), then the epilogue; direct loop rules for non-BLAS types.
+  for the input gradient), then the epilogue; direct loop rules for non-BLAS types;
+  few-channel NHWC convs through conv_direct.py's register tiles over padded images.
 - "opaque": nests built per op type (loops.OPAQUE_NESTS: Cumsum's scan, GatherGrad's
   scatter-add, the row scatters), else the op's loop rule (pooling and its gradients in
   gather form, MirrorPadGrad, InvertPermutation: loops/window_rules.py) as a one-node

@@ -27,12 +27,17 @@ rules (window_rules.py) through the loop kernel template, and so does an NHWC Co
 with few taps (a 3x3 filter over one channel: DIRECT_CONV_TAPS), unrolled and vectorized
 over the output channels (there the columns would cost more than the taps); its
 filter gradient is a direct folding loop (lowering_of says which lowering a kernel gets).
+With few input channels (ResNet's 16-64) the columns cost as much as the products: an
+NHWC Conv2D, its filter gradient and a stride-1 input gradient whose channels fit
+conv_direct.py's register tiles copy each image (one a chunk) zero-padded into the
+scratch instead and call that kernel ("direct"; the input gradient pads dy and flips the
+filter into the scratch after the image).
 """
 from contextlib import nullcontext
 
 from llvmlite import ir
 
-from graphc.compiler.backends.cpu import conv_team, parallel
+from graphc.compiler.backends.cpu import conv_direct, conv_team, parallel
 from graphc.compiler.backends.cpu.gemm_kernel import BLAS_DTYPES
 from graphc.compiler.backends.cpu.loop_kernel import emit_loop_function, lower_loop_kernel
 from graphc.compiler.loops.emitter import (Emitter, Nest, StoreTarget, kernel_targets,
@@ -50,6 +55,7 @@ from runtime import jit
 
 SCRATCH = ("scratch", "cols")
 IMAGE = ("image", "out")   # the current chunk of the conv's result (a pointer in C)
+FILTER = ("scratch", "filter")  # the flipped, transposed filter after the padded images
 # Bytes of im2col columns per chunk: about half the per-core L2 of the machines measured,
 # so the columns written by im2col are still in cache when the gemm reads them.
 SCRATCH_BUDGET = 1 << 20
@@ -76,11 +82,13 @@ def lower_conv_kernel(program, kernel, name, scalar_ops, rules):
 
 
 def lowering_of(kernel):
-    """How a conv kernel is lowered: "gemm" (im2col + BLAS), "loop" (the direct rules of
-    window_rules: types without BLAS, and an NHWC Conv2D with few taps, where a gemm
-    with so short an inner dimension runs far below peak) or "direct_filter_gradient"
-    (an NHWC filter gradient with few taps and no epilogue: a gemm with so few rows
-    runs far below peak too)."""
+    """How a conv kernel is lowered: "gemm" (im2col + BLAS), "direct" (an NHWC Conv2D, its
+    filter gradient, or the input gradient of a stride-1 one, whose channels fit
+    conv_direct.py's register tiles: a zero-padded copy of each image and that kernel, no
+    columns), "loop" (the direct rules of window_rules: types without BLAS, and an NHWC
+    Conv2D with few taps, where a gemm with so short an inner dimension runs far below
+    peak) or "direct_filter_gradient" (an NHWC filter gradient with few taps and no
+    epilogue: a gemm with so few rows runs far below peak too)."""
     node = _conv_node(kernel)
     if node.outputs[0].dtype.name not in BLAS_DTYPES:
         return "loop"
@@ -90,7 +98,36 @@ def lowering_of(kernel):
         return "loop"
     if node.type == "Conv2DBackpropFilter" and few_taps and len(kernel.nodes) == 1:
         return "direct_filter_gradient"
+    if direct_block(node) is not None:
+        return "direct"
     return "gemm"
+
+
+def direct_block(node):
+    """conv_direct's channel block for a conv it can compute, else None: NHWC, no
+    dilation, every size but the batch known, few input channels (there im2col's copies
+    cost as much as the products; with many, the gemm's panels amortize them) and output
+    channels in whole vectors. A Conv2D, its Conv2DBackpropFilter (conv_direct's filter
+    tiles over the same padded images), or a stride-1 Conv2DBackpropInput: the forward
+    conv of its padded dy with the flipped filter, dy's channels its input channels. A
+    pointwise conv needs no columns: it stays one gemm."""
+    if node.type not in ("Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter") or \
+            node.outputs[0].dtype.name not in ("float32", "float64"):
+        return None
+    g = Window(node)
+    if g.fmt != "NHWC" or g.dilations != (1, 1) or ConvShape.is_pointwise(g):
+        return None
+    sizes = [dim_key(d) for d in (g.h, g.w, g.c, g.oh, g.ow, g.oc)]
+    if not all(isinstance(d, int) for d in sizes):
+        return None
+    c_in, c_out = sizes[2], sizes[5]
+    if node.type == "Conv2DBackpropInput":
+        if g.strides != (1, 1):
+            return None
+        c_in, c_out = c_out, c_in
+    if not 0 < c_in <= conv_direct.MAX_CHANNELS:
+        return None
+    return conv_direct.block_of(node.outputs[0].dtype.name, c_out)
 
 
 def _lower_direct_filter_gradient(program, kernel, node, name, scalar_ops, rules):
@@ -141,34 +178,75 @@ class ConvShape:
     def __init__(self, node):
         g = self.g = Window(node)
         self.dtype = node.outputs[0].dtype.name
-        self.pointwise = (g.fmt == "NHWC" and g.taps == (1, 1) and g.strides == (1, 1)
-                          and all(isinstance(p, int) and p == 0 for p in g.pads))
+        self.pointwise = self.is_pointwise(g)
         self.P = _dim_product([g.oh, g.ow])
         self.K = _dim_product([g.taps[0], g.taps[1], g.c])
+        self.direct = direct_block(node)
+        if self.direct is not None:
+            self._direct_geometry(node)
         self.chunk = self._chunk()
 
+    def _direct_geometry(self, node):
+        """The direct conv's view: channels in and out, output size, strides, and its
+        zero-padded input image (only the rows and columns some output reads: a VALID
+        conv may leave the last ones unread)."""
+        g = self.g
+        self.flipped = node.type == "Conv2DBackpropInput"
+        if self.flipped:   # over dy, each output cell of dx
+            self.direct_in, self.direct_out = dim_key(g.oc), dim_key(g.c)
+            self.direct_size, self.direct_strides = (dim_key(g.h), dim_key(g.w)), (1, 1)
+        else:
+            self.direct_in, self.direct_out = dim_key(g.c), dim_key(g.oc)
+            self.direct_size, self.direct_strides = (dim_key(g.oh), dim_key(g.ow)), g.strides
+        self.padded = tuple(max(0, (o - 1) * s + k) if o else 0 for o, s, k in
+                            zip(self.direct_size, self.direct_strides, g.taps))
+
+    @staticmethod
+    def is_pointwise(g):
+        return (g.fmt == "NHWC" and g.taps == (1, 1) and g.strides == (1, 1)
+                and all(isinstance(p, int) and p == 0 for p in g.pads))
+
+    def _per_image(self):
+        """Elements of one image's scratch: its columns, or its padded copy (direct)."""
+        if self.direct is not None:
+            return self.padded[0] * self.padded[1] * self.direct_in
+        return _const(self.P * self.K)
+
     def _chunk(self):
-        n, per_image = dim_key(self.g.n), _const(self.P * self.K)
+        n, per_image = dim_key(self.g.n), self._per_image()
+        # direct: one image a chunk. Its kernel runs image by image anyway, so larger
+        # chunks only took units from the thread team (ResNet's last stage was 1 chunk)
         if self.g.fmt != "NHWC" or self.pointwise or not isinstance(n, int) or \
-                per_image is None or n <= 1:
+                per_image is None or n <= 1 or self.direct is not None:
             return 1
         per_image *= kd.itemsize(self.dtype)
         fits = [b for b in range(1, n + 1) if n % b == 0 and b * per_image <= SCRATCH_BUDGET]
         return max(fits, default=1)
 
     def scratch_bytes(self):
-        """Bytes of im2col columns the kernel needs (0: none), an int or a SymDim."""
+        """Bytes of im2col columns (or padded images) the kernel needs (0: none), an int
+        or a SymDim."""
         if self.pointwise or self.dtype not in BLAS_DTYPES:
             return 0
+        if self.direct is not None:
+            return (self.chunk * self._per_image() + self.flipped_filter()) * \
+                kd.itemsize(self.dtype)
         n = self.chunk * self.P * self.K * kd.itemsize(self.dtype)
         c = _const(n)
         return n if c is None else c
 
 
+    def flipped_filter(self):
+        """Elements of the input gradient's flipped filter [kh, kw, co, ci] (else 0)."""
+        if self.direct is None or not self.flipped:
+            return 0
+        return self.g.taps[0] * self.g.taps[1] * self.direct_in * self.direct_out
+
+
 def scratch_bytes(kernel):
     """The scratch request of a conv kernel (scratch.py asks it for the memory plan)."""
     try:
-        if lowering_of(kernel) != "gemm":
+        if lowering_of(kernel) not in ("gemm", "direct"):
             return 0
     except LoweringError:
         return 0
@@ -198,6 +276,7 @@ class _ConvLowering:
         self.g = self.shape.g
         self.B = self.shape.chunk
         self.pointwise = self.shape.pointwise
+        self.direct = self.shape.direct
         self.dtype = node.outputs[0].dtype.name
         self.product = node.outputs[0]
         self.epilogue = [n for n in kernel.nodes if n is not node]
@@ -239,7 +318,7 @@ class _ConvLowering:
                              self.epilogue_nests)
         self.scratch_key = self._arena_scratch()
         storages = [s for s in dict.fromkeys([self.c_key] + operands + used)
-                    if s not in (SCRATCH, IMAGE)]
+                    if s not in (SCRATCH, IMAGE, FILTER)]
         if self.scratch_key is not None and self.scratch_key not in storages:
             storages.append(self.scratch_key)
         return self._emit(storages), storages
@@ -283,11 +362,13 @@ class _ConvLowering:
         g, v, x = self.g, self.views, self.views.x
         if self.pointwise:
             return []
+        if self.direct is not None:
+            return self._direct_nests()
         if self.node.type == "Conv2DBackpropInput":
             dims = [self.B] + g.join(1, g.h, g.w, g.c)[1:]
             return group_nests(v, [StoreTarget(IMAGE, dims, self.dtype, self._col2im)])
-        dims = [self.B, g.oh, g.ow, g.taps[0], g.taps[1], g.c]
         source = self.node.inputs[0]
+        dims = [self.B, g.oh, g.ow, g.taps[0], g.taps[1], g.c]
 
         def im2col(index):
             b, oh, ow, kh, kw, ci = index
@@ -297,6 +378,48 @@ class _ConvLowering:
             return x.select(inside, v.view(source, g.join(self._image(b), hi, wi, ci)),
                             x.const(0, self.dtype))
         return group_nests(v, [StoreTarget(SCRATCH, dims, self.dtype, im2col)])
+
+    def _direct_nests(self):
+        """The chunk's zero-padded images into SCRATCH; for the input gradient, dy's, and
+        the flipped filter into FILTER."""
+        v, shape = self.views, self.shape
+        dims = [self.B, *shape.padded, shape.direct_in]
+        if not shape.flipped:
+            return group_nests(v, [StoreTarget(SCRATCH, dims, self.dtype, self._padded_x)])
+        kh, kw = self.g.taps
+        return group_nests(v, [
+            StoreTarget(SCRATCH, dims, self.dtype, self._padded_dy),
+            StoreTarget(FILTER, [kh, kw, shape.direct_in, shape.direct_out], self.dtype,
+                        self._flipped_tap)])
+
+    def _padded_x(self, index):
+        """Cell (hp, wp, ci) of image b's zero-padded copy: input cell (hp, wp) - pads."""
+        g, v, x = self.g, self.views, self.views.x
+        b, hp, wp, ci = index
+        hi, in_h = g.tap(v, 0, x.const(0), hp)
+        wi, in_w = g.tap(v, 1, x.const(0), wp)
+        return x.select(x.logical("and", in_h, in_w),
+                        v.view(self.node.inputs[0], g.join(self._image(b), hi, wi, ci)),
+                        x.const(0, self.dtype))
+
+    def _padded_dy(self, index):
+        """Cell (hp, wp, co) of dy's zero-padded copy for the stride-1 input gradient:
+        dx[h] = sum over k of dy[h + pad - k] w[k] = sum over j of dyp[h + j] w[K-1-j],
+        so dyp[hp] = dy[hp + pad - (K-1)] (g.source at tap K-1)."""
+        g, v, x = self.g, self.views, self.views.x
+        b, hp, wp, co = index
+        oh, ok_h = g.source(v, 0, hp, x.const(g.taps[0] - 1))
+        ow, ok_w = g.source(v, 1, wp, x.const(g.taps[1] - 1))
+        return x.select(x.logical("and", ok_h, ok_w),
+                        v.view(self.node.inputs[2], g.join(self._image(b), oh, ow, co)),
+                        x.const(0, self.dtype))
+
+    def _flipped_tap(self, index):
+        """w'[j, i, co, ci] = w[KH-1-j, KW-1-i, ci, co]."""
+        g, v, x = self.g, self.views, self.views.x
+        j, i, co, ci = index
+        return v.view(self.node.inputs[1], [x.sub(x.const(g.taps[0] - 1), j),
+                                            x.sub(x.const(g.taps[1] - 1), i), ci, co])
 
     def _col2im(self, index):
         """dx[n, h, w, ci] = sum of the dcols taps that read (h, w)."""
@@ -340,6 +463,10 @@ class _ConvLowering:
             em.emit_nest(nest)
         self.gemm_fn = gemm.declare_gemm(program.llvm, _blas(BLAS_DTYPES[self.dtype]),
                                          self.dtype, _blas_bits())
+        if self.direct is not None:
+            self.direct_fn = conv_direct.declare_or_emit(
+                program.llvm, self.dtype, self.direct, self.shape.direct_in,
+                self.shape.direct_strides[1], self.node.type == "Conv2DBackpropFilter")
         if self.n_var is not None and conv_team.available():
             conv_team.emit(self, self._team_chunks)
         else:
@@ -367,6 +494,8 @@ class _ConvLowering:
         """Bytes of one chunk's im2col columns (i64)."""
         if self.pointwise:
             return ir.Constant(I64, 0)
+        if self.direct is not None:
+            return ir.Constant(I64, self.shape.scratch_bytes())
         b = self.b
         return b.mul(b.mul(self.rows, self.K), ir.Constant(I64, kd.itemsize(self.dtype)))
 
@@ -424,6 +553,9 @@ class _ConvLowering:
         call = lambda ta, tb, m, nn, k, a, bb, c, beta=0.0: gemm.call_gemm(  # noqa: E731
             b, gemm_fn, self.dtype, ta, tb, m, nn, k, a, bb, c, beta)
         ins = self.node.inputs
+        if self.direct is not None:
+            self._direct_chunk(n, elem)
+            return
         if t == "Conv2DBackpropInput":
             w = self.buffers[self.program.storage_of(ins[1])]
             dy = self._at(self.program.storage_of(ins[2]), n, self.PCO, elem)
@@ -449,6 +581,42 @@ class _ConvLowering:
             dy = self._at(self.program.storage_of(ins[2]), n, self.PCO, elem)
             dw = self.buffers[self.c_key]
             call(True, not nhwc, self.K, self.CO, self.rows, cols, dy, dw, beta=1.0)
+
+
+    def _direct_chunk(self, n, elem):
+        """conv_direct's kernel over each padded image of chunk n (made by its nests)."""
+        b, g, shape = self.b, self.g, self.shape
+        const = lambda value: ir.Constant(I64, value)  # noqa: E731
+        hp, wp = shape.padded
+        per_image = hp * wp * shape.direct_in
+        if shape.flipped:
+            self.buffers[FILTER] = b.gep(self.buffers[SCRATCH], [const(self.B * per_image)],
+                                         source_etype=elem)
+        for nest in self.per_chunk:
+            self.em.emit_nest(nest)
+        if shape.flipped:
+            w = self.buffers[FILTER]
+            out = self._at(self.c_key, n, self.HWC, elem)
+        elif self.node.type == "Conv2DBackpropFilter":   # dy's images, all into dw
+            w = self._at(self.program.storage_of(self.node.inputs[2]), n, self.PCO, elem)
+            out = self.buffers[self.c_key]
+        else:
+            w = self.buffers[self.program.storage_of(self.node.inputs[1])]
+            out = self._at(self.c_key, n, self.PCO, elem)
+        oh, ow = shape.direct_size
+        per_out = const(oh * ow * shape.direct_out)
+        sizes = [const(wp), const(oh), const(ow), const(shape.direct_out),
+                 const(g.taps[0]), const(g.taps[1]), const(shape.direct_strides[0])]
+        gradient = self.node.type == "Conv2DBackpropFilter"
+        with for_range(b, const(self.B), name="image") as i:
+            image = b.gep(self.buffers[SCRATCH], [b.mul(i, const(per_image))],
+                          source_etype=elem)
+            if gradient:
+                dy = b.gep(w, [b.mul(i, per_out)], source_etype=elem)
+                b.call(self.direct_fn, [image, dy, out] + sizes)
+            else:
+                result = b.gep(out, [b.mul(i, per_out)], source_etype=elem)
+                b.call(self.direct_fn, [image, w, result] + sizes)
 
 
 def _blas(routine):

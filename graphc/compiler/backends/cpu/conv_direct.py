@@ -1,0 +1,316 @@
+"""A direct NHWC convolution of one zero-padded image: register tiles of output pixels x
+output channels, no im2col columns and no BLAS packing.
+
+    fn(ptr xp, ptr w, ptr out, i64 wp, i64 oh, i64 ow, i64 co, i64 kh, i64 kw, i64 sh)
+       -> void    (the input channels ci and the width stride sw are the function's own)
+    xp [hp, wp, ci] (already padded: the conv is VALID over it), w [kh, kw, ci, co],
+    out [oh, ow, co] = sum over (kh, kw, ci) of xp[oh*sh + kh, ow*sw + kw, ci] * w[kh, kw, ci]
+
+With few channels (ResNet's 16-64) im2col + gemm wrote each input cell KH*KW times into the
+columns and OpenBLAS copied them once more into its packed panels, while the product
+per pixel is only K*CO multiply-adds: the copies cost as much as the arithmetic. Here a
+tile of TILE pixels x BLOCK vectors of output channels stays in registers while the
+(kh, kw, ci) loop broadcasts one input cell per pixel against a vector of filter taps.
+
+The sizes are run-time arguments, so one function serves every conv shape of a dtype,
+channel block, input channel count and width stride (compile time: ResNet's convs differ
+mostly in their image sizes). The input channels and the width stride are constants so
+that every input cell of a tile is one base register plus a constant displacement (with
+them run-time values LLVM kept one pointer per pixel, and spilled them). The output channels
+must be a multiple of BLOCK * VECTOR_BYTES worth of elements (block_of says which block
+fits, or None).
+"""
+from llvmlite import ir
+
+from kernels import dtypes as kd
+from kernels.loops import I64, PTR, for_range
+
+# One AVX-512 register; on narrower targets LLVM splits each vector (still correct).
+VECTOR_BYTES = 64
+# Pixels per tile by the tile's vectors of output channels: at most 16 accumulator
+# registers of 32 (the rest hold filter vectors), and at least 8 independent
+# multiply-add chains to cover the FMA latency with two FMA ports.
+TILE = {1: 16, 2: 8, 3: 5, 4: 4}
+MAX_BLOCK = 4
+MAX_CHANNELS = 64
+# Input channels per step of the channel loop (the rest are unrolled after it): a loop
+# body that stays in the decoded-instruction cache. 4 rather than 8: the same GFLOP/s on
+# ResNet's shapes and less LLVM time (its loop passes dominate these functions' compile).
+# The rest tile of 2 pays on W6's 14-pixel rows (3 tiles of 4 and 2 pixels).
+UNROLL = 4
+# After the full tiles, the rest of a row in tiles of these sizes.
+REST_TILES = (4, 2, 1)
+
+
+def lanes(dtype):
+    return VECTOR_BYTES // kd.itemsize(dtype)
+
+
+def block_of(dtype, out_channels):
+    """Vectors of output channels per tile (the largest divisor of the vector count up
+    to MAX_BLOCK), or None when the output channels are no whole number of vectors."""
+    if not isinstance(out_channels, int) or out_channels <= 0:
+        return None
+    n_vectors, rest = divmod(out_channels, lanes(dtype))
+    if rest:
+        return None
+    return max(b for b in range(1, MAX_BLOCK + 1) if n_vectors % b == 0)
+
+
+def tile_of(block):
+    return TILE[block]
+
+
+def function_name(dtype, block, channels, stride, filter_gradient=False):
+    kind = "filter_gradient" if filter_gradient else "direct"
+    return f"graphc_conv_{kind}_{dtype}_b{block}_c{channels}_s{stride}"
+
+
+def declare_or_emit(module, dtype, block, channels, stride, filter_gradient=False):
+    """The direct conv function (or its filter gradient's) of (dtype, block, input
+    channels, width stride) in `module`, emitted once per module."""
+    name = function_name(dtype, block, channels, stride, filter_gradient)
+    if name in module.globals:
+        return module.globals[name]
+    fnty = ir.FunctionType(ir.VoidType(), [PTR, PTR, PTR] + [I64] * 7)
+    fn = ir.Function(module, fnty, name)
+    fn.linkage = "internal"
+    fn.attributes.add("nounwind")
+    for arg in fn.args[:3]:
+        arg.add_attribute("noalias")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    tiles = _FilterTiles if filter_gradient else _Tiles
+    tiles(b, fn.args, dtype, block, channels, stride).emit()
+    b.ret_void()
+    return fn
+
+
+def _fma(module, vec, suffix):
+    name = f"llvm.fma.{suffix}"
+    if name in module.globals:
+        return module.globals[name]
+    return ir.Function(module, ir.FunctionType(vec, [vec] * 3), name)
+
+
+class _Tiles:
+    """The conv of one padded image: tiles of pixels x output-channel vectors."""
+
+    def __init__(self, b, args, dtype, block, channels, stride):
+        self.b = b
+        self.xp, self.w, self.out = args[:3]
+        self.wp, self.oh, self.ow, self.co, self.kh, self.kw, self.sh = args[3:]
+        self.channels, self.stride = channels, stride
+        self.ci, self.sw = ir.Constant(I64, channels), ir.Constant(I64, stride)
+        self.dtype = dtype
+        self.block = block
+        self.elem = kd.memory_type(dtype)
+        self.lanes = lanes(dtype)
+        self.vec = ir.VectorType(self.elem, self.lanes)
+        self.fma = _fma(b.module, self.vec, f"v{self.lanes}f{kd.bits(dtype)}")
+        self.tile = tile_of(block)
+
+    def c(self, n):
+        return ir.Constant(I64, n)
+
+    def emit(self):
+        b = self.b
+        step = self.block * self.lanes
+        n_blocks = b.sdiv(self.co, self.c(step))
+        sizes = [self.tile] + [s for s in REST_TILES if s < self.tile]
+        with for_range(b, self.oh, name="oh") as oh:
+            with for_range(b, n_blocks, name="cob") as cob:
+                co0 = b.mul(cob, self.c(step))
+                start = self.c(0)
+                for size in sizes:
+                    count = b.sdiv(b.sub(self.ow, start), self.c(size))
+                    with for_range(b, count, name=f"ow{size}") as t:
+                        self._tile(size, oh, b.add(start, b.mul(t, self.c(size))), co0)
+                    start = b.add(start, b.mul(count, self.c(size)))
+
+    def _tile(self, pixels, oh, ow0, co0):
+        b = self.b
+        zero = ir.Constant(self.vec, [ir.Constant(self.elem, 0.0)] * self.lanes)
+        acc = [zero] * (pixels * self.block)   # acc[p * block + v]
+        rows = _CarriedLoop(b, self.kh, acc, "kh")
+        with rows as (kh, acc):
+            row = b.add(b.mul(oh, self.sh), kh)
+            cols = _CarriedLoop(b, self.kw, acc, "kw")
+            with cols as (kw, acc):
+                cell = b.add(b.mul(b.add(b.mul(row, self.wp), b.mul(ow0, self.sw)), self.ci),
+                             b.mul(kw, self.ci))
+                x_base = b.gep(self.xp, [cell], source_etype=self.elem)
+                taps = b.mul(b.add(b.mul(kh, self.kw), kw), self.ci)
+                w_base = b.gep(self.w, [b.add(b.mul(taps, self.co), co0)],
+                               source_etype=self.elem)
+                cols.carry(self._channels(pixels, x_base, w_base, acc))
+            rows.carry(cols.results)
+        acc = rows.results
+        for p in range(pixels):
+            at = b.mul(b.add(b.mul(oh, self.ow), b.add(ow0, self.c(p))), self.co)
+            for v in range(self.block):
+                ptr = b.gep(self.out, [b.add(at, b.add(co0, self.c(v * self.lanes)))],
+                            source_etype=self.elem)
+                b.store(acc[p * self.block + v], ptr, align=kd.itemsize(self.dtype))
+
+    def _channels(self, pixels, x_base, w_base, acc):
+        """The tile's multiply-adds over the input channels: a loop of UNROLL channels a
+        step, then the rest, each channel's cells at constant displacements."""
+        b = self.b
+        steps, rest = divmod(self.channels, UNROLL)
+        if steps:
+            loop = _CarriedLoop(b, self.c(steps), acc, "cis")
+            with loop as (k, acc):
+                first = b.mul(k, self.c(UNROLL))
+                x_at = b.gep(x_base, [first], source_etype=self.elem)
+                w_at = b.gep(w_base, [b.mul(first, self.co)], source_etype=self.elem)
+                for ci in range(UNROLL):
+                    acc = self._step(pixels, x_at, w_at, ci, acc)
+                loop.carry(acc)
+            acc = loop.results
+        x_at = b.gep(x_base, [self.c(steps * UNROLL)], source_etype=self.elem)
+        w_at = b.gep(w_base, [b.mul(self.c(steps * UNROLL), self.co)], source_etype=self.elem)
+        for ci in range(rest):
+            acc = self._step(pixels, x_at, w_at, ci, acc)
+        return acc
+
+    def _step(self, pixels, x_base, w_base, ci, acc):
+        """acc[p][v] + xp[pixel p, ci] * w[ci, vector v] for the tile's pixels."""
+        b = self.b
+        size = kd.itemsize(self.dtype)
+        w_row = b.gep(w_base, [b.mul(self.c(ci), self.co)], source_etype=self.elem)
+        taps = [b.load(b.gep(w_row, [self.c(v * self.lanes)], source_etype=self.elem),
+                       typ=self.vec, align=size) for v in range(self.block)]
+        out = []
+        for p in range(pixels):
+            at = self.c(p * self.stride * self.channels + ci)
+            splat = _splat(b, self.vec, b.load(b.gep(x_base, [at], source_etype=self.elem),
+                                               typ=self.elem))
+            out += [b.call(self.fma, [splat, taps[v], acc[p * self.block + v]])
+                    for v in range(self.block)]
+        return out
+
+
+class _CarriedLoop:
+    """for_range's loop with values carried from one iteration to the next as phis (the
+    accumulator registers: built as SSA, LLVM has no stack slots to promote, which made
+    most of its time on these functions).
+
+        loop = _CarriedLoop(b, stop, values, name)
+        with loop as (i, values):
+            ...
+            loop.carry(new_values)
+        loop.results    # the values after the last iteration"""
+
+    def __init__(self, b, stop, values, name):
+        self.b, self.stop, self.values, self.name = b, stop, list(values), name
+
+    def __enter__(self):
+        b = self.b
+        pre = b.block
+        self.header = b.append_basic_block(f"{self.name}.header")
+        body = b.append_basic_block(f"{self.name}.body")
+        self.done = b.append_basic_block(f"{self.name}.done")
+        b.branch(self.header)
+        b.position_at_end(self.header)
+        self.index = b.phi(I64, name=self.name)
+        self.index.add_incoming(ir.Constant(I64, 0), pre)
+        self.results = []
+        for value in self.values:
+            phi = b.phi(value.type)
+            phi.add_incoming(value, pre)
+            self.results.append(phi)
+        b.cbranch(b.icmp_signed("<", self.index, self.stop), body, self.done)
+        b.position_at_end(body)
+        return self.index, list(self.results)
+
+    def carry(self, values):
+        self.carried = list(values)
+
+    def __exit__(self, *exc):
+        if exc[0] is not None:
+            return False
+        b = self.b
+        following = b.add(self.index, ir.Constant(I64, 1), flags=("nsw",))
+        self.index.add_incoming(following, b.block)
+        for phi, value in zip(self.results, self.carried):
+            phi.add_incoming(value, b.block)
+        b.branch(self.header)
+        b.position_at_end(self.done)
+        return False
+
+
+def filter_tile_of(block, channels):
+    """Input channels per filter-gradient tile: the largest divisor of the channels that
+    fits TILE[block] (so the channel tiles need no remainder)."""
+    return max(t for t in range(1, TILE[block] + 1) if channels % t == 0)
+
+
+def _splat(b, vec, x):
+    undef = ir.Constant(vec, ir.Undefined)
+    zeros = ir.Constant(ir.VectorType(ir.IntType(32), vec.count), [0] * vec.count)
+    return b.shuffle_vector(b.insert_element(undef, x, ir.Constant(I64, 0)), undef, zeros)
+
+
+class _FilterTiles(_Tiles):
+    """The filter gradient's share of one image, added into dw:
+
+        fn(ptr xp, ptr dy, ptr dw, i64 wp, i64 oh, i64 ow, i64 co, i64 kh, i64 kw, i64 sh)
+        dw[kh, kw, ci, co] += sum over (oh, ow) of xp[oh*sh + kh, ow*sw + kw, ci] * dy[oh, ow, co]
+
+    A tile is TILE channels x BLOCK vectors of output channels of one tap (kh, kw), held in
+    registers over every pixel of the image (an outer product per pixel), which replaces
+    the columns and the gemm's packing of them as in the forward conv."""
+
+    def __init__(self, b, args, dtype, block, channels, stride):
+        super().__init__(b, args, dtype, block, channels, stride)
+        self.dy, self.dw = self.w, self.out
+        self.tile = filter_tile_of(block, channels)
+
+    def emit(self):
+        b = self.b
+        step = self.block * self.lanes
+        n_blocks = b.sdiv(self.co, self.c(step))
+        with for_range(b, self.kh, name="kh") as kh:
+            with for_range(b, self.kw, name="kw") as kw:
+                with for_range(b, self.c(self.channels // self.tile), name="cit") as cit:
+                    ci0 = b.mul(cit, self.c(self.tile))
+                    with for_range(b, n_blocks, name="cob") as cob:
+                        self._filter_tile(kh, kw, ci0, b.mul(cob, self.c(step)))
+
+    def _dw_at(self, kh, kw, ci0, co0, t, v):
+        b = self.b
+        tap = b.add(b.mul(b.add(b.mul(kh, self.kw), kw), self.ci), b.add(ci0, self.c(t)))
+        at = b.add(b.mul(tap, self.co), b.add(co0, self.c(v * self.lanes)))
+        return b.gep(self.dw, [at], source_etype=self.elem)
+
+    def _filter_tile(self, kh, kw, ci0, co0):
+        b = self.b
+        size = kd.itemsize(self.dtype)
+        acc = [b.load(self._dw_at(kh, kw, ci0, co0, t, v), typ=self.vec, align=size)
+               for t in range(self.tile) for v in range(self.block)]   # acc[t * block + v]
+        rows = _CarriedLoop(b, self.oh, acc, "oh")
+        with rows as (oh, acc):
+            row = b.add(b.mul(oh, self.sh), kh)
+            first = b.add(b.mul(b.add(b.mul(row, self.wp), kw), self.ci), ci0)
+            x_row = b.gep(self.xp, [first], source_etype=self.elem)
+            dy_row = b.gep(self.dy, [b.add(b.mul(b.mul(oh, self.ow), self.co), co0)],
+                           source_etype=self.elem)
+            cols = _CarriedLoop(b, self.ow, acc, "ow")
+            with cols as (ow, acc):
+                x_at = b.gep(x_row, [b.mul(ow, self.c(self.stride * self.channels))],
+                             source_etype=self.elem)
+                dy_at = b.gep(dy_row, [b.mul(ow, self.co)], source_etype=self.elem)
+                grads = [b.load(b.gep(dy_at, [self.c(v * self.lanes)], source_etype=self.elem),
+                                typ=self.vec, align=size) for v in range(self.block)]
+                new = []
+                for t in range(self.tile):
+                    x = b.load(b.gep(x_at, [self.c(t)], source_etype=self.elem), typ=self.elem)
+                    splat = _splat(b, self.vec, x)
+                    new += [b.call(self.fma, [splat, grads[v], acc[t * self.block + v]])
+                            for v in range(self.block)]
+                cols.carry(new)
+            rows.carry(cols.results)
+        for t in range(self.tile):
+            for v in range(self.block):
+                b.store(rows.results[t * self.block + v], self._dw_at(kh, kw, ci0, co0, t, v),
+                        align=size)
