@@ -27,7 +27,7 @@ from graphc.compiler import spec_cache
 from graphc.compiler.lower import lower, ops_to_lower
 from graphc.compiler.pipeline import ModuleDumps, disabled_passes, optimize
 from graphc.compiler.schedule import schedule
-from runtime import jit
+from runtime import compile_cache, jit
 
 __all__ = ["CompileOptions", "CompileResult", "compile_options", "compile_signature",
            "compile_module", "schedule_module", "gpu_target", "GPU_ARCH"]
@@ -182,8 +182,11 @@ def _schedule_regions(module, backend, options):
 
 
 def _cacheable(options):
-    # a cached spec skips the stages, so it has no dumps, counts nor profile to give
-    return options.cache and not (options.dump_dir or options.keep_dumps or options.profile)
+    # a cached spec skips the stages, so it has no dumps, counts nor profile to give; with
+    # no cache directory (GRAPHC_CACHE_DIR=off) there is nothing to look up, so no key is
+    # made (a signature's key walks the graph)
+    return options.cache and not (options.dump_dir or options.keep_dumps or options.profile) \
+        and compile_cache.cache_dir() is not None
 
 
 def _backend(target):
