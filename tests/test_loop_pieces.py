@@ -4,12 +4,16 @@ The expressions of one piece's range must come out select- and clamp-free, and c
 concatenations (odd widths, zero-width pieces, reductions over them, broadcasts, more
 pieces than are split) must give NumPy's values.
 """
+import os
+
 import numpy as np
 import pytest
 
 import graphc as gc
-from graphc.compiler.loops import pieces
-from graphc.compiler.loops.expr import ExprBuilder, walk
+from graphc.compiler import lower
+from graphc.compiler.loops import LOOP_RULES, pieces
+from graphc.compiler.loops.expr import BRANCH, ExprBuilder, walk
+from graphc.compiler.loops.views import KernelViews
 
 RNG = np.random.default_rng(0)
 
@@ -90,3 +94,97 @@ def test_lstm_gate_gradient_concat_matches_numpy():
                            g * sig(i) * (1 - np.tanh(j) ** 2),
                            g * sig(f) * (1 - sig(f)), g * sig(o) * (1 - sig(o))], axis=1)
     np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-13)
+
+
+# ------------------------------------------------- choosing among many pieces per element
+# An unrolled recurrence joins its T steps (static_rnn's stacked outputs, batch_gemms'
+# concatenated per-step operands): each element must compute its own piece only. Computed
+# as a chain of selects, every element loaded every piece: O(T) per element, O(T^2) a step.
+
+STEPS = 200
+BACKENDS = [b.strip() for b in os.environ.get(
+    "GRAPHC_TEST_BACKENDS", "compiled,reference,gpu_emulated").split(",") if b.strip()]
+
+
+def _loads_per_element(e, memo=None):
+    """The most loads one element computes: both arms of a select, the taken arm of a
+    branching one (expr.BRANCH)."""
+    memo = {} if memo is None else memo
+    if id(e) not in memo:
+        if e.kind == "load":
+            n = 1
+        elif e.kind == "select" and e.data == BRANCH:
+            n = _loads_per_element(e.args[0], memo) + max(
+                _loads_per_element(a, memo) for a in e.args[1:])
+        else:
+            n = sum(_loads_per_element(a, memo) for a in e.args)
+        memo[id(e)] = n
+    return memo[id(e)]
+
+
+def _lowered_element(out, feeds):
+    """(the Expr of one element of `out`'s node lowered as a loop kernel computing it, its
+    ExprBuilder, its loop variables)."""
+    module = lower(feeds, [out], [], [f.shape.as_list() for f in feeds])
+    (node,) = [n for n in module.nodes if n.type == out.op.type]
+    views = KernelViews({node.outputs[0]}, lambda v: ("buffer", v.name),
+                        lambda *a, **k: 0, LOOP_RULES)
+    loop_vars, index = zip(*(views.x.var(views.x.dim(d)) for d in node.outputs[0].dims))
+    return views.view(node.outputs[0], index), views.x, loop_vars
+
+
+def _join(kind, parts):
+    return {"concat_rows": lambda: gc.concat(parts, 0),
+            "concat_columns": lambda: gc.concat(parts, 1),
+            "stack": lambda: gc.stack(parts, 1)}[kind]()
+
+
+@pytest.mark.parametrize("kind", ["concat_rows", "concat_columns", "stack"])
+def test_each_element_of_a_200_piece_join_loads_one_piece(kind):
+    parts = [gc.placeholder(gc.float32, [3, 5]) for _ in range(STEPS)]
+    element, _, _ = _lowered_element(_join(kind, parts), parts)
+    loads = _loads_per_element(element)
+    assert loads <= 2, f"{loads} pieces loaded per element of a {STEPS}-piece {kind}"
+
+
+@pytest.mark.parametrize("kind, axis", [("concat_rows", 0), ("concat_columns", 1),
+                                        ("stack", 1)])
+def test_a_200_piece_join_is_cut_into_one_plain_loop_per_piece(kind, axis):
+    """Left to LLVM, the bisection's branches are if-converted back into a select over
+    every piece's address for each row: the join's loop must be cut at its pieces."""
+    parts = [gc.placeholder(gc.float32, [3, 5]) for _ in range(STEPS)]
+    element, x, loop_vars = _lowered_element(_join(kind, parts), parts)
+    cut = pieces.cuts(x, [element], loop_vars[axis], innermost=axis == len(loop_vars) - 1)
+    assert cut is not None and len(cut) == STEPS
+    width = 3 if kind == "concat_rows" else 5 if kind == "concat_columns" else 1
+    for k, (lo, hi, (got,)) in enumerate(cut):
+        assert (lo, hi) == (k * width, (k + 1) * width)
+        kinds = {n.kind for n in walk([got])}
+        assert got.kind == "load" and not kinds & {"select", "min", "max"}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_joins_of_200_steps_match_numpy(backend, dtype):
+    """Pieces of unequal and zero sizes, each an expression fused into the join, the join
+    read by a reduction and a product (as static_rnn's loss and weight gradient do)."""
+    rows = [k % 3 for k in range(STEPS)]  # 0, 1 and 2 rows
+    vals = [RNG.standard_normal((r, 4)).astype(dtype) for r in rows]
+    same = [RNG.standard_normal((2, 3)).astype(dtype) for _ in range(STEPS)]
+    phs = [gc.placeholder(dtype, [r, 4]) for r in rows]
+    sphs = [gc.placeholder(dtype, [2, 3]) for _ in range(STEPS)]
+    rows_joined = gc.concat([gc.tanh(p) * float(k) for k, p in enumerate(phs)], 0)
+    cols_joined = gc.concat([gc.sigmoid(p) for p in sphs], 1)
+    stacked = gc.stack([p + float(k) for k, p in enumerate(sphs)], 1)
+    product = gc.matmul(rows_joined, rows_joined, transpose_a=True)
+    feed = dict(zip(phs + sphs, vals + same))
+    got = gc.Session().run([rows_joined, cols_joined, stacked,
+                            gc.reduce_sum(stacked, 1), product], feed)
+    want_rows = np.concatenate([np.tanh(v) * k for k, v in enumerate(vals)], 0)
+    want_stacked = np.stack([v + k for k, v in enumerate(same)], 1)
+    want = [want_rows, np.concatenate([1 / (1 + np.exp(-v)) for v in same], 1),
+            want_stacked, want_stacked.sum(1), want_rows.T @ want_rows]
+    tol = dict(rtol=2e-5, atol=1e-5) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-12)
+    for g, w in zip(got, want):
+        assert g.dtype == dtype and g.shape == w.shape
+        np.testing.assert_allclose(g, w, **tol)

@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from llvmlite import ir
 
 from graphc.compiler.loops import pieces
-from graphc.compiler.loops.expr import dims_key, walk
+from graphc.compiler.loops.expr import BRANCH, dims_key, walk
 from graphc.compiler.loops.program import MAX_ERROR_DETAILS
 from graphc.framework.op_def import OpTypes
 from kernels import dtypes as kd
@@ -32,6 +32,20 @@ from kernels.loops import (I32, I64, arg_better, combine_reduction, entry_alloca
 _ASSIGNS = OpTypes(lambda d: d.kind == "state" and d.updates_variable is not None)
 # expression kinds whose operands are emitted inside a loop of their own
 _OWN_LOOPS = ("reduce", "argreduce")
+
+
+def _i64(value):
+    return ir.Constant(I64, value) if isinstance(value, int) else value
+
+
+def _emitted_first(e):
+    """The operands emitted before `e` itself: none of a reduction (its body belongs inside
+    its loop), only the condition of a branching select (each arm inside its branch)."""
+    if e.kind in _OWN_LOOPS:
+        return ()
+    if e.kind == "select" and e.data == BRANCH:
+        return e.args[:1]
+    return e.args
 
 
 class StoreTarget:
@@ -148,8 +162,8 @@ class Emitter:
     backends/cpu/parallel.ParallelLoops) and says whether it did; otherwise the loop is
     emitted here, sequentially.
 
-    piecewise: the innermost loop is cut where a concatenation changes pieces
-    (loops/pieces.py), each piece its own loop with its selects folded away."""
+    piecewise: a loop is cut where a concatenation changes pieces (loops/pieces.py), each
+    piece its own loop with its selects folded away."""
 
     def __init__(self, builder, views, buffers, syms, dim_emitter, scalar_ops,
                  loop_splitter=None, piecewise=False):
@@ -199,31 +213,48 @@ class Emitter:
         if self.loop_splitter is not None and all(v is None for v in nest.vars[:nxt]) and \
                 self.loop_splitter.emit_loop(self, nest, nxt, by_level, deepest):
             return  # the outermost loop, run by a thread team
-        if self.piecewise and nxt == deepest and self._emit_pieces(nest, nxt, by_level):
-            return
-        with self.loop(var):
-            self.emit_level(nest, nxt, by_level, deepest)
+        self.emit_loop(nest, nxt, by_level, deepest)
 
-    def _emit_pieces(self, nest, level, by_level):
-        """The innermost loop as one loop per concatenated piece; False if there is one."""
+    def emit_loop(self, nest, level, by_level, deepest, start=None, stop=None):
+        """Loop `level` of `nest` over [start, stop) (i64 values; None: its whole range),
+        with what is inside it. Piecewise, it is cut into one loop per concatenated piece
+        where loops/pieces.py finds that pays, each clipped to [start, stop)."""
         var = nest.vars[level]
-        here = by_level.get(level, [])
-        points = pieces.breakpoints(self.x, [e for t in here for e in (t.expr, t.position)],
-                                    var)
-        if not points:
-            return False
-        for lo, hi in pieces.ranges(points, self.x.const_value(var.extent)):
-            narrowed = []
-            for t in here:
+        cut = self._cut(nest, level, by_level, deepest) if self.piecewise else None
+        if cut is None:
+            with self.loop(var, start, stop):
+                self.emit_level(nest, level, by_level, deepest)
+            return
+        for lo, hi, narrowed in cut:
+            lo, hi = ir.Constant(I64, lo), ir.Constant(I64, hi)
+            if start is not None:
+                lo = self.b.select(self.b.icmp_signed(">", start, lo), start, lo)
+            if stop is not None:
+                hi = self.b.select(self.b.icmp_signed("<", stop, hi), stop, hi)
+            with self.loop(var, lo, hi):
+                self.emit_level(nest, level, narrowed, deepest)
+
+    def _cut(self, nest, level, by_level, deepest):
+        """[(lo, hi, by_level with the targets inside the loop specialized to [lo, hi))],
+        or None: one loop."""
+        inside = [(lv, t) for lv, ts in by_level.items() if lv >= level for t in ts]
+        if not inside:
+            return None
+        roots = [e for _, t in inside for e in (t.expr, t.position)]
+        cut = pieces.cuts(self.x, roots, nest.vars[level], innermost=level == deepest)
+        if cut is None:
+            return None
+        result = []
+        for lo, hi, specialized in cut:
+            narrowed = {lv: ts for lv, ts in by_level.items() if lv < level}
+            for k, (lv, t) in enumerate(inside):
                 copy = StoreTarget(t.storage, t.dims, t.dtype, t.value_of, t.accumulate,
                                    t.loop_dims, t.place)
                 copy.index = t.index
-                copy.expr, copy.position = pieces.specialize(self.x, [t.expr, t.position],
-                                                             var, lo, hi)
-                narrowed.append(copy)
-            with self.loop(var, lo, hi):
-                self.emit_level(nest, level, {**by_level, level: narrowed}, level)
-        return True
+                copy.expr, copy.position = specialized[2 * k:2 * k + 2]
+                narrowed.setdefault(lv, []).append(copy)
+            result.append((lo, hi, narrowed))
+        return result
 
     def store_target(self, t, value, position):
         """Stores (or folds, for an accumulating target) one element of target t (the GPU
@@ -237,10 +268,10 @@ class Emitter:
 
     @contextmanager
     def loop(self, var, start=None, stop=None):
-        """A counted loop over `var` (or over [start, stop) of its range), with its own
-        scope of emitted values."""
-        stop = self.value(var.extent) if stop is None else ir.Constant(I64, stop)
-        start = None if start is None else ir.Constant(I64, start)
+        """A counted loop over `var` (or over [start, stop) of its range: ints or i64
+        values), with its own scope of emitted values."""
+        stop = self.value(var.extent) if stop is None else _i64(stop)
+        start = None if start is None else _i64(start)
         with for_range(self.b, stop, start, name=var.name) as iv:
             self.var_values[var.id] = iv
             self.defined.add(var.id)
@@ -306,7 +337,7 @@ class Emitter:
         right as the recursive emission would reach them. Not below a reduction: its body
         belongs inside the reduction's loop."""
         order, seen = [], {id(e)}
-        stack = [(a, False) for a in reversed(e.args)] if e.kind not in _OWN_LOOPS else []
+        stack = [(a, False) for a in reversed(_emitted_first(e))]
         while stack:
             d, done = stack.pop()
             if done:
@@ -316,8 +347,7 @@ class Emitter:
                 continue
             seen.add(id(d))
             stack.append((d, True))
-            if d.kind not in _OWN_LOOPS:
-                stack.extend((a, False) for a in reversed(d.args))
+            stack.extend((a, False) for a in reversed(_emitted_first(d)))
         return order
 
     def _emit_const(self, e):
@@ -368,8 +398,26 @@ class Emitter:
         return self.b.or_(*self._binary(e))
 
     def _emit_select(self, e):
+        if e.data == BRANCH:
+            return self._emit_branch(e)
         c, a, b = (self.value(x) for x in e.args)
         return self.b.select(c, a, b)
+
+    def _emit_branch(self, e):
+        """A select that computes only the arm it takes: each arm in its own block and
+        scope (its values do not dominate the other arm or what follows)."""
+        cond = self.value(e.args[0])
+        arms = []
+        with self.b.if_else(cond) as (then, otherwise):
+            for block, arm in ((then, e.args[1]), (otherwise, e.args[2])):
+                with block:
+                    self.scopes.append({})
+                    arms.append((self.value(arm), self.b.block))
+                    self.scopes.pop()
+        phi = self.b.phi(arms[0][0].type)
+        for value, block in arms:
+            phi.add_incoming(value, block)
+        return phi
 
     def _emit_load(self, e):
         ptr = kd.element_pointer(self.b, self.buffers[e.data], self.value(e.args[0]), e.dtype)

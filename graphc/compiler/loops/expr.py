@@ -5,7 +5,8 @@ An `Expr` is a node of a hash-consed DAG built by an `ExprBuilder` (one per kern
   (a run-time size: an int or a SymDim of the feed symbols), "add", "mul", "floordiv",
   "mod", "min", "max", comparisons "lt"/"le"/"eq" (bool);
 - element values: "load" (buffer, linear index), "op" (an elementwise op type emitted by
-  kernels.scalar_ops.emit_scalar), "select", "reduce" (kind, loop variables, body),
+  kernels.scalar_ops.emit_scalar), "select" (data BRANCH: only the arm taken is
+  computed), "reduce" (kind, loop variables, body),
   "argreduce" (argmax/argmin: the int64 position), "check" (an index clamped into
   range, recording an error site when it was out of range).
 Every expr knows its `free` loop variables, which is what lets codegen hoist a reduction
@@ -18,6 +19,8 @@ import itertools
 from graphc.framework.symbolic import SymDim
 
 INDEX = "int64"
+# the data of a select that computes only the arm it takes (ExprBuilder.select)
+BRANCH = "branch"
 
 
 class Expr:
@@ -244,12 +247,14 @@ class ExprBuilder:
             return self.const(self.const_value(x), dtype)
         return self.op("Cast", [x], dtype, {"DstT": dtype})
 
-    def select(self, cond, a, b):
+    def select(self, cond, a, b, branch=False):
+        """cond ? a : b. branch: compute only the arm taken (a branch, where a plain select
+        computes both), for arms too costly to compute both: the pieces of a concat."""
         if cond.is_const:
             return a if self.const_value(cond) else b
         if a is b:
             return a
-        return self._make("select", a.dtype, None, (cond, a, b))
+        return self._make("select", a.dtype, BRANCH if branch else None, (cond, a, b))
 
     def logical(self, op, a, b):
         """"and"/"or" of two bool exprs, folding constants."""

@@ -548,31 +548,45 @@ def concat(v, node, k, index):
 
 def _stitch(v, parts, axis, index):
     """Concatenation along `axis`: the part whose range holds index[axis]."""
-    offsets, off = [], v.x.const(0)
+    starts, off = [], v.x.const(0)
     for _, size in parts:
-        offsets.append(off)
+        starts.append(off)
         off = v.x.add(off, v.x.dim(size))
-    result = None
-    for (x, size), start in reversed(list(zip(parts, offsets))):
+
+    def piece(j):
+        x, size = parts[j]
         local = list(index)
-        local[axis] = _clamp(v, v.x.sub(index[axis], start), v.x.dim(size))
-        value = v.view(x, local)
-        result = value if result is None else \
-            v.x.select(v.x.compare("lt", index[axis], v.x.add(start, v.x.dim(size))), value,
-                       result)
-    return result
+        local[axis] = _clamp(v, v.x.sub(index[axis], starts[j]), v.x.dim(size))
+        return v.view(x, local)
+    return _choose_piece(v, index[axis], starts, piece, 0, len(parts))
 
 
 def pack(v, node, k, index):
     out = _out(node)
     axis = node.attrs.get("axis", 0) % len(out.dims)
     rest = list(index[:axis]) + list(index[axis + 1:])
-    result = None
-    for j, x in reversed(list(enumerate(node.inputs))):
-        value = v.view(x, rest)
-        result = value if result is None else \
-            v.x.select(v.x.compare("eq", index[axis], v.x.const(j)), value, result)
-    return result
+    starts = [v.x.const(j) for j in range(len(node.inputs))]
+    return _choose_piece(v, index[axis], starts, lambda j: v.view(node.inputs[j], rest),
+                         0, len(node.inputs))
+
+
+# A choice among more pieces than this branches; fewer are selects, computing each piece
+# (cheap, and vectorizable).
+SELECT_PIECES = 2
+
+
+def _choose_piece(v, i, starts, piece, lo, hi):
+    """piece(j) for the j in [lo, hi) with starts[j] <= i < starts[j + 1], by bisection:
+    log2(pieces) comparisons per element, and only the chosen piece computed. A chain of
+    selects over the pieces computes every piece for every element, which makes the
+    concat of an unrolled recurrence's T steps cost T times its size."""
+    if hi - lo == 1:
+        return piece(lo)
+    mid = (lo + hi) // 2
+    return v.x.select(v.x.compare("lt", i, starts[mid]),
+                      _choose_piece(v, i, starts, piece, lo, mid),
+                      _choose_piece(v, i, starts, piece, mid, hi),
+                      branch=hi - lo > SELECT_PIECES)
 
 
 def unpack(v, node, k, index):

@@ -12,17 +12,61 @@ plain contiguous one.
 `breakpoints` finds where to cut (comparisons of the loop variable with a constant);
 `specialize` rebuilds expressions for the variable limited to [lo, hi). Reductions are
 kept as they are (their bodies run over their own loops, hoisted elsewhere).
+
+`cuts` decides for a loop at any depth: the innermost with up to MAX_PIECES pieces as
+before, and any loop, over any number of pieces, whose pieces' code together stays within
+CODE_GROWTH times the uncut loop's (a concatenation of T steps along an outer axis, where
+each piece is a plain copy of its step). Uncut, a join of many pieces is a bisection of
+branches (op_lowering._choose_piece), which LLVM's vectorizer if-converts back into
+selects over every piece's address: O(pieces) per row, O(pieces^2) per join.
 """
 
-# More pieces than this stay one loop: each piece is a copy of the loop's code.
+from graphc.compiler.loops.expr import BRANCH
+
+# More pieces than this stay one loop unless their code stays within CODE_GROWTH of the
+# loop's: each piece is a copy of the loop's code.
 MAX_PIECES = 16
+CODE_GROWTH = 2
 _OPAQUE = ("reduce", "argreduce")
 
 
-def breakpoints(x, roots, var):
+def cuts(x, roots, var, innermost):
+    """[(lo, hi, roots specialized to [lo, hi))] covering var's range, or None to keep one
+    loop. Each piece is specialized and measured in turn, stopping at the budget, so a cut
+    refused costs no more than the budget."""
+    points = breakpoints(x, roots, var, limit=None)
+    if not points:
+        return None
+    few = innermost and len(points) < MAX_PIECES
+    budget = CODE_GROWTH * _code_size(roots)
+    result, size = [], 0
+    for lo, hi in ranges(points, x.const_value(var.extent)):
+        narrowed = specialize(x, roots, var, lo, hi)
+        size += _code_size(narrowed)
+        if size > budget and not few:
+            return None
+        result.append((lo, hi, narrowed))
+    return result
+
+
+def _code_size(roots):
+    """Distinct expressions a loop over `roots` emits (a reduction's body is emitted once,
+    outside the loop, however many pieces use it)."""
+    stack, seen = list(roots), set()
+    while stack:
+        e = stack.pop()
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        if e.kind not in _OPAQUE:
+            stack.extend(e.args)
+    return len(seen)
+
+
+def breakpoints(x, roots, var, limit=MAX_PIECES):
     """Sorted cut points strictly inside (0, extent) of the loop variable `var` (static
     extent), from comparisons `var op constant` under `roots`; [] when there are none
-    or too many."""
+    or `limit` pieces or more."""
     if not var.extent.is_const:
         return []
     extent = x.const_value(var.extent)
@@ -40,7 +84,7 @@ def breakpoints(x, roots, var):
                 points.add(x.const_value(b) + (e.data in ("le", "gt")))
         stack.extend(e.args)
     points = sorted(p for p in points if 0 < p < extent)
-    return points if len(points) < MAX_PIECES else []
+    return points if limit is None or len(points) < limit else []
 
 
 def ranges(points, extent):
@@ -76,20 +120,39 @@ def specialize(x, roots, var, lo, hi):
         return s
 
     # operands before their users by an explicit stack: the expressions of a long
-    # elementwise chain nest deeper than Python's recursion limit
-    stack = [(r, False) for r in roots]
+    # elementwise chain nest deeper than Python's recursion limit. A select's condition
+    # goes first: when the range decides it, only the arm taken is visited, so a piece of
+    # a bisection over T pieces costs log T, not T.
+    stack = [(r, _VISIT) for r in roots]
     while stack:
-        e, ready = stack.pop()
-        if id(e) in memo:
+        e, state = stack.pop()
+        if state == _VISIT and id(e) in memo:
             continue
         if not e.args or e.kind in _OPAQUE:
             memo[id(e)] = e
-        elif ready:
+        elif state == _VISIT and e.kind == "select":
+            stack.append((e, _CONDITION_DONE))
+            stack.append((e.args[0], _VISIT))
+        elif state == _CONDITION_DONE:
+            cond = memo[id(e.args[0])]
+            if cond.is_const:
+                taken = e.args[1] if x.const_value(cond) else e.args[2]
+                stack.append((e, ("taken", taken)))
+                stack.append((taken, _VISIT))
+            else:
+                stack.append((e, _READY))
+                stack.extend((a, _VISIT) for a in e.args[1:])
+        elif isinstance(state, tuple):
+            memo[id(e)] = memo[id(state[1])]
+        elif state == _READY:
             memo[id(e)] = _fold(x, e, [memo[id(a)] for a in e.args], span)
         else:
-            stack.append((e, True))
-            stack.extend((a, False) for a in e.args)
+            stack.append((e, _READY))
+            stack.extend((a, _VISIT) for a in e.args)
     return [memo[id(r)] for r in roots]
+
+
+_VISIT, _CONDITION_DONE, _READY = "visit", "condition done", "ready"
 
 
 def _fold(x, e, args, span):
@@ -98,7 +161,7 @@ def _fold(x, e, args, span):
         if decided is not None:
             return x.const(decided, "bool")
     elif e.kind == "select":
-        return x.select(*args)
+        return x.select(*args, branch=e.data == BRANCH)
     elif e.kind in ("and", "or"):
         return x.logical(e.kind, *args)
     elif e.kind in ("min", "max"):

@@ -147,14 +147,9 @@ class ParallelLoops:
         child = em.fork(b, dict(zip(storages, fn.args[:n_buf])), syms)
         for (e, _), arg in zip(passed, fn.args[n_buf + 4:]):
             child.scopes[0][e] = arg
-        var = nest.vars[level]
-        with for_range(b, hi, start=lo, name=var.name) as iv:
-            child.var_values[var.id] = iv
-            child.defined.add(var.id)
-            child.scopes.append({})
-            child.emit_level(nest, level, by_level, deepest)
-            child.scopes.pop()
-            child.defined.discard(var.id)
+        # the chunk [lo, hi) of the loop, cut at a concatenation's pieces as a loop run
+        # by one thread would be
+        child.emit_loop(nest, level, by_level, deepest, lo, hi)
         if child.error_slot is None:
             b.ret(ir.Constant(I32, 0))
             return fn, False
