@@ -90,6 +90,12 @@ def _concat_slices(slices):
 # Op types whose gradient functions take an IndexedSlices as it is (as TF's do).
 _TAKE_INDEXED_SLICES = frozenset({"ConcatV2"})
 
+# Op types whose gradient functions take None for an output no gradient reaches, not
+# zeros: a While's or If's saved intermediates (outputs a first gradients() call added)
+# reached by a gradient are a second derivative, and zeros for them would be
+# differentiated through the bodies again for nothing (as TF2's while_v2/cond_v2).
+_TAKE_NONE = frozenset({"While", "If"})
+
 
 def _dense(g, op):
     """What op's gradient function receives: IndexedSlices densified unless it takes them."""
@@ -188,7 +194,7 @@ def _walk(build, between, xs, grads, stop):
                               f"(op type: {op.type})")
         with build.name_scope(op.name + "_grad"), build.gradient_of(op):
             out_grads = [_dense(g, op) for g in out_grads]
-            if len(out_grads) > 1:
+            if len(out_grads) > 1 and op.type not in _TAKE_NONE:
                 out_grads = [array_ops.zeros_like(t) if g is None and t.dtype.is_floating
                              else g for g, t in zip(out_grads, op.outputs)]
             in_grads = list(grad_fn(op, *out_grads))

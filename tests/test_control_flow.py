@@ -102,6 +102,40 @@ def test_cond_second_derivative():
                        [np.array([-0.5, -1.5])])
 
 
+def central_differences(loss, x, xv, feed=None, eps=1e-6):
+    """d loss / d x at xv by central differences of the graph's own forward values."""
+    out, feed = np.zeros_like(xv), dict(feed or {})
+    with gc.Session() as sess:
+        sess.run(gc.global_variables_initializer())
+        for i in range(xv.size):
+            step = np.zeros_like(xv)
+            step.flat[i] = eps
+            out.flat[i] = (sess.run(loss, {**feed, x: xv + step}) -
+                           sess.run(loss, {**feed, x: xv - step})) / (2 * eps)
+    return out
+
+
+def test_two_gradients_of_different_losses_through_one_cond():
+    """A second tf.gradients through the same cond builds its own gradient If reading
+    the saved intermediates the first one added (TF1: two losses on one graph)."""
+    x = gc.placeholder(gc.float64, [3])
+    p = gc.placeholder(gc.bool, [])
+    y = gc.cond(p, lambda: gc.sin(x) * x, lambda: gc.exp(x))
+    loss1, loss2 = gc.reduce_sum(y), gc.reduce_sum(y * y)
+    g1 = gc.gradients(loss1, x)[0]
+    g2 = gc.gradients(loss2, x)[0]
+    xv = np.array([0.3, -1.2, 0.0])
+    for take in (True, False):
+        yv, dy = (np.sin(xv) * xv, np.cos(xv) * xv + np.sin(xv)) if take else \
+            (np.exp(xv), np.exp(xv))
+        got1, got2 = run([g1, g2], {x: xv, p: take})
+        np.testing.assert_allclose(got1, dy, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(got2, 2 * yv * dy, rtol=1e-12, atol=1e-12)
+        for got, loss in ((got1, loss1), (got2, loss2)):
+            np.testing.assert_allclose(got, central_differences(loss, x, xv, {p: take}),
+                                       rtol=1e-6, atol=1e-8)
+
+
 def test_case_and_switch_case():
     x = gc.placeholder(gc.int32, [])
     y = gc.case([(x < 0, lambda: gc.constant(-1)), (x < 10, lambda: gc.constant(1))],
@@ -121,6 +155,17 @@ def test_case_and_switch_case():
     assert [run(s, {x: v}) for v in (0, 1, 2, -1)] == [10.0, 11.0, -1.0, -1.0]
     last = gc.switch_case(x, {0: lambda: gc.constant(5.0), 3: lambda: gc.constant(6.0)})
     assert [run(last, {x: v}) for v in (0, 3, 9)] == [5.0, 6.0, 6.0]
+
+
+def test_python_bool_preds_are_an_error_as_in_tf1():
+    x = gc.constant(1.0)
+    with pytest.raises(TypeError, match="^pred must not be a Python bool$"):
+        gc.cond(True, lambda: x, lambda: -x)
+    with pytest.raises(TypeError, match="^pred must be a Tensor, got: False$"):
+        gc.case([(False, lambda: x)], default=lambda: -x)
+    # NumPy bools and tensors are preds; switch_case takes a Python int index (TF1 too)
+    assert run(gc.cond(np.bool_(False), lambda: x, lambda: -x)) == -1.0
+    assert run(gc.switch_case(1, [lambda: x, lambda: -x])) == -1.0
 
 
 # ------------------------------------------------------------------------- while_loop
@@ -238,6 +283,58 @@ def test_while_loop_gradient_wrt_variable_read_in_body():
         # h3 = x w^3 + w^2 + w + 1
         np.testing.assert_allclose(got_w, 3 * xv * wv ** 2 + 2 * wv + 1, rtol=1e-12)
         np.testing.assert_allclose(got_x, wv ** 3, rtol=1e-12)
+
+
+def np_sin_loop(xv, trips):
+    """y = sin^trips(x) and dy/dx."""
+    y, dy = xv.copy(), np.ones_like(xv)
+    for _ in range(trips):
+        y, dy = np.sin(y), dy * np.cos(y)
+    return y, dy
+
+
+@pytest.mark.parametrize("trips", [0, 1, 3])
+def test_two_gradients_of_different_losses_through_one_loop(trips):
+    """The second gradient builds its own backward loop on the forward loop's stacks
+    (the first gradient's zeros for those stacks were taken as a second derivative)."""
+    x = gc.placeholder(gc.float64, [3])
+    _, y = gc.while_loop(lambda i, y: i < trips, lambda i, y: (i + 1, gc.sin(y)), [0, x])
+    loss1, loss2 = gc.reduce_sum(y), gc.reduce_sum(y * y)
+    g1 = gc.gradients(loss1, x)[0]
+    g2 = gc.gradients(loss2, x)[0]
+    xv = np.array([0.1, -0.5, 1.0])
+    yv, dy = np_sin_loop(xv, trips)
+    got1, got2 = run([g1, g2], {x: xv})
+    np.testing.assert_allclose(got1, dy, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(got2, 2 * yv * dy, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(got2, central_differences(loss2, x, xv), rtol=1e-6, atol=1e-8)
+    # the first gradient still runs alone, after the forward loop saved more for the second
+    np.testing.assert_allclose(run(g1, {x: xv}), dy, rtol=1e-12, atol=1e-12)
+
+
+def test_gradients_wrt_the_loop_input_then_a_variable_read_in_the_body():
+    w = gc.Variable(np.array([0.5, -0.25, 2.0]), name="w")
+    x = gc.placeholder(gc.float64, [3])
+    _, h = gc.while_loop(lambda i, h: i < 3, lambda i, h: (i + 1, gc.sin(h) * w), [0, x])
+    gx = gc.gradients(gc.reduce_sum(h), x)[0]
+    gw = gc.gradients(gc.reduce_sum(h * h), w)[0]
+    xv, wv = np.array([0.1, 0.5, 1.0]), np.array([0.5, -0.25, 2.0])
+    # h_{k+1} = sin(h_k) w: forward-mode derivatives in x and in w, elementwise
+    hv, dx, dw = xv.copy(), np.ones_like(xv), np.zeros_like(xv)
+    for _ in range(3):
+        hv, dx, dw = np.sin(hv) * wv, np.cos(hv) * wv * dx, np.cos(hv) * wv * dw + np.sin(hv)
+    got_x, got_w = run([gx, gw], {x: xv})
+    np.testing.assert_allclose(got_x, dx, rtol=1e-12)
+    np.testing.assert_allclose(got_w, 2 * hv * dw, rtol=1e-12)
+
+
+def test_second_derivative_through_a_loop_is_a_clear_error():
+    x = gc.placeholder(gc.float64, [3])
+    _, y = gc.while_loop(lambda i, y: i < 3, lambda i, y: (i + 1, gc.sin(y)), [0, x],
+                         name="outer")
+    g = gc.gradients(gc.reduce_sum(y), x)[0]
+    with pytest.raises(LookupError, match="Second derivatives through while_loop 'outer'"):
+        gc.gradients(gc.reduce_sum(g), x)
 
 
 def test_while_loop_back_prop_false_and_variable_order():

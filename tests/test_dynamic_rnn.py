@@ -326,3 +326,47 @@ def test_dynamic_rnn_cells_match_static_rnn_with_gradients(make):
         a, b = sess.run([[d_out] + d_grads, [s_out] + s_grads], {x: xv})
     for ga, gb in zip(a, b):
         np.testing.assert_allclose(ga, gb, rtol=1e-10, atol=1e-12)
+
+
+def test_minimize_and_a_second_gradient_through_one_dynamic_rnn():
+    """optimizer.minimize(loss) and then tf.gradients of another quantity (a summary's
+    gradient norm, say) through the same loop: each its own backward loop on the forward
+    loop's stacks; both checked against central differences in float64."""
+    rng = np.random.default_rng(5)
+    x = gc.placeholder(gc.float64, [2, 4, 3])
+    with gc.variable_scope("twice", initializer=gc.glorot_uniform_initializer(seed=2)):
+        out, state = gc.nn.dynamic_rnn(rnn_cell.LSTMCell(3), x, sequence_length=[4, 2],
+                                       dtype=gc.float64)
+    loss = gc.reduce_sum(gc.sin(out)) + gc.reduce_sum(state.h * state.h)
+    lr = 0.1
+    train = gc.train.GradientDescentOptimizer(lr).minimize(loss)
+    other = gc.reduce_sum(out * out)
+    gx = gc.gradients(other, x)[0]
+    variables = gc.trainable_variables()
+    directions = [rng.standard_normal(v.shape.as_list()) for v in variables]
+    eps = gc.placeholder(gc.float64, [])
+    base = [gc.Variable(v.initialized_value(), trainable=False) for v in variables]
+    moved = gc.group(*[v.assign(b + eps * d) for v, b, d in zip(variables, base, directions)])
+    xv = rng.standard_normal((2, 4, 3))
+    with gc.Session() as sess:
+        sess.run(gc.global_variables_initializer())
+        loss_at = {}
+        for e in (1e-6, -1e-6, 0.0):
+            sess.run(moved, {eps: e})
+            loss_at[e] = sess.run(loss, {x: xv})
+        got_gx = sess.run(gx, {x: xv})
+        want_gx = np.zeros_like(xv)
+        for i in range(xv.size):
+            step = np.zeros_like(xv)
+            step.flat[i] = 1e-6
+            want_gx.flat[i] = (sess.run(other, {x: xv + step}) -
+                               sess.run(other, {x: xv - step})) / 2e-6
+        before = sess.run(variables)
+        sess.run(train, {x: xv})
+        after = sess.run(variables)
+    # the step minimize took, projected on the directions, is -lr times loss's slope there
+    slope = (loss_at[1e-6] - loss_at[-1e-6]) / 2e-6
+    taken = sum(np.sum((a - b) * d) for a, b, d in zip(after, before, directions))
+    np.testing.assert_allclose(taken, -lr * slope, rtol=1e-6)
+    np.testing.assert_allclose(got_gx, want_gx, rtol=1e-6, atol=1e-8)
+    assert np.all(got_gx[1, 2:] == 0)  # steps past a sequence's length get no gradient

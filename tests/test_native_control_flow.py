@@ -183,6 +183,33 @@ def test_while_loop_gradient_runs_its_backward_loop_natively():
     np.testing.assert_allclose(session_run(grad, {x: xv}, compiles=1), want, rtol=1e-13)
 
 
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("trips", [0, 1, 7])
+def test_two_gradients_through_one_loop_and_one_cond_natively(native, dtype, trips):
+    """Two tf.gradients of different losses through the same loop (and a cond in its
+    body): two backward loops on the forward loop's stacks, all in the native code."""
+    x = gc.placeholder(dtype, [None])
+    w = gc.Variable(np.array(0.75, dtype), name="w")
+
+    def body(i, h):
+        return i + 1, gc.cond(i < 2, lambda: gc.sin(h) * w, lambda: h * h * 0.5)
+    _, h = gc.while_loop(lambda i, h: i < trips, body, [0, x])
+    g1 = gc.gradients(gc.reduce_sum(h), x)[0]
+    g2x, g2w = gc.gradients(gc.reduce_sum(h * h), [x, w])
+    xv = np.array([0.3, -0.2, 1.1, 0.0], dtype)
+    hv, dx, dw = xv.astype(np.float64), np.ones(4), np.zeros(4)
+    for i in range(trips):
+        if i < 2:
+            hv, dx, dw = np.sin(hv) * 0.75, np.cos(hv) * 0.75 * dx, \
+                np.cos(hv) * 0.75 * dw + np.sin(hv)
+        else:
+            hv, dx, dw = hv * hv * 0.5, hv * dx, hv * dw
+    got1, got2x, got2w = session_run([g1, g2x, g2w], {x: xv})
+    np.testing.assert_allclose(got1, dx, **tol(dtype))
+    np.testing.assert_allclose(got2x, 2 * hv * dx, **tol(dtype))
+    np.testing.assert_allclose(got2w, np.sum(2 * hv * dw), **tol(dtype))
+
+
 def np_tanh_loop_gradients(xv, wv, limit, stop):
     """loss = sum(h**2) after h <- tanh(h @ w + x) from h = x / 2, run min(limit, stop)
     times; (loss, d loss / d x, d loss / d w) by backpropagation written out."""

@@ -65,6 +65,9 @@ def cond(pred, true_fn=None, false_fn=None, strict=False, name=None, fn1=None, f
         raise TypeError("true_fn must be callable.")
     if not callable(false_fn):
         raise TypeError("false_fn must be callable.")
+    if isinstance(pred, bool):
+        # TF1's rule: a Python bool would build a branch the graph never needs
+        raise TypeError("pred must not be a Python bool")
     g = get_default_graph()
     with g.name_scope(name or "cond") as scope:
         pred = convert_to_tensor(pred, name="pred")
@@ -257,6 +260,8 @@ def case(pred_fn_pairs, default=None, exclusive=False, strict=False, name="case"
         if not isinstance(p, (tuple, list)) or len(p) != 2 or not callable(p[1]):
             raise TypeError(f"case: each of pred_fn_pairs must be a (pred, callable) pair, "
                             f"got {p!r}")
+        if isinstance(p[0], bool):  # tf.compat.v1.case's rule (allow_python_preds=False)
+            raise TypeError(f"pred must be a Tensor, got: {p[0]}")
     from graphc.ops.constant_ops import convert_to_tensor
     g = get_default_graph()
     with g.name_scope(name or "case"):

@@ -16,8 +16,12 @@ compiler/regions.py's trip_bound). The backward While runs the trip count down: 
 forward body (gradients.py's walk, run inside a gradient body), reading iteration k's
 saved values from the stacks, carrying the gradients of the loop variables and summing
 those of the captured inputs (variables read in the body included, through their
-snapshots). Loops built with back_prop=False have no gradient (None), as TF1. A second
-derivative through a loop is not built (TF1 has none either for most loops).
+snapshots). Each gradients() call through the loop builds its own backward While on the
+same stacks, the forward op saving what the later one needs besides (two losses, an
+optimizer and a summary's gradient norm). Loops built with back_prop=False have no
+gradient (None), as TF1. A second derivative through a loop (a gradient reaching a
+backward loop or a forward loop's stacks) is an error, not built (TF1 has none either
+for most loops).
 """
 import numpy as np
 
@@ -311,14 +315,16 @@ def save_in_loop(op, t):
 # ------------------------------------------------------------------------- gradient
 def _while_grad(op, *grads):
     """A While running the trip count down through the gradient of the forward body."""
+    cond_g, body_g = function_of(op, "cond"), function_of(op, "body")
+    n = op.attrs["num_loop_vars"]
+    # a gradient reaching a backward loop (its body differentiates a forward body) or a
+    # forward loop's stacks differentiates a gradient: not built, rather than None
+    if body_g.forward_graphs or any(g is not None for g in grads[n + 1:]):
+        raise LookupError(f"Second derivatives through while_loop '{_forward_name(op)}' "
+                          "are not supported.")
     if not op.attrs["back_prop"]:
         return [None] * len(op.inputs)
-    n = op.attrs["num_loop_vars"]
-    if any(g is not None for g in grads[n + 1:]):
-        raise LookupError(f"Second derivatives through while_loop '{op.name}' are not "
-                          "supported.")
     from graphc.gradients import input_needed
-    cond_g, body_g = function_of(op, "cond"), function_of(op, "body")
     n_cond = len(cond_g.inputs) - n
     # what the body reads besides the loop variables: its captured tensors, then the
     # variables it captures by reference (the op's last inputs); (op input index, outer
@@ -355,6 +361,15 @@ def _while_grad(op, *grads):
         in_grads[index] = next(results)
     return in_grads
 
+
+def _forward_name(op):
+    """The name of the user's loop that the While op is, or differentiates."""
+    forward = function_of(op, "body").forward_graphs
+    if not forward:
+        return op.name
+    loops = [o for o in op.graph.get_operations()
+             if o.type == "While" and o.attrs["body"] == forward[0].name]
+    return _forward_name(loops[0]) if loops else op.name
 
 
 def _counter_positive(k, *rest):
