@@ -62,15 +62,24 @@ def test_checkpoint_thread_saves_at_start_and_summaries_are_written(tmp_path):
     step, _, loss, train = _model()
     sv = tf.train.Supervisor(logdir=str(tmp_path), save_model_secs=3600,
                              save_summaries_secs=3600)
+    acc = EventAccumulator(str(tmp_path), size_guidance={"scalars": 0})
+
+    def summaries_written():
+        sv.summary_writer.flush()
+        acc.Reload()
+        return "loss" in acc.Tags()["scalars"]
+
     with sv.managed_session() as sess:
+        # the timer threads run once when they start: a checkpoint at step 0, the summary
+        # op; both run beside this thread, so the step waits for them (a step first would
+        # make them record step 1)
         deadline = time.time() + 30
-        while not glob.glob(str(tmp_path / "model.ckpt-0.*")) and time.time() < deadline:
-            time.sleep(0.01)
+        while not (glob.glob(str(tmp_path / "model.ckpt-0.*")) and summaries_written()) \
+                and time.time() < deadline:
+            time.sleep(0.05)
         sess.run(train)
-    # the timer threads run once when they start: a checkpoint at step 0, the summary op
     assert glob.glob(str(tmp_path / "model.ckpt-0.*"))
     assert tf.train.latest_checkpoint(str(tmp_path)).endswith("model.ckpt-0")
-    acc = EventAccumulator(str(tmp_path), size_guidance={"scalars": 0})
     acc.Reload()
     (first,) = acc.Scalars("loss")
     assert first.step == 0 and first.value == pytest.approx(4.0)
