@@ -374,18 +374,7 @@ class Fusion:
             return True
         lo, hi = min(order[b] for _, b in against), max(order[a] for a, _ in against)
         window = {g for g in self.groups if lo <= order[g] <= hi}
-        indeg = {g: sum(1 for p in self.pred[g] if p in window) for g in window}
-        ready = [(order[g], g) for g, d in indeg.items() if d == 0]
-        heapq.heapify(ready)
-        sequence = []
-        while ready:
-            _, g = heapq.heappop(ready)
-            sequence.append(g)
-            for s in self.succ[g]:
-                if s in window:
-                    indeg[s] -= 1
-                    if indeg[s] == 0:
-                        heapq.heappush(ready, (order[s], s))
+        sequence = self._sorted_among(window, order)
         if len(sequence) < len(window):
             return False
         for g, number in zip(sequence, sorted(order[g] for g in window)):
@@ -694,18 +683,26 @@ class Fusion:
         TensorArray flows); None if the kernel graph has a cycle."""
         first = {gid: (any(n.type in ROW_WRITE_OPS for n in g.nodes),
                        min(self.pos[n] for n in g.nodes)) for gid, g in self.groups.items()}
-        indeg = {gid: len(self.pred[gid]) for gid in self.groups}
-        ready = [(first[g], g) for g, d in indeg.items() if d == 0]
+        order = self._sorted_among(self.groups, first)
+        return order if len(order) == len(self.groups) else None
+
+    def _sorted_among(self, groups, key):
+        """`groups` (a set or dict of group ids) in dependency order among themselves
+        (Kahn's), the ready group of the smallest key first; shorter than `groups` when
+        their edges make a cycle."""
+        indeg = {g: sum(1 for p in self.pred[g] if p in groups) for g in groups}
+        ready = [(key[g], g) for g, d in indeg.items() if d == 0]
         heapq.heapify(ready)
-        order = []
+        sequence = []
         while ready:
             _, g = heapq.heappop(ready)
-            order.append(g)
+            sequence.append(g)
             for s in self.succ[g]:
-                indeg[s] -= 1
-                if indeg[s] == 0:
-                    heapq.heappush(ready, (first[s], s))
-        return order if len(order) == len(self.groups) else None
+                if s in groups:
+                    indeg[s] -= 1
+                    if indeg[s] == 0:
+                        heapq.heappush(ready, (key[s], s))
+        return sequence
 
 
 def _is_bias_add(node, value):
