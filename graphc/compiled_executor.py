@@ -39,9 +39,9 @@ from graphc import profiling
 from graphc.compiler.driver import GPU_ARCH, compile_signature, gpu_target
 from graphc.compiler.lower import RegionOnHost, ops_to_lower, unfed
 from graphc.compiler.regions import (REGION_BODIES, TENSOR_ARRAY_OPS, compiles_natively,
-                                     tensor_array_compiles)
+                                     random_ops_within, tensor_array_compiles)
 from graphc.framework.graph import warn_at_user
-from graphc.framework.op_def import HOST_OP_TYPES, OP_DEFS, RANDOM_OP_TYPES
+from graphc.framework.op_def import HOST_OP_TYPES, OP_DEFS
 from graphc.framework.random_state import random_state, random_state_name
 from graphc.framework.subgraph import prune, value_inputs
 from graphc.reference_executor import ReferenceExecutable
@@ -220,7 +220,7 @@ class NativeStage:
         self._lowering_ops = lowering_ops
         self.session = session
         self.device = device
-        self.random_ops = [op for op in ops if op.type in RANDOM_OP_TYPES]
+        self.random_ops = random_ops_within(ops)
         self.op_count = len(ops)
         self.variants = Variants()
         self._unlowered = None

@@ -135,13 +135,17 @@ def _random_states(sess, spec, state):
     """Starting states of the random ops whose state variables (key and run counter,
     graphc/framework/random_state.py) lowering declared: the Session's current ones, so
     the exported model goes on drawing where the Session is."""
+    from graphc.compiler.regions import random_ops_within
     from graphc.framework.random_state import random_op_name, random_state
     out = {}
+    randoms = None
     for v in spec["variables"]:
         name = v["name"]
         if name in state or random_op_name(name) is None:
             continue
-        op = sess.graph.get_operation_by_name(random_op_name(name))
+        if randoms is None:  # a loop body's random ops are not the graph's
+            randoms = {op.name: op for op in random_ops_within(sess.graph.get_operations())}
+        op = randoms[random_op_name(name)]
         out[name] = np.array(random_state(sess._state, op.name, op.attrs.get("seed"),
                                           op.attrs.get("seed2")))
     return out

@@ -377,8 +377,6 @@ class _Lowering:
         if lowering is None:
             lowering = self._body_lowering(op, fgraph, values, extra_fetches)
         body = lowering.module
-        if any(n.type in RANDOM_OP_TYPES for n in body.all_nodes()):
-            raise LoweringError(f"the body '{fgraph.name}' of {op.describe()} has random ops")
         dynamic = body.dynamic_values()
         if dynamic:
             raise LoweringError(f"the body '{fgraph.name}' of {op.describe()} has values "

@@ -13,8 +13,7 @@ device buffers, the loop variables in two that swap, only the predicate read bac
 iteration (backends/gpu/control_flow.py, tensor_arrays.py; runtime/gpu/control_flow.py).
 What stays on the host (between native stages, bodies on the reference executor):
   - a body holding a host op (py_func, Print, a string op, a TensorArray that grows:
-    dynamic_size...) or a random op (its generator state is created per op of the stage,
-    not of a body);
+    dynamic_size...);
   - a While keeping stacks for a gradient (attr `saved`) without a bound on its trip
     count known before it runs: its stacks are sized by a trip count known only after
     it. The bound is that of a cond testing a counter stepped by 1 against a limit
@@ -26,6 +25,12 @@ What stays on the host (between native stages, bodies on the reference executor)
     intermediates compile: the taken branch writes its own, the kernel zeros the other's;
   - a loop variable whose shape invariant is looser than the shape it enters with (its
     shape may change between iterations: a buffer of one size cannot hold it).
+A random op in a body compiles: its state (key and run counter, graphc/framework/
+random_state.py) is that of the body's op, which the stage creates as it does its own ops'
+(random_ops_within), and the body's kernel counts a run per call, so iteration k of a
+loop draws the op's numbers of run r + k, as the reference executor does running the body
+op by op. A gradient reads what the forward iteration drew from the stacks (a dropout's
+mask is a saved intermediate), never draws again.
 A loop variable whose unknown dim changes without a shape invariant (allowed by TF1) is
 found when lowering (its body's output dims differ from its input dims): the stage then
 runs on the reference executor with a warning (LoweringError).
@@ -73,9 +78,26 @@ def compiles_natively(op, is_host_op):
         return False
     for body in bodies.values():
         for inner in body.get_operations():
-            if inner.type in RANDOM_OP_TYPES or is_host_op(inner):
+            if is_host_op(inner):
                 return False
     return True
+
+
+def random_ops_within(ops):
+    """The random ops among `ops` and in the bodies of their While and If ops (nested ones
+    included): those whose generator state a stage running `ops` reads and advances."""
+    out = []
+    for op in ops:
+        if op.type in RANDOM_OP_TYPES:
+            out.append(op)
+        elif op.type in REGION_BODIES:
+            try:
+                bodies = bodies_of(op)
+            except errors.KernelError:  # a graph file's op without its bodies
+                continue
+            for body in bodies.values():
+                out += random_ops_within(body.get_operations())
+    return out
 
 
 def _unbounded_stacks(op):
