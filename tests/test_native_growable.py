@@ -171,10 +171,12 @@ def test_dynamic_rnn_with_dropout_in_its_cell_trains_natively(native, monkeypatc
     cell = gc.nn.rnn_cell.DropoutWrapper(gc.nn.rnn_cell.BasicLSTMCell(4),
                                          input_keep_prob=0.7, state_keep_prob=0.8,
                                          output_keep_prob=0.6, seed=11)
-    out, state = gc.nn.dynamic_rnn(cell, x, dtype=dtype)
+    lengths = gc.placeholder(gc.int32, [3])
+    out, state = gc.nn.dynamic_rnn(cell, x, sequence_length=lengths, dtype=dtype)
     loss = gc.reduce_sum(out * out) + gc.reduce_sum(state.h)
     grads = gc.gradients(loss, [x] + cell.variables)
-    feed = {x: rng.standard_normal((3, steps, 2)).astype(dtype)}
+    feed = {x: rng.standard_normal((3, steps, 2)).astype(dtype),
+            lengths: np.array([steps, steps // 2, 0], np.int32)}
     got = run_twice([loss] + grads, feed)
     reference = run_twice([loss] + grads, feed, "reference", monkeypatch)
     for g_run, r_run in zip(got, reference):
@@ -216,3 +218,58 @@ def test_a_model_exported_before_any_run_draws_a_loop_bodys_numbers(native, tmp_
         gc.export(sess, path, {"x": x}, {"h": h})
         want = sess.run(h, {x: xv})
     np.testing.assert_array_equal(runtime.load(path).run({"x": xv})["h"], want)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_random_ops_in_a_cond_and_a_nested_loop_inside_a_loop(native, monkeypatch, dtype):
+    """Only a taken branch draws (its op's run counter moves when it runs), and an inner
+    loop's op draws once per inner iteration: the reference executor's counts, in two
+    runs, with the gradient through all of it."""
+    x = gc.placeholder(dtype, [3])
+    n = gc.placeholder(gc.int32, [])
+
+    def inner(j, v):
+        return j + 1, v + gc.random_normal([3], dtype=dtype, seed=4) * 0.1
+
+    def body(i, h):
+        h = gc.cond(i % 3 < 1, lambda: gc.nn.dropout(h, keep_prob=0.5, seed=6),
+                    lambda: h * gc.random_uniform([3], 0.5, 1.5, dtype=dtype, seed=9))
+        _, h = gc.while_loop(lambda j, v: j < i, inner, [0, h])
+        return i + 1, gc.tanh(h)
+    _, h = gc.while_loop(lambda i, h: i < n, body, [0, x])
+    dx = gc.gradients(gc.reduce_sum(h * h), x)[0]
+    feed = {x: np.array([0.3, -1.2, 2.0], dtype), n: 5}
+    got = run_twice([h, dx], feed)
+    reference = run_twice([h, dx], feed, "reference", monkeypatch)
+    for g_run, r_run in zip(got, reference):
+        for g, r in zip(g_run, r_run):
+            np.testing.assert_allclose(g, r, **tol(dtype))
+    assert not np.array_equal(got[0][0], got[1][0])
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_map_fn_with_noise_per_element_and_its_gradient(native, dtype):
+    """map_fn's loop draws one row of noise per element (iteration k: run k of the op),
+    and its gradient reads them back."""
+    x = gc.placeholder(dtype, [4, 3])
+    y = gc.map_fn(lambda row: row * gc.random_uniform([3], dtype=dtype, seed=8), x)
+    dx = gc.gradients(gc.reduce_sum(gc.sin(y)), x)[0]
+    xv = np.linspace(-1.0, 1.5, 12).reshape(4, 3).astype(dtype)
+    noise = np.stack(uniform_draws([3], 8, 4, dtype))
+    (got_y, got_dx), _ = run_twice([y, dx], {x: xv})
+    np.testing.assert_allclose(got_y, xv * noise, **tol(dtype))
+    np.testing.assert_allclose(got_dx, np.cos(xv * noise) * noise, **tol(dtype))
+
+
+def test_an_error_of_a_random_op_in_a_body_names_the_op_and_line(native):
+    lo = gc.placeholder(gc.int32, [])
+
+    def body(i, s):
+        draw = gc.random_uniform([2], lo, 5, dtype=gc.int32, seed=1, name="bad_draw")
+        return i + 1, s + gc.reduce_sum(draw)
+    _, s = gc.while_loop(lambda i, s: i < 3, body, [0, 0])
+    with gc.Session() as sess:
+        assert 0 <= sess.run(s, {lo: 0}) <= 24
+        with pytest.raises(gc.errors.InvalidArgumentError) as e:
+            sess.run(s, {lo: 5})
+    assert "bad_draw" in str(e.value) and "test_native_growable.py" in str(e.value)
