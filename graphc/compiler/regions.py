@@ -23,6 +23,11 @@ What stays on the host (between native stages, bodies on the reference executor)
     past the trip count are never read: the backward loop counts the trip count down; a
     trip count past the rows is an error naming the While). An If's saved
     intermediates compile: the taken branch writes its own, the kernel zeros the other's;
+    Growing the stacks (or a dynamic_size array) in native code needs what the compiler
+    does not have yet: a dim known only during the run (every dim is an expression of the
+    feeds' dims, runtime/shapes.py, which the runtime computes and checks before the run,
+    sizing the arena and the fetches by them), buffers outside the planned arena, and
+    kernels that find them through a pointer set during the run;
   - a loop variable whose shape invariant is looser than the shape it enters with (its
     shape may change between iterations: a buffer of one size cannot hold it).
 A random op in a body compiles: its state (key and run counter, graphc/framework/
