@@ -709,6 +709,37 @@ def test_tensor_array_gradients(native, dtype):
     np.testing.assert_allclose(session_run(g, {x: xv}), want, **tol(dtype))
 
 
+def test_tensor_array_gradient_operands_that_do_not_fit_are_lowering_errors():
+    """Both targets' gradient kernels take their operands from loops/tensor_array_grads.py,
+    which names the op and the dims or dtype that do not fit."""
+    from graphc.compiler.ir import Node, Value
+    from graphc.compiler.loops.tensor_array_grads import (gather_grad_operands,
+                                                          scatter_grad_operands)
+    from graphc.compiler.loops.views import LoweringError
+
+    def node(op_type, inputs, out):
+        n = Node(7, op_type, "ta_grad", {})
+        n.inputs = [Value(n, k, dtype, dims) for k, (dtype, dims) in enumerate(inputs)]
+        n.outputs = [Value(n, 0, *out)]
+        return n
+    g, flow, rows = ("float64", (3, 2)), ("float32", ()), ("int32", (3,))
+    ok = node("TensorArrayGatherGrad", [g, flow, rows], ("float64", (5, 2)))
+    assert gather_grad_operands(ok)[2] is None
+    for inputs, out, message in (
+            ([g, flow, ("int32", (2,))], ("float64", (5, 2)), r"adds \(3, 2\) into \(5, 2\) "
+                                                              r"at \(2,\) indices"),
+            ([g, flow, rows, ("float64", (4, 2))], ("float64", (5, 2)), "adds"),
+            ([("int32", (3, 2)), flow, rows], ("int32", (5, 2)), "sums int32 rows")):
+        with pytest.raises(LoweringError, match=message) as e:
+            gather_grad_operands(node("TensorArrayGatherGrad", inputs, out))
+        assert "'ta_grad' (op: 'TensorArrayGatherGrad')" in str(e.value)
+    assert scatter_grad_operands(node("TensorArrayScatterGrad", [g, flow, rows],
+                                      ("float64", (3, 2))))[2].dims == (3, 2)
+    with pytest.raises(LoweringError, match=r"takes \(4, 2\) rows of \(3, 2\)"):
+        scatter_grad_operands(node("TensorArrayScatterGrad", [g, flow, rows],
+                                   ("float64", (4, 2))))
+
+
 def test_error_inside_a_native_branch_names_the_op_and_line(native):
     table = gc.constant([1.0, 2.0, 3.0])
     i = gc.placeholder(gc.int32, [])

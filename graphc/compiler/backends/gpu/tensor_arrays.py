@@ -24,6 +24,7 @@ from llvmlite import ir
 
 from graphc.compiler.backends.gpu.launches import LaunchLayout, blocks_for
 from graphc.compiler.backends.gpu.loop import grid_stride_loop
+from graphc.compiler.loops.tensor_array_grads import gather_grad_operands, scatter_grad_operands
 from graphc.compiler.loops.views import LoweringError
 from graphc.compiler.schedule.kernel import dims_equal
 from kernels import dtypes as kd
@@ -141,20 +142,9 @@ def _same_buffer(out, flow, in_place):
 
 
 def _plan_gather_grad(program, node, name, block, in_place):
-    g, _, indices = node.inputs[:3]
-    # a 4th input: the sum the rows are added into (tensor_array_ops.accumulated_read_
-    # gradient), else zeros
-    into = node.inputs[3] if len(node.inputs) > 3 else None
-    out = node.outputs[0]
-    elem = out.dims[1:]
-    if not dims_equal(g.dims, tuple(indices.dims) + tuple(elem)) or \
-            (into is not None and not dims_equal(into.dims, out.dims)):
-        raise LoweringError(f"{node.describe()} adds {g.dims} into {out.dims} at "
-                            f"{indices.dims} indices")
-    if out.dtype.name not in _FLOATS:
-        raise LoweringError(f"{node.describe()} sums {out.dtype.name} rows")
+    g, indices, into, out = gather_grad_operands(node)
     ins = [program.storage_of(v) for v in (g, indices)]
-    rows, width = _count(indices.dims), _count(elem)
+    rows, width = _count(indices.dims), _count(out.dims[1:])
     sites = _sites(program, node, _READ_PAST)
     launches = []
     for k, key in enumerate(_outputs(program, node, out)):
@@ -172,10 +162,7 @@ def _plan_gather_grad(program, node, name, block, in_place):
 
 
 def _plan_scatter_grad(program, node, name, block, in_place):
-    g, _, indices = node.inputs
-    out = node.outputs[0]
-    if not dims_equal(out.dims[1:], g.dims[1:]) or not dims_equal(out.dims[:1], g.dims[:1]):
-        raise LoweringError(f"{node.describe()} takes {out.dims} rows of {g.dims}")
+    g, indices, out = scatter_grad_operands(node)
     ins = [program.storage_of(v) for v in (g, indices)]
     rows, width = _count(indices.dims), _count(out.dims[1:])
     launches = []
