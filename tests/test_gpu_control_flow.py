@@ -5,9 +5,6 @@ iteration keeps one buffer, the bodies' PTX assembles with ptxas, a spec's regio
 checked, and a body without GPU code keeps only its loop on the host. Their numbers on both
 targets: tests/test_native_control_flow.py (ON_BOTH_TARGETS)."""
 import copy
-import os
-import shutil
-import subprocess
 
 import numpy as np
 import pytest
@@ -15,6 +12,7 @@ import pytest
 import graphc as gc
 from graphc.compiled_executor import compile_gpu_executable
 from runtime.gpu import EmulatedDevice, GpuExecutable
+from tests.test_gpu_codegen import PTXAS, _ptxas_report
 from tests.test_native_control_flow import np_tanh_loop, tanh_loop
 
 
@@ -45,28 +43,6 @@ def test_only_the_predicate_leaves_the_device_per_iteration(native):
 
 
 # ------------------------------------------------------------------------------ PTX
-def _ptxas():
-    for path in (shutil.which("ptxas"), "/usr/local/cuda/bin/ptxas"):
-        if path and os.path.exists(path):
-            return path
-    return None
-
-
-NEEDS_PTXAS = pytest.mark.skipif(_ptxas() is None,
-                                 reason="ptxas not found (on PATH or /usr/local/cuda/bin)")
-
-
-def assert_assembles(ptx, stem):
-    """ptxas assembles the module (written to stem.ptx) for sm_80 and sm_90."""
-    src = stem.with_suffix(".ptx")
-    src.write_text(ptx)
-    for arch in ("sm_80", "sm_90"):
-        out = subprocess.run([_ptxas(), f"-arch={arch}", str(src), "-o",
-                              str(stem.with_name(f"{stem.name}_{arch}.cubin"))],
-                             capture_output=True, text=True)
-        assert out.returncode == 0, out.stderr
-
-
 def _loops_spec():
     """The GPU spec (with PTX) of a nested loop with a branch and a gradient."""
     x = gc.placeholder(gc.float32, [None, 3])
@@ -85,7 +61,7 @@ def _loops_spec():
     return exe.spec
 
 
-@NEEDS_PTXAS
+@pytest.mark.skipif(PTXAS is None, reason="ptxas not found (on PATH or /usr/local/cuda/bin)")
 def test_loop_bodies_ptx_assembles(tmp_path):
     from graphc.compiler.driver import compile_signature, gpu_target
     x = gc.placeholder(gc.float32, [None, 3])
@@ -98,10 +74,11 @@ def test_loop_bodies_ptx_assembles(tmp_path):
     assert len(steps) == 1
     names = [launch["kernel"] for launch in _launches(steps[0]["body"]["steps"])]
     assert names and all(f".entry {name}(" in spec["ptx"] for name in names)
-    assert_assembles(spec["ptx"], tmp_path / "loop")
+    for arch in ("sm_80", "sm_90"):
+        _ptxas_report(spec["ptx"], arch, tmp_path)
 
 
-@NEEDS_PTXAS
+@pytest.mark.skipif(PTXAS is None, reason="ptxas not found (on PATH or /usr/local/cuda/bin)")
 def test_tensor_array_and_rnn_gradient_ptx_assembles(monkeypatch, tmp_path):
     """dynamic_rnn's forward and backward loops with their TensorArrays, and a gather's
     gradient (atomic float64 adds), through ptxas."""
@@ -118,7 +95,8 @@ def test_tensor_array_and_rnn_gradient_ptx_assembles(monkeypatch, tmp_path):
                              target=gpu_target("sm_80")).spec
     assert sum("while" in s for s in spec["launches"]) == 2  # forward and backward
     assert "atom.global.add.f64" in spec["ptx"]
-    assert_assembles(spec["ptx"], tmp_path / "rnn")
+    for arch in ("sm_80", "sm_90"):
+        _ptxas_report(spec["ptx"], arch, tmp_path)
 
 
 def _launches(steps):
