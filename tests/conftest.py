@@ -3,6 +3,7 @@ import os
 import pytest
 
 import graphc as gc
+from graphc.framework.op_def import get_op_def
 
 
 @pytest.fixture(autouse=True)
@@ -42,10 +43,21 @@ BACKENDS = [b.strip() for b in os.environ.get(
 # them). GRAPHC_GPU_STRICT=1 in the environment makes each such run an error instead.
 
 
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "backends(*names): the test runs on each of these of the selected "
+                   "backends (GRAPHC_TEST_BACKENDS), in a module not in BOTH_BACKENDS")
+
+
 def pytest_generate_tests(metafunc):
     if metafunc.module.__name__.rsplit(".", 1)[-1] in BOTH_BACKENDS:
         metafunc.fixturenames.append("backend")
         metafunc.parametrize("backend", BACKENDS)
+        return
+    marker = metafunc.definition.get_closest_marker("backends")
+    if marker is not None:
+        metafunc.fixturenames.append("backend")
+        metafunc.parametrize("backend", [b for b in BACKENDS if b in marker.args])
 
 
 def pytest_collection_modifyitems(config, items):
@@ -63,6 +75,16 @@ def pytest_collection_modifyitems(config, items):
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept
+
+
+@pytest.fixture
+def native(monkeypatch):
+    """The host kernels of While and If fail: what passes ran in compiled code (the CPU's,
+    or the GPU's kernels launched from the host)."""
+    def host_kernel(*args, **kwargs):
+        raise AssertionError("a While or If ran on the host")
+    for op_type in ("While", "If"):
+        monkeypatch.setattr(get_op_def(op_type), "kernel", host_kernel)
 
 
 @pytest.fixture(autouse=True)

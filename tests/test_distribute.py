@@ -48,6 +48,13 @@ def rank_input(rank, n, dtype, shape):
     return r.uniform(-2, 2, shape).astype(dtype)
 
 
+def shape_inputs(rank, n, dtype):
+    """For each of SHAPES: its name in the workers' keys, a placeholder, rank's input."""
+    for shape in SHAPES:
+        yield "x".join(map(str, shape)), gc.placeholder(dtype, shape), \
+            rank_input(rank, n, dtype, shape)
+
+
 def run_job(tmp_path, n, body, timeout=JOB_TIMEOUT, env=None):
     """Runs `body` (the text of a script) on n ranks; returns the CompletedProcess."""
     script = tmp_path / "worker.py"
@@ -56,6 +63,13 @@ def run_job(tmp_path, n, body, timeout=JOB_TIMEOUT, env=None):
                    OUT=str(tmp_path), **(env or {}))
     return subprocess.run([MPIEXEC, "-n", str(n), sys.executable, str(script)], cwd=ROOT,
                           env=environ, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(params=["1", "0"], ids=["native", "host"])
+def collectives_path(request):
+    """run_job's environment for each path of a job's collectives: calls from the compiled
+    code into MPI, and host stages between native ones (GRAPHC_MPI_NATIVE=0)."""
+    return {"GRAPHC_MPI_NATIVE": request.param}
 
 
 def check_ok(proc):
@@ -69,7 +83,7 @@ COLLECTIVES_WORKER = """
     import numpy as np
     import graphc as gc
     import graphc.distribute as hvd
-    from tests.test_distribute import rank_input, SHAPES
+    from tests.test_distribute import rank_input, shape_inputs
     hvd.init()
     r, n = hvd.rank(), hvd.size()
     results = {}
@@ -77,10 +91,8 @@ COLLECTIVES_WORKER = """
         for dtype in ("float32", "float64", "int32"):
             gc.reset_default_graph()
             fetches, feeds = {}, {}
-            for shape in SHAPES:
-                size = "x".join(map(str, shape))
-                x = gc.placeholder(dtype, shape)
-                feeds[x] = rank_input(r, n, dtype, shape)
+            for size, x, value in shape_inputs(r, n, dtype):
+                feeds[x] = value
                 fetches[f"sum{size}"] = hvd.allreduce(x, op=hvd.Sum)
                 if dtype != "int32":
                     fetches[f"avg{size}"] = hvd.allreduce(x)
@@ -128,7 +140,7 @@ NATIVE_WORKER = """
     import graphc as gc
     import graphc.distribute as hvd
     from graphc.distribute.world import world
-    from tests.test_distribute import SHAPES, batches, model, rank_input
+    from tests.test_distribute import batches, model, shape_inputs
     hvd.init()
     r, n = hvd.rank(), hvd.size()
     out = {}
@@ -140,10 +152,8 @@ NATIVE_WORKER = """
     for dtype in ("float32", "float64", "int32", "int64"):
         gc.reset_default_graph()
         fetches, feeds = {}, {}
-        for shape in SHAPES:
-            size = "x".join(map(str, shape))
-            x = gc.placeholder(dtype, shape)
-            feeds[x] = rank_input(r, n, dtype, shape)
+        for size, x, value in shape_inputs(r, n, dtype):
+            feeds[x] = value
             fetches[f"{dtype}/sum{size}"] = hvd.allreduce(x, op=hvd.Sum)
             if dtype.startswith("float"):
                 fetches[f"{dtype}/avg{size}"] = hvd.allreduce(x * 3)
@@ -558,12 +568,10 @@ MISMATCH_WORKER = """
 
 
 @needs_mpi
-@pytest.mark.parametrize("native", ["1", "0"])
-def test_ranks_running_different_graphs_fail_with_a_report(tmp_path, native):
-    """In the compiled code's collectives (native: the whole run's collectives agreed at
-    once, before any data moves) as on the host path."""
-    proc = run_job(tmp_path, 3, MISMATCH_WORKER, timeout=120,
-                   env={"GRAPHC_MPI_NATIVE": native})
+def test_ranks_running_different_graphs_fail_with_a_report(tmp_path, collectives_path):
+    """In the compiled code's collectives (the whole run's collectives agreed at once,
+    before any data moves) as on the host path."""
+    proc = run_job(tmp_path, 3, MISMATCH_WORKER, timeout=120, env=collectives_path)
     assert proc.returncode != 0
     assert "the ranks run different collectives" in proc.stderr
     assert "rank 0: MpiAllreduce 'grad' float32[4]" in proc.stderr
@@ -588,13 +596,12 @@ STALLING_WORKER = """
 
 
 @needs_mpi
-@pytest.mark.parametrize("native", ["1", "0"])
-def test_a_stalled_rank_makes_the_others_fail_after_the_timeout(tmp_path, native):
-    """native: the watchdog reads which collective the compiled code waits in."""
+def test_a_stalled_rank_makes_the_others_fail_after_the_timeout(tmp_path, collectives_path):
+    """In compiled code the watchdog reads which collective the code waits in."""
     start = time.monotonic()
     proc = run_job(tmp_path, 2, STALLING_WORKER, timeout=90,
-                   env={"GRAPHC_MPI_TIMEOUT": "3", "GRAPHC_MPI_STALL_WARNING": "1",
-                        "GRAPHC_MPI_NATIVE": native})
+                   env=dict(collectives_path, GRAPHC_MPI_TIMEOUT="3",
+                            GRAPHC_MPI_STALL_WARNING="1"))
     assert proc.returncode != 0
     assert "rank 0 has waited 1 s for the other ranks at collective MpiAllreduce 'grad'; " \
         "it fails after 3 s" in proc.stderr
@@ -904,10 +911,9 @@ KILLED_WORKER = """
 
 
 @needs_mpi
-@pytest.mark.parametrize("native", ["1", "0"])
-def test_a_killed_rank_ends_the_job(tmp_path, native):
+def test_a_killed_rank_ends_the_job(tmp_path, collectives_path):
     start = time.monotonic()
-    proc = run_job(tmp_path, 3, KILLED_WORKER, timeout=120, env={"GRAPHC_MPI_NATIVE": native})
+    proc = run_job(tmp_path, 3, KILLED_WORKER, timeout=120, env=collectives_path)
     assert proc.returncode != 0
     assert "finished" not in proc.stdout
     assert time.monotonic() - start < 120

@@ -183,6 +183,17 @@ def test_gradient_loops_and_cond_gradients_round_trip(fmt, tmp_path):
     np.testing.assert_allclose(got[1][1], 4.0 * dv, rtol=1e-12)
 
 
+def exported_meta_graph(fmt, tmp_path):
+    """The path of the default graph written as a meta graph: TF's MetaGraphDef ("meta")
+    or graphc's JSON ("json")."""
+    path = str(tmp_path / f"model.{fmt}")
+    if fmt == "json":
+        graph_io.export_json_meta_graph(path)
+    else:
+        gc.train.export_meta_graph(path)
+    return path
+
+
 @pytest.mark.parametrize("fmt", ["meta", "json"])
 def test_dynamic_rnn_training_graph_through_meta_graph(fmt, tmp_path):
     """A dynamic_rnn trained by gradient descent: exported as a meta graph (TF's
@@ -201,11 +212,7 @@ def test_dynamic_rnn_training_graph_through_meta_graph(fmt, tmp_path):
     loss = gc.reduce_mean(gc.square(state - y), name="loss")
     train = gc.train.GradientDescentOptimizer(0.5).minimize(loss, name="train")
     feed = {"x:0": xv, "lengths:0": lv, "y:0": yv}
-    path = str(tmp_path / f"model.{fmt}")
-    if fmt == "json":
-        graph_io.export_json_meta_graph(path)
-    else:
-        gc.train.export_meta_graph(path)
+    path = exported_meta_graph(fmt, tmp_path)
     with gc.Session() as sess:
         sess.run(gc.global_variables_initializer())
         start = {v.op.name: sess.run(v) for v in gc.global_variables()}
@@ -230,11 +237,7 @@ def test_meta_graph_under_an_import_scope_keeps_variables_and_gradients(fmt, tmp
     out = gc.cond(p, lambda: gc.identity(gc.assign_add(v, x)), lambda: v * 3.0)
     _, y = gc.while_loop(lambda i, y: i < 3, lambda i, y: (i + 1, y * v), [0, x])
     dv, = gc.gradients(gc.reduce_sum(y), [v])
-    path = str(tmp_path / f"m.{fmt}")
-    if fmt == "json":
-        graph_io.export_json_meta_graph(path)
-    else:
-        gc.train.export_meta_graph(path)
+    path = exported_meta_graph(fmt, tmp_path)
     gc.reset_default_graph()
     gc.train.import_meta_graph(path, import_scope="s")
     xv = np.array([1.0, -0.5])

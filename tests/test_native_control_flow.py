@@ -1,9 +1,12 @@
 """While and If compiled into the CPU's code (graphc/compiler/regions.py,
-backends/cpu/control_flow.py): every case against values written here with NumPy, with
-the ops' host kernels made to fail, so a pass proves that no iteration ran in Python;
-trip counts 0, 1, 7 and data-dependent ones, float32 and float64. What stays on the host
-(a body holding a host op, a loop variable whose shape changes) is checked to, with the
-same numbers."""
+backends/cpu/control_flow.py) and, for the tests marked ON_BOTH_TARGETS, into the GPU's
+kernels launched from the host (backends/gpu/control_flow.py, runtime/gpu/control_flow.py,
+run on the emulated device, strict: a fallback to CPU code is an error): every case
+against values written here with NumPy, with the ops' host kernels made to fail, so a pass
+proves that no iteration ran in Python; trip counts 0, 1, 7 and data-dependent ones,
+float32 and float64. What stays on the host (a body holding a host op, a loop variable
+whose shape changes) is checked too, with the same numbers. tests/test_gpu_control_flow.py
+has what only the GPU has (its copies, its PTX)."""
 import importlib
 import warnings
 
@@ -13,66 +16,77 @@ import pytest
 import graphc as gc
 import runtime
 from graphc.compiler import regions
-from graphc.framework.op_def import get_op_def
 from graphc.ops import rnn
 from tests.gradcheck import check_gradients
 from tests.test_dynamic_rnn import np_dynamic_lstm
 
 FLOATS = [np.float32, np.float64]
+W = np.linspace(-0.5, 0.5, 9).reshape(3, 3)
+# the reference executor runs While and If with their host kernels, which `native` fails
+ON_BOTH_TARGETS = pytest.mark.backends("compiled", "gpu_emulated")
 
 
 @pytest.fixture(autouse=True)
-def compiled(monkeypatch):
-    monkeypatch.setenv("GRAPHC_BACKEND", "compiled")
-
-
-@pytest.fixture
-def native(monkeypatch):
-    """The host kernels of While and If fail: what passes ran natively (a TensorArray op
-    on the host would make a host stage: session_run counts the native ones)."""
-    def host_kernel(*args, **kwargs):
-        raise AssertionError("a While or If ran on the host")
-    for op_type in ("While", "If"):
-        monkeypatch.setattr(get_op_def(op_type), "kernel", host_kernel)
+def target(backend_environment, monkeypatch):
+    """The CPU's code unless the test runs on both targets; on the GPU, a kernel that
+    falls back to CPU code is an error."""
+    if backend_environment is None:
+        monkeypatch.setenv("GRAPHC_BACKEND", "compiled")
+    monkeypatch.setenv("GRAPHC_GPU_STRICT", "1")
 
 
 def tol(dtype):
     return dict(rtol=2e-6, atol=1e-6) if dtype == np.float32 else dict(rtol=1e-13, atol=1e-13)
 
 
-def session_run(fetches, feed=None, compiles=1):
+def session_run(fetches, feed=None, compiles=1, stages=("NativeStage",)):
+    """The fetches of one run, checking how many compiles it took and the kinds of the
+    stages it ran in (no "could not compile" fallback)."""
     with warnings.catch_warnings():
-        warnings.simplefilter("error")  # no "could not compile" fallback
+        warnings.simplefilter("error")
         with gc.Session() as sess:
             sess.run(gc.global_variables_initializer())
             before = sess.compile_count
             out = sess.run(fetches, feed)
             assert sess.compile_count - before == compiles
+            exe = list(sess._cache.values())[-1]  # this run's
+            assert tuple(type(s).__name__ for s in exe.stages) == stages
     return out
 
 
+def tanh_loop(dtype):
+    x = gc.placeholder(dtype, [None, 3])
+    n = gc.placeholder(gc.int32, [])
+    w = gc.constant(W.astype(dtype))
+    i, h = gc.while_loop(lambda i, h: i < n,
+                         lambda i, h: (i + 1, gc.tanh(gc.matmul(h, w) + x)),
+                         [gc.constant(0), x * 0.5])
+    return x, n, i, h
+
+
+def np_tanh_loop(xv, trips):
+    want = xv * 0.5
+    for _ in range(trips):
+        want = np.tanh(want @ W.astype(xv.dtype) + xv)
+    return want
+
+
 # ------------------------------------------------------------------------ while_loop
+@ON_BOTH_TARGETS
 @pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("trips", [0, 1, 7])
 def test_while_loop_over_a_run_time_trip_count(native, dtype, trips):
-    x = gc.placeholder(dtype, [None, 3])
-    n = gc.placeholder(gc.int32, [])
-    w = gc.constant(np.linspace(-0.5, 0.5, 9).reshape(3, 3).astype(dtype))
-
-    def body(i, h):
-        return i + 1, gc.tanh(gc.matmul(h, w) + x)
-    i, h = gc.while_loop(lambda i, h: i < n, body, [gc.constant(0), x * 0.5])
-    out = gc.reduce_sum(h, axis=1) * 2.0  # native code after the loop too
+    x, n, i, h = tanh_loop(dtype)
+    out = gc.reduce_sum(h, axis=1) * 2.0  # compiled code after the loop too
     xv = np.arange(-6, 9, dtype=dtype).reshape(5, 3) / 4
-    want = xv * 0.5
-    for _ in range(trips):
-        want = np.tanh(want @ np.linspace(-0.5, 0.5, 9).reshape(3, 3).astype(dtype) + xv)
+    want = np_tanh_loop(xv, trips)
     got_i, got_h, got_out = session_run([i, h, out], {x: xv, n: trips})
     assert got_i == trips and got_h.dtype == dtype
     np.testing.assert_allclose(got_h, want, **tol(dtype))
     np.testing.assert_allclose(got_out, want.sum(1) * 2.0, **tol(dtype))
 
 
+@ON_BOTH_TARGETS
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_while_loop_data_dependent_trip_count_and_batch_sizes(native, dtype):
     x = gc.placeholder(dtype, [None])
@@ -84,9 +98,10 @@ def test_while_loop_data_dependent_trip_count_and_batch_sizes(native, dtype):
             while want.sum() < 100.0:
                 want = want * dtype(1.5) + dtype(1.0)
             np.testing.assert_allclose(sess.run(y, {x: xv}), want, **tol(dtype))
-        assert sess.compile_count == 1  # one native variant for every batch size above 1
+        assert sess.compile_count == 1  # one variant for every batch size above 1
 
 
+@ON_BOTH_TARGETS
 def test_maximum_iterations_and_counter_natively(native):
     x = gc.placeholder(gc.float64, [2])
     i, h = gc.while_loop(lambda i, h: i < 10, lambda i, h: (i + 1, gc.sin(h) * 1.5),
@@ -100,6 +115,7 @@ def test_maximum_iterations_and_counter_natively(native):
     np.testing.assert_allclose(got_h, want, rtol=1e-14)
 
 
+@ON_BOTH_TARGETS
 def test_nested_loops_with_an_inner_trip_count_set_by_the_outer_loop(native):
     n = gc.placeholder(gc.int32, [])
 
@@ -114,6 +130,7 @@ def test_nested_loops_with_an_inner_trip_count_set_by_the_outer_loop(native):
         assert session_run(total, {n: nv}) == want
 
 
+@ON_BOTH_TARGETS
 def test_variable_reads_and_assigns_in_the_body_in_tf1_order(native):
     v = gc.Variable(1.0, dtype=gc.float64)
     before = v.read_value() * 1.0
@@ -128,8 +145,10 @@ def test_variable_reads_and_assigns_in_the_body_in_tf1_order(native):
     assert (got_before, got_acc, got_after) == (1.0, 2.0 + 3.0 + 4.0 + 5.0, 5.0)
 
 
+@ON_BOTH_TARGETS
 def test_loop_outputs_that_the_body_does_not_compute(native):
-    """A body returning its input, a constant or a captured value as a loop variable."""
+    """A body returning its input, a constant or a captured value as a loop variable (on
+    the GPU: copies on the device)."""
     x = gc.placeholder(gc.float32, [3])
     c = gc.placeholder(gc.float32, [3])
     i, a, b, k = gc.while_loop(lambda i, a, b, k: i < 5,
@@ -143,6 +162,7 @@ def test_loop_outputs_that_the_body_does_not_compute(native):
     np.testing.assert_array_equal(got[3], [7.0, 8.0, 9.0])
 
 
+@ON_BOTH_TARGETS
 def test_empty_loop_variables_and_branch_outputs(native):
     """Zero-size values: the loop's and branch's kernels have no scratch at all."""
     x = gc.placeholder(gc.float32, [0])
@@ -153,16 +173,20 @@ def test_empty_loop_variables_and_branch_outputs(native):
     assert got_y.shape == (0,) and got_z.shape == (0,)
 
 
-def test_error_inside_a_native_loop_names_the_op_and_line(native):
+@ON_BOTH_TARGETS
+def test_error_inside_a_native_loop_names_the_op_and_line_and_stops_it(native):
+    """The failed check stops the loop at once (on the GPU its status is read with the
+    predicate): the cond below would never end on the garbage a failed gather leaves."""
     table = gc.constant([1.0, 2.0, 3.0])
     n = gc.placeholder(gc.int32, [])
-    _, s = gc.while_loop(lambda i, s: i < n,
+    _, s = gc.while_loop(lambda i, s: gc.logical_or(i < n, s > 1e30),
                          lambda i, s: (i + 1, s + gc.gather(table, i, name="lookup")),
                          [0, 0.0])
     with gc.Session() as sess:
         assert sess.run(s, {n: 3}) == 6.0
         with pytest.raises(gc.errors.InvalidArgumentError) as e:
             sess.run(s, {n: 5})
+        assert sess.run(s, {n: 2}) == 3.0  # the status was reset
     assert "lookup" in str(e.value) and "test_native_control_flow.py" in str(e.value)
     assert 'gc.gather(table, i, name="lookup")' in str(e.value)
 
@@ -180,7 +204,8 @@ def test_while_loop_gradient_runs_its_backward_loop_natively():
     for _ in range(5):
         want, value = want * 1.5 * np.cos(value), np.sin(value) * 1.5
     # a host stage (the forward loop) then a native one (the backward loop), no fallback
-    np.testing.assert_allclose(session_run(grad, {x: xv}, compiles=1), want, rtol=1e-13)
+    np.testing.assert_allclose(session_run(grad, {x: xv}, stages=("HostStage", "NativeStage")),
+                               want, rtol=1e-13)
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
@@ -223,15 +248,17 @@ def np_tanh_loop_gradients(xv, wv, limit, stop):
     return (hs[-1] ** 2).sum(), dx + 0.5 * dh, dw
 
 
+@ON_BOTH_TARGETS
 @pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("limit,stop", [(0, 9), (1, 9), (7, 9), (9, 4), (-2, 9)])
 def test_while_loop_gradient_with_maximum_iterations_natively(native, dtype, limit, stop):
-    """The forward loop keeps its stacks natively: maximum_iterations (fed) sizes them
-    before it runs; a cond that stops first leaves rows the backward loop never reads."""
+    """The forward loop keeps its stacks natively (on the GPU: on the device), writing row
+    k in iteration k: maximum_iterations (fed) sizes them before it runs; a cond that
+    stops first leaves rows the backward loop, reading them in reverse, never reads."""
     x = gc.placeholder(dtype, [None, 3])
     n = gc.placeholder(gc.int32, [])
     m = gc.placeholder(gc.int32, [])
-    wv = np.linspace(-0.5, 0.5, 9).reshape(3, 3).astype(dtype)
+    wv = W.astype(dtype)
     w = gc.Variable(wv)
     _, h = gc.while_loop(lambda i, h: i < m, lambda i, h: (i + 1, gc.tanh(gc.matmul(h, w) + x)),
                          [0, x * 0.5], maximum_iterations=n)
@@ -248,7 +275,7 @@ def test_while_loop_gradient_with_a_maximum_iterations_of_a_feeds_dims(native, r
     """The stacks' rows are an expression of a feed's dim (negative: none) in code compiled
     once for every size."""
     x = gc.placeholder(gc.float64, [None, 3])
-    wv = np.linspace(-0.5, 0.5, 9).reshape(3, 3)
+    wv = W
     _, h = gc.while_loop(lambda i, h: i < 100,
                          lambda i, h: (i + 1, gc.tanh(gc.matmul(h, wv) + x)),
                          [0, x * 0.5], maximum_iterations=gc.shape(x)[0] - 2)
@@ -277,7 +304,7 @@ def test_gradient_of_a_users_counted_loop_natively(native, dtype, trips):
     n - i's first value before the loop runs, which sizes the stacks natively."""
     x = gc.placeholder(dtype, [None, 3])
     n = gc.placeholder(gc.int32, [])
-    wv = np.linspace(-0.5, 0.5, 9).reshape(3, 3).astype(dtype)
+    wv = W.astype(dtype)
     w = gc.Variable(wv)
     _, h = gc.while_loop(lambda i, h: i < n,
                          lambda i, h: (i + 1, gc.tanh(gc.matmul(h, w) + x)), [0, x * 0.5])
@@ -419,17 +446,23 @@ def test_a_trip_count_past_the_stacks_rows_is_an_error_naming_the_while(native, 
     assert "test_native_control_flow.py" in message
 
 
-def test_export_runs_a_native_loop_standalone(native, tmp_path):
-    x = gc.placeholder(gc.float32, [3], name="x")
+@ON_BOTH_TARGETS
+def test_export_runs_a_loop_and_a_branch_standalone(native, backend_environment, tmp_path):
+    on_gpu = backend_environment == "gpu_emulated"
+    x = gc.placeholder(gc.float32, [None], name="x")
     y = gc.while_loop(lambda v: gc.reduce_sum(v) < 100.0, lambda v: v * 2.0, [x])
+    z = gc.cond(gc.reduce_sum(y) > 150.0, lambda: y - 1.0, lambda: y + 1.0)
     with gc.Session() as sess:
-        gc.export(sess, str(tmp_path / "m.graphc"), inputs={"x": x}, outputs={"y": y})
-    model = runtime.load(str(tmp_path / "m.graphc"))
-    np.testing.assert_array_equal(model.run({"x": np.array([1.0, 2.0, 3.0], np.float32)})["y"],
-                                  [32.0, 64.0, 96.0])
+        path = gc.export(sess, str(tmp_path / "loop.graphc"), {"x": x}, {"z": z},
+                         target="gpu" if on_gpu else "cpu")
+    model = runtime.load(path, device="emulated" if on_gpu else None)
+    for xv, want in (([1.0, 2.0, 3.0], [31.0, 63.0, 95.0]), ([60.0], [121.0]),
+                     ([10.0, 20.0], [41.0, 81.0])):
+        np.testing.assert_array_equal(model.run({"x": np.array(xv, np.float32)})["z"], want)
 
 
 # ----------------------------------------------------------------------- TensorArray
+@ON_BOTH_TARGETS
 @pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("trips", [0, 1, 7])
 def test_tensor_array_written_in_a_loop_of_run_time_length(native, dtype, trips):
@@ -455,22 +488,26 @@ def test_tensor_array_written_in_a_loop_of_run_time_length(native, dtype, trips)
     assert got_size == trips and got_stacked.dtype == dtype
 
 
+@ON_BOTH_TARGETS
 @pytest.mark.parametrize("dtype", FLOATS)
-def test_scan_and_foldl_natively(native, dtype):
+@pytest.mark.parametrize("rows", [0, 1, 7])
+def test_map_fn_scan_and_foldl(native, dtype, rows):
     x = gc.placeholder(dtype, [None, 3])
+    doubled = gc.map_fn(lambda r: gc.tanh(r) * 2.0, x)
     running = gc.scan(lambda a, row: a * 0.9 + row, x, initializer=gc.zeros([3], dtype))
     total = gc.foldl(lambda a, row: a + row * row, x, initializer=gc.zeros([3], dtype))
-    for rows in (1, 7):
-        xv = np.linspace(-1, 1, 3 * rows).astype(dtype).reshape(rows, 3)
-        want, a = [], np.zeros(3, dtype)
-        for row in xv:
-            a = a * dtype(0.9) + row
-            want.append(a)
-        got_running, got_total = session_run([running, total], {x: xv})
-        np.testing.assert_allclose(got_running, np.array(want), **tol(dtype))
-        np.testing.assert_allclose(got_total, (xv * xv).sum(0), **tol(dtype))
+    xv = np.linspace(-1, 1, 3 * rows).astype(dtype).reshape(rows, 3)
+    want, a = [], np.zeros(3, dtype)
+    for row in xv:
+        a = a * dtype(0.9) + row
+        want.append(a)
+    got_doubled, got_running, got_total = session_run([doubled, running, total], {x: xv})
+    np.testing.assert_allclose(got_doubled, np.tanh(xv) * 2, **tol(dtype))
+    np.testing.assert_allclose(got_running, np.reshape(want, (rows, 3)), **tol(dtype))
+    np.testing.assert_allclose(got_total, (xv * xv).sum(0), **tol(dtype))
 
 
+@ON_BOTH_TARGETS
 @pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("rows", [0, 1, 7])
 def test_map_fn_natively(native, dtype, rows):
@@ -615,6 +652,7 @@ def test_gradient_of_an_array_read_twice_per_iteration_natively(native, dtype, t
     np.testing.assert_allclose(got_dx, dx, **tol(dtype))
 
 
+@ON_BOTH_TARGETS
 def test_nested_loops_writing_tensor_arrays(native):
     """An inner loop fills a row array per outer step; the outer loop stacks the rows."""
     n = gc.placeholder(gc.int32, [])
@@ -633,6 +671,7 @@ def test_nested_loops_writing_tensor_arrays(native):
         np.testing.assert_array_equal(session_run(outer.stack(), {n: nv}), want)
 
 
+@ON_BOTH_TARGETS
 def test_a_loop_reading_its_array_around_a_write(native):
     """Reads of the array before and after this step's write, in both orders of the
     ops: the write happens in place only where no later kernel reads the old array."""
@@ -653,6 +692,54 @@ def test_a_loop_reading_its_array_around_a_write(native):
         assert got_total == want_total
 
 
+@ON_BOTH_TARGETS
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_tensor_array_gradients(native, dtype):
+    """gather's gradient adds the rows it read (twice here), scatter's zeroes the rows
+    it overwrote."""
+    x = gc.placeholder(dtype, [4, 2])
+    ta = gc.TensorArray(dtype, size=4, element_shape=[2]).unstack(x)
+    picked = ta.gather([3, 1, 3])
+    loss = gc.reduce_sum(picked * picked * gc.constant([[1.0], [2.0], [3.0]], dtype))
+    g = gc.gradients(loss, x)[0]
+    xv = np.arange(8, dtype=dtype).reshape(4, 2) - 2.5
+    want = np.zeros_like(xv)
+    for weight, row in zip((1.0, 2.0, 3.0), (3, 1, 3)):
+        want[row] += 2 * weight * xv[row]
+    np.testing.assert_allclose(session_run(g, {x: xv}), want, **tol(dtype))
+
+
+def test_tensor_array_gradient_operands_that_do_not_fit_are_lowering_errors():
+    """Both targets' gradient kernels take their operands from loops/tensor_array_grads.py,
+    which names the op and the dims or dtype that do not fit."""
+    from graphc.compiler.ir import Node, Value
+    from graphc.compiler.loops.tensor_array_grads import (gather_grad_operands,
+                                                          scatter_grad_operands)
+    from graphc.compiler.loops.views import LoweringError
+
+    def node(op_type, inputs, out):
+        n = Node(7, op_type, "ta_grad", {})
+        n.inputs = [Value(n, k, dtype, dims) for k, (dtype, dims) in enumerate(inputs)]
+        n.outputs = [Value(n, 0, *out)]
+        return n
+    g, flow, rows = ("float64", (3, 2)), ("float32", ()), ("int32", (3,))
+    ok = node("TensorArrayGatherGrad", [g, flow, rows], ("float64", (5, 2)))
+    assert gather_grad_operands(ok)[2] is None
+    for inputs, out, message in (
+            ([g, flow, ("int32", (2,))], ("float64", (5, 2)), r"adds \(3, 2\) into \(5, 2\) "
+                                                              r"at \(2,\) indices"),
+            ([g, flow, rows, ("float64", (4, 2))], ("float64", (5, 2)), "adds"),
+            ([("int32", (3, 2)), flow, rows], ("int32", (5, 2)), "sums int32 rows")):
+        with pytest.raises(LoweringError, match=message) as e:
+            gather_grad_operands(node("TensorArrayGatherGrad", inputs, out))
+        assert "'ta_grad' (op: 'TensorArrayGatherGrad')" in str(e.value)
+    assert scatter_grad_operands(node("TensorArrayScatterGrad", [g, flow, rows],
+                                      ("float64", (3, 2))))[2].dims == (3, 2)
+    with pytest.raises(LoweringError, match=r"takes \(4, 2\) rows of \(3, 2\)"):
+        scatter_grad_operands(node("TensorArrayScatterGrad", [g, flow, rows],
+                                   ("float64", (4, 2))))
+
+
 def test_error_inside_a_native_branch_names_the_op_and_line(native):
     table = gc.constant([1.0, 2.0, 3.0])
     i = gc.placeholder(gc.int32, [])
@@ -664,6 +751,7 @@ def test_error_inside_a_native_branch_names_the_op_and_line(native):
     assert "branch_lookup" in str(e.value) and "test_native_control_flow.py" in str(e.value)
 
 
+@ON_BOTH_TARGETS
 def test_tensor_array_errors_in_a_native_loop_name_the_op_and_line(native):
     n = gc.placeholder(gc.int32, [])
     ta = gc.TensorArray(gc.float32, size=3, element_shape=[])
@@ -684,6 +772,7 @@ def test_tensor_array_errors_in_a_native_loop_name_the_op_and_line(native):
             sess.run(past_end.read(5), {n: 0})
 
 
+@ON_BOTH_TARGETS
 @pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("steps", [0, 1, 7, 70])
 def test_dynamic_rnn_over_a_run_time_length_natively(native, monkeypatch, dtype, steps):
@@ -707,6 +796,34 @@ def test_dynamic_rnn_over_a_run_time_length_natively(native, monkeypatch, dtype,
     np.testing.assert_allclose(got_out, want_out, **loose)
     np.testing.assert_allclose(got_c, want_c, **loose)
     np.testing.assert_allclose(got_h, want_h, **loose)
+
+
+@ON_BOTH_TARGETS
+@pytest.mark.parametrize("lengths", [None, [3, 1]])
+def test_dynamic_rnn_training_gradients_against_finite_differences(native, monkeypatch,
+                                                                   lengths):
+    """The forward loop keeps its stacks (rows: the time steps), the backward loop reads
+    them back; d/dx, d/dh0 and d/dweights against central differences."""
+    monkeypatch.setattr(rnn, "UNROLL_MAX_STEPS", 0)
+
+    class Cell(gc.nn.rnn_cell.RNNCell):
+        state_size = output_size = 2
+
+        def __init__(self, wx, wh):
+            super().__init__()
+            self.wx, self.wh = wx, wh
+
+        def call(self, inputs, state):
+            h = gc.tanh(gc.matmul(inputs, self.wx) + gc.matmul(state, self.wh))
+            return h, h
+
+    def fn(x, h0, wx, wh):
+        out, state = gc.nn.dynamic_rnn(Cell(wx, wh), x, initial_state=h0,
+                                       sequence_length=lengths)
+        return gc.concat([gc.reshape(out, [-1]), gc.reshape(state, [-1])], 0)
+    rng = np.random.default_rng(7)
+    check_gradients(fn, [rng.standard_normal((2, 3, 2)), rng.standard_normal((2, 2)),
+                         rng.standard_normal((2, 2)) * 0.6, rng.standard_normal((2, 2)) * 0.6])
 
 
 def np_lstm_loss(w, xv, lv):
@@ -772,31 +889,35 @@ def test_dynamic_rnn_training_step_natively(native, monkeypatch, dtype, steps):
 
 
 # ------------------------------------------------------------------------------ cond
+@ON_BOTH_TARGETS
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_cond_runs_only_the_taken_branch_natively(native, dtype):
-    x = gc.placeholder(dtype, [None])
+    x = gc.placeholder(dtype, [None, 3])
     p = gc.placeholder(gc.bool, [])
     v = gc.Variable(0.0, dtype=gc.float64)
 
     def then():
         with gc.control_dependencies([gc.assign_add(v, 1.0)]):
-            return x * 2.0 + 1.0
+            return gc.exp(x) * 2.0, gc.reduce_sum(x, axis=0)
 
     def other():
         with gc.control_dependencies([gc.assign_add(v, 10.0)]):
-            return gc.sin(x)
-    y = gc.cond(p, then, other)
-    xv = np.array([0.5, -1.0, 2.0], dtype)
+            return gc.sin(x) - 1.0, gc.reduce_max(x, axis=0)
+    a, b = gc.cond(p, then, other)
+    xv = np.linspace(-1, 1, 12).astype(dtype).reshape(4, 3)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         with gc.Session() as sess:
             sess.run(v.initializer)
             before = sess.compile_count
-            np.testing.assert_allclose(sess.run(y, {x: xv, p: True}), xv * 2 + 1, **tol(dtype))
-            np.testing.assert_allclose(sess.run(y, {x: xv, p: False}), np.sin(xv),
-                                       **tol(dtype))
+            got_a, got_b = sess.run([a, b], {x: xv, p: True})
+            np.testing.assert_allclose(got_a, np.exp(xv) * 2.0, **tol(dtype))
+            np.testing.assert_allclose(got_b, xv.sum(0), **tol(dtype))
+            got_a, got_b = sess.run([a, b], {x: xv, p: False})
+            np.testing.assert_allclose(got_a, np.sin(xv) - 1.0, **tol(dtype))
+            np.testing.assert_allclose(got_b, xv.max(0), **tol(dtype))
             assert sess.compile_count - before == 1
-            assert sess.run(v) == 11.0
+            assert sess.run(v) == 11.0  # each branch's assign ran once, when it was taken
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
@@ -826,7 +947,48 @@ def test_cond_gradient_with_saved_intermediates_natively(native, dtype):
             assert sess.compile_count - before == 1
 
 
-def test_cond_inside_a_loop_and_a_loop_inside_cond(native):
+@ON_BOTH_TARGETS
+def test_cond_gradient_takes_only_the_taken_branch(native):
+    x = gc.placeholder(gc.float64, [3])
+    p = gc.placeholder(gc.bool, [])
+    y = gc.cond(p, lambda: gc.sin(x) * x, lambda: gc.exp(x))
+    g = gc.gradients(gc.reduce_sum(y), x)[0]
+    xv = np.array([0.3, -1.2, 2.0])
+    with gc.Session() as sess:
+        np.testing.assert_allclose(sess.run(g, {x: xv, p: True}),
+                                   np.cos(xv) * xv + np.sin(xv), rtol=1e-13)
+        np.testing.assert_allclose(sess.run(g, {x: xv, p: False}), np.exp(xv), rtol=1e-13)
+
+
+@ON_BOTH_TARGETS
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("trips", [0, 1, 7])
+def test_cond_inside_a_loop_and_a_loop_inside_cond(native, dtype, trips):
+    n = gc.placeholder(gc.int32, [])
+    x = gc.placeholder(dtype, [2])
+
+    def body(i, h):
+        return i + 1, gc.cond(gc.equal(i % 2, 0), lambda: h * 2.0, lambda: h - 1.0)
+    _, h = gc.while_loop(lambda i, h: i < n, body, [0, x])
+    y = gc.cond(n > 3, lambda: gc.while_loop(lambda v: gc.reduce_sum(v) < 50.0,
+                                             lambda v: v + 3.0, [h]),
+                lambda: h * 0.5)
+    xv = np.array([1.5, -0.5], dtype)
+    want = xv.copy()
+    for i in range(trips):
+        want = want * 2 if i % 2 == 0 else want - 1
+    got_h, got_y = session_run([h, y], {n: trips, x: xv})
+    np.testing.assert_allclose(got_h, want, **tol(dtype))
+    if trips > 3:
+        while want.sum() < 50.0:
+            want = want + 3
+    else:
+        want = want * 0.5
+    np.testing.assert_allclose(got_y, want, **tol(dtype))
+
+
+@ON_BOTH_TARGETS
+def test_integer_cond_inside_a_loop_and_a_loop_inside_cond(native):
     n = gc.placeholder(gc.int32, [])
 
     def body(i, s):  # the Collatz step, counting its steps
@@ -868,8 +1030,9 @@ def test_a_body_holding_a_host_op_keeps_the_host_path():
     while want.sum() < 10.0:
         want = want * 2.0
     # the ops before and after the loop compile: two native stages around the host one
-    np.testing.assert_allclose(session_run(out, {x: xv}, compiles=2),
-                               np.sqrt(want * want + 1.0), rtol=1e-14)
+    np.testing.assert_allclose(
+        session_run(out, {x: xv}, compiles=2, stages=("NativeStage", "HostStage", "NativeStage")),
+        np.sqrt(want * want + 1.0), rtol=1e-14)
 
 
 def test_a_loop_variable_whose_shape_invariant_is_looser_runs_on_the_host():
@@ -877,7 +1040,8 @@ def test_a_loop_variable_whose_shape_invariant_is_looser_runs_on_the_host():
     y = gc.while_loop(lambda v: gc.size(v) < 10, lambda v: gc.concat([v, v], 0), [x],
                       shape_invariants=[gc.TensorShape([None])])
     np.testing.assert_array_equal(session_run(y, {x: np.array([1.0, 2.0, 3.0], np.float32)},
-                                              compiles=0), [1.0, 2.0, 3.0] * 4)
+                                              compiles=0, stages=("HostStage",)),
+                                  [1.0, 2.0, 3.0] * 4)
 
 
 def test_a_loop_variable_growing_along_an_unknown_dim_runs_on_the_host():

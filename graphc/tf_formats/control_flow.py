@@ -25,7 +25,7 @@ import numpy as np
 from graphc import dtypes
 from graphc.framework.op_def import UPDATE_OPS
 from graphc.framework.tensor_shape import TensorShape
-from graphc.tf_formats.graph_def import FUNCTION_ATTRS
+from graphc.tf_formats.graph_def import FUNCTION_ATTRS, unique_name
 
 PARALLEL_ITERATIONS = 10  # TF's default; graphc's loops do not keep theirs
 
@@ -107,7 +107,7 @@ def _rewrite(node, bodies, known, taken):
                   values[len(cond["inputs"]):], ref_inputs[:len(cond["ref_captures"])],
                   ref_inputs[len(cond["ref_captures"]):]]
         owners = [(cond, body), (), (cond,), (body,), (cond,), (body,)]
-        init = _unique(f"{node['name']}/trip_count_init", taken)
+        init = unique_name(f"{node['name']}/trip_count_init", taken)
         const = [_const_node(init, np.int32(0))]
         groups[1] = [init + ":0"]
         known = dict(known, **{init + ":0": (dtypes.int32, [])})
@@ -164,7 +164,7 @@ def _retake_args(body, slots, types, shapes):
     nodes, inputs = [], []
     for k, (tensor, dtype, shape) in enumerate(zip(slots, types, shapes)):
         if tensor is None:
-            name = _unique(f"{body['name']}/unused_arg", names)
+            name = unique_name(f"{body['name']}/unused_arg", names)
             nodes.append(_placeholder_node(name, dtype, shape))
             tensor = name + ":0"
         inputs.append(tensor)
@@ -180,24 +180,15 @@ def _pass_through(body, n):
     """The body's results in TF's layout: the loop variables, the trip counter plus one,
     then its other arguments unchanged."""
     names = {node["name"] for node in body["nodes"]}
-    one = _unique(f"{body['name']}/trip_count_step", names)
+    one = unique_name(f"{body['name']}/trip_count_step", names)
     names.add(one)
-    count = _unique(f"{body['name']}/trip_count", names)
+    count = unique_name(f"{body['name']}/trip_count", names)
     body["nodes"] = body["nodes"] + [
         _const_node(one, np.int32(1)),
         {"name": count, "op": "Add", "inputs": [body["inputs"][n], one + ":0"],
          "control_inputs": [], "attrs": {}, "device": "", "location": None,
          "gradient_of": None, "output_dtypes": ["int32"], "output_shapes": [[]]}]
     body["outputs"] = body["outputs"][:n] + [count + ":0"] + body["inputs"][n + 1:]
-
-
-def _unique(name, taken):
-    unique, i = name, 0
-    while unique in taken:
-        i += 1
-        unique = f"{name}_{i}"
-    taken.add(unique)
-    return unique
 
 
 def _placeholder_node(name, dtype, shape):

@@ -16,7 +16,7 @@ which TF ignores (a leading underscore). A function TF wrote reads the same way,
 args' placeholders named after the args."""
 from graphc.tf_formats.graph_def import (_DT_VARIANT, SHAPES_ATTR, FUNCTION_ATTRS, VARIANT,
                                          _NodeWriter, _Outputs, _attr_from_proto, attr_proto,
-                                         node_dict)
+                                         node_dict, unique_name)
 from graphc.tf_formats.op_outputs import OUTPUT_ARGS
 from graphc.tf_formats.tensors import FormatError, data_type, graphc_dtype
 from graphc.framework.tensor_shape import TensorShape
@@ -184,11 +184,7 @@ def _after(controls, outputs, nodes, name, where):
     taken = {n["name"] for n in nodes}
     waited = []
     for i, tensor in enumerate(outputs):
-        identity, k = f"{name}/control_ret_{i}", 0
-        while identity in taken:
-            k += 1
-            identity = f"{name}/control_ret_{i}_{k}"
-        taken.add(identity)
+        identity = unique_name(f"{name}/control_ret_{i}", taken)
         nodes.append({"name": identity, "op": "Identity", "inputs": [tensor],
                       "control_inputs": list(controls), "attrs": {}, "device": "",
                       "output_shapes": None, "location": None, "gradient_of": None})

@@ -363,6 +363,17 @@ def node_dicts(graph_def):
     return [node_dict(n) for n in graph_def.node]
 
 
+def unique_name(name, taken):
+    """`name`, or the first of name_1, name_2, ... not in `taken` (a set of node names),
+    added to `taken`: the name of a node a rewrite adds beside the file's own."""
+    unique, i = name, 0
+    while unique in taken:
+        i += 1
+        unique = f"{name}_{i}"
+    taken.add(unique)
+    return unique
+
+
 # ------------------------------------------------------------------ control flow
 # the attrs of graphc's control-flow ops that name a body (a function of the library)
 FUNCTION_ATTRS = {"While": ("cond", "body"), "If": ("then_branch", "else_branch")}

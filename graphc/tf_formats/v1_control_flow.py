@@ -13,7 +13,7 @@ one While whose outputs the Exits' names keep (as Identities). Loops nested in a
 rebuilt first, innermost out. TF1's conds (Switch/Merge outside a loop's bookkeeping)
 and the stacks of TF1's loop gradients are not read: a graph holding them is refused,
 naming the op."""
-from graphc.tf_formats.graph_def import _functional
+from graphc.tf_formats.graph_def import _functional, unique_name
 from graphc.tf_formats.tensors import FormatError
 
 _LOOP_OPS = frozenset({"Enter", "Merge", "Switch", "LoopCond", "NextIteration", "Exit",
@@ -108,7 +108,7 @@ class _Loop:
     def rebuilt(self, functions):
         """The node dicts with this frame one While (its bodies added to `functions`)."""
         names = {n["name"] for n in self.nodes}
-        loop = _unique(self.frame.replace("_context", "") or "while", names)
+        loop = unique_name(self.frame.replace("_context", "") or "while", names)
         entering = [v[0] for v in self.variables] + self.constants
         types = [e["attrs"]["T"] for e in entering]
         cond = self._function(f"{loop}_cond", self.cond_nodes, types,
@@ -166,7 +166,7 @@ class _Loop:
         """A function dict of the frame's nodes `members`: its arguments stand for the
         loop variables (`from_variables` {tensor: variable index}) and the constants."""
         taken = set(members)
-        args = [_unique(f"{name}/arg", taken) for _ in types]
+        args = [unique_name(f"{name}/arg", taken) for _ in types]
         renamed = {t: args[k] + ":0" for t, k in from_variables.items()}
         renamed.update({e["name"] + ":0": args[len(self.variables) + j]
                         + ":0" for j, e in enumerate(self.constants)})
@@ -187,12 +187,3 @@ class _Loop:
 def _unknown():
     from graphc.framework.tensor_shape import TensorShape
     return TensorShape(None)
-
-
-def _unique(name, taken):
-    unique, i = name, 0
-    while unique in taken:
-        i += 1
-        unique = f"{name}_{i}"
-    taken.add(unique)
-    return unique

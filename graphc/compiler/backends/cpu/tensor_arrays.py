@@ -17,6 +17,7 @@ shape the lowering does not know stay on the host (compiled_executor.is_host_op)
 import numpy as np
 from llvmlite import ir
 
+from graphc.compiler.loops.tensor_array_grads import gather_grad_operands, scatter_grad_operands
 from graphc.compiler.loops.views import LoweringError
 from graphc.compiler.schedule.kernel import dims_equal
 from kernels.loops import I8, I32, I64, PTR, for_range
@@ -124,17 +125,9 @@ def lower_gather_grad(program, kernel, name, scalar_ops, rules):
     out[indices[r]] += g[r]: the rows a gather read get its gradient, summed where it
     read one twice."""
     node = kernel.main
-    g, _, indices = node.inputs[:3]
-    into = node.inputs[3] if len(node.inputs) > 3 else None
-    out = node.outputs[0]
+    g, indices, into, out = gather_grad_operands(node)
     elem = out.dims[1:]
-    if not dims_equal(g.dims, tuple(indices.dims) + tuple(elem)) or \
-            (into is not None and not dims_equal(into.dims, out.dims)):
-        raise LoweringError(f"{node.describe()} adds {g.dims} into {out.dims} at "
-                            f"{indices.dims} indices")
-    scalar = _FLOATS.get(out.dtype.name)
-    if scalar is None:
-        raise LoweringError(f"{node.describe()} sums {out.dtype.name} rows")
+    scalar = _FLOATS[out.dtype.name]
     reads = (g, indices) if into is None else (g, indices, into)
     ins, outs, (fn, b, ptrs, syms) = _row_kernel(program, name, node, reads, out)
     rows = _count(program, b, syms, indices.dims)
@@ -167,10 +160,7 @@ def lower_scatter_grad(program, kernel, name, scalar_ops, rules):
     """out = g's first rows, zeroed at the indices the scatter overwrote (which had no
     effect on its result)."""
     node = kernel.main
-    g, _, indices = node.inputs
-    out = node.outputs[0]
-    if not dims_equal(out.dims[1:], g.dims[1:]) or not dims_equal(out.dims[:1], g.dims[:1]):
-        raise LoweringError(f"{node.describe()} takes {out.dims} rows of {g.dims}")
+    g, indices, out = scatter_grad_operands(node)
     ins, outs, (fn, b, ptrs, syms) = _row_kernel(program, name, node, (g, indices), out)
     rows = _count(program, b, syms, indices.dims)
     size = program.emit_dim(b, out.dims[0], syms)

@@ -18,10 +18,13 @@ tensor_arrays.py), naming the op and the user's line; a thread whose index fails
 check moves nothing. Elements move in units of their dtype's size (every buffer is
 aligned to it). Which arrays compile is graphc/compiler/regions.py's tensor_array_compiles.
 """
+from contextlib import contextmanager
+
 from llvmlite import ir
 
 from graphc.compiler.backends.gpu.launches import LaunchLayout, blocks_for
 from graphc.compiler.backends.gpu.loop import grid_stride_loop
+from graphc.compiler.loops.tensor_array_grads import gather_grad_operands, scatter_grad_operands
 from graphc.compiler.loops.views import LoweringError
 from graphc.compiler.schedule.kernel import dims_equal
 from kernels import dtypes as kd
@@ -139,20 +142,9 @@ def _same_buffer(out, flow, in_place):
 
 
 def _plan_gather_grad(program, node, name, block, in_place):
-    g, _, indices = node.inputs[:3]
-    # a 4th input: the sum the rows are added into (tensor_array_ops.accumulated_read_
-    # gradient), else zeros
-    into = node.inputs[3] if len(node.inputs) > 3 else None
-    out = node.outputs[0]
-    elem = out.dims[1:]
-    if not dims_equal(g.dims, tuple(indices.dims) + tuple(elem)) or \
-            (into is not None and not dims_equal(into.dims, out.dims)):
-        raise LoweringError(f"{node.describe()} adds {g.dims} into {out.dims} at "
-                            f"{indices.dims} indices")
-    if out.dtype.name not in _FLOATS:
-        raise LoweringError(f"{node.describe()} sums {out.dtype.name} rows")
+    g, indices, into, out = gather_grad_operands(node)
     ins = [program.storage_of(v) for v in (g, indices)]
-    rows, width = _count(indices.dims), _count(elem)
+    rows, width = _count(indices.dims), _count(out.dims[1:])
     sites = _sites(program, node, _READ_PAST)
     launches = []
     for k, key in enumerate(_outputs(program, node, out)):
@@ -170,10 +162,7 @@ def _plan_gather_grad(program, node, name, block, in_place):
 
 
 def _plan_scatter_grad(program, node, name, block, in_place):
-    g, _, indices = node.inputs
-    out = node.outputs[0]
-    if not dims_equal(out.dims[1:], g.dims[1:]) or not dims_equal(out.dims[:1], g.dims[:1]):
-        raise LoweringError(f"{node.describe()} takes {out.dims} rows of {g.dims}")
+    g, indices, out = scatter_grad_operands(node)
     ins = [program.storage_of(v) for v in (g, indices)]
     rows, width = _count(indices.dims), _count(out.dims[1:])
     launches = []
@@ -217,11 +206,31 @@ class _Launch:
         """The integer type elements move as (their dtype's size)."""
         return ir.IntType(8 * kd.itemsize(self.details["value"].dtype.name))
 
-    def index(self, indices, r):
+    @contextmanager
+    def indexed(self, indices, past=None):
+        """The threads' grid-stride loop over the elements of the rows that `indices`
+        names (details rows, width, size; no width: one element per row), entered as
+        (k, i, at) for element k, of index r, at element `at` of the array's row
+        i = indices[r], only where i is within the array's size. A row outside reports
+        `past` where given (else an earlier launch checked it)."""
+        b, d = self.b, self.details
+        with self.t.threads() as tid:
+            width = self.dim(d["width"]) if "width" in d else None
+            size = self.dim(d["size"])
+            with self.items(tid, d["rows"] * d.get("width", 1)) as k:
+                r, c = (k, None) if width is None else (b.udiv(k, width), b.urem(k, width))
+                i = self._index(indices, r)
+                bad = self._outside(i, size)
+                if past is not None:
+                    self.fail_if(bad, past, [i, size])
+                with b.if_then(b.not_(bad)):
+                    yield k, i, (i if width is None else b.add(b.mul(i, width), c))
+
+    def _index(self, indices, r):
         b = self.b
         return b.sext(b.load(b.gep(indices, [r], source_etype=I32), typ=I32), I64)
 
-    def outside(self, i, size):
+    def _outside(self, i, size):
         b = self.b
         return b.or_(b.icmp_signed("<", i, ir.Constant(I64, 0)), b.icmp_signed(">=", i, size))
 
@@ -261,92 +270,53 @@ def _emit_gather(t, program, layout, scalar_ops):
     e = _Launch(t, program, layout)
     b, unit, d = e.b, e.unit(), e.details
     values, written, indices, out = e.buffers
-    with t.threads() as tid:
-        width, size = e.dim(d["width"]), e.dim(d["size"])
-        with e.items(tid, d["rows"] * d["width"]) as k:
-            r, c = b.udiv(k, width), b.urem(k, width)
-            i = e.index(indices, r)
-            bad = e.outside(i, size)
-            e.fail_if(bad, _READ_PAST, [i, size])
-            ok = b.not_(bad)
-            if d["check_written"]:
-                with b.if_then(ok):
-                    e.fail_if(b.not_(e.is_written(written, i)), _UNWRITTEN, [i])
-            with b.if_then(ok):
-                src = b.gep(values, [b.add(b.mul(i, width), c)], source_etype=unit)
-                b.store(b.load(src, typ=unit), b.gep(out, [k], source_etype=unit))
+    with e.indexed(indices, _READ_PAST) as (k, i, at):
+        if d["check_written"]:
+            e.fail_if(b.not_(e.is_written(written, i)), _UNWRITTEN, [i])
+        src = b.gep(values, [at], source_etype=unit)
+        b.store(b.load(src, typ=unit), b.gep(out, [k], source_etype=unit))
 
 
 def _emit_scatter_check(t, program, layout, scalar_ops):
     e = _Launch(t, program, layout)
-    b, d = e.b, e.details
     written, indices = e.buffers
-    with t.threads() as tid:
-        size = e.dim(d["size"])
-        with e.items(tid, d["rows"]) as r:
-            i = e.index(indices, r)
-            bad = e.outside(i, size)
-            e.fail_if(bad, _WRITE_PAST, [i, size])
-            with b.if_then(b.not_(bad)):
-                e.fail_if(e.is_written(written, i), _REWRITTEN, [i])
+    with e.indexed(indices, _WRITE_PAST) as (_, i, _):
+        e.fail_if(e.is_written(written, i), _REWRITTEN, [i])
 
 
 def _emit_scatter_rows(t, program, layout, scalar_ops):
     e = _Launch(t, program, layout)
-    b, unit, d = e.b, e.unit(), e.details
+    b, unit = e.b, e.unit()
     out, indices, x = e.buffers
-    with t.threads() as tid:
-        width, size = e.dim(d["width"]), e.dim(d["size"])
-        with e.items(tid, d["rows"] * d["width"]) as k:
-            r, c = b.udiv(k, width), b.urem(k, width)
-            i = e.index(indices, r)
-            with b.if_then(b.not_(e.outside(i, size))):  # checked: the run fails
-                dst = b.gep(out, [b.add(b.mul(i, width), c)], source_etype=unit)
-                b.store(b.load(b.gep(x, [k], source_etype=unit), typ=unit), dst)
+    with e.indexed(indices) as (k, _, at):  # the check launch failed the run
+        dst = b.gep(out, [at], source_etype=unit)
+        b.store(b.load(b.gep(x, [k], source_etype=unit), typ=unit), dst)
 
 
 def _emit_mark(t, program, layout, scalar_ops):
     e = _Launch(t, program, layout)
-    b, d = e.b, e.details
     written, indices = e.buffers
-    with t.threads() as tid:
-        size = e.dim(d["size"])
-        with e.items(tid, d["rows"]) as r:
-            i = e.index(indices, r)
-            with b.if_then(b.not_(e.outside(i, size))):
-                b.store(ir.Constant(I8, 1), b.gep(written, [i], source_etype=I8))
+    with e.indexed(indices) as (_, i, _):
+        e.b.store(ir.Constant(I8, 1), e.b.gep(written, [i], source_etype=I8))
 
 
 def _emit_gather_grad_add(t, program, layout, scalar_ops):
     e = _Launch(t, program, layout)
-    b, d = e.b, e.details
-    scalar = _FLOATS[d["value"].dtype.name]
+    b = e.b
+    scalar = _FLOATS[e.details["value"].dtype.name]
     out, g, indices = e.buffers
-    with t.threads() as tid:
-        width, size = e.dim(d["width"]), e.dim(d["size"])
-        with e.items(tid, d["rows"] * d["width"]) as k:
-            r, c = b.udiv(k, width), b.urem(k, width)
-            i = e.index(indices, r)
-            bad = e.outside(i, size)
-            e.fail_if(bad, _READ_PAST, [i, size])
-            with b.if_then(b.not_(bad)):
-                at = b.gep(out, [b.add(b.mul(i, width), c)], source_etype=scalar)
-                add = b.load(b.gep(g, [k], source_etype=scalar), typ=scalar)
-                if t.nvptx:  # two rows of g may add into one row of out
-                    b.atomic_rmw("fadd", at, add, "monotonic")
-                else:  # the emulation runs one thread at a time
-                    b.store(b.fadd(b.load(at, typ=scalar), add), at)
+    with e.indexed(indices, _READ_PAST) as (k, _, at):
+        dst = b.gep(out, [at], source_etype=scalar)
+        add = b.load(b.gep(g, [k], source_etype=scalar), typ=scalar)
+        if t.nvptx:  # two rows of g may add into one row of out
+            b.atomic_rmw("fadd", dst, add, "monotonic")
+        else:  # the emulation runs one thread at a time
+            b.store(b.fadd(b.load(dst, typ=scalar), add), dst)
 
 
 def _emit_clear_rows(t, program, layout, scalar_ops):
     e = _Launch(t, program, layout)
-    b, unit, d = e.b, e.unit(), e.details
+    b, unit = e.b, e.unit()
     out, indices = e.buffers
-    with t.threads() as tid:
-        width, size = e.dim(d["width"]), e.dim(d["size"])
-        with e.items(tid, d["rows"] * d["width"]) as k:
-            r, c = b.udiv(k, width), b.urem(k, width)
-            i = e.index(indices, r)
-            with b.if_then(b.not_(e.outside(i, size))):
-                b.store(ir.Constant(unit, 0),
-                        b.gep(out, [b.add(b.mul(i, width), c)], source_etype=unit))
+    with e.indexed(indices) as (_, _, at):
+        b.store(ir.Constant(unit, 0), b.gep(out, [at], source_etype=unit))
