@@ -249,3 +249,46 @@ def test_an_error_in_the_loop_after_its_stacks_grew_names_the_op_and_frees_them(
     np.testing.assert_allclose(good[0], want, rtol=1e-13)
     assert grown < 16 * 2 ** 20, f"the process grew by {grown} bytes over 60 failing runs"
 
+
+
+def test_an_exported_file_grows_its_stacks_standalone(native, tmp_path):
+    """The file's spec (its dims set during the run, runtime/verify.py checks them) runs
+    the loop and its gradient through runtime.load alone, for trip counts it never saw."""
+    import runtime
+    placeholders, r, fetches = loop_and_grads(np.float64)
+    names = ["v0", "w", "b", "limit"]
+    path = str(tmp_path / "unbounded.gcf")
+    with gc.Session() as sess:
+        gc.export(sess, path, dict(zip(names, placeholders)),
+                  dict(zip(["v", "dv0", "dw", "db"], fetches)))
+    loaded = runtime.load(path)
+    for trips in (0, 33, 300):
+        feed = feeds(placeholders, np.float64, trips)
+        got = loaded.run({n: feed[p] for n, p in zip(names, placeholders)})
+        v0, w, b, _ = (feed[p] for p in placeholders)
+        want_v, want_grads = np_tanh_loop(v0, w, b, trips, r)
+        for key, want in zip(["v", "dv0", "dw", "db"], [want_v, *want_grads]):
+            np.testing.assert_allclose(got[key], want, **tol(np.float64))
+
+
+def test_stacks_that_leave_the_native_stage_keep_the_host_path():
+    """A py_func between the loop and the gradient puts the backward loop in a later
+    native stage: the stacks would be that stage's feeds, sized before the run, so the
+    forward loop runs on the host; the numbers are the same."""
+    x = gc.placeholder(gc.float64, [3])
+
+    def body(c, v):
+        return c + 1, gc.sin(v) * 1.2
+    y = gc.while_loop(lambda c, v: gc.reduce_sum(c) < 9.0, body,
+                      [gc.zeros([1], gc.float64), x])[1]
+    doubled = gc.py_func(lambda a: a * 2.0, [y], gc.float64)
+    doubled.set_shape([3])
+    dx = gc.gradients(gc.reduce_sum(y * gc.stop_gradient(doubled)), x)[0]
+    xv = np.array([0.3, 0.5, -1.0])
+    with gc.Session() as sess:
+        got_y, got_dx = sess.run([y, dx], {x: xv})
+    v, chain = xv, np.ones(3)
+    for _ in range(9):
+        chain, v = chain * 1.2 * np.cos(v), np.sin(v) * 1.2
+    np.testing.assert_allclose(got_y, v, rtol=1e-13)
+    np.testing.assert_allclose(got_dx, 2 * v * chain, rtol=1e-12)
