@@ -322,8 +322,9 @@ LIBM_FUNCTIONS = frozenset(
 
 
 # the C heap: per-thread scratch of thread teams and large convolution buffers
-# (graphc/compiler/backends/cpu/parallel.py libc())
-LIBC_FUNCTIONS = frozenset({"malloc", "free"})
+# (graphc/compiler/backends/cpu/parallel.py libc()), stacks a loop grows for its gradient
+# (graphc/compiler/backends/cpu/control_flow.py)
+LIBC_FUNCTIONS = frozenset({"malloc", "realloc", "free"})
 
 
 def allowed_external_functions():

@@ -63,6 +63,8 @@ class Signature:
                                       g.get("name", f"feed {feed}")))
         self.arena_expr = spec.get("arena_bytes", 0)
         self.detail_slots = int(spec.get("error_detail_slots", 0))
+        # dims the code sets during the run (a loop's trip count), in slots after those
+        self.run_dims = int(spec.get("run_dims", 0))
         self.feed_dtypes = [spec_dtype(f["dtype"], f"feed {f['name']}") for f in self.feeds]
         self.symbols = []
         for s in spec.get("symbols", []):
@@ -135,8 +137,9 @@ class Signature:
         binding = ShapeBinding()
         binding.env = env
         # the symbol values, then the slots where failing code leaves the values its
-        # error message shows (spec "error_detail_slots")
-        binding.syms = (ctypes.c_int64 * max(len(self.symbols) + self.detail_slots, 1))(
+        # error message shows (spec "error_detail_slots"), then the dims set during the run
+        slots = len(self.symbols) + self.detail_slots + self.run_dims
+        binding.syms = (ctypes.c_int64 * max(slots, 1))(
             *[env[name] for name, _, _ in self.symbols])
         binding.fetch_alloc = [(shapes.evaluate_dims(f["dims"], env), dtype)
                                for f, dtype in zip((f for f in self.fetches

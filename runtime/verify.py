@@ -613,6 +613,7 @@ class HeaderVerifier:
     def error_sites(self, spec, where, symbols):
         slots = spec.get("error_detail_slots", 0)
         self.integer(slots, f"{where} error_detail_slots", 0, MAX_DETAIL_SLOTS)
+        self.integer(spec.get("run_dims", 0), f"{where} run_dims", 0, MAX_DETAIL_SLOTS)
         for i, site in enumerate(self.field(spec, "error_sites", list, where)):
             w = f"{where} error site {i}"
             self.field(site, "class", str, w)

@@ -201,6 +201,9 @@ class Module:
         self.variables = {}    # name -> VariableRef
         self.symbols = {}      # symbol name -> (feed index, axis) it is read from
         self.guards = []       # (lhs json, op, rhs json, outcome) the symbols satisfy
+        # symbols that native code sets during the run, not read from the feeds: the trip
+        # count of a loop whose stacks grow (compiler/regions.py)
+        self.run_dims = []
         self._next_id = 0
 
     # ------------------------------------------------------------------ building
@@ -462,7 +465,7 @@ class Module:
         for d in dims:
             if isinstance(d, SymDim):
                 assert d.constant() is None, f"{what}: constant SymDim {d} (should be an int)"
-                unknown = d.symbols() - set(self.symbols)
+                unknown = d.symbols() - set(self.symbols) - set(self.run_dims)
                 assert not unknown, f"{what}: dim {d} uses symbols {unknown} not in the module"
             else:
                 assert d is None or (isinstance(d, int) and not isinstance(d, bool) and d >= 0), \
@@ -515,6 +518,7 @@ class Module:
             "roots": [n.id for n in self.roots],
             "symbols": [[s, i, axis] for s, (i, axis) in self.symbols.items()],
             "guards": [list(g) for g in self.guards],
+            "run_dims": list(self.run_dims),
         }
 
     @classmethod
@@ -545,6 +549,7 @@ class Module:
         m.roots = [by_id[i] for i in d["roots"]]
         m.symbols = {s: (i, axis) for s, i, axis in d.get("symbols", [])}
         m.guards = [tuple(g) for g in d.get("guards", [])]
+        m.run_dims = list(d.get("run_dims", []))
         return m
 
 

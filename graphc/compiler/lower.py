@@ -42,7 +42,8 @@ from graphc import dtypes, errors
 from graphc.compiler.ir import PARAMETER, STATE_VARIABLE, Module, Value, normalize_dims
 from graphc.compiler.schedule.kernel import dims_equal
 from graphc.framework.graph import Tensor
-from graphc.compiler.regions import REGION_BODIES, bodies_of, trip_bound
+from graphc.compiler.regions import GROWABLE_FIRST_ROWS, REGION_BODIES, bodies_of, growable, \
+    run_dim_loop, trip_bound, trips_symbol
 from graphc.framework.op_def import RANDOM_OP_TYPES, READING_UPDATE_OPS, ref_input_indices
 from graphc.framework.random_state import random_state_name
 from graphc.framework.static_value import constant_value
@@ -141,6 +142,7 @@ class _Lowering:
         self.captured = {}
         if enclosing is not None:
             m.symbols = dict(enclosing.module.symbols)
+            m.run_dims = enclosing.module.run_dims  # one list: a body reads them too
             graph = feeds[0].graph if feeds else None
             self.captured = {inner: outer for outer, inner in getattr(graph, "captures", ())}
         self.values = {}      # graphc Tensor -> ir Value
@@ -171,10 +173,26 @@ class _Lowering:
                          end_reads.setdefault(t, self._read_variable(t)) for t in fetches]
         m.guards = list(guards.guards)
         m.guards += [g for g in self.region_guards if g not in m.guards]
+        self._keep_growth_inside()
         self._use_specialized_values()
         roots = [self.nodes[op] for op in targets if op in self.nodes]
         roots += [n for n in m.nodes if n.has_side_effect]
         m.roots = list(dict.fromkeys(roots))
+
+    def _keep_growth_inside(self):
+        """RegionOnHost naming the While whose trip count (the rows of its growable
+        stacks, regions.py) the runtime would need before the run: a fetched stack (the
+        runtime sizes fetches before the run) or a guard on it (checked before the run)."""
+        for v in self.module.outputs:
+            if growable(v):
+                raise RegionOnHost(f"{v.node.describe()} keeps values for its gradient that "
+                                   "leave the native stage: it runs on the host", v.node.name)
+        for lhs, _, rhs, _ in self.module.guards:
+            loop = run_dim_loop(lhs) or run_dim_loop(rhs)
+            if loop is not None:
+                raise RegionOnHost(f"the sizes of this run are decided by the trip count of "
+                                   f"'{loop}', known only during it: it runs on the host",
+                                   loop)
 
     def _lower_random_state(self, op, node):
         """A random op's key and run count live in the Session state next to the variables
@@ -340,12 +358,22 @@ class _Lowering:
             limit = _scalar_value(cond_lowering.stand_in(limit_tensor))
             start = _scalar_value(self.stand_in(op.inputs[counter]))
         if limit is None or start is None:
-            raise LoweringError(f"{op.describe()} keeps values for its gradient and has no "
-                                "bound on its trip count known before it runs: it runs on "
-                                "the host")
+            return self._growable_rows(op)
         rows = limit - start + (1 if inclusive else 0)
         # a limit the counter starts past runs no iteration (and sizes nothing)
         return rows.maximum(0) if isinstance(rows, SymDim) else max(int(rows), 0)
+
+    def _growable_rows(self, op):
+        """The rows of stacks that grow during the run (regions.py): the trip count, a
+        dim the loop's kernel sets. In a body the loop's stacks would outlive the body's
+        entry that frees them: LoweringError (the loop runs on the host)."""
+        if self.enclosing is not None:
+            raise LoweringError(f"{op.describe()} keeps values for its gradient and has no "
+                                "bound on its trip count known before it runs, in a loop "
+                                "or branch: it runs on the host")
+        name = trips_symbol(op.name)
+        self.module.run_dims.append(name)
+        return SymDim.symbol(name, GROWABLE_FIRST_ROWS)
 
     def _lower_if(self, op, inputs, bodies):
         """Each branch module outputs the If's outputs, then the intermediates the If

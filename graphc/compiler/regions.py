@@ -15,19 +15,27 @@ What stays on the host (between native stages, bodies on the reference executor)
   - a body holding a host op (py_func, Print, a string op, a TensorArray that grows:
     dynamic_size...);
   - a While keeping stacks for a gradient (attr `saved`) without a bound on its trip
-    count known before it runs: its stacks are sized by a trip count known only after
-    it. The bound is that of a cond testing a counter stepped by 1 against a limit
+    count known before it runs, where its stacks cannot grow in native code: in a body
+    (nested loops: the heap they grow on is freed by the module's entry), on the GPU, or
+    where a stack leaves the stage it is made in (a fetch, or a backward loop in a later
+    stage after a host op: the runtime sizes every output before the run, by the feeds'
+    dims, and this one's rows are known only after the loop).
+    The bound is that of a cond testing a counter stepped by 1 against a limit
     (trip_bound, below): maximum_iterations (dynamic_rnn's time steps), map_fn's
     and scan's elements, a user's `i < n`. With one the stacks have that many rows,
     allocated before the loop, and the loop writes row k of each in iteration k (rows
     past the trip count are never read: the backward loop counts the trip count down; a
-    trip count past the rows is an error naming the While). An If's saved
-    intermediates compile: the taken branch writes its own, the kernel zeros the other's;
-    Growing the stacks (or a dynamic_size array) in native code needs what the compiler
-    does not have yet: a dim known only during the run (every dim is an expression of the
-    feeds' dims, runtime/shapes.py, which the runtime computes and checks before the run,
-    sizing the arena and the fetches by them), buffers outside the planned arena, and
-    kernels that find them through a pointer set during the run;
+    trip count past the rows is an error naming the While). Without one (a loop of the
+    module itself, not of a body) its stacks grow: their rows are the loop's trip count,
+    a dim known only during the run (trips_symbol: a syms slot after the error details,
+    loops/program.py, that the forward loop's kernel sets when it leaves), each stack's
+    value in the arena is a header (GROWABLE_HEADER_BYTES: a heap pointer and the rows it
+    has room for, memory planning's buffer_bytes) that the forward kernel reallocates,
+    doubling from GROWABLE_FIRST_ROWS, and the backward loops read through; the module's
+    entry frees them when it returns, failing or not (backends/cpu/entry.py). Their only
+    readers are backward loops (captured inputs), which pass the heap pointer to their
+    bodies. An If's saved intermediates compile: the taken branch writes its own, the
+    kernel zeros the other's;
   - a loop variable whose shape invariant is looser than the shape it enters with (its
     shape may change between iterations: a buffer of one size cannot hold it).
 A random op in a body compiles: its state (key and run counter, graphc/framework/
@@ -46,6 +54,7 @@ from graphc import errors
 from graphc.framework.func_graph import function_of
 from graphc.framework.op_def import RANDOM_OP_TYPES, ROW_WRITE_OPS, UPDATE_OPS
 from graphc.framework.static_value import constant_value
+from graphc.framework.symbolic import SymDim
 
 # op type -> (attr naming each body, the key of its region module)
 REGION_BODIES = {"While": (("cond", "cond"), ("body", "body")),
@@ -73,17 +82,17 @@ def bodies_of(op):
 
 def compiles_natively(op, is_host_op):
     """Whether the While or If `op` runs in native code: its bodies' ops (nested loops
-    and branches recursively) are all native (`is_host_op(op)` False) and it keeps no
-    per-iteration values (module docstring)."""
+    and branches recursively) are all native (`is_host_op(op)` False), none a loop whose
+    stacks grow, and its loop variables keep their shapes (module docstring)."""
     try:
         bodies = bodies_of(op)
     except errors.KernelError:  # a graph file's op without its bodies: the host says so
         return False
-    if op.type == "While" and (_unbounded_stacks(op) or not _invariants_exact(op)):
+    if op.type == "While" and not _invariants_exact(op):
         return False
     for body in bodies.values():
         for inner in body.get_operations():
-            if is_host_op(inner):
+            if is_host_op(inner) or _unbounded_stacks(inner):
                 return False
     return True
 
@@ -106,10 +115,49 @@ def random_ops_within(ops):
 
 
 def _unbounded_stacks(op):
-    """Whether a While keeps stacks for its gradient with no bound on its trip count to
-    size them before it runs (trip_bound; lowering also needs the bound's
-    value: lower.py)."""
-    return bool(op.attrs.get("saved")) and trip_bound(op) is None
+    """Whether `op` is a While keeping stacks for its gradient with no bound on its trip
+    count to size them before it runs (trip_bound): stacks that grow, which a body cannot
+    hold (module docstring)."""
+    return op.type == "While" and bool(op.attrs.get("saved")) and trip_bound(op) is None
+
+
+# stacks whose rows are a loop's trip count, known only during the run (module docstring)
+GROWABLE_HEADER_BYTES = 16  # the heap pointer, then the rows it has room for (i64)
+GROWABLE_FIRST_ROWS = 16
+_TRIPS_SUFFIX = ":trips"
+
+
+def trips_symbol(while_name):
+    """The name of the dim that is the trip count of While `while_name`, set during the
+    run by its kernel: the rows of its growable stacks."""
+    return while_name + _TRIPS_SUFFIX
+
+
+def is_run_dim(symbol):
+    return isinstance(symbol, str) and symbol.endswith(_TRIPS_SUFFIX)
+
+
+def run_dim_loop(expr):
+    """The While whose trip count a dim expression (plain data, SymDim.to_json) reads, or
+    None."""
+    if isinstance(expr, int):
+        return None
+    for _, mono in expr:
+        for atom, _ in mono:
+            if isinstance(atom, str):
+                if is_run_dim(atom):
+                    return atom[:-len(_TRIPS_SUFFIX)]
+                continue
+            found = run_dim_loop(atom[1]) or run_dim_loop(atom[2])
+            if found:
+                return found
+    return None
+
+
+def growable(value):
+    """Whether an IR value is a stack growing during the run (its rows a trips_symbol)."""
+    rows = value.dims[0] if value.dims else None
+    return isinstance(rows, SymDim) and any(is_run_dim(s) for s in rows.symbols())
 
 
 def _invariants_exact(op):

@@ -50,11 +50,17 @@ class Program:
             self.error_sites = enclosing.error_sites
             self.constants = enclosing.constants
             self._const_index = enclosing._const_index
-        self._symbol_index = {s: i for i, s in enumerate(self.symbols)}
-        self._var_index = {n: i for i, n in enumerate(self.variables)}
         # a failing check writes its values (bad index, bound, position) to syms slots
         # error_detail_base.. for the runtime to put in the message
         self.error_detail_base = len(self.symbols)
+        # dims set during the run (compiler/regions.py's trip counts), in the slots after
+        # those: the runtime knows them only as slots to allocate
+        self.run_dims = enclosing.run_dims if enclosing is not None else module.run_dims
+        self._symbol_index = {s: i for i, s in enumerate(self.symbols)}
+        self._symbol_index.update(
+            (s, self.error_detail_base + MAX_ERROR_DETAILS + j)
+            for j, s in enumerate(self.run_dims))
+        self._var_index = {n: i for i, n in enumerate(self.variables)}
         self._fetches = {}
         for j, v in enumerate(module.outputs):
             self._fetches.setdefault(v, []).append(j)
@@ -158,6 +164,10 @@ class Program:
         return len(self.error_sites) - 1
 
     # ---------------------------------------------------------------- dims
+    def symbol_index(self, symbol):
+        """The syms slot of a symbol, or of a dim set during the run."""
+        return self._symbol_index[symbol]
+
     def emit_dim(self, builder, d, syms):
         """A dim (int or SymDim) as an i64 computed from the syms array."""
         return self._emit_json(builder, dim_json(d), syms)
@@ -208,6 +218,7 @@ class Program:
             "arena_bytes": dim_json(self.arena_bytes),
             "error_sites": self.error_sites,
             "error_detail_slots": MAX_ERROR_DETAILS,
+            "run_dims": len(self.run_dims),
         }
 
     @staticmethod

@@ -4,7 +4,9 @@ Sets `module.memory_plan`, a MemoryPlan. Planned are the kernel outputs that are
 module outputs (those are written straight into the fetch arrays the runtime allocates);
 feeds, constants and variables have their own memory. Sizes and offsets are ints or SymDim
 expressions of the feed symbols, valid for every value of the symbols:
-- size: dims product times the element size (bool is 1 byte), rounded up to 64 bytes.
+- size: dims product times the element size (bool is 1 byte), rounded up to 64 bytes;
+  a stack growing during the run (compiler/regions.py) has its header here, its rows on
+  the heap, live to the end of the schedule (the entry frees the rows it points to).
 - liveness: from the kernel that writes the value to the last kernel that reads it
   (indices into module.kernels), or reads an alias of it (fusion's `module.aliases`).
 - in place: an elementwise loop kernel (all its nodes elementwise) writes an output over
@@ -33,6 +35,7 @@ import numpy as np
 
 from graphc import errors
 from graphc.compiler.op_kinds import kind_of
+from graphc.compiler.regions import GROWABLE_HEADER_BYTES, growable
 from graphc.compiler.schedule.kernel import dims_equal
 from graphc.framework.symbolic import SymDim, as_expr, evaluate_json
 from runtime import memory
@@ -118,6 +121,9 @@ def plan_memory(kernels, fetched, aliases, scratch_bytes, reuse=True):
         for v in k.outputs:
             if v not in fetched:
                 first[v] = last[v] = t
+    for v in first:
+        if growable(v):  # the entry frees its rows after the last kernel (regions.py)
+            last[v] = len(kernels) - 1
     hints = symbol_hints(first)
     size = {v: buffer_bytes(v, hints) for v in first}
     inplace = _inplace_pairs(kernels, first, last) if reuse else {}
@@ -321,6 +327,8 @@ def buffer_bytes(value, hints=None):
     most 63 bytes per row more than exact, and sizes stay linear in the symbols' monomials,
     so that the planner can compare them). `hints` ({symbol: hint}) gives the rounded
     expression its exact hint (its size for the feeds the module was compiled for)."""
+    if growable(value):  # its rows live on the heap, found through a header here
+        return _round_up(GROWABLE_HEADER_BYTES)
     n = value.dtype.np.itemsize if value.dtype.name != "bool" else 1
     for d in value.dims:
         n = n * (SymDim.symbol(d, 1) if isinstance(d, str) else d)

@@ -12,8 +12,13 @@ kernel calls those entries:
     ones, the loop leaves when it gives false, the trip count is a run-time value, and
     maximum_iterations is a loop variable the cond already tests (while_v2.py). Iteration
     k writes row k of each stack saved for the gradient, rows lowering sized by the
-    bound the cond gives; one past them is an error naming the While. At the end the
-    current buffers are copied to the node's outputs.
+    bound the cond gives; one past them is an error naming the While. A stack without
+    such a bound grows (regions.py): its buffer is a header (heap pointer, rows of room)
+    and iteration k, finding no room for row k, reallocates the rows doubled (the C
+    heap: nothing planned before the run knows the trip count); a failed allocation is
+    an error naming the While. The loop sets its trip count's dim when it leaves, the
+    rows its backward loops read, and those pass its heap pointer to their bodies. At
+    the end the current buffers are copied to the node's outputs.
   If: the predicate picks one branch entry, which writes the node's outputs and its own
     intermediates saved for the gradient; the other branch's saved ones are zeroed.
 
@@ -27,9 +32,10 @@ the runtime copies such fetches of a whole run.
 from llvmlite import ir
 
 from graphc.compiler.backends.cpu.entry import emit_entry
+from graphc.compiler.backends.cpu.parallel import libc
 from graphc.compiler.lower import LoweringError, RegionOnHost
-from graphc.compiler.regions import branch_outputs, row_bytes, scratch_parts, value_bytes, \
-    written_in_place
+from graphc.compiler.regions import GROWABLE_FIRST_ROWS, branch_outputs, growable, \
+    row_bytes, scratch_parts, trips_symbol, value_bytes, written_in_place
 from graphc.compiler.loops.program import Program
 from kernels.loops import I8, I32, I64, PTR
 
@@ -46,6 +52,7 @@ def lower_region_kernel(program, kernel, name, lower_kernels):
     """The LLVM function of a While or If kernel and its storage keys; lower_kernels: the
     backend's (program, prefix) -> ([(function, storage keys)], names), for the bodies."""
     node = kernel.main
+    _check_growable_stacks(program, node)
     try:
         entries = {key: _emit_body(program, region, f"{name}_{key}", lower_kernels)
                    for key, region in node.regions.items()}
@@ -67,6 +74,21 @@ def lower_region_kernel(program, kernel, name, lower_kernels):
     return fn, keys
 
 
+def _check_growable_stacks(program, node):
+    """RegionOnHost unless each stack `node` grows (regions.py) is read by backward loops
+    only, in the one buffer its header is in: any other reader would take the header
+    for the rows."""
+    for v in node.outputs:
+        if not growable(v):
+            continue
+        keys = program.stores_of(v)
+        if len(keys) > 1 or any(key[0] != "arena" for key in keys) or \
+                any(use.type != "While" for use in v.uses):
+            raise RegionOnHost(f"{node.describe()} keeps values for its gradient that an op "
+                               "other than its backward loop reads: it runs on the host",
+                               node.name)
+
+
 def _emit_body(program, region, name, lower_kernels):
     """(entry function, its Program) of a body module, emitted into program's module."""
     body = Program(region, enclosing=program)
@@ -84,6 +106,12 @@ class _RegionEmitter:
 
     def dim(self, d):
         return self.program.emit_dim(self.b, d, self.syms)
+
+    def input_pointer(self, value):
+        """Where the kernel reads an input: its storage, or the rows a growable stack's
+        header points to."""
+        p = self.buffers[self.program.storage_of(value)]
+        return self.b.load(p, typ=PTR) if growable(value) else p
 
     def scratch(self, node):
         """{part: pointer} into the kernel's scratch (regions.scratch_parts)."""
@@ -173,7 +201,7 @@ class _RegionEmitter:
         n_cond = len(cond_entry[1].module.params)
         n_body = len(body_entry[1].module.params)
         parts = self.scratch(node)
-        inputs = [self.buffers[self.program.storage_of(v)] for v in node.value_inputs]
+        inputs = [self.input_pointer(v) for v in node.value_inputs]
         first = [parts[("a", i)] for i in range(n)]
         for i in range(n):
             self.copy(first[i], inputs[i], node.outputs[i])
@@ -204,8 +232,9 @@ class _RegionEmitter:
         b.cbranch(b.icmp_unsigned("!=", b.load(pred, typ=I8), ir.Constant(I8, 0)),
                   run_body, done)
         b.position_at_end(run_body)
-        if stacks:
-            self.check_stack_room(node, stacks[0], trips)
+        sized = [v for v in stacks if not growable(v)]
+        if sized:
+            self.check_stack_room(node, sized[0], trips)
         for i in range(n):
             self.set_pointer(body_feeds, i, current[i])
             self.set_pointer(body_fetches, i, spare.get(i, current[i]))
@@ -219,6 +248,9 @@ class _RegionEmitter:
         trips.add_incoming(next_trips, b.block)
         b.branch(test)
         b.position_at_end(done)
+        if len(sized) < len(stacks):  # the rows of the stacks that grew
+            b.store(b.zext(trips, I64), b.gep(self.syms, [self.dim_slot(trips_symbol(
+                node.name))], source_etype=I64))
         for v, keys in stores.items():
             for key in keys:
                 if v.index < n:
@@ -252,19 +284,64 @@ class _RegionEmitter:
 
     def stack_row(self, stack, stores, parts, trips):
         """Where iteration `trips` writes its value saved in `stack`: that row of the
-        stack's storage (check_stack_room has made sure it is one), or the scratch row of
-        a stack no kernel reads."""
+        stack's storage (check_stack_room has made sure it is one, grow_stack makes it
+        one), or the scratch row of a stack no kernel reads."""
         keys = stores.get(stack)
         if not keys:
             return parts[("row", stack.index)]
+        rows = self.buffers[keys[0]]
+        if growable(stack):
+            rows = self.grow_stack(stack, rows, trips)
         offset = self.b.mul(self.b.zext(trips, I64), self.dim(row_bytes(stack)))
-        return self.b.gep(self.buffers[keys[0]], [offset], source_etype=I8)
+        return self.b.gep(rows, [offset], source_etype=I8)
+
+    def dim_slot(self, symbol):
+        return ir.Constant(I64, self.program.symbol_index(symbol))
+
+    def grow_stack(self, stack, header, trips):
+        """The rows of a growable stack (regions.py) once they have room for row `trips`:
+        when they have not, reallocated with twice the rows (GROWABLE_FIRST_ROWS the first
+        time); a failed allocation returns the While's error (the rows it had stay in the
+        header, which the entry frees)."""
+        b = self.b
+        room_slot = b.gep(header, [ir.Constant(I64, 8)], source_etype=I8)
+        room = b.load(room_slot, typ=I64)
+        grow = b.append_basic_block("stack_grow")
+        ready = b.append_basic_block("stack_ready")
+        b.cbranch(b.icmp_signed(">=", b.zext(trips, I64), room), grow, ready)
+        b.position_at_end(grow)
+        doubled = b.mul(room, ir.Constant(I64, 2))
+        wanted = b.select(b.icmp_signed("==", room, ir.Constant(I64, 0)),
+                          ir.Constant(I64, GROWABLE_FIRST_ROWS), doubled)
+        nbytes = b.mul(wanted, self.dim(row_bytes(stack)))
+        nbytes = b.select(b.icmp_signed(">", nbytes, ir.Constant(I64, 0)), nbytes,
+                          ir.Constant(I64, 1))  # realloc of 0 bytes may give NULL
+        rows = b.call(libc(self.program.llvm, "realloc"), [b.load(header, typ=PTR), nbytes])
+        failed = b.function.append_basic_block("stack_alloc_failed")
+        grown = b.append_basic_block("stack_grown")
+        b.cbranch(b.icmp_unsigned("==", b.ptrtoint(rows, I64), ir.Constant(I64, 0)),
+                  failed, grown)
+        b.position_at_end(failed)
+        site = self.program.error_site(
+            stack.node, "could not allocate {0} bytes for the values the loop keeps for its "
+                        "gradient ({1} iterations)", "ResourceExhaustedError",
+            args=["int"] * 2)
+        for k, value in enumerate((nbytes, wanted)):
+            b.store(value, b.gep(self.syms, [ir.Constant(I64, self.program.error_detail_base
+                                                         + k)], source_etype=I64))
+        b.ret(ir.Constant(I32, site + 1))
+        b.position_at_end(grown)
+        b.store(rows, header)
+        b.store(wanted, room_slot)
+        b.branch(ready)
+        b.position_at_end(ready)
+        return b.load(header, typ=PTR)
 
     # --------------------------------------------------------------------- If
     def branch(self, node, entries, stores):
         b = self.b
         parts = self.scratch(node)
-        inputs = [self.buffers[self.program.storage_of(v)] for v in node.value_inputs]
+        inputs = [self.input_pointer(v) for v in node.value_inputs]
         outputs = [self.buffers[stores[v][0]] if stores.get(v) else parts[("slot", v.index)]
                    for v in node.outputs]
         mine = branch_outputs(node)

@@ -2,10 +2,14 @@
 
 The entry loads each kernel's pointers (and computes arena offsets) from the storage keys
 the Program (loops/program.py) gave out and calls the kernels in schedule order,
-returning the first nonzero status (1 + error site).
+returning the first nonzero status (1 + error site). The stacks a loop grows on the heap
+(compiler/regions.py) are the entry's: their headers empty before the first call, their
+rows freed before it returns, failing or not.
 """
 from llvmlite import ir
 
+from graphc.compiler.backends.cpu.parallel import libc
+from graphc.compiler.regions import growable
 from kernels.loops import I32, I64, PTR
 from runtime import jit
 
@@ -54,6 +58,8 @@ def emit_entry(program, calls, profile=False, name=ENTRY):
         return p
 
     restore_blas = _pin_blas_threads(program, b) if name == ENTRY else (lambda: None)
+    free_stacks = _own_growable_stacks(program, b, pointer) if name == ENTRY else \
+        (lambda: None)
     # every failing call branches to one exit (its status through a phi): a return
     # block per call, each restoring the BLAS threads, was most of the entry's IR
     fail = fn.append_basic_block("failed") if calls else None
@@ -68,6 +74,7 @@ def emit_entry(program, calls, profile=False, name=ENTRY):
         b.cbranch(b.icmp_signed("!=", status, ir.Constant(I32, 0)), fail, ok)
         failures.append((status, b.block))
         b.position_at_end(ok)
+    free_stacks()
     restore_blas()
     b.ret(ir.Constant(I32, 0))
     if fail is not None:
@@ -75,9 +82,26 @@ def emit_entry(program, calls, profile=False, name=ENTRY):
         status = b.phi(I32)
         for value, block in failures:
             status.add_incoming(value, block)
+        free_stacks()
         restore_blas()
         b.ret(status)
     return fn
+
+
+def _own_growable_stacks(program, b, pointer):
+    """Empties the headers of the module's growable stacks (the arena holds what the last
+    run left there); returns what emits freeing their rows, before each return."""
+    headers = [pointer(program.storage_of(v)) for v in program.buffers if growable(v)]
+    zero = ir.Constant(I64, 0)
+    for header in headers:
+        b.store(ir.Constant(PTR, None), header)
+        b.store(zero, b.gep(header, [ir.Constant(I64, 8)], source_etype=ir.IntType(8)))
+
+    def free():
+        for header in headers:
+            b.call(libc(program.llvm, "free"), [b.load(header, typ=PTR)])
+            b.store(ir.Constant(PTR, None), header)
+    return free
 
 
 def _pin_blas_threads(program, b):

@@ -400,12 +400,15 @@ def ceil_div(b, n, d):
     return b.udiv(b.add(n, b.sub(d, ir.Constant(I64, 1))), d)
 
 
+_LIBC_TYPES = {"malloc": ir.FunctionType(PTR, [I64]),
+               "realloc": ir.FunctionType(PTR, [PTR, I64]),
+               "free": ir.FunctionType(ir.VoidType(), [PTR])}
+
+
 def libc(module, name):
     fn = module.globals.get(name)
     if fn is None:
-        ty = ir.FunctionType(PTR, [I64]) if name == "malloc" else \
-            ir.FunctionType(ir.VoidType(), [PTR])
-        fn = ir.Function(module, ty, name)
+        fn = ir.Function(module, _LIBC_TYPES[name], name)
     return fn
 
 

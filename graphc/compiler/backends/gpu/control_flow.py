@@ -12,7 +12,9 @@ sites. The spec gets one *region step* in place of the node's launches (docs/gpu
     TensorArray flow the body writes one row of in place (written_in_place); the cond writes its
     predicate next to the run's status word, and the runtime reads those 8 bytes back once
     per iteration: the only device->host copy of the loop. Stacks kept for the gradient
-    (sized by maximum_iterations, lower.py) get row k written by iteration k.
+    (sized by maximum_iterations, lower.py) get row k written by iteration k. A loop
+    whose stacks would grow during the run (regions.py: no bound on its trip count) runs
+    on the host: growing device buffers between launches is not built.
   {"if": name, ...}: the runtime reads the predicate's byte back and runs one branch's
     launches, which write the node's outputs and that branch's saved intermediates; the
     other branch's saved ones are zeroed on the device.
@@ -26,8 +28,8 @@ per stack no kernel reads (While), or a slot per output no kernel reads (If).
 
 from graphc.compiler.backends.gpu.spec import storage_json
 from graphc.compiler.lower import LoweringError, RegionOnHost
-from graphc.compiler.regions import branch_outputs, row_bytes, scratch_parts, value_bytes, \
-    written_in_place
+from graphc.compiler.regions import branch_outputs, growable, row_bytes, scratch_parts, \
+    value_bytes, written_in_place
 from graphc.compiler.loops.program import Program, dim_json
 
 _ALIGN = 256  # bytes: cudaMalloc's alignment, which every buffer of a launch may assume
@@ -45,6 +47,10 @@ class RegionKernel:
         self.name = name
         self.kind = kernel.main.type
         self.node = node = kernel.main
+        if any(growable(v) for v in node.outputs):
+            raise RegionOnHost(f"{node.describe()} keeps values for its gradient with no "
+                               "bound on its trip count: on the GPU it runs on the host",
+                               node.name)
         self.program = program
         self.in_place = written_in_place(node.regions["body"], node.attrs["num_loop_vars"]) \
             if node.type == "While" else set()
