@@ -183,11 +183,85 @@ THREAD_NUM_FN = "graphc_omp_thread_num"
 NUM_THREADS_FN = "graphc_omp_num_threads"
 THREADS_GLOBAL = "graphc_num_threads"
 TASKS_GLOBAL = "graphc_parallel_tasks"
+TEAM_ALONE_GLOBAL = "graphc_team_alone"  # regions the fallback below ran on the caller alone
+TEAM_REST_GLOBAL = "graphc_team_rest"    # how many more regions it will run alone
 _OMP_DECLARE = re.compile(r'^declare [^\n]*@"?(?:%s|%s|%s)"?\([^\n]*\n?'
                           % (PARALLEL_FN, THREAD_NUM_FN, NUM_THREADS_FN), re.M)
+# A team whose caller waited at the join longer than it worked lost to a serial run: a
+# worker was preempted (other processes on the cores) or slept too deeply to take a
+# share in time, and the caller idled at libgomp's barrier until it came. The caller then
+# runs the next 2**misses regions alone (misses: regions lost, less regions won, kept
+# within 0..TEAM_MAX_MISSES, so a loaded machine backs off to 256 regions alone and a
+# stray loss on a quiet one costs 2) and tries the team again. The task, its units and
+# the chunks of a fold are the same alone or on a team, so no bits change (units are
+# claimed from a shared counter: whoever runs, every unit runs once).
+TEAM_MAX_MISSES = 8
 _OMP_FORWARD = f"""
+@{TEAM_REST_GLOBAL} = global i32 0
+@graphc_team_misses = internal global i32 0
+@{TEAM_ALONE_GLOBAL} = global i64 0
+%graphc.team = type {{ ptr, ptr, double }}
+
+define internal void @graphc_team_task(ptr %team) nounwind {{
+  %fn.at = getelementptr %graphc.team, ptr %team, i32 0, i32 0
+  %fn = load ptr, ptr %fn.at
+  %data.at = getelementptr %graphc.team, ptr %team, i32 0, i32 1
+  %data = load ptr, ptr %data.at
+  call void %fn(ptr %data)
+  %tid = call i32 @omp_get_thread_num()
+  %caller = icmp eq i32 %tid, 0
+  br i1 %caller, label %stamp, label %out
+stamp:
+  %done = call double @omp_get_wtime()
+  %done.at = getelementptr %graphc.team, ptr %team, i32 0, i32 2
+  store double %done, ptr %done.at
+  br label %out
+out:
+  ret void
+}}
+
 define void @{PARALLEL_FN}(ptr %fn, ptr %data, i32 %n) nounwind {{
-  call void @GOMP_parallel(ptr %fn, ptr %data, i32 %n, i32 0)
+entry:
+  %rest = load atomic i32, ptr @{TEAM_REST_GLOBAL} monotonic, align 4
+  %alone = icmp sgt i32 %rest, 0
+  br i1 %alone, label %serial, label %team
+serial:
+  %left = sub i32 %rest, 1
+  store atomic i32 %left, ptr @{TEAM_REST_GLOBAL} monotonic, align 4
+  %alone.n = atomicrmw add ptr @{TEAM_ALONE_GLOBAL}, i64 1 monotonic
+  call void %fn(ptr %data)
+  ret void
+team:
+  %t = alloca %graphc.team
+  %fn.at = getelementptr %graphc.team, ptr %t, i32 0, i32 0
+  store ptr %fn, ptr %fn.at
+  %data.at = getelementptr %graphc.team, ptr %t, i32 0, i32 1
+  store ptr %data, ptr %data.at
+  %start = call double @omp_get_wtime()
+  %done.at = getelementptr %graphc.team, ptr %t, i32 0, i32 2
+  store double %start, ptr %done.at
+  call void @GOMP_parallel(ptr @graphc_team_task, ptr %t, i32 %n, i32 0)
+  %joined = call double @omp_get_wtime()
+  %done = load double, ptr %done.at
+  %worked = fsub double %done, %start
+  %waited = fsub double %joined, %done
+  %lost = fcmp ogt double %waited, %worked
+  br i1 %lost, label %miss, label %hit
+hit:
+  %had = load atomic i32, ptr @graphc_team_misses monotonic, align 4
+  %some = icmp sgt i32 %had, 0
+  %fewer = sub i32 %had, 1
+  %kept = select i1 %some, i32 %fewer, i32 0
+  store atomic i32 %kept, ptr @graphc_team_misses monotonic, align 4
+  ret void
+miss:
+  %misses = load atomic i32, ptr @graphc_team_misses monotonic, align 4
+  %more = add i32 %misses, 1
+  %capped = icmp sgt i32 %more, {TEAM_MAX_MISSES}
+  %now = select i1 %capped, i32 {TEAM_MAX_MISSES}, i32 %more
+  store atomic i32 %now, ptr @graphc_team_misses monotonic, align 4
+  %regions = shl i32 1, %now
+  store atomic i32 %regions, ptr @{TEAM_REST_GLOBAL} monotonic, align 4
   ret void
 }}
 define i32 @{THREAD_NUM_FN}() nounwind {{
@@ -201,6 +275,7 @@ define i32 @{NUM_THREADS_FN}() nounwind {{
 declare void @GOMP_parallel(ptr, ptr, i32, i32) nounwind
 declare i32 @omp_get_thread_num() nounwind
 declare i32 @omp_get_num_threads() nounwind
+declare double @omp_get_wtime() nounwind
 """
 _OMP_SERIAL = f"""
 define void @{PARALLEL_FN}(ptr %fn, ptr %data, i32 %n) nounwind {{

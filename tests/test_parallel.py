@@ -131,9 +131,12 @@ def test_thread_count_is_honoured(threads, monkeypatch):
                        lambda ph: {ph[0]: rng_array(BIG, 1), ph[1]: rng_array(BIG, 2)})
     (exe,) = executables(sess)
     assert exe.num_threads == threads
-    before = exe.parallel_tasks
+    before, alone = exe.parallel_tasks, exe.team_regions_alone
     y = exe.run([rng_array(BIG, 5), rng_array(BIG, 6)])
-    assert exe.parallel_tasks - before == (threads if jit.openmp_library() else 1)
+    # one task, not `threads`, when the runtime ran the loop alone after a team that lost
+    # to a serial run (another process held a core: test_a_team_that_loses_...)
+    on_team = jit.openmp_library() and exe.team_regions_alone == alone
+    assert exe.parallel_tasks - before == (threads if on_team else 1)
     # small inputs are not worth a team: one serial task
     before = exe.parallel_tasks
     exe.run([rng_array((3, 5), 5), rng_array((3, 5), 6)])
@@ -289,6 +292,91 @@ def test_standalone_runtime_runs_parallel_code(tmp_path):
     m = runtime.load(path)
     xv = rng_array((1001, 263), 12)
     np.testing.assert_array_equal(m.run({"x": xv})["y"], sess.run(y, {x: xv}))
+
+
+# A region of the team (graphc_omp_parallel) whose worker threads are slow to finish:
+# the caller (thread 0) returns at once, the others spin SPIN iterations (many ms), so
+# the caller waits at the join far longer than it worked: the team lost to a serial run.
+SPIN = 30_000_000
+TEAM_PROBE_IR = f"""
+@probe.tasks = global i64 0
+declare void @{kp.PARALLEL_FN}(ptr, ptr, i32)
+declare i32 @{kp.THREAD_NUM_FN}()
+
+define void @probe.task(ptr %slow) {{
+entry:
+  %n = atomicrmw add ptr @probe.tasks, i64 1 monotonic
+  %tid = call i32 @{kp.THREAD_NUM_FN}()
+  %flag = load i32, ptr %slow
+  %worker = icmp ne i32 %tid, 0
+  %is.slow = icmp ne i32 %flag, 0
+  %late = and i1 %worker, %is.slow
+  %i = alloca i64
+  store volatile i64 0, ptr %i
+  br i1 %late, label %spin, label %out
+spin:
+  %k = load volatile i64, ptr %i
+  %k1 = add i64 %k, 1
+  store volatile i64 %k1, ptr %i
+  %more = icmp slt i64 %k1, {SPIN}
+  br i1 %more, label %spin, label %out
+out:
+  ret void
+}}
+
+define i64 @probe.region(i32 %slow) {{
+  %flag = alloca i32
+  store i32 %slow, ptr %flag
+  %before = load atomic i64, ptr @probe.tasks monotonic, align 8
+  call void @{kp.PARALLEL_FN}(ptr @probe.task, ptr %flag, i32 2)
+  %after = load atomic i64, ptr @probe.tasks monotonic, align 8
+  %ran = sub i64 %after, %before
+  ret i64 %ran
+}}
+"""
+
+
+def test_a_team_that_loses_runs_the_next_regions_alone():
+    """A worker that comes late to a region (preempted by another process, here spinning)
+    makes the caller wait at the join: the runtime then runs the next 2 regions on the
+    caller alone (one task each), tries the team again, and after a second lost region
+    in a row runs the next 4 alone."""
+    import ctypes
+    if jit.openmp_library() is None:
+        pytest.skip("no libgomp on this machine: the serial shim runs every region alone")
+    module = jit.CompiledModule(TEAM_PROBE_IR)
+    region = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int32)(module.address("probe.region"))
+    alone = ctypes.c_int64.from_address(module.global_address(jit.TEAM_ALONE_GLOBAL))
+    assert region(1) == 2 and alone.value == 0  # the team ran; its caller waited
+    assert [region(0), region(0)] == [1, 1] and alone.value == 2
+    assert region(1) == 2                        # the team again; lost again
+    assert [region(0) for _ in range(4)] == [1, 1, 1, 1] and alone.value == 6
+    assert region(1) == 2                        # and again
+
+
+def test_regions_run_alone_give_the_bits_of_the_team():
+    """What the runtime runs alone after a lost region is the team's task with every unit
+    and chunk on the caller: row reductions, a full sum and a gradient equal the bits
+    of 2 threads and of 1."""
+    import ctypes
+    x = rng_array((1001, 263), 3)
+    lab = np.random.default_rng(4).integers(0, 263, 1001).astype(np.int32)
+    feeds = lambda ph: {ph[0]: x, ph[1]: lab}  # noqa: E731
+    one, _ = run_with(1, row_reductions, feeds)
+    two, sess = run_with(2, row_reductions, feeds)
+    if jit.openmp_library() is None:
+        pytest.skip("no libgomp on this machine: the serial shim runs every region alone")
+    (exe,) = executables(sess)
+    rest = ctypes.c_int32.from_address(exe._compiled.global_address(jit.TEAM_REST_GLOBAL))
+    rest.value = 1 << 20  # as if the team had lost: the next regions run alone
+    before, alone = exe.parallel_tasks, exe.team_regions_alone
+    got = exe.run([x, lab])
+    regions = exe.team_regions_alone - alone
+    assert regions >= 2 and exe.parallel_tasks - before >= regions
+    rest.value = 0
+    for a, b, c in zip(got, two, one):
+        np.testing.assert_array_equal(a, b)
+        np.testing.assert_array_equal(a, c)
 
 
 def test_names_agree_between_codegen_and_runtime():
