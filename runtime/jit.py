@@ -187,20 +187,25 @@ TEAM_ALONE_GLOBAL = "graphc_team_alone"  # regions the fallback below ran on the
 TEAM_REST_GLOBAL = "graphc_team_rest"    # how many more regions it will run alone
 _OMP_DECLARE = re.compile(r'^declare [^\n]*@"?(?:%s|%s|%s)"?\([^\n]*\n?'
                           % (PARALLEL_FN, THREAD_NUM_FN, NUM_THREADS_FN), re.M)
-# A team whose caller waited at the join longer than it worked lost to a serial run: a
-# worker was preempted (other processes on the cores) or slept too deeply to take a
-# share in time, and the caller idled at libgomp's barrier until it came. The caller then
-# runs the next 2**misses regions alone (misses: regions lost, less regions won, kept
-# within 0..TEAM_MAX_MISSES, so a loaded machine backs off to 256 regions alone and a
-# stray loss on a quiet one costs 2) and tries the team again. The task, its units and
-# the chunks of a fold are the same alone or on a team, so no bits change (units are
-# claimed from a shared counter: whoever runs, every unit runs once).
+# A region of the team lost to a serial run when its caller waited at the join longer than
+# it worked (a worker preempted, or asleep too deeply to take a share in time: the caller
+# idled at libgomp's barrier until it came), or when the caller itself ran less than
+# half of the time it worked (the cores are oversubscribed: a second thread adds no core,
+# only a barrier that couples two descheduled threads; measured by the caller's thread
+# CPU clock). The caller then runs the next 2**misses regions alone (misses: regions
+# lost, less regions won, kept within 0..TEAM_MAX_MISSES: a loaded machine backs off to
+# 256 regions alone, a stray loss on a quiet one costs 2) and tries the team again. The
+# task, its units and the chunks of a fold are the same alone or on a team, so no bits
+# change (units are claimed from a shared counter: whoever runs, every unit runs once).
 TEAM_MAX_MISSES = 8
+# the calling thread's CPU clock (Linux: 3); where clock_gettime rejects it, only the
+# waiting test above decides
+_THREAD_CPU_CLOCK = getattr(time, "CLOCK_THREAD_CPUTIME_ID", 3)
 _OMP_FORWARD = f"""
 @{TEAM_REST_GLOBAL} = global i32 0
 @graphc_team_misses = internal global i32 0
 @{TEAM_ALONE_GLOBAL} = global i64 0
-%graphc.team = type {{ ptr, ptr, double }}
+%graphc.team = type {{ ptr, ptr, double, i64 }}
 
 define internal void @graphc_team_task(ptr %team) nounwind {{
   %fn.at = getelementptr %graphc.team, ptr %team, i32 0, i32 0
@@ -215,6 +220,9 @@ stamp:
   %done = call double @omp_get_wtime()
   %done.at = getelementptr %graphc.team, ptr %team, i32 0, i32 2
   store double %done, ptr %done.at
+  %cpu = call i64 @graphc_thread_cpu_ns()
+  %cpu.at = getelementptr %graphc.team, ptr %team, i32 0, i32 3
+  store i64 %cpu, ptr %cpu.at
   br label %out
 out:
   ret void
@@ -237,15 +245,26 @@ team:
   store ptr %fn, ptr %fn.at
   %data.at = getelementptr %graphc.team, ptr %t, i32 0, i32 1
   store ptr %data, ptr %data.at
+  %cpu.start = call i64 @graphc_thread_cpu_ns()
   %start = call double @omp_get_wtime()
   %done.at = getelementptr %graphc.team, ptr %t, i32 0, i32 2
   store double %start, ptr %done.at
+  %cpu.at = getelementptr %graphc.team, ptr %t, i32 0, i32 3
+  store i64 %cpu.start, ptr %cpu.at
   call void @GOMP_parallel(ptr @graphc_team_task, ptr %t, i32 %n, i32 0)
   %joined = call double @omp_get_wtime()
   %done = load double, ptr %done.at
   %worked = fsub double %done, %start
   %waited = fsub double %joined, %done
-  %lost = fcmp ogt double %waited, %worked
+  %late = fcmp ogt double %waited, %worked
+  %cpu.done = load i64, ptr %cpu.at
+  %cpu.ns = sub i64 %cpu.done, %cpu.start
+  %cpu.s = sitofp i64 %cpu.ns to double
+  %half = fmul double %worked, 5.0e8
+  %clocked = icmp sge i64 %cpu.start, 0
+  %short = fcmp olt double %cpu.s, %half
+  %starved = and i1 %clocked, %short
+  %lost = or i1 %late, %starved
   br i1 %lost, label %miss, label %hit
 hit:
   %had = load atomic i32, ptr @graphc_team_misses monotonic, align 4
@@ -264,6 +283,19 @@ miss:
   store atomic i32 %regions, ptr @{TEAM_REST_GLOBAL} monotonic, align 4
   ret void
 }}
+define internal i64 @graphc_thread_cpu_ns() nounwind {{
+  %ts = alloca {{ i64, i64 }}
+  store {{ i64, i64 }} zeroinitializer, ptr %ts
+  %rc = call i32 @clock_gettime(i32 {_THREAD_CPU_CLOCK}, ptr %ts)
+  %s = load i64, ptr %ts
+  %ns.at = getelementptr {{ i64, i64 }}, ptr %ts, i32 0, i32 1
+  %ns = load i64, ptr %ns.at
+  %s.ns = mul i64 %s, 1000000000
+  %all = add i64 %s.ns, %ns
+  %ok = icmp eq i32 %rc, 0
+  %cpu = select i1 %ok, i64 %all, i64 -1
+  ret i64 %cpu
+}}
 define i32 @{THREAD_NUM_FN}() nounwind {{
   %t = call i32 @omp_get_thread_num()
   ret i32 %t
@@ -276,6 +308,7 @@ declare void @GOMP_parallel(ptr, ptr, i32, i32) nounwind
 declare i32 @omp_get_thread_num() nounwind
 declare i32 @omp_get_num_threads() nounwind
 declare double @omp_get_wtime() nounwind
+declare i32 @clock_gettime(i32, ptr) nounwind
 """
 _OMP_SERIAL = f"""
 define void @{PARALLEL_FN}(ptr %fn, ptr %data, i32 %n) nounwind {{
