@@ -69,7 +69,8 @@ def _regions_alone():
     import gc as python_gc
 
     import runtime.executable as rx
-    return sum(e.team_regions_alone for e in python_gc.get_objects()
+    # getattr: a checkout from before the fallback has no such count (compared with 0)
+    return sum(getattr(e, "team_regions_alone", 0) for e in python_gc.get_objects()
                if isinstance(e, rx.Executable))
 
 
