@@ -104,6 +104,7 @@ class Executable:
         self._arena_ptr = ctypes.c_void_p(self._arena.ctypes.data)
         self._threads = self._module_global(jit.THREADS_GLOBAL, ctypes.c_int32)
         self._tasks = self._module_global(jit.TASKS_GLOBAL, ctypes.c_int64)
+        self._alone = self._module_global(jit.TEAM_ALONE_GLOBAL, ctypes.c_int64)
         self.num_threads = None
         self.set_num_threads(num_threads)
         if self._threads is not None:
@@ -139,6 +140,13 @@ class Executable:
         """Tasks run so far by the split loops: one per thread of each team, one per loop
         run serially (below the size that starts a team). 0 when there are none."""
         return self._tasks.value if self._tasks is not None else 0
+
+    @property
+    def team_regions_alone(self):
+        """Regions run so far on the calling thread alone though a team was asked for:
+        the runtime's fallback after a team lost to a serial run (runtime/jit.py). Each
+        ran one task instead of one per thread."""
+        return self._alone.value if self._alone is not None else 0
 
     # ------------------------------------------------------------ construction
     @property

@@ -183,12 +183,118 @@ THREAD_NUM_FN = "graphc_omp_thread_num"
 NUM_THREADS_FN = "graphc_omp_num_threads"
 THREADS_GLOBAL = "graphc_num_threads"
 TASKS_GLOBAL = "graphc_parallel_tasks"
+TEAM_ALONE_GLOBAL = "graphc_team_alone"  # regions the fallback below ran on the caller alone
+TEAM_REST_GLOBAL = "graphc_team_rest"    # how many more regions it will run alone
 _OMP_DECLARE = re.compile(r'^declare [^\n]*@"?(?:%s|%s|%s)"?\([^\n]*\n?'
                           % (PARALLEL_FN, THREAD_NUM_FN, NUM_THREADS_FN), re.M)
+# A region of the team lost to a serial run when its caller waited at the join longer than
+# it worked (a worker preempted, or asleep too deeply to take a share in time: the caller
+# idled at libgomp's barrier until it came), or when the caller itself ran less than
+# half of the time it worked (the cores are oversubscribed: a second thread adds no core,
+# only a barrier that couples two descheduled threads; measured by the caller's thread
+# CPU clock). The caller then runs the next 2**misses regions alone (misses: regions
+# lost, less regions won, kept within 0..TEAM_MAX_MISSES: a loaded machine backs off to
+# 256 regions alone, a stray loss on a quiet one costs 2) and tries the team again. The
+# task, its units and the chunks of a fold are the same alone or on a team, so no bits
+# change (units are claimed from a shared counter: whoever runs, every unit runs once).
+TEAM_MAX_MISSES = 8
+# the calling thread's CPU clock (Linux: 3); where clock_gettime rejects it, only the
+# waiting test above decides
+_THREAD_CPU_CLOCK = getattr(time, "CLOCK_THREAD_CPUTIME_ID", 3)
 _OMP_FORWARD = f"""
-define void @{PARALLEL_FN}(ptr %fn, ptr %data, i32 %n) nounwind {{
-  call void @GOMP_parallel(ptr %fn, ptr %data, i32 %n, i32 0)
+@{TEAM_REST_GLOBAL} = global i32 0
+@graphc_team_misses = internal global i32 0
+@{TEAM_ALONE_GLOBAL} = global i64 0
+%graphc.team = type {{ ptr, ptr, double, i64 }}
+
+define internal void @graphc_team_task(ptr %team) nounwind {{
+  %fn.at = getelementptr %graphc.team, ptr %team, i32 0, i32 0
+  %fn = load ptr, ptr %fn.at
+  %data.at = getelementptr %graphc.team, ptr %team, i32 0, i32 1
+  %data = load ptr, ptr %data.at
+  call void %fn(ptr %data)
+  %tid = call i32 @omp_get_thread_num()
+  %caller = icmp eq i32 %tid, 0
+  br i1 %caller, label %stamp, label %out
+stamp:
+  %done = call double @omp_get_wtime()
+  %done.at = getelementptr %graphc.team, ptr %team, i32 0, i32 2
+  store double %done, ptr %done.at
+  %cpu = call i64 @graphc_thread_cpu_ns()
+  %cpu.at = getelementptr %graphc.team, ptr %team, i32 0, i32 3
+  store i64 %cpu, ptr %cpu.at
+  br label %out
+out:
   ret void
+}}
+
+define void @{PARALLEL_FN}(ptr %fn, ptr %data, i32 %n) nounwind {{
+entry:
+  %rest = load atomic i32, ptr @{TEAM_REST_GLOBAL} monotonic, align 4
+  %alone = icmp sgt i32 %rest, 0
+  br i1 %alone, label %serial, label %team
+serial:
+  %left = sub i32 %rest, 1
+  store atomic i32 %left, ptr @{TEAM_REST_GLOBAL} monotonic, align 4
+  %alone.n = atomicrmw add ptr @{TEAM_ALONE_GLOBAL}, i64 1 monotonic
+  call void %fn(ptr %data)
+  ret void
+team:
+  %t = alloca %graphc.team
+  %fn.at = getelementptr %graphc.team, ptr %t, i32 0, i32 0
+  store ptr %fn, ptr %fn.at
+  %data.at = getelementptr %graphc.team, ptr %t, i32 0, i32 1
+  store ptr %data, ptr %data.at
+  %cpu.start = call i64 @graphc_thread_cpu_ns()
+  %start = call double @omp_get_wtime()
+  %done.at = getelementptr %graphc.team, ptr %t, i32 0, i32 2
+  store double %start, ptr %done.at
+  %cpu.at = getelementptr %graphc.team, ptr %t, i32 0, i32 3
+  store i64 %cpu.start, ptr %cpu.at
+  call void @GOMP_parallel(ptr @graphc_team_task, ptr %t, i32 %n, i32 0)
+  %joined = call double @omp_get_wtime()
+  %done = load double, ptr %done.at
+  %worked = fsub double %done, %start
+  %waited = fsub double %joined, %done
+  %late = fcmp ogt double %waited, %worked
+  %cpu.done = load i64, ptr %cpu.at
+  %cpu.ns = sub i64 %cpu.done, %cpu.start
+  %cpu.s = sitofp i64 %cpu.ns to double
+  %half = fmul double %worked, 5.0e8
+  %clocked = icmp sge i64 %cpu.start, 0
+  %short = fcmp olt double %cpu.s, %half
+  %starved = and i1 %clocked, %short
+  %lost = or i1 %late, %starved
+  br i1 %lost, label %miss, label %hit
+hit:
+  %had = load atomic i32, ptr @graphc_team_misses monotonic, align 4
+  %some = icmp sgt i32 %had, 0
+  %fewer = sub i32 %had, 1
+  %kept = select i1 %some, i32 %fewer, i32 0
+  store atomic i32 %kept, ptr @graphc_team_misses monotonic, align 4
+  ret void
+miss:
+  %misses = load atomic i32, ptr @graphc_team_misses monotonic, align 4
+  %more = add i32 %misses, 1
+  %capped = icmp sgt i32 %more, {TEAM_MAX_MISSES}
+  %now = select i1 %capped, i32 {TEAM_MAX_MISSES}, i32 %more
+  store atomic i32 %now, ptr @graphc_team_misses monotonic, align 4
+  %regions = shl i32 1, %now
+  store atomic i32 %regions, ptr @{TEAM_REST_GLOBAL} monotonic, align 4
+  ret void
+}}
+define internal i64 @graphc_thread_cpu_ns() nounwind {{
+  %ts = alloca {{ i64, i64 }}
+  store {{ i64, i64 }} zeroinitializer, ptr %ts
+  %rc = call i32 @clock_gettime(i32 {_THREAD_CPU_CLOCK}, ptr %ts)
+  %s = load i64, ptr %ts
+  %ns.at = getelementptr {{ i64, i64 }}, ptr %ts, i32 0, i32 1
+  %ns = load i64, ptr %ns.at
+  %s.ns = mul i64 %s, 1000000000
+  %all = add i64 %s.ns, %ns
+  %ok = icmp eq i32 %rc, 0
+  %cpu = select i1 %ok, i64 %all, i64 -1
+  ret i64 %cpu
 }}
 define i32 @{THREAD_NUM_FN}() nounwind {{
   %t = call i32 @omp_get_thread_num()
@@ -201,6 +307,8 @@ define i32 @{NUM_THREADS_FN}() nounwind {{
 declare void @GOMP_parallel(ptr, ptr, i32, i32) nounwind
 declare i32 @omp_get_thread_num() nounwind
 declare i32 @omp_get_num_threads() nounwind
+declare double @omp_get_wtime() nounwind
+declare i32 @clock_gettime(i32, ptr) nounwind
 """
 _OMP_SERIAL = f"""
 define void @{PARALLEL_FN}(ptr %fn, ptr %data, i32 %n) nounwind {{
@@ -229,7 +337,8 @@ def _gomp_candidates():
     return found
 
 
-# How long (iterations of a pause loop, ~10-30 us) a libgomp thread spins for more work
+# How long (iterations of a pause loop: 10000 took 130-170 us on the 2-core VM, a pause
+# ~15 ns) a libgomp thread spins for more work
 # after a loop before it sleeps, unless the user set OMP_WAIT_POLICY or GOMP_SPINCOUNT.
 # libgomp's default (300000, and forever with OMP_WAIT_POLICY=active) keeps the team's
 # threads busy between loops: on a machine whose cores are shared (other processes,

@@ -40,6 +40,15 @@ def run_with(threads, build, feeds_of):
     return out, sess
 
 
+def try_the_team(exe):
+    """The next region of `exe` starts its team even if a region of an earlier run lost
+    (a loaded machine: the runtime then runs regions alone for a while, runtime/jit.py)."""
+    import ctypes
+    address = exe._compiled.global_address(jit.TEAM_REST_GLOBAL)
+    if address:
+        ctypes.c_int32.from_address(address).value = 0
+
+
 def rng_array(shape, seed=0, dtype=np.float32, scale=3.0):
     return (np.random.default_rng(seed).standard_normal(shape) * scale).astype(dtype)
 
@@ -119,6 +128,7 @@ def test_tiny_loops_split_across_threads(split_everything, shape):
         np.testing.assert_array_equal(a, b)
     if jit.openmp_library() and shape[0] > 1:
         exe = executables(sess)[0]
+        try_the_team(exe)
         before = exe.parallel_tasks
         exe.run([x, lab])
         assert exe.parallel_tasks - before >= 2  # a team ran
@@ -131,6 +141,7 @@ def test_thread_count_is_honoured(threads, monkeypatch):
                        lambda ph: {ph[0]: rng_array(BIG, 1), ph[1]: rng_array(BIG, 2)})
     (exe,) = executables(sess)
     assert exe.num_threads == threads
+    try_the_team(exe)
     before = exe.parallel_tasks
     y = exe.run([rng_array(BIG, 5), rng_array(BIG, 6)])
     assert exe.parallel_tasks - before == (threads if jit.openmp_library() else 1)
@@ -289,6 +300,120 @@ def test_standalone_runtime_runs_parallel_code(tmp_path):
     m = runtime.load(path)
     xv = rng_array((1001, 263), 12)
     np.testing.assert_array_equal(m.run({"x": xv})["y"], sess.run(y, {x: xv}))
+
+
+# A region of the team (graphc_omp_parallel), in one of three ways: 0 nobody works; 1 the
+# caller (thread 0) returns at once and the other threads spin SPIN iterations (many ms),
+# so the caller waits at the join far longer than it worked; 2 the caller sleeps
+# SLEEP_US in its share, as a thread of an oversubscribed machine waits for a core: it
+# worked (wall) far longer than it ran (its CPU clock). Either way the team lost.
+SPIN = 30_000_000
+SLEEP_US = 20_000
+TEAM_PROBE_IR = f"""
+@probe.tasks = global i64 0
+declare void @{kp.PARALLEL_FN}(ptr, ptr, i32)
+declare i32 @{kp.THREAD_NUM_FN}()
+declare i32 @usleep(i32)
+
+define void @probe.task(ptr %mode.at) {{
+entry:
+  %n = atomicrmw add ptr @probe.tasks, i64 1 monotonic
+  %tid = call i32 @{kp.THREAD_NUM_FN}()
+  %mode = load i32, ptr %mode.at
+  %worker = icmp ne i32 %tid, 0
+  %spins = icmp eq i32 %mode, 1
+  %late = and i1 %worker, %spins
+  %i = alloca i64
+  store volatile i64 0, ptr %i
+  br i1 %late, label %spin, label %caller
+spin:
+  %k = load volatile i64, ptr %i
+  %k1 = add i64 %k, 1
+  store volatile i64 %k1, ptr %i
+  %more = icmp slt i64 %k1, {SPIN}
+  br i1 %more, label %spin, label %out
+caller:
+  %sleeps = icmp eq i32 %mode, 2
+  %me = xor i1 %worker, true
+  %nap = and i1 %sleeps, %me
+  br i1 %nap, label %sleep, label %out
+sleep:
+  %rc = call i32 @usleep(i32 {SLEEP_US})
+  br label %out
+out:
+  ret void
+}}
+
+define i64 @probe.region(i32 %mode) {{
+  %mode.at = alloca i32
+  store i32 %mode, ptr %mode.at
+  %before = load atomic i64, ptr @probe.tasks monotonic, align 8
+  call void @{kp.PARALLEL_FN}(ptr @probe.task, ptr %mode.at, i32 2)
+  %after = load atomic i64, ptr @probe.tasks monotonic, align 8
+  %ran = sub i64 %after, %before
+  ret i64 %ran
+}}
+"""
+
+
+def team_probe():
+    """(region(mode) -> tasks it ran, the count of regions run alone) of a new module."""
+    import ctypes
+    if jit.openmp_library() is None:
+        pytest.skip("no libgomp on this machine: the serial shim runs every region alone")
+    module = jit.CompiledModule(TEAM_PROBE_IR)
+    region = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int32)(module.address("probe.region"))
+    alone = ctypes.c_int64.from_address(module.global_address(jit.TEAM_ALONE_GLOBAL))
+    region.module = module  # keeps the code alive
+    return region, alone
+
+
+def test_a_team_that_loses_runs_the_next_regions_alone():
+    """A worker that comes late to a region (preempted by another process, here spinning)
+    makes the caller wait at the join: the runtime then runs the next 2 regions on the
+    caller alone (one task each), tries the team again, and after a second lost region
+    in a row runs the next 4 alone."""
+    region, alone = team_probe()
+    assert region(1) == 2 and alone.value == 0  # the team ran; its caller waited
+    assert [region(0), region(0)] == [1, 1] and alone.value == 2
+    assert region(1) == 2                        # the team again; lost again
+    assert [region(0) for _ in range(4)] == [1, 1, 1, 1] and alone.value == 6
+    assert region(1) == 2                        # and again
+
+
+def test_a_caller_short_of_cpu_runs_the_next_regions_alone():
+    """A caller that ran less than half of the time its share took (here: asleep; on a
+    loaded machine: waiting for a core) though nobody kept it waiting at the join: the
+    cores are oversubscribed, and the next 2 regions run alone."""
+    region, alone = team_probe()
+    assert region(2) == 2 and alone.value == 0
+    assert [region(0), region(0)] == [1, 1] and alone.value == 2
+    assert region(0) == 2
+
+
+def test_regions_run_alone_give_the_bits_of_the_team():
+    """What the runtime runs alone after a lost region is the team's task with every unit
+    and chunk on the caller: row reductions, a full sum and a gradient equal the bits
+    of 2 threads and of 1."""
+    import ctypes
+    x = rng_array((1001, 263), 3)
+    lab = np.random.default_rng(4).integers(0, 263, 1001).astype(np.int32)
+    feeds = lambda ph: {ph[0]: x, ph[1]: lab}  # noqa: E731
+    one, _ = run_with(1, row_reductions, feeds)
+    two, sess = run_with(2, row_reductions, feeds)
+    if jit.openmp_library() is None:
+        pytest.skip("no libgomp on this machine: the serial shim runs every region alone")
+    (exe,) = executables(sess)
+    rest = ctypes.c_int32.from_address(exe._compiled.global_address(jit.TEAM_REST_GLOBAL))
+    rest.value = 1 << 20  # as if the team had lost: the next regions run alone
+    before, alone = exe.parallel_tasks, exe.team_regions_alone
+    got = exe.run([x, lab])
+    regions = exe.team_regions_alone - alone
+    assert regions >= 2 and exe.parallel_tasks - before >= regions
+    try_the_team(exe)
+    for a, b, c in zip(got, two, one):
+        np.testing.assert_array_equal(a, b)
+        np.testing.assert_array_equal(a, c)
 
 
 def test_names_agree_between_codegen_and_runtime():
