@@ -13,6 +13,8 @@ sites. The spec gets one *region step* in place of the node's launches (docs/gpu
     predicate next to the run's status word, and the runtime reads those 8 bytes back once
     per iteration: the only device->host copy of the loop. Stacks kept for the gradient
     (sized by maximum_iterations, lower.py) get row k written by iteration k.
+    A While whose cond and body allow it also carries a "device_loop": one kernel that
+    runs the whole loop on the device, chosen by the runtime per binding (device_loop.py).
   {"if": name, ...}: the runtime reads the predicate's byte back and runs one branch's
     launches, which write the node's outputs and that branch's saved intermediates; the
     other branch's saved ones are zeroed on the device.
@@ -24,6 +26,7 @@ asks scratch_bytes) holds each body's arena, the two buffers per loop variable a
 per stack no kernel reads (While), or a slot per output no kernel reads (If).
 """
 
+from graphc.compiler.backends.gpu.device_loop import device_loop
 from graphc.compiler.backends.gpu.spec import storage_json
 from graphc.compiler.lower import LoweringError, RegionOnHost
 from graphc.compiler.regions import branch_outputs, row_bytes, scratch_parts, value_bytes, \
@@ -59,11 +62,14 @@ class RegionKernel:
         self.inputs = [program.storage_of(v) for v in node.value_inputs]
         self.stores = {v: program.stores_of(v) for v in kernel.outputs}
         self.scratch = program.scratch_of(kernel)
+        self.device_loop = device_loop(self)
 
     def all_launches(self):
         for _, kernels in self.bodies.values():
             for k in kernels:
                 yield from all_launches(k)
+        if self.device_loop is not None:
+            yield self.device_loop
 
     def to_json(self, steps_json):
         """The region step (module docstring); steps_json(program, kernels) -> steps."""
@@ -92,6 +98,8 @@ class RegionKernel:
                                "bytes": dim_json(value_bytes(v)),
                                "row": dim_json(offsets[("row", v.index)])}
                               for v in node.outputs[n + 1:]]
+            if self.device_loop is not None:
+                step["device_loop"] = self.device_loop.to_json()
         else:
             step["if"] = self.name
             step["slots"] = [dim_json(offsets[("slot", i)]) for i in range(len(node.outputs))]
