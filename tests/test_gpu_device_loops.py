@@ -137,19 +137,22 @@ def test_the_host_driven_form_when_device_loops_are_off(native, monkeypatch):
 
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_a_state_larger_than_the_block_rounds_stays_host_driven(native, dtype):
-    """8 rounds of a 256-thread block: 2048 elements. A [64, 64] state needs the grid
-    (no grid-wide barrier in one launch): the runtime takes the host-driven form."""
-    x = gc.placeholder(dtype, [64, 64])
-    n = gc.placeholder(gc.int32, [])
-    _, h = gc.while_loop(lambda i, h: i < n, lambda i, h: (i + 1, gc.sin(h) * 0.9 + x),
-                         [0, x])
-    xv = np.linspace(-1, 1, 64 * 64).reshape(64, 64).astype(dtype)
-    runs = traffic_by_trips(h, lambda t: {x: xv, n: t}, [1, 7])
-    want = xv
-    for _ in range(7):
-        want = np.sin(want) * dtype(0.9) + xv
-    np.testing.assert_allclose(runs[7][0], want, **tol(dtype))
-    assert runs[7][1]["copies_out"] - runs[1][1]["copies_out"] == 6
+    """32 rounds of a 256-thread block: 8192 elements. A [128, 128] state needs the grid
+    (no grid-wide barrier in one launch): the runtime takes the host-driven form; a
+    [64, 128] one, the device loop."""
+    for rows, predicates in ((128, 6), (64, 0)):
+        with gc.Graph().as_default():
+            x = gc.placeholder(dtype, [rows, 128])
+            n = gc.placeholder(gc.int32, [])
+            _, h = gc.while_loop(lambda i, h: i < n,
+                                 lambda i, h: (i + 1, gc.sin(h) * 0.9 + x), [0, x])
+            xv = np.linspace(-1, 1, rows * 128).reshape(rows, 128).astype(dtype)
+            runs = traffic_by_trips(h, lambda t: {x: xv, n: t}, [1, 7])
+        want = xv
+        for _ in range(7):
+            want = np.sin(want) * dtype(0.9) + xv
+        np.testing.assert_allclose(runs[7][0], want, **tol(dtype))
+        assert runs[7][1]["copies_out"] - runs[1][1]["copies_out"] == predicates
 
 
 def _while_steps(steps):

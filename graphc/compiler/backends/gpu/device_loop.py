@@ -35,11 +35,14 @@ Eligibility, decided from the body's kernels:
   loop with an error naming the While, as the host form's check does.
 - at run time, per binding (runtime/gpu/control_flow.py): the host form's launches of the
   cond and the body have each at most MAX_ROUNDS blocks' threads: the one block then
-  does at most MAX_ROUNDS rounds of what the grid did in one, which costs less than the
-  launches (a few microseconds each) and the read-back (ten or more) it saves. A larger
-  state needs the grid, and a loop over the grid needs a grid-wide barrier between
-  phases, which this form does not use (cooperative launches would): it stays
-  host-driven.
+  does at most MAX_ROUNDS rounds of what the grid did at once. An estimate, not a
+  measurement (no GPU was at hand): a round of a small state's elementwise work waits
+  about one L2 access (a few tenths of a microsecond), so 32 rounds cost about what one
+  launch does (a few microseconds), and the host form pays a launch per kernel plus a
+  drained pipeline and a read-back (ten or more) per iteration. An LSTM's weight
+  gradient summed over the steps ([48, 128]: 24 rounds) stays in. A larger state needs
+  the grid, and a loop over the grid needs a grid-wide barrier between phases, which
+  this form does not use (cooperative launches would): it stays host-driven.
 The host form's kernels are emitted too: the runtime falls back to them per binding, and
 GRAPHC_GPU_DEVICE_LOOPS=0 forces them (tests and comparisons).
 
@@ -57,7 +60,7 @@ from graphc.compiler.backends.gpu.spec import storage_json
 from graphc.compiler.regions import row_bytes, value_bytes
 from kernels.loops import I8, I32, I64
 
-MAX_ROUNDS = 8            # the host form's blocks per launch one block may take on
+MAX_ROUNDS = 32           # the host form's blocks per launch one block may take on
 PREDICATE_OFFSET = 4      # the cond's byte after the i32 status (runtime/gpu/control_flow.py)
 _MAX_PRODUCTS = 2         # tiled products: 2 x 16 KiB of shared tiles in float64
 # templates whose code is right for any block size (they read ntid), and those planned
