@@ -10,15 +10,18 @@ other inside a loop in uniform code:
     trips = 0
     loop: current = trips even ? a : b, spare = the other (in place: a)
           the cond's launches (its predicate into the byte after the status word)
-          bar.sync; stop on a failed check (status != 0) or a false predicate
+          bar.sync; read the status and the predicate; bar.sync
+          stop on a failed check (status != 0) or a false predicate
           the body's launches (reading current, writing spare); bar.sync
-          the body outputs no kernel writes (copies); bar.sync; stop on a failed check
+          the body outputs no kernel writes (copies); bar.sync
+          read the status; bar.sync; stop on a failed check
           trips += 1
     the final state and the trip count into the loop's outputs
 
 with `bar.sync` wherever the host form had a launch boundary: within one block it orders
-global memory as the boundary did, and every thread computes the same trip count and
-reads the same predicate after it, so the loop's branches are uniform.
+global memory as the boundary did. The loop's branches are uniform: every thread computes
+the same trip count, and reads the status and the predicate between two barriers, so
+that no thread can set them (a failed check in the next phase) while another still reads.
 
 Eligibility, decided from the body's kernels:
 - at compile time (`device_loop`): a While (an If's single pass gains nothing) whose cond
@@ -198,14 +201,17 @@ class _LoopEmission:
         failed = self._failed()
         predicate = b.load(self._predicate(), typ=I8)
         stop = b.or_(failed, b.icmp_unsigned("==", predicate, ir.Constant(I8, 0)))
+        t.barrier()  # all have read them before a thread of the body may set the status
         go_on = b.append_basic_block("loop.body")
         b.cbranch(stop, done, go_on)
         b.position_at_end(go_on)
         self._check_stacks(trips, done)
         self._phase("body", current, spare + self._stack_rows(trips))
         t.barrier()
+        failed = self._failed()
+        t.barrier()  # as above: the next cond's threads may set the status
         after = b.append_basic_block("loop.next")
-        b.cbranch(self._failed(), done, after)
+        b.cbranch(failed, done, after)
         b.position_at_end(after)
         b.store(b.add(trips, ir.Constant(I64, 1)), trips_slot)
         b.branch(head)
