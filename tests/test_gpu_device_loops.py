@@ -237,7 +237,7 @@ def test_row_softmax_recurrence_and_a_data_dependent_stop(native, dtype, trips):
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
-@pytest.mark.parametrize("rows", [0, 1, 7])
+@pytest.mark.parametrize("rows", [0, 1, 7, 1023])
 def test_scan_over_rows(native, dtype, rows):
     """tf.scan: a loop reading row i of its input and writing row i of its output
     (TensorArray moves in the body) with a running state."""
@@ -251,6 +251,30 @@ def test_scan_over_rows(native, dtype, rows):
     runs = traffic_by_trips(y, lambda _: {x: xv}, [0, 1])
     np.testing.assert_allclose(runs[1][0], want, **tol(dtype))
     assert runs[1][1]["copies_out"] == (2 if rows else 1)  # the status, y: no predicate
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_a_device_loop_inside_a_host_driven_loop(native, dtype):
+    """The outer loop's body holds a region (host-driven), the inner loop is one launch
+    per outer iteration, its buffers in the outer body's frame."""
+    x = gc.placeholder(dtype, [3])
+    n = gc.placeholder(gc.int32, [])
+
+    def outer(i, h):
+        _, inner = gc.while_loop(lambda j, s: j < i, lambda j, s: (j + 1, gc.sin(s) + h),
+                                 [0, h * 0.5])
+        return i + 1, inner
+    _, h = gc.while_loop(lambda i, h: i < n, outer, [0, x])
+    xv = np.array([0.25, -1.0, 2.0], dtype)
+    for trips in (0, 1, 7):
+        want = xv
+        for i in range(trips):
+            s = want * dtype(0.5)
+            for _ in range(i):
+                s = np.sin(s) + want
+            want = s
+        with gc.Session() as sess:
+            np.testing.assert_allclose(sess.run(h, {x: xv, n: trips}), want, **tol(dtype))
 
 
 def test_body_outputs_no_kernel_computes(native):
