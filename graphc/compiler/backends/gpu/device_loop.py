@@ -47,7 +47,11 @@ Eligibility, decided from the body's kernels:
   the grid, and a loop over the grid needs a grid-wide barrier between phases, which
   this form does not use (cooperative launches would): it stays host-driven.
 The host form's kernels are emitted too: the runtime falls back to them per binding, and
-GRAPHC_GPU_DEVICE_LOOPS=0 forces them (tests and comparisons).
+GRAPHC_GPU_DEVICE_LOOPS=0 forces them (tests and comparisons). The emulation of the loop
+kernel calls them, with one block of the loop's threads, where the PTX has each one's
+code inline: blocks run one after another there, so a launch of one block is exactly
+the code between two of the kernel's barriers, on the same pointers (computed by the
+same code, _BodyFrame), and the host JIT does not compile every loop body twice.
 
 The kernel's pointer arguments name buffers of the loop step's frame ("refs", resolved by
 the runtime): ["a", i] / ["b", i] loop variable i's two buffers, ["input", k] the step's
@@ -229,13 +233,25 @@ class _LoopEmission:
         for k, launch in enumerate(launches):
             if k:
                 self.t.barrier()
-            view = _LaunchView(self.t, [frame.pointer(s) for s in launch.storages])
-            launch.template(view, body, launch, self.scalar_ops)
+            pointers = [frame.pointer(s) for s in launch.storages]
+            if self.t.nvptx:
+                launch.template(_LaunchView(self.t, pointers), body, launch, self.scalar_ops)
+            else:
+                self._call_emulation(launch, pointers)
         copies = frame.copies()
         if copies:
             if launches:
                 self.t.barrier()
             self._copy(copies)
+
+    def _call_emulation(self, launch, pointers):
+        """The emulation of a launch's code inside the loop: its host-form function, on
+        one block of the loop's threads (module docstring)."""
+        t = self.t
+        fn = t.module.globals.get(f"{launch.name}.emulate")
+        if fn is None:
+            raise AssertionError(f"{self.loop.name}: {launch.name} is emitted after its loop")
+        self.b.call(fn, pointers + [t.syms, t.status, ir.Constant(I64, 1), t.ntid])
 
     def _buffers(self, trips):
         """(current, spare) buffers of each loop variable in iteration `trips`."""
