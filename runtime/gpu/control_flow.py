@@ -16,7 +16,7 @@ taken for a binding where each of the cond's and the body's launches runs at mos
 max_threads threads (the state fits the block's few rounds): then a run of the loop is
 the copies of its initial values and one launch, with nothing read back; the kernel
 writes the loop's outputs and trip count itself. GRAPHC_GPU_DEVICE_LOOPS=0 in the
-environment keeps every loop host-driven.
+environment when a binding is resolved keeps its loops host-driven.
 
 Each body runs in a Frame of its own: its parameters (feeds), outputs (fetches) and arena
 are device addresses the step chooses; variables, constants and the control block are the
@@ -225,7 +225,6 @@ class WhileStep(_Region):
                 or self.bodies["cond"].fetch_count != 1 or \
                 self.bodies["body"].fetch_count != n + len(self.stacks):
             raise ShapeError(f"{self.name}: its inputs, outputs and bodies do not match")
-
         self.device_loop = self._device_loop(step, env, arg_of, resolve_launch)
 
     def _device_loop(self, step, env, arg_of, resolve_launch):
