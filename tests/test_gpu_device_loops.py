@@ -172,7 +172,7 @@ def gpu_spec(feeds, fetches, shapes, arch="sm_80"):
 
 
 def test_which_loops_have_a_device_form():
-    """A nested loop's outer loop (a region in its body): host-driven, its inner loop a
+    """A nested loop's outer loop (a While in its body): host-driven, its inner loop a
     device loop; a loop and its gradient's loop: device loops, the forward one writing
     its stacks."""
     x = gc.placeholder(gc.float64, [3])
@@ -275,6 +275,61 @@ def test_a_device_loop_inside_a_host_driven_loop(native, dtype):
             want = s
         with gc.Session() as sess:
             np.testing.assert_allclose(sess.run(h, {x: xv, n: trips}), want, **tol(dtype))
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("trips", TRIPS)
+def test_a_cond_inside_a_device_loop(native, dtype, trips):
+    """tf.cond in the body branches on the device (the loop stays one launch): odd
+    iterations take one branch, even ones the other, and a branch returning its input
+    unchanged (a copy)."""
+    x = gc.placeholder(dtype, [2, 3])
+    n = gc.placeholder(gc.int32, [])
+
+    def body(i, h):
+        odd = gc.equal(gc.floormod(i, 2), 1)
+        h = gc.cond(odd, lambda: gc.tanh(h * 1.5 - x), lambda: h * 0.5 + 0.25)
+        return i + 1, gc.cond(gc.reduce_sum(h) > 100.0, lambda: h * 0.0, lambda: h)
+    i, h = gc.while_loop(lambda i, h: i < n, body, [0, x])
+    xv = np.linspace(-1, 1, 6).reshape(2, 3).astype(dtype)
+    want = xv
+    for k in range(trips):
+        want = np.tanh(want * dtype(1.5) - xv) if k % 2 else want * dtype(0.5) + dtype(0.25)
+    runs = traffic_by_trips([i, h], lambda t: {x: xv, n: t}, [1, trips])
+    got_i, got_h = runs[trips][0]
+    assert got_i == trips
+    np.testing.assert_allclose(got_h, want, **tol(dtype))
+    assert runs[1][1] == runs[trips][1] and runs[trips][1]["launches"] == 1
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_gradient_through_a_cond_inside_a_device_loop(native, dtype):
+    """The If's saved intermediates (the taken branch's; the other's zeroed) kept per
+    iteration in the forward loop's stacks, read back by the backward loop."""
+    x = gc.placeholder(dtype, [3])
+    _, h = gc.while_loop(lambda i, h: i < 5,
+                         lambda i, h: (i + 1, gc.cond(gc.reduce_sum(h) > 0.0,
+                                                      lambda: gc.sin(h) * h,
+                                                      lambda: gc.exp(h) - 1.5)), [0, x])
+    g = gc.gradients(gc.reduce_sum(h), x)[0]
+    xv = np.array([0.3, -0.2, 0.6], dtype)
+    state, grad = xv, np.ones(3, dtype)
+    jacobians = []
+    for _ in range(5):
+        if state.sum() > 0:
+            jacobians.append(np.cos(state) * state + np.sin(state))
+            state = np.sin(state) * state
+        else:
+            jacobians.append(np.exp(state))
+            state = np.exp(state) - dtype(1.5)
+    for jac in reversed(jacobians):
+        grad = grad * jac
+    with gc.Session() as sess:
+        got_h, got_g = sess.run([h, g], {x: xv})
+    np.testing.assert_allclose(got_h, state, **tol(dtype))
+    np.testing.assert_allclose(got_g, grad, **tol(dtype))
+    steps = list(_while_steps(gpu_spec([x], [h, g], [(3,)])["launches"]))
+    assert len(steps) == 2 and all("device_loop" in step for step in steps)
 
 
 def test_body_outputs_no_kernel_computes(native):
@@ -380,12 +435,14 @@ def _ptxas():
 
 @pytest.mark.skipif(_ptxas() is None, reason="ptxas not found (on PATH or /usr/local/cuda/bin)")
 def test_device_loop_ptx_assembles(tmp_path):
-    """The loop kernels of an RNN cell (tiled product, row softmax) and of a scan."""
+    """The loop kernels of an RNN cell (tiled product, row softmax) in a branch of a cond,
+    and of a scan."""
     x = gc.placeholder(gc.float32, [None, 4])
     n = gc.placeholder(gc.int32, [])
-    _, h = gc.while_loop(lambda i, h: i < n,
-                         lambda i, h: (i + 1, gc.nn.softmax(gc.matmul(h, W.astype(np.float32))
-                                                            + x)), [0, x])
+    def body(i, h):
+        return i + 1, gc.cond(i > 2, lambda: h * 0.5,
+                              lambda: gc.nn.softmax(gc.matmul(h, W.astype(np.float32)) + x))
+    _, h = gc.while_loop(lambda i, h: i < n, body, [0, x])
     y = gc.scan(lambda acc, r: acc * 0.5 + r, gc.cast(x, gc.float64))
     for arch in ("sm_80", "sm_90"):
         spec = gpu_spec([x, n], [h, y], [(2, 4), ()], arch)

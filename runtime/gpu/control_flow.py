@@ -233,8 +233,8 @@ class WhileStep(_Region):
         loop = step.get("device_loop")
         if loop is None or not device_loops_enabled():
             return None
-        steps = [s for key in self.BODIES for s in self.bodies[key].steps]
-        if not all(type(s) is tuple and s[2] * s[3] <= loop["max_threads"] for s in steps):
+        launches = _launches([s for key in self.BODIES for s in self.bodies[key].steps])
+        if not all(s is not None and s[2] * s[3] <= loop["max_threads"] for s in launches):
             return None
         kernel, _, _, block, _ = resolve_launch(dict(loop, args=[]), env, arg_of)
         refs = []
@@ -320,6 +320,19 @@ class WhileStep(_Region):
         for keys, (_, _, total) in zip(self.outputs[n + 1:], self.stacks):
             for arg in keys[1:]:
                 run.copy(frame.address(*arg), frame.address(*keys[0]), total)
+
+
+def _launches(steps):
+    """The launch tuples of resolved steps, those in If branches included; None for a
+    While (a device loop holds none)."""
+    for step in steps:
+        if type(step) is tuple:
+            yield step
+        elif isinstance(step, IfStep):
+            for body in step.bodies.values():
+                yield from _launches(body.steps)
+        else:
+            yield None
 
 
 def device_loops_enabled():

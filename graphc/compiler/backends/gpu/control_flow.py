@@ -64,6 +64,10 @@ class RegionKernel:
         self.scratch = program.scratch_of(kernel)
         self.device_loop = device_loop(self)
 
+    def scratch_offsets(self):
+        """{part: its offset into the node's scratch} (regions.scratch_parts)."""
+        return part_offsets(self.node)
+
     def all_launches(self):
         for _, kernels in self.bodies.values():
             for k in kernels:

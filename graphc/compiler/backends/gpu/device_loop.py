@@ -25,8 +25,11 @@ that no thread can set them (a failed check in the next phase) while another sti
 
 Eligibility, decided from the body's kernels:
 - at compile time (`device_loop`): a While (an If's single pass gains nothing) whose cond
-  and body hold launches only (a nested While or If keeps its host-driven loop around its
-  own steps) of templates that stride over blocks (`for (row = ctaid; row < rows; row +=
+  and body hold launches and Ifs only (an If in the loop branches on the device: its
+  predicate read by every thread after a barrier, one branch's launches, the other's
+  saved outputs zeroed; a nested While keeps the host-driven form around its own steps,
+  its inner loop being a device loop of its own where it allows) of templates that
+  stride over blocks (`for (row = ctaid; row < rows; row +=
   nctaid)`: the grid-stride loops, row reductions, scans, tiled products, TensorArray
   moves, run counters), so that one block computes what the host form's grid does. The
   block is the one the row, scan and product templates were planned for (their shared
@@ -64,8 +67,8 @@ from llvmlite import ir
 
 from graphc.compiler.backends.gpu import gemm, kinds, loop, reduce, scan, tensor_arrays
 from graphc.compiler.backends.gpu.spec import storage_json
-from graphc.compiler.regions import row_bytes, value_bytes
-from kernels.loops import I8, I32, I64
+from graphc.compiler.regions import branch_outputs, row_bytes, value_bytes
+from kernels.loops import I8, I32, I64, PTR
 
 MAX_ROUNDS = 32           # the host form's blocks per launch one block may take on
 PREDICATE_OFFSET = 4      # the cond's byte after the i32 status (runtime/gpu/control_flow.py)
@@ -85,13 +88,38 @@ def device_loop(region):
     launches = []
     for _, kernels in region.bodies.values():
         for k in kernels:
-            if hasattr(k, "bodies"):  # a nested region: host-driven
+            inner = _if_launches(k) if hasattr(k, "bodies") else list(k.launches)
+            if inner is None:
                 return None
-            launches.extend(k.launches)
+            launches.extend(inner)
     block = _common_block(launches)
     if block is None:
         return None
     return DeviceLoop(region, block)
+
+
+def _if_launches(region):
+    """The launches of an If (and of the Ifs in its branches), or None when a While is
+    among them: a nested loop keeps the host-driven form around its own steps."""
+    if region.node.type != "If":
+        return None
+    out = []
+    for _, kernels in region.bodies.values():
+        for k in kernels:
+            inner = _if_launches(k) if hasattr(k, "bodies") else list(k.launches)
+            if inner is None:
+                return None
+            out.extend(inner)
+    return out
+
+
+def _bodies(region):
+    """(body Program, its kernels) of a region and of the Ifs inside it."""
+    for body, kernels in region.bodies.values():
+        yield body, kernels
+        for k in kernels:
+            if hasattr(k, "bodies"):
+                yield from _bodies(k)
 
 
 def _common_block(launches):
@@ -141,8 +169,9 @@ class DeviceLoop:
         self.past_stack_site = region.program.error_site(
             node, "iteration {0} of the loop has no row in its stack of {1} rows (its "
             "maximum_iterations)", args=["int", "int"]) if stacks else None
-        for key, (body, kernels) in region.bodies.items():
-            for launch in (launch for k in kernels for launch in k.launches):
+        for body, kernels in _bodies(region):
+            for launch in (launch for k in kernels if not hasattr(k, "bodies")
+                           for launch in k.launches):
                 for storage in launch.storages:
                     json = storage_json(body, storage)
                     if json[0] in ("var", "const"):
@@ -200,7 +229,9 @@ class _LoopEmission:
         b.position_at_end(head)
         trips = b.load(trips_slot, typ=I64, name="trips")
         current, spare = self._buffers(trips)
-        self._phase("cond", current, [self._predicate()])
+        cond, cond_kernels = self.region.bodies["cond"]
+        self._phase(cond, cond_kernels, self._loop_frame(
+            "cond", current, [self._predicate()], self.arg("arena", "cond")))
         t.barrier()
         failed = self._failed()
         predicate = b.load(self._predicate(), typ=I8)
@@ -210,7 +241,9 @@ class _LoopEmission:
         b.cbranch(stop, done, go_on)
         b.position_at_end(go_on)
         self._check_stacks(trips, done)
-        self._phase("body", current, spare + self._stack_rows(trips))
+        body, body_kernels = self.region.bodies["body"]
+        self._phase(body, body_kernels, self._loop_frame(
+            "body", current, spare + self._stack_rows(trips), self.arg("arena", "body")))
         t.barrier()
         failed = self._failed()
         t.barrier()  # as above: the next cond's threads may set the status
@@ -224,25 +257,81 @@ class _LoopEmission:
         self._write_outputs(trips, self._buffers(trips)[0])
 
     # ----------------------------------------------------------------- phases
-    def _phase(self, key, current, fetches):
-        """A body's launches in order, barriers where the host form's launches ended,
-        then the outputs no launch writes (copies)."""
-        body, kernels = self.region.bodies[key]
-        frame = _BodyFrame(self, body, key, current, fetches)
-        launches = [launch for k in kernels for launch in k.launches]
-        for k, launch in enumerate(launches):
+    def _phase(self, body, kernels, frame):
+        """A body's launches (and Ifs) in order, barriers where the host form's launches
+        ended, then the outputs no launch writes (copies)."""
+        for k, kernel in enumerate(kernels):
             if k:
                 self.t.barrier()
-            pointers = [frame.pointer(s) for s in launch.storages]
-            if self.t.nvptx:
-                launch.template(_LaunchView(self.t, pointers), body, launch, self.scalar_ops)
-            else:
-                self._call_emulation(launch, pointers)
+            if hasattr(kernel, "bodies"):
+                self._branch(kernel, frame)
+                continue
+            for j, launch in enumerate(kernel.launches):
+                if j:
+                    self.t.barrier()
+                self._launch(body, launch, [frame.pointer(s) for s in launch.storages])
         copies = frame.copies()
         if copies:
-            if launches:
+            if kernels:
                 self.t.barrier()
             self._copy(copies)
+
+    def _launch(self, body, launch, pointers):
+        if self.t.nvptx:
+            launch.template(_LaunchView(self.t, pointers), body, launch, self.scalar_ops)
+        else:
+            self._call_emulation(launch, pointers)
+
+    def _loop_frame(self, key, current, fetches, arena):
+        """The frame of the While's cond or body: its params are the current loop
+        variables, then its part of the step's inputs (initial values, the cond's extra
+        inputs, the body's)."""
+        body, _ = self.region.bodies[key]
+        cond_params = len(self.region.bodies["cond"][0].module.params)
+        first = self.n if key == "cond" else cond_params
+        extras = [self.arg("input", first + k)
+                  for k in range(len(body.module.params) - self.n)]
+        return _BodyFrame(self, body, current + extras, fetches, arena)
+
+    def _branch(self, region, frame):
+        """An If in a phase: its predicate read by every thread (its writer ended before
+        the barrier ahead), one branch's launches, then what the runtime's IfStep does
+        after them: the other branch's saved outputs zeroed, extra output buffers
+        copied."""
+        b, node, body = self.b, region.node, frame.body
+        offsets = region.scratch_offsets()
+        scratch = frame.pointer(region.scratch) if region.scratch is not None else \
+            ir.Constant(PTR, None)
+
+        def part(what):
+            offset = body.emit_dim(b, offsets[what], self.t.syms)
+            return b.gep(scratch, [offset], source_etype=I8)
+        inputs = [frame.pointer(k) for k in region.inputs]
+        outputs = [frame.pointer(region.stores[v][0]) if region.stores.get(v) else
+                   part(("slot", i)) for i, v in enumerate(node.outputs)]
+        sizes = [body.emit_dim(b, value_bytes(v), self.t.syms) for v in node.outputs]
+        taken = b.icmp_unsigned("!=", b.load(inputs[0], typ=I8), ir.Constant(I8, 0))
+        blocks = {key: b.append_basic_block(f"if.{key}") for key in ("then", "else")}
+        merge = b.append_basic_block("if.done")
+        b.cbranch(taken, blocks["then"], blocks["else"])
+        n_then = len(region.bodies["then"][0].module.params)
+        feeds = {"then": inputs[1:1 + n_then], "else": inputs[1 + n_then:]}
+        for key, mine in branch_outputs(node).items():
+            b.position_at_end(blocks[key])
+            branch, kernels = region.bodies[key]
+            self._phase(branch, kernels, _BodyFrame(
+                self, branch, feeds[key], [outputs[i] for i in mine], part(("arena", key))))
+            self.t.barrier()
+            moves = [(outputs[i], None, sizes[i]) for i in range(len(outputs))
+                     if i not in mine]
+            moves += [(frame.pointer(k), outputs[i], sizes[i])
+                      for i, v in enumerate(node.outputs)
+                      for k in region.stores.get(v, ())[1:]]
+            if moves:
+                self._copy(moves)
+                self.t.barrier()
+            b.branch(merge)
+        b.position_at_end(merge)
 
     def _call_emulation(self, launch, pointers):
         """The emulation of a launch's code inside the loop: its host-form function, on
@@ -349,12 +438,14 @@ class _LoopEmission:
 
     def _copy(self, copies, also=None):
         """One threads() region: each (dst, src, bytes) copied a byte per thread at a
-        time (the loop state is small, by the run-time rule), then also(tid)."""
+        time (the loop state is small, by the run-time rule), or zeroed where src is
+        None; then also(tid)."""
         b = self.b
         with self.t.threads() as tid:
             for dst, src, nbytes in copies:
                 with loop.grid_stride_loop(b, tid, self.t.ntid, nbytes, "copy") as k:
-                    byte = b.load(b.gep(src, [k], source_etype=I8), typ=I8)
+                    byte = ir.Constant(I8, 0) if src is None else \
+                        b.load(b.gep(src, [k], source_etype=I8), typ=I8)
                     b.store(byte, b.gep(dst, [k], source_etype=I8))
             if also is not None:
                 also(tid)
@@ -369,35 +460,28 @@ class _LoopEmission:
 
 
 class _BodyFrame:
-    """The pointers of a body's storage keys in one iteration: its params (the current
-    loop variables, then the step's inputs), its fetches, its arena, and the shared
-    variables and constants."""
+    """The pointers of a body's storage keys in one iteration: its params (feeds), its
+    fetches, its arena, and the shared variables and constants (kernel arguments)."""
 
-    def __init__(self, emission, body, key, current, fetches):
-        self.emission, self.body, self.key = emission, body, key
-        self.current, self.fetches = current, fetches
-        cond_params = len(emission.region.bodies["cond"][0].module.params)
-        # the step's inputs: initial loop variables, the cond's extra params, the body's
-        self.first_extra = emission.n if key == "cond" else cond_params
+    def __init__(self, emission, body, feeds, fetches, arena):
+        self.emission, self.body = emission, body
+        self.feeds, self.fetches, self.arena = feeds, fetches, arena
 
     def pointer(self, storage):
         """The pointer of a launch's storage key (a Program key)."""
         if storage[0] == "arena":
             em = self.emission
             offset = self.body.emit_dim(em.b, self.body.arena_offset(storage[1]), em.t.syms)
-            return em.b.gep(em.arg("arena", self.key), [offset], source_etype=I8)
+            return em.b.gep(self.arena, [offset], source_etype=I8)
         kind, what = storage_json(self.body, storage)
         return self._pointer(kind, what)
 
     def _pointer(self, kind, what):
-        em = self.emission
         if kind == "feed":
-            if what < em.n:
-                return self.current[what]
-            return em.arg("input", self.first_extra + what - em.n)
+            return self.feeds[what]
         if kind == "fetch":
             return self.fetches[what]
-        return em.arg(kind, what)
+        return self.emission.arg(kind, what)
 
     def copies(self):
         """(dst, src, bytes) of the outputs no launch writes (control_flow._body_fetch)."""
