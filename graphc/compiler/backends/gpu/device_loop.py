@@ -311,6 +311,9 @@ class _LoopEmission:
                    part(("slot", i)) for i, v in enumerate(node.outputs)]
         sizes = [body.emit_dim(b, value_bytes(v), self.t.syms) for v in node.outputs]
         taken = b.icmp_unsigned("!=", b.load(inputs[0], typ=I8), ir.Constant(I8, 0))
+        # all have read it before a branch's thread may write: the host form reads it
+        # before any launch, so memory planning may give its buffer to a branch's output
+        self.t.barrier()
         blocks = {key: b.append_basic_block(f"if.{key}") for key in ("then", "else")}
         merge = b.append_basic_block("if.done")
         b.cbranch(taken, blocks["then"], blocks["else"])
