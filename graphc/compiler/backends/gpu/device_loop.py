@@ -29,9 +29,9 @@ Eligibility, decided from the body's kernels:
   predicate read by every thread after a barrier, one branch's launches, the other's
   saved outputs zeroed; a nested While keeps the host-driven form around its own steps,
   its inner loop being a device loop of its own where it allows) of templates that
-  stride over blocks (`for (row = ctaid; row < rows; row +=
-  nctaid)`: the grid-stride loops, row reductions, scans, tiled products, TensorArray
-  moves, run counters), so that one block computes what the host form's grid does. The
+  stride over blocks (`for (row = ctaid; row < rows; row += nctaid)`: the grid-stride
+  loops, row reductions, scans, tiled products, TensorArray moves, run counters), so
+  that one block computes what the host form's grid does. The
   block is the one the row, scan and product templates were planned for (their shared
   arrays and warp counts assume it; they must all agree); the grid-stride templates take
   any. At most two tiled products (their shared tiles, 16 KiB each in float64, against
@@ -325,14 +325,15 @@ class _LoopEmission:
             self._phase(branch, kernels, _BodyFrame(
                 self, branch, feeds[key], [outputs[i] for i in mine], part(("arena", key))))
             self.t.barrier()
-            moves = [(outputs[i], None, sizes[i]) for i in range(len(outputs))
+            zeros = [(outputs[i], None, sizes[i]) for i in range(len(outputs))
                      if i not in mine]
-            moves += [(frame.pointer(k), outputs[i], sizes[i])
+            copies = [(frame.pointer(k), outputs[i], sizes[i])
                       for i, v in enumerate(node.outputs)
                       for k in region.stores.get(v, ())[1:]]
-            if moves:
-                self._copy(moves)
-                self.t.barrier()
+            for moves in (zeros, copies):  # a zeroed output may be copied on
+                if moves:
+                    self._copy(moves)
+                    self.t.barrier()
             b.branch(merge)
         b.position_at_end(merge)
 
