@@ -23,7 +23,10 @@ def gpu_emulated(monkeypatch):
 
 
 # ------------------------------------------------------------------ device traffic
-def test_only_the_predicate_leaves_the_device_per_iteration(native):
+def test_only_the_predicate_leaves_the_device_per_iteration(native, monkeypatch):
+    # the host-driven form (a loop this small otherwise runs as one device kernel:
+    # test_gpu_device_loops.py)
+    monkeypatch.setenv("GRAPHC_GPU_DEVICE_LOOPS", "0")
     x, n, _, h = tanh_loop(np.float32)
     xv = np.ones((4, 3), np.float32)
     with gc.Session() as sess:

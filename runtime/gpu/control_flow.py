@@ -10,11 +10,21 @@ iteration reads both: the loop stops at a false predicate, and at a failed check
 nonzero status) at once, as the CPU's loop does, so an error inside a body never spins
 on garbage. An If reads its predicate's byte and runs one branch.
 
+A While step may also carry a "device_loop": one kernel that runs the whole loop in one
+block (graphc/compiler/backends/gpu/device_loop.py says which loops have one). It is
+taken for a binding where each of the cond's and the body's launches runs at most
+max_threads threads (the state fits the block's few rounds): then a run of the loop is
+the copies of its initial values and one launch, with nothing read back; the kernel
+writes the loop's outputs and trip count itself. GRAPHC_GPU_DEVICE_LOOPS=0 in the
+environment when a binding is resolved keeps its loops host-driven.
+
 Each body runs in a Frame of its own: its parameters (feeds), outputs (fetches) and arena
 are device addresses the step chooses; variables, constants and the control block are the
 executable's. Steps are resolved once per binding (the symbol values of a feed shape
 tuple), as the executable resolves its launches.
 """
+import os
+
 import numpy as np
 
 from ..errors import ShapeError
@@ -215,6 +225,34 @@ class WhileStep(_Region):
                 or self.bodies["cond"].fetch_count != 1 or \
                 self.bodies["body"].fetch_count != n + len(self.stacks):
             raise ShapeError(f"{self.name}: its inputs, outputs and bodies do not match")
+        self.device_loop = self._device_loop(step, env, arg_of, resolve_launch)
+
+    def _device_loop(self, step, env, arg_of, resolve_launch):
+        """(kernel, refs as frame kinds and values, block) of the one-kernel form when
+        this binding takes it (module docstring), else None."""
+        loop = step.get("device_loop")
+        if loop is None or not device_loops_enabled():
+            return None
+        launches = _launches([s for key in self.BODIES for s in self.bodies[key].steps])
+        if not all(s is not None and s[2] * s[3] <= loop["max_threads"] for s in launches):
+            return None
+        kernel, _, _, block, _ = resolve_launch(dict(loop, args=[]), env, arg_of)
+        refs = []
+        for ref in loop["args"]:
+            kind = ref[0]
+            if kind in ("var", "const"):
+                refs.append(("frame",) + tuple(arg_of(kind, ref[1], self.name)))
+            elif kind == "arena":
+                refs.append(("scratch", self.bodies[ref[1]].arena))
+            elif kind in ("a", "b"):
+                refs.append(("scratch", (self.a if kind == "a" else self.b)[ref[1]]))
+            elif kind == "input":
+                refs.append(("frame",) + tuple(self.inputs[ref[1]]))
+            elif kind == "row":
+                refs.append(("scratch", self.stacks[ref[1]][1]))
+            else:
+                refs.append(("frame",) + tuple(self.outputs[ref[1]][ref[2]]))
+        return kernel, refs, block
 
     def run(self, run, frame):
         n = len(self.var_bytes)
@@ -225,6 +263,12 @@ class WhileStep(_Region):
                                                                    self.in_place)]
         for i in range(n):
             run.copy(current[i], inputs[i], self.var_bytes[i])
+        if self.device_loop is not None:
+            kernel, refs, block = self.device_loop
+            pointers = [scratch + v[0] if where == "scratch" else frame.address(*v)
+                        for where, *v in refs]
+            run.device.launch(kernel, pointers, run.syms, run.status, 1, block, 0)
+            return 0
         cond, body = self.bodies["cond"], self.bodies["body"]
         cond_extra = inputs[n:cond.params]
         body_extra = inputs[cond.params:]
@@ -276,6 +320,24 @@ class WhileStep(_Region):
         for keys, (_, _, total) in zip(self.outputs[n + 1:], self.stacks):
             for arg in keys[1:]:
                 run.copy(frame.address(*arg), frame.address(*keys[0]), total)
+
+
+def _launches(steps):
+    """The launch tuples of resolved steps, those in If branches included; None for a
+    While (a device loop holds none)."""
+    for step in steps:
+        if type(step) is tuple:
+            yield step
+        elif isinstance(step, IfStep):
+            for body in step.bodies.values():
+                yield from _launches(body.steps)
+        else:
+            yield None
+
+
+def device_loops_enabled():
+    return os.environ.get("GRAPHC_GPU_DEVICE_LOOPS", "1").lower() not in ("0", "off",
+                                                                          "false", "no")
 
 
 class IfStep(_Region):

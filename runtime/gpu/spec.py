@@ -59,6 +59,8 @@ def all_launches(steps):
                 body = step.get(key)
                 if isinstance(body, dict) and isinstance(body.get("steps"), list):
                     yield from all_launches(body["steps"])
+            if isinstance(step.get("device_loop"), dict):
+                yield step["device_loop"]
         else:
             yield step
 
@@ -125,6 +127,9 @@ def _check_region(step, where, entries, emulated, limits, fail, check_expr, coun
         for k, v in enumerate(_list(step, "stacks", where, fail)):
             for field in ("row_bytes", "bytes", "row"):
                 check_expr(_field(v, field, f"{where} stack {k}", fail), f"{where} stack {k}")
+        if step.get("device_loop") is not None:
+            _check_device_loop(step, where, entries, emulated, limits, fail, check_expr,
+                               count)
     else:
         for field in ("slots", "bytes"):
             for k, e in enumerate(_list(step, field, where, fail)):
@@ -153,6 +158,46 @@ def _check_region(step, where, entries, emulated, limits, fail, check_expr, coun
                      check_expr, count, depth + 1)
 
 
+def _check_device_loop(step, where, entries, emulated, limits, fail, check_expr, count):
+    """A While's one-kernel form: a launch of one block whose args are refs of the
+    step's frame (graphc/compiler/backends/gpu/device_loop.py), each in range."""
+    loop = step["device_loop"]
+    w = f"{where} device_loop"
+    if not isinstance(loop, dict):
+        fail(w, "is not an object")
+    count[0] += 1
+    refs = loop.get("args")
+    _check_launch(dict(loop, args=[]), w, entries, emulated, limits, fail, check_expr,
+                  arg_count=len(refs) if isinstance(refs, list) else -1)
+    if loop.get("grid") != 1:
+        fail(w, f"grid {loop.get('grid')!r} is not 1 (the loop runs in one block)")
+    threads = loop.get("max_threads")
+    if not _is_int(threads) or threads < 0:
+        fail(w, f"max_threads {threads!r} is not a count")
+    counts = {"a": len(step["vars"]), "b": len(step["vars"]), "input": len(step["inputs"]),
+              "row": len(step["stacks"])}
+    for k, ref in enumerate(refs):
+        at = f"{w} arg {k}"
+        if not isinstance(ref, list) or not ref:
+            fail(at, f"{ref!r} is not a ref")
+        kind = ref[0]
+        if kind in ("var", "const"):
+            _check_arg(ref, at, limits, fail, check_expr)
+        elif kind in counts:
+            if len(ref) != 2 or not _is_int(ref[1]) or not 0 <= ref[1] < counts[kind]:
+                fail(at, f"{ref!r} names no {kind} of the loop (it has {counts[kind]})")
+        elif kind == "arena":
+            if ref[1:] not in (["cond"], ["body"]):
+                fail(at, f"{ref!r} names no body's arena")
+        elif kind == "output":
+            outputs = step["outputs"]
+            if len(ref) != 3 or not all(_is_int(x) for x in ref[1:]) or \
+                    not 0 <= ref[1] < len(outputs) or not 0 <= ref[2] < len(outputs[ref[1]]):
+                fail(at, f"{ref!r} names no output buffer of the loop")
+        else:
+            fail(at, f"{ref!r} is not a ref of a device loop")
+
+
 def _list(obj, field, where, fail):
     value = obj.get(field) if isinstance(obj, dict) else None
     if not isinstance(value, list) or len(value) > MAX_ARGS:
@@ -174,7 +219,9 @@ def _key_limits(spec):
             "const": len(spec.get("constants") or []), "kernel_fetches": kernel_fetches}
 
 
-def _check_launch(launch, where, entries, emulated, limits, fail, check_expr):
+def _check_launch(launch, where, entries, emulated, limits, fail, check_expr,
+                  arg_count=None):
+    """arg_count: the pointer arguments when they are not storage keys (args is empty)."""
     if not isinstance(launch, dict):
         fail(where, "is not an object")
     name = launch.get("kernel")
@@ -183,14 +230,17 @@ def _check_launch(launch, where, entries, emulated, limits, fail, check_expr):
     args = launch.get("args")
     if not isinstance(args, list) or len(args) > MAX_ARGS:
         fail(where, "field 'args' is missing, not a list, or too long")
+    n_args = len(args) if arg_count is None else arg_count
+    if not 0 <= n_args <= MAX_ARGS:
+        fail(where, "field 'args' is missing, not a list, or too long")
     if entries is not None and name not in entries:
         fail(where, f"kernel {name!r} has no .entry in the PTX")
-    if entries is not None and entries[name] != len(args) + 2:
+    if entries is not None and entries[name] != n_args + 2:
         fail(where, f"kernel {name!r} takes {entries[name]} parameters in the PTX, the "
-                    f"launch passes {len(args) + 2} (buffers, syms, status)")
-    if emulated.get(name) != (len(args) + 2, 2):
+                    f"launch passes {n_args + 2} (buffers, syms, status)")
+    if emulated.get(name) != (n_args + 2, 2):
         fail(where, f"the emulation IR has no function {name}.emulate taking "
-                    f"{len(args) + 2} pointers and (grid, block)")
+                    f"{n_args + 2} pointers and (grid, block)")
     for k, arg in enumerate(args):
         _check_arg(arg, f"{where} arg {k}", limits, fail, check_expr)
     check_expr(launch.get("grid"), f"{where} grid")

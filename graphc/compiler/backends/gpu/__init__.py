@@ -24,7 +24,8 @@ scratch memory); Cumsum through scan.py (one block per scanned line: warp shuffl
 warp totals in shared memory, a carry from chunk to chunk; float16 and a bad axis keep
 the loop layer's nests, loops/scan.py), GatherGrad through loops/scatter.py's nests
 (atomic adds); While and If as launches of their bodies' kernels driven from the host
-(control_flow.py), TensorArray ops as grid-stride moves of rows (tensor_arrays.py);
+(control_flow.py), and a While whose bodies allow it also as one kernel running the
+whole loop in one block (device_loop.py), TensorArray ops as grid-stride moves of rows (tensor_arrays.py);
 random ops through the Philox loop rule (kernels/philox.py), with a one-thread launch
 after the kernel counting the run.
 """

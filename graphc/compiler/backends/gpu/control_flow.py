@@ -15,6 +15,8 @@ sites. The spec gets one *region step* in place of the node's launches (docs/gpu
     (sized by maximum_iterations, lower.py) get row k written by iteration k. A loop
     whose stacks would grow during the run (regions.py: no bound on its trip count) runs
     on the host: growing device buffers between launches is not built.
+    A While whose cond and body allow it also carries a "device_loop": one kernel that
+    runs the whole loop on the device, chosen by the runtime per binding (device_loop.py).
   {"if": name, ...}: the runtime reads the predicate's byte back and runs one branch's
     launches, which write the node's outputs and that branch's saved intermediates; the
     other branch's saved ones are zeroed on the device.
@@ -26,6 +28,7 @@ asks scratch_bytes) holds each body's arena, the two buffers per loop variable a
 per stack no kernel reads (While), or a slot per output no kernel reads (If).
 """
 
+from graphc.compiler.backends.gpu.device_loop import device_loop
 from graphc.compiler.backends.gpu.spec import storage_json
 from graphc.compiler.lower import LoweringError, RegionOnHost
 from graphc.compiler.regions import branch_outputs, growable, row_bytes, scratch_parts, \
@@ -65,11 +68,18 @@ class RegionKernel:
         self.inputs = [program.storage_of(v) for v in node.value_inputs]
         self.stores = {v: program.stores_of(v) for v in kernel.outputs}
         self.scratch = program.scratch_of(kernel)
+        self.device_loop = device_loop(self)
+
+    def scratch_offsets(self):
+        """{part: its offset into the node's scratch} (regions.scratch_parts)."""
+        return part_offsets(self.node)
 
     def all_launches(self):
         for _, kernels in self.bodies.values():
             for k in kernels:
                 yield from all_launches(k)
+        if self.device_loop is not None:
+            yield self.device_loop
 
     def to_json(self, steps_json):
         """The region step (module docstring); steps_json(program, kernels) -> steps."""
@@ -98,6 +108,8 @@ class RegionKernel:
                                "bytes": dim_json(value_bytes(v)),
                                "row": dim_json(offsets[("row", v.index)])}
                               for v in node.outputs[n + 1:]]
+            if self.device_loop is not None:
+                step["device_loop"] = self.device_loop.to_json()
         else:
             step["if"] = self.name
             step["slots"] = [dim_json(offsets[("slot", i)]) for i in range(len(node.outputs))]
