@@ -200,6 +200,18 @@ class ConvShape:
             self.direct_size, self.direct_strides = (dim_key(g.oh), dim_key(g.ow)), g.strides
         self.padded = tuple(max(0, (o - 1) * s + k) if o else 0 for o, s, k in
                             zip(self.direct_size, self.direct_strides, g.taps))
+        # The image the padded copy is made of ([h, w, direct_in] a batch entry) and where
+        # its cell (0, 0) lands in the copy: x at the pads; for the input gradient dy,
+        # since dx[h] = sum over j of dyp[h + j] w[K-1-j] with dyp[p] = dy[p + pad - (K-1)]
+        pads = [dim_key(p) for p in g.pads]
+        if self.flipped:
+            self.source = node.inputs[2]
+            self.source_size = (dim_key(g.oh), dim_key(g.ow))
+            self.source_at = tuple(k - 1 - p for k, p in zip(g.taps, pads))
+        else:
+            self.source = node.inputs[0]
+            self.source_size = (dim_key(g.h), dim_key(g.w))
+            self.source_at = tuple(pads)
 
     @staticmethod
     def is_pointwise(g):
@@ -380,39 +392,15 @@ class _ConvLowering:
         return group_nests(v, [StoreTarget(SCRATCH, dims, self.dtype, im2col)])
 
     def _direct_nests(self):
-        """The chunk's zero-padded images into SCRATCH; for the input gradient, dy's, and
-        the flipped filter into FILTER."""
+        """The input gradient's flipped filter into FILTER (the padded images are
+        conv_direct's pad function's, called per image in _direct_chunk)."""
         v, shape = self.views, self.shape
-        dims = [self.B, *shape.padded, shape.direct_in]
         if not shape.flipped:
-            return group_nests(v, [StoreTarget(SCRATCH, dims, self.dtype, self._padded_x)])
+            return []
         kh, kw = self.g.taps
         return group_nests(v, [
-            StoreTarget(SCRATCH, dims, self.dtype, self._padded_dy),
             StoreTarget(FILTER, [kh, kw, shape.direct_in, shape.direct_out], self.dtype,
                         self._flipped_tap)])
-
-    def _padded_x(self, index):
-        """Cell (hp, wp, ci) of image b's zero-padded copy: input cell (hp, wp) - pads."""
-        g, v, x = self.g, self.views, self.views.x
-        b, hp, wp, ci = index
-        hi, in_h = g.tap(v, 0, x.const(0), hp)
-        wi, in_w = g.tap(v, 1, x.const(0), wp)
-        return x.select(x.logical("and", in_h, in_w),
-                        v.view(self.node.inputs[0], g.join(self._image(b), hi, wi, ci)),
-                        x.const(0, self.dtype))
-
-    def _padded_dy(self, index):
-        """Cell (hp, wp, co) of dy's zero-padded copy for the stride-1 input gradient:
-        dx[h] = sum over k of dy[h + pad - k] w[k] = sum over j of dyp[h + j] w[K-1-j],
-        so dyp[hp] = dy[hp + pad - (K-1)] (g.source at tap K-1)."""
-        g, v, x = self.g, self.views, self.views.x
-        b, hp, wp, co = index
-        oh, ok_h = g.source(v, 0, hp, x.const(g.taps[0] - 1))
-        ow, ok_w = g.source(v, 1, wp, x.const(g.taps[1] - 1))
-        return x.select(x.logical("and", ok_h, ok_w),
-                        v.view(self.node.inputs[2], g.join(self._image(b), oh, ow, co)),
-                        x.const(0, self.dtype))
 
     def _flipped_tap(self, index):
         """w'[j, i, co, ci] = w[KH-1-j, KW-1-i, ci, co]."""
@@ -467,6 +455,7 @@ class _ConvLowering:
             self.direct_fn = conv_direct.declare_or_emit(
                 program.llvm, self.dtype, self.direct, self.shape.direct_in,
                 self.shape.direct_strides[1], self.node.type == "Conv2DBackpropFilter")
+            self.pad_fn = conv_direct.declare_or_emit_pad(program.llvm, self.dtype)
         if self.n_var is not None and conv_team.available():
             conv_team.emit(self, self._team_chunks)
         else:
@@ -584,7 +573,8 @@ class _ConvLowering:
 
 
     def _direct_chunk(self, n, elem):
-        """conv_direct's kernel over each padded image of chunk n (made by its nests)."""
+        """conv_direct's kernel over each image of chunk n, padded into the scratch by
+        conv_direct's pad function."""
         b, g, shape = self.b, self.g, self.shape
         const = lambda value: ir.Constant(I64, value)  # noqa: E731
         hp, wp = shape.padded
@@ -608,9 +598,17 @@ class _ConvLowering:
         sizes = [const(wp), const(oh), const(ow), const(shape.direct_out),
                  const(g.taps[0]), const(g.taps[1]), const(shape.direct_strides[0])]
         gradient = self.node.type == "Conv2DBackpropFilter"
+        (h, w_), (top, left) = shape.source_size, shape.source_at
+        per_source = h * w_ * shape.direct_in
+        source = self._at(self.program.storage_of(shape.source), n,
+                          const(self.B * per_source), elem)
         with for_range(b, const(self.B), name="image") as i:
             image = b.gep(self.buffers[SCRATCH], [b.mul(i, const(per_image))],
                           source_etype=elem)
+            b.call(self.pad_fn, [b.gep(source, [b.mul(i, const(per_source))],
+                                       source_etype=elem), image,
+                                 const(h), const(w_), const(shape.direct_in), const(hp),
+                                 const(wp), const(top), const(left)])
             if gradient:
                 dy = b.gep(w, [b.mul(i, per_out)], source_etype=elem)
                 b.call(self.direct_fn, [image, dy, out] + sizes)
