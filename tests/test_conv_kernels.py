@@ -404,3 +404,34 @@ def test_conv_kernels_share_their_team_task():
     assert ".chunks.task" not in ir_text
     if conv_team.available():
         assert len(bodies) >= 6 and 0 < len(tasks) < len(bodies)
+
+
+GEMM_CASES = [  # x shape, filter shape, strides, padding: im2col + gemm (channels no vectors)
+    ((2, 9, 7, 5), (3, 3, 5, 6), (1, 1), "SAME"),
+    ((3, 11, 8, 3), (5, 2, 3, 7), (2, 3), "VALID"),
+    ((2, 6, 9, 70), (3, 3, 70, 16), (2, 2), "SAME"),        # more channels than direct's
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_gemm_convs_share_size_generic_im2col_and_col2im(dtype):
+    """The im2col and col2im of every NHWC gemm conv of a dtype are one function each,
+    taking the sizes (a loop nest per conv shape before), and compute what NumPy does."""
+    name = np.dtype(dtype).name
+    for x_shape, w_shape, strides, padding in GEMM_CASES:
+        def build(xp, wp):
+            y = gc.nn.conv2d(xp, wp, [1, *strides, 1], padding)
+            return [y] + gc.gradients(gc.reduce_sum(y * y), [xp, wp])
+        module, ir_text = _llvm_ir(build, [x_shape, w_shape], gc.as_dtype(dtype))
+        gemms = {conv_kernel._conv_node(k).type for k in module.kernels
+                 if k.kind == "conv" and conv_kernel.lowering_of(k) == "gemm"}
+        assert gemms == {"Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter"}
+        for kind in ("im2col", "col2im"):
+            assert ir_text.count(f'\ndefine internal void @"graphc_conv_{kind}_{name}"') == 1
+        x, w = rand(*x_shape, dtype=dtype), rand(*w_shape, seed=1, dtype=dtype)
+        got, want = run_both(build, [x, w])
+        eps = 2e-5 if dtype == np.float32 else 1e-12
+        np.testing.assert_allclose(got[0], ref_conv(x, w, strides, padding), rtol=eps,
+                                   atol=eps)
+        for g_, w_ in zip(got, want):
+            np.testing.assert_allclose(g_, w_, rtol=eps, atol=eps * np.abs(w_).max())

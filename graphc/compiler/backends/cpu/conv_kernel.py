@@ -319,6 +319,7 @@ class _ConvLowering:
             self.chunk_epilogue = self._chunk_nests(targets)
         if targets and not self.chunk_epilogue:
             self.epilogue_nests = group_nests(v, targets)
+        self.generic_args = self._generic_args()
         self.per_chunk = self._per_chunk_nests()
         self.zero = []
         if node.type == "Conv2DBackpropFilter":
@@ -334,6 +335,32 @@ class _ConvLowering:
         if self.scratch_key is not None and self.scratch_key not in storages:
             storages.append(self.scratch_key)
         return self._emit(storages), storages
+
+    def _generic_args(self):
+        """The sizes generic_copy's im2col or col2im takes, when this kernel uses it (an
+        NHWC im2col + gemm conv of sizes known but the batch), else None."""
+        g = self.g
+        if self.pointwise or self.direct is not None or g.fmt != "NHWC" or \
+                self.dtype not in BLAS_DTYPES:
+            return None
+        sizes = [dim_key(d) for d in (g.h, g.w, g.c, g.oh, g.ow)] + list(g.taps) + \
+            list(g.strides) + [dim_key(p) for p in g.pads] + list(g.dilations)
+        if not all(isinstance(d, int) for d in sizes):
+            return None
+        return sizes
+
+    def _generic_copies(self, image, cols, elem):
+        """generic_copy's im2col or col2im over each image of the current chunk: image
+        and cols the chunk's first image and its columns."""
+        b, args = self.b, self.generic_args
+        const = lambda value: ir.Constant(I64, value)  # noqa: E731
+        kind = "col2im" if self.node.type == "Conv2DBackpropInput" else "im2col"
+        fn = generic_copy(self.program.llvm, self.dtype, kind)
+        h, w, c, oh, ow, kh, kw = args[:7]
+        with for_range(b, const(self.B), name="image") as i:
+            b.call(fn, [b.gep(image, [b.mul(i, const(h * w * c))], source_etype=elem),
+                        b.gep(cols, [b.mul(i, const(oh * ow * kh * kw * c))],
+                              source_etype=elem)] + [const(a) for a in args])
 
     def _arena_scratch(self):
         """The storage key of this kernel's arena scratch buffer, or None (malloc)."""
@@ -372,7 +399,7 @@ class _ConvLowering:
         """im2col into SCRATCH (Conv2D, the filter gradient), or col2im from it into the
         current chunk of the result (the input gradient), for the current chunk."""
         g, v, x = self.g, self.views, self.views.x
-        if self.pointwise:
+        if self.pointwise or self.generic_args is not None:
             return []
         if self.direct is not None:
             return self._direct_nests()
@@ -552,12 +579,16 @@ class _ConvLowering:
             target = image if self.pointwise else self.buffers[SCRATCH]
             call(not nhwc, True, self.rows, self.K, self.CO, dy, w, target)
             self.buffers[IMAGE] = image
+            if self.generic_args is not None:
+                self._generic_copies(image, self.buffers[SCRATCH], elem)
             for nest in self.per_chunk:
                 em.emit_nest(nest)
             return
         for nest in self.per_chunk:
             em.emit_nest(nest)
         x_image = self._at(self.program.storage_of(ins[0]), n, self.HWC, elem)
+        if self.generic_args is not None:
+            self._generic_copies(x_image, self.buffers[SCRATCH], elem)
         cols = x_image if self.pointwise else self.buffers[SCRATCH]
         if t == "Conv2D":
             w = self.buffers[self.program.storage_of(ins[1])]
@@ -623,3 +654,89 @@ def _blas(routine):
 
 def _blas_bits():
     return jit.blas_int_bits()
+
+
+# ------------------------------------------------------- size-generic image copies
+# im2col and col2im of one NHWC image as one function per dtype and module, its sizes
+# arguments: as loop nests of each kernel's constant sizes they were a function per conv
+# shape for LLVM to optimize (ResNet-50's many shapes). Both take
+#     (ptr image, ptr cols, i64 h, w, c, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw)
+# with image [h, w, c], cols [oh, ow, kh, kw, c], strides sh sw, pads before ph pw and
+# dilations dh dw.
+GENERIC_ARGS = 13
+
+
+def generic_copy(module, dtype, kind):
+    """graphc_conv_<kind>_<dtype> (kind "im2col" or "col2im") of `module`, emitted once."""
+    name = f"graphc_conv_{kind}_{dtype}"
+    if name in module.globals:
+        return module.globals[name]
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR, PTR] + [I64] * GENERIC_ARGS),
+                     name)
+    fn.linkage = "internal"
+    fn.attributes.add("nounwind")
+    for arg in fn.args[:2]:
+        arg.add_attribute("noalias")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    (_im2col if kind == "im2col" else _col2im_sum)(b, kd.memory_type(dtype), *fn.args)
+    b.ret_void()
+    return fn
+
+
+def _cell(b, elem, base, index, c):
+    return b.gep(base, [b.mul(index, c)], source_etype=elem)
+
+
+def _im2col(b, elem, image, cols, h, w, c, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw):
+    """cols[r, q, i, j, :] = image[r*sh + i*dh - ph, q*sw + j*dw - pw, :], 0 outside."""
+    zero = ir.Constant(I64, 0)
+    with for_range(b, oh, name="r") as r, for_range(b, ow, name="q") as q, \
+            for_range(b, kh, name="i") as i:
+        hi = b.sub(b.add(b.mul(r, sh), b.mul(i, dh)), ph)
+        in_h = b.and_(b.icmp_signed(">=", hi, zero), b.icmp_signed("<", hi, h))
+        with for_range(b, kw, name="j") as j:
+            wi = b.sub(b.add(b.mul(q, sw), b.mul(j, dw)), pw)
+            inside = b.and_(in_h, b.and_(b.icmp_signed(">=", wi, zero),
+                                         b.icmp_signed("<", wi, w)))
+            tap = b.add(b.mul(b.add(b.mul(b.add(b.mul(r, ow), q), kh), i), kw), j)
+            dst = _cell(b, elem, cols, tap, c)
+            with b.if_else(inside) as (copy, fill):
+                with copy:
+                    src = _cell(b, elem, image, b.add(b.mul(hi, w), wi), c)
+                    with for_range(b, c, name="e") as e:
+                        b.store(b.load(b.gep(src, [e], source_etype=elem), typ=elem),
+                                b.gep(dst, [e], source_etype=elem))
+                with fill:
+                    with for_range(b, c, name="e") as e:
+                        b.store(ir.Constant(elem, 0.0), b.gep(dst, [e], source_etype=elem))
+
+
+def _source(b, p, pad, k, dil, stride, size):
+    """(output position, valid) of the window whose tap k covers input position p."""
+    zero = ir.Constant(I64, 0)
+    t = b.sub(b.add(p, pad), b.mul(k, dil))
+    tc = b.select(b.icmp_signed("<", t, zero), zero, t)
+    o = b.sdiv(tc, stride)
+    valid = b.and_(b.icmp_signed(">=", t, zero), b.icmp_signed("<", o, size))
+    return o, b.and_(valid, b.icmp_signed("==", b.srem(tc, stride), zero))
+
+
+def _col2im_sum(b, elem, image, cols, h, w, c, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw):
+    """image[y, x, :] = the sum over the taps (i, j) whose window covers (y, x) of
+    cols[window, i, j, :], taps in order (as the loop rules' col2im summed them)."""
+    with for_range(b, h, name="y") as y, for_range(b, w, name="x") as x:
+        dst = _cell(b, elem, image, b.add(b.mul(y, w), x), c)
+        with for_range(b, c, name="e") as e:
+            b.store(ir.Constant(elem, 0.0), b.gep(dst, [e], source_etype=elem))
+        with for_range(b, kh, name="i") as i:
+            o_h, valid_h = _source(b, y, ph, i, dh, sh, oh)
+            with for_range(b, kw, name="j") as j:
+                o_w, valid_w = _source(b, x, pw, j, dw, sw, ow)
+                with b.if_then(b.and_(valid_h, valid_w)):
+                    tap = b.add(b.mul(b.add(b.mul(b.add(b.mul(o_h, ow), o_w), kh), i), kw), j)
+                    src = _cell(b, elem, cols, tap, c)
+                    with for_range(b, c, name="e") as e:
+                        at = b.gep(dst, [e], source_etype=elem)
+                        b.store(b.fadd(b.load(at, typ=elem),
+                                       b.load(b.gep(src, [e], source_etype=elem), typ=elem)),
+                                at)
