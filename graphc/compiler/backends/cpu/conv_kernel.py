@@ -9,10 +9,11 @@ NHWC: a chunk of images is one [B*P, ...] matrix):
 NCHW keeps B = 1 (an image is [CO, P]: a chunk of them is no single matrix):
 y[n] = W^T @ cols^T, dW += cols^T @ dy[n]^T, dcols = dy[n]^T @ W^T.
 B is the largest divisor of the batch whose columns fit SCRATCH_BUDGET (so they stay in
-cache); an unknown batch size gets B = 1. im2col is an index-remap loop
-(window_rules.Window.tap: padding cells read as 0) and col2im a gather (each input cell
-sums the taps that cover it), both emitted through the loop machinery into the scratch
-buffer, which the memory planner places in the arena (scratch.py); without a plan the
+cache); an unknown batch size gets B = 1. im2col is an index-remap copy (padding cells
+read as 0) and col2im a gather (each input cell sums the taps that cover it): in NHWC with
+every size but the batch known, one size-generic function each per dtype (generic_copy,
+called per image), else loops of the loop machinery (window_rules.Window.tap). The scratch
+buffer is placed in the arena by the memory planner (scratch.py); without a plan the
 kernel mallocs it per call. A pointwise convolution (1x1, stride 1, no padding) in NHWC
 needs no im2col: the batch is one [N*P, CI] matrix and one gemm does it all.
 Chunks beat both per-image gemms and one gemm over the whole batch (whose columns fall
@@ -29,8 +30,8 @@ over the output channels (there the columns would cost more than the taps); its
 filter gradient is a direct folding loop (lowering_of says which lowering a kernel gets).
 With few input channels (ResNet's 16-64) the columns cost as much as the products: an
 NHWC Conv2D, its filter gradient and a stride-1 input gradient whose channels fit
-conv_direct.py's register tiles copy each image (one a chunk) zero-padded into the
-scratch instead and call that kernel ("direct"; the input gradient pads dy and flips the
+conv_direct.py's register tiles copy each image zero-padded into the scratch instead
+(conv_direct's pad function) and call that kernel ("direct"; the input gradient pads dy and flips the
 filter into the scratch after the image).
 """
 from contextlib import nullcontext
