@@ -302,3 +302,136 @@ def test_direct_conv_zero_sizes(x_shape):
         dw = gc.gradients(gc.reduce_sum(gc.nn.conv2d(xp, wp, [1, 1, 1, 1], "SAME")), [wp])[0]
         with gc.Session(graph=g) as sess:
             np.testing.assert_array_equal(sess.run(dw, {xp: x, wp: w}), np.zeros(w.shape))
+
+
+def _compiled_pad(dtype):
+    """conv_direct's pad function of `dtype`, compiled alone and callable on arrays."""
+    import ctypes
+
+    from llvmlite import ir
+
+    from graphc.compiler.backends.cpu import conv_direct
+    from runtime import jit
+    module = ir.Module("pad")
+    fn = conv_direct.declare_or_emit_pad(module, dtype)
+    fn.linkage = "external"   # so that the test can look it up
+    compiled = jit.CompiledModule(str(module), None)
+    call = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p,
+                            *[ctypes.c_int64] * 7)(compiled.address(fn.name))
+
+    def pad(src, hp, wp, top, left):
+        dst = np.full((hp, wp, src.shape[2]), np.nan, src.dtype)  # every cell must be set
+        call(src.ctypes.data, dst.ctypes.data, *src.shape, hp, wp, top, left)
+        return dst
+    pad.compiled = compiled  # keeps the code alive
+    return pad
+
+
+def _numpy_pad(src, hp, wp, top, left):
+    h, w, c = src.shape
+    out = np.zeros((hp, wp, c), src.dtype)
+    for r in range(hp):
+        for q in range(wp):
+            if 0 <= r - top < h and 0 <= q - left < w:
+                out[r, q] = src[r - top, q - left]
+    return out
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("h,w,c,hp,wp,top,left", [
+    (5, 4, 3, 7, 6, 1, 1),      # SAME 3x3
+    (5, 7, 2, 8, 11, 1, 2),     # uneven pads, past the end on both sides
+    (6, 5, 16, 4, 3, 0, 0),     # VALID: unread last rows and columns
+    (3, 4, 1, 5, 2, -1, -2),    # negative offsets: first rows and columns unread
+    (2, 2, 3, 9, 9, 4, 5),      # padding wider than the image
+    (0, 4, 3, 3, 6, 1, 1),      # an empty image: all zeros
+    (4, 0, 3, 6, 2, 1, 1),
+    (4, 5, 2, 0, 7, 1, 1),      # nothing to fill
+    (4, 5, 2, 6, 0, 1, 1),
+])
+def test_direct_pad_function_matches_numpy(dtype, h, w, c, hp, wp, top, left):
+    src = rand(h, w, c, seed=h * 7 + w, dtype=dtype)
+    got = _compiled_pad(np.dtype(dtype).name)(src, hp, wp, top, left)
+    np.testing.assert_array_equal(got, _numpy_pad(src, hp, wp, top, left))
+
+
+def _llvm_ir(build, shapes, dtype=gc.float32):
+    from graphc.compiler.backends.cpu import generate
+    from graphc.compiler.driver import schedule_module
+    from graphc.compiler.lower import lower
+    g = gc.Graph()
+    with g.as_default():
+        phs = [gc.placeholder(dtype, s) for s in shapes]
+        outs = build(*phs)
+    module = lower(phs, outs, [], shapes)
+    schedule_module(module)
+    return module, generate(module)["llvm_ir"]
+
+
+@pytest.mark.parametrize("dtype", [gc.float32, gc.float64])
+def test_direct_convs_of_every_shape_share_one_pad_function(dtype):
+    """The zero-padded copies of every direct conv of a dtype (forward, filter and input
+    gradients, any image size, padding or stride) are one function taking the sizes:
+    a copy loop per conv shape made each conv kernel a function of its own for LLVM."""
+    def build(x, w1, w2):
+        y = gc.nn.conv2d(x, w1, [1, 1, 1, 1], "SAME")
+        z = gc.nn.conv2d(gc.nn.relu(y), w2, [1, 2, 2, 1], "VALID")
+        return [z] + gc.gradients(gc.reduce_sum(z * z), [x, w1, w2])
+    module, ir_text = _llvm_ir(build, [(2, 9, 7, 16), (3, 3, 16, 16), (2, 2, 16, 32)], dtype)
+    directs = [k for k in module.kernels
+               if k.kind == "conv" and conv_kernel.lowering_of(k) == "direct"]
+    assert len({conv_kernel._conv_node(k).type for k in directs}) == 3
+    assert ir_text.count(f'\ndefine internal void @"graphc_conv_pad_{dtype.name}"') == 1
+    assert ir_text.count(f'call void @"graphc_conv_pad_{dtype.name}"') >= len(directs)
+
+
+def test_conv_kernels_share_their_team_task():
+    """The team task (claim units, call the kernel's chunk body) is one function per
+    buffer count, shared by the conv kernels: one per kernel was a copy for LLVM each."""
+    import re
+
+    from graphc.compiler.backends.cpu import conv_team
+
+    def build(x, w1, w2, w3):
+        y = gc.nn.relu(gc.nn.conv2d(x, w1, [1, 1, 1, 1], "SAME"))
+        y = gc.nn.relu(gc.nn.conv2d(y, w2, [1, 2, 2, 1], "SAME"))
+        z = gc.nn.conv2d(y, w3, [1, 1, 1, 1], "VALID")
+        return [z] + gc.gradients(gc.reduce_sum(z * z), [x, w1, w2, w3])
+    module, ir_text = _llvm_ir(build, [(2, 12, 10, 16), (3, 3, 16, 16), (3, 3, 16, 32),
+                                       (2, 2, 32, 48)])
+    bodies = re.findall(r'\ndefine i32 @"kernel_\w+\.chunks"', ir_text)
+    tasks = re.findall(r'\ndefine internal void @"graphc_conv_task_\w+"', ir_text)
+    assert ".chunks.task" not in ir_text
+    if conv_team.available():
+        assert len(bodies) >= 6 and 0 < len(tasks) < len(bodies)
+
+
+GEMM_CASES = [  # x shape, filter shape, strides, padding: im2col + gemm (channels no vectors)
+    ((2, 9, 7, 5), (3, 3, 5, 6), (1, 1), "SAME"),
+    ((3, 11, 8, 3), (5, 2, 3, 7), (2, 3), "VALID"),
+    ((2, 6, 9, 70), (3, 3, 70, 16), (2, 2), "SAME"),        # more channels than direct's
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_gemm_convs_share_size_generic_im2col_and_col2im(dtype):
+    """The im2col and col2im of every NHWC gemm conv of a dtype are one function each,
+    taking the sizes (a loop nest per conv shape before), and compute what NumPy does."""
+    name = np.dtype(dtype).name
+    for x_shape, w_shape, strides, padding in GEMM_CASES:
+        def build(xp, wp):
+            y = gc.nn.conv2d(xp, wp, [1, *strides, 1], padding)
+            return [y] + gc.gradients(gc.reduce_sum(y * y), [xp, wp])
+        module, ir_text = _llvm_ir(build, [x_shape, w_shape], gc.as_dtype(dtype))
+        gemms = {conv_kernel._conv_node(k).type for k in module.kernels
+                 if k.kind == "conv" and conv_kernel.lowering_of(k) == "gemm"}
+        assert gemms == {"Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter"}
+        for kind in ("im2col", "col2im"):
+            assert ir_text.count(f'\ndefine internal void @"graphc_conv_{kind}_{name}"') == 1
+        x, w = rand(*x_shape, dtype=dtype), rand(*w_shape, seed=1, dtype=dtype)
+        got, want = run_both(build, [x, w])
+        eps = 2e-5 if dtype == np.float32 else 1e-12
+        np.testing.assert_allclose(got[0], ref_conv(x, w, strides, padding), rtol=eps,
+                                   atol=eps)
+        for g_, w_ in zip(got, want):
+            np.testing.assert_allclose(g_, w_, rtol=eps, atol=eps * np.abs(w_).max())

@@ -19,7 +19,10 @@ from the graph, on a warm run the only compiler stage before the spec is loaded;
 each pass, codegen of the LLVM IR, LLVM's optimization and machine code; "rest": the step
 itself, the Session's pruning and caches) and the growth exponent of the first run, and
 of each stage's CPU time, over depth (least squares of log time on log depth). --profile
-WORKLOAD prints cProfile's top functions for one.
+WORKLOAD prints cProfile's top functions for one; --llvm-functions WORKLOAD splits the LLVM
+time of its largest module by function family (kernel_N_loop_N, graphc_conv_direct_...):
+each family alone in a copy of the module, the other functions declared, optimized and
+emitted as the compile does, in CPU seconds.
 
     python tools/compile_time.py --scale [--depths 8,16,32,64,128,256] [--extra lstm_train,...]
 
@@ -175,6 +178,95 @@ def scale_child(workload, profile=False):
                       "first_peak_rise_mb": max(0.0, peak - rss_before)}))
 
 
+def llvm_functions_child(workload):
+    """Runs in the fresh process: the first run of `workload`, keeping the IR of each LLVM
+    module it compiles, then the LLVM CPU seconds of each function family of the largest."""
+    import graphc as tf
+    from runtime import jit
+    sys.path.insert(0, os.path.join(REPO, "tools"))
+    import workloads
+    modules = []
+    compile_module = jit.CompiledModule.__init__
+
+    def keep(self, llvm_ir, *args, **kwargs):
+        modules.append(jit.link_parallel_runtime(llvm_ir))
+        return compile_module(self, llvm_ir, *args, **kwargs)
+    jit.CompiledModule.__init__ = keep
+    sess, fetch, feed = workloads.build(workload, tf)
+    sess.run(fetch, feed)
+    jit.CompiledModule.__init__ = compile_module
+    text = max(modules, key=len)
+    functions = _defined_functions(text)
+    families = {}
+    for k, (_, _, name, _) in enumerate(functions):
+        families.setdefault(_family(name), []).append(k)
+    base = _llvm_seconds(_with_only(text, functions, ()))
+    rows = []
+    for family, members in families.items():
+        opt, emit = _llvm_seconds(_with_only(text, functions, set(members)))
+        rows.append((opt + emit - sum(base), opt - base[0], emit - base[1], len(members),
+                     family))
+    rows.sort(reverse=True)
+    print(f"{workload}: its largest LLVM module ({len(text) / 1e6:.1f} MB of IR, "
+          f"{len(functions)} functions) by function family, each family alone (CPU-s)")
+    print(f"{'total':>7s} {'optimize':>9s} {'emit':>6s} {'count':>6s}  family")
+    for total, opt, emit, count, family in rows:
+        print(f"{total:7.3f} {opt:9.3f} {emit:6.3f} {count:6d}  {family}")
+    print(f"{sum(r[0] for r in rows):7.3f} {sum(r[1] for r in rows):9.3f} "
+          f"{sum(r[2] for r in rows):6.3f} {len(functions):6d}  (sum)")
+
+
+_DEFINE = r'^define [^\n]*@("(?:[^"\\]|\\.)*"|[-\w$.]+)\([^\n]*\n?\{\n'
+
+
+def _defined_functions(text):
+    """(start, end, name, header) of each function definition of the module's text."""
+    import re
+    out = []
+    for m in re.finditer(_DEFINE, text, re.M):
+        end = text.index("\n}\n", m.end()) + 3
+        out.append((m.start(), end, m.group(1).strip('"'), m.group(0)))
+    return out
+
+
+def _family(name):
+    import re
+    return re.sub(r"\d+", "N", name)
+
+
+def _with_only(text, functions, keep):
+    """The module with the functions numbered in `keep` defined (made external, so that
+    nothing removes them unused) and every other one declared."""
+    import re
+    parts, at = [], 0
+    for k, (start, end, _, header) in enumerate(functions):
+        parts.append(text[at:start])
+        if k in keep:
+            parts.append(text[start:end].replace("define internal ", "define ", 1))
+        else:
+            signature = header[len("define "):].rstrip().rstrip("{").strip()
+            parts.append("declare " + re.sub(r"^(internal|private)\s+", "", signature) + "\n")
+        at = end
+    return "".join(parts) + text[at:]
+
+
+def _llvm_seconds(text):
+    """CPU seconds of optimizing and of emitting the module, as CompiledModule does."""
+    import time
+    import llvmlite.binding as llvm
+    from runtime import jit
+    jit.initialize()
+    tm = jit.target_machine()
+    t0 = time.process_time()
+    module = jit._parse(text)
+    module.triple, module.data_layout = tm.triple, str(tm.target_data)
+    jit._optimize(module, tm)
+    t1 = time.process_time()
+    engine = llvm.create_mcjit_compiler(module, tm)
+    engine.finalize_object()
+    return t1 - t0, time.process_time() - t1
+
+
 def _rss_mb():
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
@@ -322,13 +414,24 @@ def main(argv=None):
                     help="--scale: also the warm first run over the cold run's cache")
     ap.add_argument("--peers", metavar="PYTHON",
                     help="--scale: the peers' first calls, run by this Python")
+    ap.add_argument("--llvm-functions", metavar="WORKLOAD",
+                    help="the LLVM time of this scale workload's largest module by function "
+                         "family")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--scale-child", help=argparse.SUPPRESS)
+    ap.add_argument("--llvm-functions-child", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
         return child(args.child)
     if args.scale_child:
         return scale_child(args.scale_child, profile=bool(args.profile))
+    if args.llvm_functions:
+        env = dict(os.environ, GRAPHC_CACHE_DIR="off", GRAPHC_COMPILE_WORKER="0",
+                   PYTHONPATH=REPO)
+        return subprocess.run([sys.executable, __file__, "--llvm-functions-child",
+                               args.llvm_functions], env=env, cwd=REPO, check=True).returncode
+    if args.llvm_functions_child:
+        return llvm_functions_child(args.llvm_functions_child)
     if args.profile:
         print(spawn_scale(args.profile, profile=True))
         return None

@@ -314,3 +314,66 @@ class _FilterTiles(_Tiles):
             for v in range(self.block):
                 b.store(rows.results[t * self.block + v], self._dw_at(kh, kw, ci0, co0, t, v),
                         align=size)
+
+
+def declare_or_emit_pad(module, dtype):
+    """The zero-padded copy of one image that the direct convs of `dtype` read, emitted
+    once per module:
+
+        fn(ptr src, ptr dst, i64 h, i64 w, i64 c, i64 hp, i64 wp, i64 top, i64 left) -> void
+        dst[r, q, :] = src[r - top, q - left, :] where that cell is inside src [h, w, c],
+        else 0, for dst [hp, wp, c]; top and left may be negative (rows of src unread)
+
+    The sizes are arguments so that every conv kernel of a module calls this one function:
+    as a loop nest of each kernel's constant sizes it was one vectorized copy per conv
+    shape, and LLVM's passes over those copies were a fifth of a ResNet's compile. A row
+    is a memset, a memcpy of its inside cells and a memset."""
+    name = f"graphc_conv_pad_{dtype}"
+    if name in module.globals:
+        return module.globals[name]
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR, PTR] + [I64] * 7), name)
+    fn.linkage = "internal"
+    fn.attributes.add("nounwind")
+    for arg in fn.args[:2]:
+        arg.add_attribute("noalias")
+    src, dst, h, w, c, hp, wp, top, left = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    size = ir.Constant(I64, kd.itemsize(dtype))
+    zero = ir.Constant(I64, 0)
+    first = _clamp(b, left, zero, wp)                     # the columns src covers
+    end = _clamp(b, b.add(left, w), first, wp)
+    with for_range(b, hp, name="row") as r:
+        s = b.sub(r, top)
+        inside = b.and_(b.icmp_signed(">=", s, zero), b.icmp_signed("<", s, h))
+        lo, hi = b.select(inside, first, wp), b.select(inside, end, wp)
+        row = b.gep(dst, [b.mul(b.mul(r, wp), c)], source_etype=kd.memory_type(dtype))
+        s = b.select(inside, s, zero)   # a row outside copies nothing: keep its address in src
+        cells = b.gep(src, [b.mul(b.add(b.mul(s, w), b.sub(lo, left)), c)],
+                      source_etype=kd.memory_type(dtype))
+        at = lambda column: b.gep(row, [b.mul(column, c)],   # noqa: E731
+                                  source_etype=kd.memory_type(dtype))
+        bytes_of = lambda columns: b.mul(b.mul(columns, c), size)   # noqa: E731
+        _memset0(b, row, bytes_of(lo))
+        _memcpy(b, at(lo), cells, bytes_of(b.sub(hi, lo)))
+        _memset0(b, at(hi), bytes_of(b.sub(wp, hi)))
+    b.ret_void()
+    return fn
+
+
+def _clamp(b, x, lo, hi):
+    x = b.select(b.icmp_signed("<", x, lo), lo, x)
+    return b.select(b.icmp_signed(">", x, hi), hi, x)
+
+
+def _memset0(b, ptr, nbytes):
+    name = "llvm.memset.p0.i64"
+    fn = b.module.globals.get(name) or ir.Function(
+        b.module, ir.FunctionType(ir.VoidType(), [PTR, ir.IntType(8), I64, ir.IntType(1)]), name)
+    b.call(fn, [ptr, ir.Constant(ir.IntType(8), 0), nbytes, ir.Constant(ir.IntType(1), 0)])
+
+
+def _memcpy(b, dst, src, nbytes):
+    name = "llvm.memcpy.p0.p0.i64"
+    fn = b.module.globals.get(name) or ir.Function(
+        b.module, ir.FunctionType(ir.VoidType(), [PTR, PTR, I64, ir.IntType(1)]), name)
+    b.call(fn, [dst, src, nbytes, ir.Constant(ir.IntType(1), 0)])

@@ -9,10 +9,11 @@ NHWC: a chunk of images is one [B*P, ...] matrix):
 NCHW keeps B = 1 (an image is [CO, P]: a chunk of them is no single matrix):
 y[n] = W^T @ cols^T, dW += cols^T @ dy[n]^T, dcols = dy[n]^T @ W^T.
 B is the largest divisor of the batch whose columns fit SCRATCH_BUDGET (so they stay in
-cache); an unknown batch size gets B = 1. im2col is an index-remap loop
-(window_rules.Window.tap: padding cells read as 0) and col2im a gather (each input cell
-sums the taps that cover it), both emitted through the loop machinery into the scratch
-buffer, which the memory planner places in the arena (scratch.py); without a plan the
+cache); an unknown batch size gets B = 1. im2col is an index-remap copy (padding cells
+read as 0) and col2im a gather (each input cell sums the taps that cover it): in NHWC with
+every size but the batch known, one size-generic function each per dtype (generic_copy,
+called per image), else loops of the loop machinery (window_rules.Window.tap). The scratch
+buffer is placed in the arena by the memory planner (scratch.py); without a plan the
 kernel mallocs it per call. A pointwise convolution (1x1, stride 1, no padding) in NHWC
 needs no im2col: the batch is one [N*P, CI] matrix and one gemm does it all.
 Chunks beat both per-image gemms and one gemm over the whole batch (whose columns fall
@@ -29,8 +30,8 @@ over the output channels (there the columns would cost more than the taps); its
 filter gradient is a direct folding loop (lowering_of says which lowering a kernel gets).
 With few input channels (ResNet's 16-64) the columns cost as much as the products: an
 NHWC Conv2D, its filter gradient and a stride-1 input gradient whose channels fit
-conv_direct.py's register tiles copy each image (one a chunk) zero-padded into the
-scratch instead and call that kernel ("direct"; the input gradient pads dy and flips the
+conv_direct.py's register tiles copy each image zero-padded into the scratch instead
+(conv_direct's pad function) and call that kernel ("direct"; the input gradient pads dy and flips the
 filter into the scratch after the image).
 """
 from contextlib import nullcontext
@@ -200,6 +201,18 @@ class ConvShape:
             self.direct_size, self.direct_strides = (dim_key(g.oh), dim_key(g.ow)), g.strides
         self.padded = tuple(max(0, (o - 1) * s + k) if o else 0 for o, s, k in
                             zip(self.direct_size, self.direct_strides, g.taps))
+        # The image the padded copy is made of ([h, w, direct_in] a batch entry) and where
+        # its cell (0, 0) lands in the copy: x at the pads; for the input gradient dy,
+        # since dx[h] = sum over j of dyp[h + j] w[K-1-j] with dyp[p] = dy[p + pad - (K-1)]
+        pads = [dim_key(p) for p in g.pads]
+        if self.flipped:
+            self.source = node.inputs[2]
+            self.source_size = (dim_key(g.oh), dim_key(g.ow))
+            self.source_at = tuple(k - 1 - p for k, p in zip(g.taps, pads))
+        else:
+            self.source = node.inputs[0]
+            self.source_size = (dim_key(g.h), dim_key(g.w))
+            self.source_at = tuple(pads)
 
     @staticmethod
     def is_pointwise(g):
@@ -307,6 +320,7 @@ class _ConvLowering:
             self.chunk_epilogue = self._chunk_nests(targets)
         if targets and not self.chunk_epilogue:
             self.epilogue_nests = group_nests(v, targets)
+        self.generic_args = self._generic_args()
         self.per_chunk = self._per_chunk_nests()
         self.zero = []
         if node.type == "Conv2DBackpropFilter":
@@ -322,6 +336,32 @@ class _ConvLowering:
         if self.scratch_key is not None and self.scratch_key not in storages:
             storages.append(self.scratch_key)
         return self._emit(storages), storages
+
+    def _generic_args(self):
+        """The sizes generic_copy's im2col or col2im takes, when this kernel uses it (an
+        NHWC im2col + gemm conv of sizes known but the batch), else None."""
+        g = self.g
+        if self.pointwise or self.direct is not None or g.fmt != "NHWC" or \
+                self.dtype not in BLAS_DTYPES:
+            return None
+        sizes = [dim_key(d) for d in (g.h, g.w, g.c, g.oh, g.ow)] + list(g.taps) + \
+            list(g.strides) + [dim_key(p) for p in g.pads] + list(g.dilations)
+        if not all(isinstance(d, int) for d in sizes):
+            return None
+        return sizes
+
+    def _generic_copies(self, image, cols, elem):
+        """generic_copy's im2col or col2im over each image of the current chunk: image
+        and cols the chunk's first image and its columns."""
+        b, args = self.b, self.generic_args
+        const = lambda value: ir.Constant(I64, value)  # noqa: E731
+        kind = "col2im" if self.node.type == "Conv2DBackpropInput" else "im2col"
+        fn = generic_copy(self.program.llvm, self.dtype, kind)
+        h, w, c, oh, ow, kh, kw = args[:7]
+        with for_range(b, const(self.B), name="image") as i:
+            b.call(fn, [b.gep(image, [b.mul(i, const(h * w * c))], source_etype=elem),
+                        b.gep(cols, [b.mul(i, const(oh * ow * kh * kw * c))],
+                              source_etype=elem)] + [const(a) for a in args])
 
     def _arena_scratch(self):
         """The storage key of this kernel's arena scratch buffer, or None (malloc)."""
@@ -360,7 +400,7 @@ class _ConvLowering:
         """im2col into SCRATCH (Conv2D, the filter gradient), or col2im from it into the
         current chunk of the result (the input gradient), for the current chunk."""
         g, v, x = self.g, self.views, self.views.x
-        if self.pointwise:
+        if self.pointwise or self.generic_args is not None:
             return []
         if self.direct is not None:
             return self._direct_nests()
@@ -380,39 +420,15 @@ class _ConvLowering:
         return group_nests(v, [StoreTarget(SCRATCH, dims, self.dtype, im2col)])
 
     def _direct_nests(self):
-        """The chunk's zero-padded images into SCRATCH; for the input gradient, dy's, and
-        the flipped filter into FILTER."""
+        """The input gradient's flipped filter into FILTER (the padded images are
+        conv_direct's pad function's, called per image in _direct_chunk)."""
         v, shape = self.views, self.shape
-        dims = [self.B, *shape.padded, shape.direct_in]
         if not shape.flipped:
-            return group_nests(v, [StoreTarget(SCRATCH, dims, self.dtype, self._padded_x)])
+            return []
         kh, kw = self.g.taps
         return group_nests(v, [
-            StoreTarget(SCRATCH, dims, self.dtype, self._padded_dy),
             StoreTarget(FILTER, [kh, kw, shape.direct_in, shape.direct_out], self.dtype,
                         self._flipped_tap)])
-
-    def _padded_x(self, index):
-        """Cell (hp, wp, ci) of image b's zero-padded copy: input cell (hp, wp) - pads."""
-        g, v, x = self.g, self.views, self.views.x
-        b, hp, wp, ci = index
-        hi, in_h = g.tap(v, 0, x.const(0), hp)
-        wi, in_w = g.tap(v, 1, x.const(0), wp)
-        return x.select(x.logical("and", in_h, in_w),
-                        v.view(self.node.inputs[0], g.join(self._image(b), hi, wi, ci)),
-                        x.const(0, self.dtype))
-
-    def _padded_dy(self, index):
-        """Cell (hp, wp, co) of dy's zero-padded copy for the stride-1 input gradient:
-        dx[h] = sum over k of dy[h + pad - k] w[k] = sum over j of dyp[h + j] w[K-1-j],
-        so dyp[hp] = dy[hp + pad - (K-1)] (g.source at tap K-1)."""
-        g, v, x = self.g, self.views, self.views.x
-        b, hp, wp, co = index
-        oh, ok_h = g.source(v, 0, hp, x.const(g.taps[0] - 1))
-        ow, ok_w = g.source(v, 1, wp, x.const(g.taps[1] - 1))
-        return x.select(x.logical("and", ok_h, ok_w),
-                        v.view(self.node.inputs[2], g.join(self._image(b), oh, ow, co)),
-                        x.const(0, self.dtype))
 
     def _flipped_tap(self, index):
         """w'[j, i, co, ci] = w[KH-1-j, KW-1-i, ci, co]."""
@@ -467,6 +483,7 @@ class _ConvLowering:
             self.direct_fn = conv_direct.declare_or_emit(
                 program.llvm, self.dtype, self.direct, self.shape.direct_in,
                 self.shape.direct_strides[1], self.node.type == "Conv2DBackpropFilter")
+            self.pad_fn = conv_direct.declare_or_emit_pad(program.llvm, self.dtype)
         if self.n_var is not None and conv_team.available():
             conv_team.emit(self, self._team_chunks)
         else:
@@ -563,12 +580,16 @@ class _ConvLowering:
             target = image if self.pointwise else self.buffers[SCRATCH]
             call(not nhwc, True, self.rows, self.K, self.CO, dy, w, target)
             self.buffers[IMAGE] = image
+            if self.generic_args is not None:
+                self._generic_copies(image, self.buffers[SCRATCH], elem)
             for nest in self.per_chunk:
                 em.emit_nest(nest)
             return
         for nest in self.per_chunk:
             em.emit_nest(nest)
         x_image = self._at(self.program.storage_of(ins[0]), n, self.HWC, elem)
+        if self.generic_args is not None:
+            self._generic_copies(x_image, self.buffers[SCRATCH], elem)
         cols = x_image if self.pointwise else self.buffers[SCRATCH]
         if t == "Conv2D":
             w = self.buffers[self.program.storage_of(ins[1])]
@@ -584,7 +605,8 @@ class _ConvLowering:
 
 
     def _direct_chunk(self, n, elem):
-        """conv_direct's kernel over each padded image of chunk n (made by its nests)."""
+        """conv_direct's kernel over each image of chunk n, padded into the scratch by
+        conv_direct's pad function."""
         b, g, shape = self.b, self.g, self.shape
         const = lambda value: ir.Constant(I64, value)  # noqa: E731
         hp, wp = shape.padded
@@ -608,9 +630,17 @@ class _ConvLowering:
         sizes = [const(wp), const(oh), const(ow), const(shape.direct_out),
                  const(g.taps[0]), const(g.taps[1]), const(shape.direct_strides[0])]
         gradient = self.node.type == "Conv2DBackpropFilter"
+        (h, w_), (top, left) = shape.source_size, shape.source_at
+        per_source = h * w_ * shape.direct_in
+        source = self._at(self.program.storage_of(shape.source), n,
+                          const(self.B * per_source), elem)
         with for_range(b, const(self.B), name="image") as i:
             image = b.gep(self.buffers[SCRATCH], [b.mul(i, const(per_image))],
                           source_etype=elem)
+            b.call(self.pad_fn, [b.gep(source, [b.mul(i, const(per_source))],
+                                       source_etype=elem), image,
+                                 const(h), const(w_), const(shape.direct_in), const(hp),
+                                 const(wp), const(top), const(left)])
             if gradient:
                 dy = b.gep(w, [b.mul(i, per_out)], source_etype=elem)
                 b.call(self.direct_fn, [image, dy, out] + sizes)
@@ -625,3 +655,89 @@ def _blas(routine):
 
 def _blas_bits():
     return jit.blas_int_bits()
+
+
+# ------------------------------------------------------- size-generic image copies
+# im2col and col2im of one NHWC image as one function per dtype and module, its sizes
+# arguments: as loop nests of each kernel's constant sizes they were a function per conv
+# shape for LLVM to optimize (ResNet-50's many shapes). Both take
+#     (ptr image, ptr cols, i64 h, w, c, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw)
+# with image [h, w, c], cols [oh, ow, kh, kw, c], strides sh sw, pads before ph pw and
+# dilations dh dw.
+GENERIC_ARGS = 13
+
+
+def generic_copy(module, dtype, kind):
+    """graphc_conv_<kind>_<dtype> (kind "im2col" or "col2im") of `module`, emitted once."""
+    name = f"graphc_conv_{kind}_{dtype}"
+    if name in module.globals:
+        return module.globals[name]
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR, PTR] + [I64] * GENERIC_ARGS),
+                     name)
+    fn.linkage = "internal"
+    fn.attributes.add("nounwind")
+    for arg in fn.args[:2]:
+        arg.add_attribute("noalias")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    (_im2col if kind == "im2col" else _col2im_sum)(b, kd.memory_type(dtype), *fn.args)
+    b.ret_void()
+    return fn
+
+
+def _cell(b, elem, base, index, c):
+    return b.gep(base, [b.mul(index, c)], source_etype=elem)
+
+
+def _im2col(b, elem, image, cols, h, w, c, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw):
+    """cols[r, q, i, j, :] = image[r*sh + i*dh - ph, q*sw + j*dw - pw, :], 0 outside."""
+    zero = ir.Constant(I64, 0)
+    with for_range(b, oh, name="r") as r, for_range(b, ow, name="q") as q, \
+            for_range(b, kh, name="i") as i:
+        hi = b.sub(b.add(b.mul(r, sh), b.mul(i, dh)), ph)
+        in_h = b.and_(b.icmp_signed(">=", hi, zero), b.icmp_signed("<", hi, h))
+        with for_range(b, kw, name="j") as j:
+            wi = b.sub(b.add(b.mul(q, sw), b.mul(j, dw)), pw)
+            inside = b.and_(in_h, b.and_(b.icmp_signed(">=", wi, zero),
+                                         b.icmp_signed("<", wi, w)))
+            tap = b.add(b.mul(b.add(b.mul(b.add(b.mul(r, ow), q), kh), i), kw), j)
+            dst = _cell(b, elem, cols, tap, c)
+            with b.if_else(inside) as (copy, fill):
+                with copy:
+                    src = _cell(b, elem, image, b.add(b.mul(hi, w), wi), c)
+                    with for_range(b, c, name="e") as e:
+                        b.store(b.load(b.gep(src, [e], source_etype=elem), typ=elem),
+                                b.gep(dst, [e], source_etype=elem))
+                with fill:
+                    with for_range(b, c, name="e") as e:
+                        b.store(ir.Constant(elem, 0.0), b.gep(dst, [e], source_etype=elem))
+
+
+def _source(b, p, pad, k, dil, stride, size):
+    """(output position, valid) of the window whose tap k covers input position p."""
+    zero = ir.Constant(I64, 0)
+    t = b.sub(b.add(p, pad), b.mul(k, dil))
+    tc = b.select(b.icmp_signed("<", t, zero), zero, t)
+    o = b.sdiv(tc, stride)
+    valid = b.and_(b.icmp_signed(">=", t, zero), b.icmp_signed("<", o, size))
+    return o, b.and_(valid, b.icmp_signed("==", b.srem(tc, stride), zero))
+
+
+def _col2im_sum(b, elem, image, cols, h, w, c, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw):
+    """image[y, x, :] = the sum over the taps (i, j) whose window covers (y, x) of
+    cols[window, i, j, :], taps in order (as the loop rules' col2im summed them)."""
+    with for_range(b, h, name="y") as y, for_range(b, w, name="x") as x:
+        dst = _cell(b, elem, image, b.add(b.mul(y, w), x), c)
+        with for_range(b, c, name="e") as e:
+            b.store(ir.Constant(elem, 0.0), b.gep(dst, [e], source_etype=elem))
+        with for_range(b, kh, name="i") as i:
+            o_h, valid_h = _source(b, y, ph, i, dh, sh, oh)
+            with for_range(b, kw, name="j") as j:
+                o_w, valid_w = _source(b, x, pw, j, dw, sw, ow)
+                with b.if_then(b.and_(valid_h, valid_w)):
+                    tap = b.add(b.mul(b.add(b.mul(b.add(b.mul(o_h, ow), o_w), kh), i), kw), j)
+                    src = _cell(b, elem, cols, tap, c)
+                    with for_range(b, c, name="e") as e:
+                        at = b.gep(dst, [e], source_etype=elem)
+                        b.store(b.fadd(b.load(at, typ=elem),
+                                       b.load(b.gep(src, [e], source_etype=elem), typ=elem)),
+                                at)
