@@ -26,6 +26,7 @@ from graphc.framework.op_def import RANDOM_OP_TYPES, UPDATE_OPS, OpTypes
 from graphc.framework.symbolic import SymDim
 
 _ROW_ORDER_KEEPING = OpTypes("aliases_input")  # input 0's elements in the same order
+_SPLITS = ("Split", "Unpack")  # equal pieces, each a row of the input (_row_stride)
 
 REUSABLE_KINDS = ("loop", "gemm", "conv")
 _ASKED = ("storage_of", "stores_of", "scratch_of")
@@ -217,6 +218,8 @@ class RowRead:
 
 def row_reads(kernel):
     """The kernel's RowReads (see the module docstring), in node order."""
+    if not any(n.type in _SPLITS for n in kernel.nodes):
+        return []  # most kernels: no use list to build (every kernel's key asks)
     users, stored = {}, {id(v) for v in kernel.outputs}
     for n in kernel.nodes:
         for v in n.inputs:
