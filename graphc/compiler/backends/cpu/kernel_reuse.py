@@ -41,9 +41,12 @@ class KernelReuse:
         self.program = program
         self._seen = {}  # structural key -> _Lowering or _NOT_REUSABLE
         self.reused = 0
+        # a node's canonical attrs, made once: a value is in the key of its producer's
+        # kernel and of each reader's, and the keys were a quarter of depth 256's codegen
+        self._attrs = {}
 
     def lower(self, lower, kernel, name, scalar_ops, rules):
-        key = structural_key(kernel)
+        key = structural_key(kernel, self._attrs)
         seen = self._seen.get(key) if key is not None else None
         if isinstance(seen, _Lowering):
             result = seen.replay(self.program, kernel)
@@ -180,9 +183,11 @@ def _objects(kernel):
     return objects, index
 
 
-def structural_key(kernel):
+def structural_key(kernel, attrs=None):
     """A hashable key equal for kernels whose lowerings build the same code up to buffer
-    names, or None when the kernel is never reused."""
+    names, or None when the kernel is never reused. attrs: {id(node): canonical attrs}
+    kept between the kernels of one module (their nodes live as long)."""
+    attrs = {} if attrs is None else attrs
     if kernel.kind not in REUSABLE_KINDS or any(n.type in RANDOM_OP_TYPES
                                                 for n in kernel.nodes):
         return None
@@ -191,7 +196,7 @@ def structural_key(kernel):
     # a row read's output counts as the split's first: the replay moves the pointer
     read_as = {id(r.node.outputs[r.output]): r.node.outputs[0] for r in row_reads(kernel)}
     try:
-        nodes = tuple((n.type, canonical(n.attrs),
+        nodes = tuple((n.type, _canonical_attrs(n, attrs),
                        tuple(index[id(read_as.get(id(i), i))] for i in n.inputs),
                        tuple(index[id(o)] for o in n.outputs)) for n in kernel.nodes)
         outputs = tuple(index[id(v)] for v in kernel.outputs)
@@ -202,7 +207,7 @@ def structural_key(kernel):
     if main is None:
         return None
     return (kernel.kind, _dims(kernel.dims), main, nodes, outputs, inputs,
-            tuple(_object_key(o, inside) for o in objects))
+            tuple(_object_key(o, inside, attrs) for o in objects))
 
 
 class RowRead:
@@ -278,7 +283,7 @@ def _stored_source(node, users, stored, inside):
     return v
 
 
-def _object_key(obj, inside):
+def _object_key(obj, inside, attrs):
     dtype = getattr(obj.dtype, "name", obj.dtype)
     key = (type(obj).__name__, str(dtype), _dims(obj.dims))
     node = getattr(obj, "node", None)
@@ -286,11 +291,20 @@ def _object_key(obj, inside):
         return key
     if id(node) in inside:
         return key + (obj.index,)
-    return key + (obj.index, node.type, canonical(node.attrs))
+    return key + (obj.index, node.type, _canonical_attrs(node, attrs))
+
+
+def _canonical_attrs(node, attrs):
+    found = attrs.get(id(node))
+    if found is None:
+        found = attrs[id(node)] = canonical(node.attrs)
+    return found
 
 
 def _dims(dims):
-    return None if dims is None else tuple(dim_key(d) for d in dims)
+    if dims is None:
+        return None
+    return tuple(d if type(d) is int else dim_key(d) for d in dims)
 
 
 def canonical(x):
