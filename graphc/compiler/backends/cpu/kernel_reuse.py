@@ -17,6 +17,19 @@ every pointer the first function takes is one of those answers or a variable the
 numbers. A first lowering that made error sites (they name their node) or asked about a
 value the key does not number is never reused. Random ops (their state is named after the
 node) and opaque kernels are always emitted.
+
+An unrolled RNN's step kernels differ in one more thing: which output of a Split or Unpack
+of the stacked sequence each step reads (its row of the stack). Output k of an equal split
+is the input's elements from k times a fixed stride on, in the input's row-major order, so
+the key counts the output read as the first and the replay passes the input's pointer
+moved by (k - the first lowering's k) strides: the first function, reading its own row,
+then reads the replay's. Only where that pointer is read through this one view (RowRead):
+the split's input (or a chain of reshapes inside the kernel down to a stored value, which
+keep the row-major order) has no other reader in the kernel, one output of the split is
+read and none is stored, and the stored value's buffer answers no other storage question.
+A 32-step LSTM's 61 step kernels, each built and then merged as LLVM text by
+dedupe.merge_offset_kernels before, are built 4 times (the first step of each direction
+differs).
 """
 import numpy as np
 
