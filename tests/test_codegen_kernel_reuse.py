@@ -326,15 +326,24 @@ def test_unrolled_step_gradients_reading_rows_backwards_match_finite_differences
 
 
 def test_a_row_read_whose_source_is_read_otherwise_is_not_moved(reuses):
-    """Steps that read their row and the whole stacked input too (its sum): moving the
-    pointer would move the other read, so each step's kernel keeps its own row."""
+    """Steps that read their row and another part of the stacked input (its first row, a
+    strided slice in each step's kernel): moving the pointer would move that read too,
+    so each step's kernel keeps its own key (and code) and reads its own row."""
     rng = np.random.default_rng(9)
-    xs = rng.standard_normal((3, 6, 4))
-    x = gc.placeholder(gc.float64, (3, 6, 4))
-    rows = gc.unstack(x, axis=1)
-    total = gc.reduce_sum(x, axis=1)
-    outs = [gc.tanh(row * 2.0 + total) for row in rows]
+    xs, wv = rng.standard_normal((3, 6, 4)), rng.standard_normal((4, 4)) * 0.5
+    x, w = gc.placeholder(gc.float64, (3, 6, 4)), gc.placeholder(gc.float64, (4, 4))
+    first = x[:, 0, :]
+    h = gc.zeros((3, 4), gc.float64)
+    for row in gc.unstack(x, axis=1):
+        h = gc.tanh(gc.matmul(h, w) + row * 2.0 + first)
+    steps = [k for k in _kernels([x, w], [(3, 6, 4), (4, 4)], [h])
+             if any(n.type == "Unpack" for n in k.nodes)]
+    assert len(steps) == 6
+    assert all(not kernel_reuse.row_reads(k) for k in steps)
+    assert len({kernel_reuse.structural_key(k) for k in steps}) == 6
     with gc.Session() as sess:
-        got = sess.run(outs, {x: xs})
-    for t, g in enumerate(got):
-        np.testing.assert_allclose(g, np.tanh(xs[:, t] * 2.0 + xs.sum(axis=1)), rtol=1e-12)
+        got = sess.run(h, {x: xs, w: wv})
+    want = np.zeros((3, 4))
+    for t in range(6):
+        want = np.tanh(want @ wv + xs[:, t] * 2.0 + xs[:, 0])
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
