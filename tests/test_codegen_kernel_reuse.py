@@ -237,3 +237,113 @@ def test_reused_conv_gradients_match_finite_differences(reuses):
             array[i] = keep
             want[i] = (up - down) / (2 * eps)
         np.testing.assert_allclose(grad, want, rtol=1e-5, atol=1e-6)
+
+
+def _step_graph(x, w, split):
+    """An unrolled recurrence over the steps of x [batch, steps, n], each step's row read
+    through an Unpack along axis 1 (split=False) or an equal Split along axis 0 of the
+    steps-major x (split=True, x [steps, batch, n])."""
+    if split:
+        steps, _, n = x.shape.as_list()
+        rows = [gc.reshape(p, [-1, n]) for p in gc.split(x, steps, axis=0)]
+    else:
+        rows = gc.unstack(x, axis=1)
+    h = 0.0
+    for row in rows:
+        h = gc.tanh(gc.matmul(row * 2.0 + 1.0, w) + 0.5 * h)
+    return h
+
+
+def _numpy_steps(xs, wv, split):
+    rows = list(xs) if split else [xs[:, t] for t in range(xs.shape[1])]
+    h = 0.0
+    for row in rows:
+        h = np.tanh((row * 2.0 + 1.0) @ wv + 0.5 * h)
+    return h
+
+
+def _lowered_kernels(reuses, feeds, shapes, fetches):
+    """Kernels of the step lowered by codegen (not replayed from an equal one)."""
+    kernels = _kernels(feeds, shapes, fetches)
+    return len(kernels) - reuses[-1].reused
+
+
+@pytest.mark.parametrize("split", [False, True])
+@pytest.mark.parametrize("dtype", [gc.float32, gc.float64])
+def test_unrolled_steps_reading_their_row_are_lowered_once(reuses, split, dtype):
+    """An unrolled RNN's step kernels differ only in which row of the stacked input they
+    read: codegen lowers one and replays it with the row's pointer for the others, so
+    the kernels it lowers do not grow with the steps; each step still reads its own
+    row (its output against NumPy)."""
+    rng = np.random.default_rng(7)
+    np_dtype = dtype.as_numpy_dtype
+    lowered = []
+    for steps in (6, 11):
+        shape = (steps, 3, 4) if split else (3, steps, 4)
+        xs = rng.standard_normal(shape).astype(np_dtype)
+        wv = (rng.standard_normal((4, 5)) * 0.5).astype(np_dtype)
+        with gc.Graph().as_default():
+            x, w = gc.placeholder(dtype, shape), gc.placeholder(dtype, (4, 5))
+            h = _step_graph(x, w, split)
+            lowered.append(_lowered_kernels(reuses, [x, w], [shape, (4, 5)], [h]))
+            with gc.Session() as sess:
+                got = sess.run(h, {x: xs, w: wv})
+        tol = 1e-5 if dtype == gc.float32 else 1e-12
+        np.testing.assert_allclose(got, _numpy_steps(xs.astype(np.float64),
+                                                     wv.astype(np.float64), split),
+                                   rtol=tol, atol=tol)
+    assert lowered[0] == lowered[1], lowered
+
+
+@pytest.mark.parametrize("split", [False, True])
+def test_unrolled_step_gradients_reading_rows_backwards_match_finite_differences(split):
+    """The backward pass reads the steps' rows in reverse (the replay moves the pointer
+    back): the gradients of every row and of the weights against central differences."""
+    rng = np.random.default_rng(8)
+    shape = (5, 2, 3) if split else (2, 5, 3)
+    arrays = [rng.standard_normal(shape), rng.standard_normal((3, 4)) * 0.5]
+    r = rng.standard_normal((2, 4))
+
+    def loss(xs, wv):
+        return float((_numpy_steps(xs, wv, split) * r).sum())
+    with gc.Graph().as_default():
+        x, w = gc.placeholder(gc.float64, shape), gc.placeholder(gc.float64, (3, 4))
+        grads = gc.gradients(gc.reduce_sum(_step_graph(x, w, split) * r), [x, w])
+        with gc.Session() as sess:
+            got = sess.run(grads, {x: arrays[0], w: arrays[1]})
+    eps = 1e-6
+    for array, grad in zip(arrays, got):
+        want = np.zeros_like(array)
+        for i in np.ndindex(array.shape):
+            keep = array[i]
+            array[i] = keep + eps
+            up = loss(*arrays)
+            array[i] = keep - eps
+            down = loss(*arrays)
+            array[i] = keep
+            want[i] = (up - down) / (2 * eps)
+        np.testing.assert_allclose(grad, want, rtol=1e-6, atol=1e-8)
+
+
+def test_a_row_read_whose_source_is_read_otherwise_is_not_moved(reuses):
+    """Steps that read their row and another part of the stacked input (its first row, a
+    strided slice in each step's kernel): moving the pointer would move that read too,
+    so each step's kernel keeps its own key (and code) and reads its own row."""
+    rng = np.random.default_rng(9)
+    xs, wv = rng.standard_normal((3, 6, 4)), rng.standard_normal((4, 4)) * 0.5
+    x, w = gc.placeholder(gc.float64, (3, 6, 4)), gc.placeholder(gc.float64, (4, 4))
+    first = x[:, 0, :]
+    h = gc.zeros((3, 4), gc.float64)
+    for row in gc.unstack(x, axis=1):
+        h = gc.tanh(gc.matmul(h, w) + row * 2.0 + first)
+    steps = [k for k in _kernels([x, w], [(3, 6, 4), (4, 4)], [h])
+             if any(n.type == "Unpack" for n in k.nodes)]
+    assert len(steps) == 6
+    assert all(not kernel_reuse.row_reads(k) for k in steps)
+    assert len({kernel_reuse.structural_key(k) for k in steps}) == 6
+    with gc.Session() as sess:
+        got = sess.run(h, {x: xs, w: wv})
+    want = np.zeros((3, 4))
+    for t in range(6):
+        want = np.tanh(want @ wv + xs[:, t] * 2.0 + xs[:, 0])
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)

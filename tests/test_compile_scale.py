@@ -246,3 +246,68 @@ def test_entry_is_left_unoptimized():
     define = next(line for line in spec["llvm_ir"].splitlines()
                   if line.startswith('define i32 @"graphc_main"'))
     assert "optnone" in define and "noinline" in define
+
+
+def _sigmoid(z):
+    return 1.0 / (1.0 + np.exp(-z))
+
+
+def _lstm_steps(steps, dtype, rng):
+    """A static_rnn BasicLSTMCell over the unstacked steps of x [batch, steps, 3] with
+    the gradients of its last output's weighted sum; the arrays and the NumPy loss."""
+    xs = rng.standard_normal((2, steps, 3))
+    r = rng.standard_normal((2, 4))
+    x = gc.placeholder(dtype, (2, steps, 3))
+    cell = gc.nn.rnn_cell.BasicLSTMCell(4)
+    outputs, _ = gc.nn.static_rnn(cell, gc.unstack(x, axis=1), dtype=dtype)
+    loss = gc.reduce_sum(outputs[-1] * r.astype(dtype.as_numpy_dtype))
+    kernel, bias = cell.weights
+    grads = gc.gradients(loss, [x, kernel, bias])
+
+    def numpy_loss(w, b):
+        c = h = np.zeros((2, 4))
+        for t in range(steps):
+            i, j, f, o = np.split(np.concatenate([xs[:, t], h], 1) @ w + b, 4, axis=1)
+            c = c * _sigmoid(f + 1.0) + _sigmoid(i) * np.tanh(j)
+            h = np.tanh(c) * _sigmoid(o)
+        return float((h * r).sum())
+    return x, xs, loss, grads, (kernel, bias), numpy_loss
+
+
+def test_lstm_training_step_lowers_as_many_kernels_at_any_number_of_steps(monkeypatch):
+    """An unrolled LSTM's step kernels differ only in the row of the stacked input they
+    read (kernel_reuse.py lowers one and moves the row's pointer for the others): the
+    kernels codegen lowers do not grow with the steps, and the loss and gradients match
+    NumPy and the reference backend in float64 and float32."""
+    from graphc.compiler.backends.cpu import kernel_reuse
+    lowered = []
+    made = []
+    init = kernel_reuse.KernelReuse.__init__
+
+    def spy(self, program):
+        init(self, program)
+        made.append((self, program))
+    monkeypatch.setattr(kernel_reuse.KernelReuse, "__init__", spy)
+    for steps in (5, 9):
+        for dtype, rtol in ((gc.float64, 1e-10), (gc.float32, 1e-4)):
+            rng = np.random.default_rng(steps)
+            with gc.Graph().as_default():
+                gc.set_random_seed(1)  # the same initial weights in both sessions
+                x, xs, loss, grads, weights, numpy_loss = _lstm_steps(steps, dtype, rng)
+                feed = {x: xs.astype(dtype.as_numpy_dtype)}
+                got = {}
+                for backend in ("compiled", "reference"):
+                    sess = gc.Session(config=gc.ConfigProto(backend=backend))
+                    sess.run(gc.global_variables_initializer())
+                    got[backend] = sess.run([loss] + grads, feed)
+                    w, b = sess.run(weights)
+                    if backend == "compiled" and dtype == gc.float64:
+                        reuse, program = max(made, key=lambda m: len(m[1].module.kernels))
+                        lowered.append(len(program.module.kernels) - reuse.reused)
+                    made.clear()
+            w64, b64 = w.astype(np.float64), b.astype(np.float64)
+            np.testing.assert_allclose(got["compiled"][0], numpy_loss(w64, b64),
+                                       rtol=rtol, atol=rtol)
+            for a, want in zip(got["compiled"], got["reference"]):
+                np.testing.assert_allclose(a, want, rtol=rtol, atol=rtol)
+    assert lowered[0] == lowered[1], lowered

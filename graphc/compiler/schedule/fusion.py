@@ -121,13 +121,17 @@ class Fusion:
         self.fuse = fuse
         self.pos = {n: i for i, n in enumerate(module.nodes)}
         self.fetched = set(module.outputs)
+        # fusion asks a node's data inputs and kind in every check of every candidate
+        # merge (80k times for a 32-step LSTM, most of fusion's time, each asking the op
+        # registry and every input's dims); the nodes do not change while it runs
+        self._data_inputs, self._kinds = {}, {}
         live = self._data_live()
         self.snapshots = self._snapshot_reads(live)
         self.compute = [n for n in module.nodes if n in live and self._is_compute(n)]
         computed = set(self.compute)
         self.users = {}  # Value -> compute nodes reading its data (once each)
         for n in self.compute:
-            for _, v in data_inputs(n):
+            for _, v in self.data_in(n):
                 us = self.users.setdefault(v, [])
                 if n not in us:
                     us.append(n)
@@ -135,16 +139,30 @@ class Fusion:
         self.groups = {}
         self.group_of = {}
         for n in self.compute:
-            kind = kind_of(n)
+            kind = self.kind(n)
             gkind = kind if kind in ("gemm", "conv") else "loop" if kind in LOOP_KINDS \
                 else "opaque"
             self._new_group(gkind, [n], n if gkind != "loop" else None)
         self._rebuild_edges()
         self._renumber()
 
+    def data_in(self, node):
+        """data_inputs(node), asked once per node."""
+        found = self._data_inputs.get(node)
+        if found is None:
+            found = self._data_inputs[node] = data_inputs(node)
+        return found
+
+    def kind(self, node):
+        """kind_of(node), asked once per node."""
+        found = self._kinds.get(node)
+        if found is None:
+            found = self._kinds[node] = kind_of(node)
+        return found
+
     # --------------------------------------------------------------- analysis
     def _is_compute(self, n):
-        kind = kind_of(n)
+        kind = self.kind(n)
         if kind in ("source", "control"):
             return False
         return n.type != "VariableV2" or n in self.snapshots
@@ -158,7 +176,7 @@ class Fusion:
             if n in live:
                 continue
             live.add(n)
-            stack.extend(v.node for _, v in data_inputs(n))
+            stack.extend(v.node for _, v in self.data_in(n))
             stack.extend(n.control_deps)
         return live
 
@@ -215,7 +233,7 @@ class Fusion:
                 strict.setdefault(b, set()).add(a)
         dep_sets = {}
         for n in self.compute:
-            producers = [v.node for _, v in data_inputs(n) if v.node in computed]
+            producers = [v.node for _, v in self.data_in(n) if v.node in computed]
             for p in producers:
                 add(p, n, data=True)
             for d in self._control_deps(n):
@@ -223,7 +241,7 @@ class Fusion:
                     add(d, n)
         # other state (iterators, samplers): side effects keep their module order
         others = [n for n in self.compute if n.has_side_effect and
-                  kind_of(n) not in ("random", "state")]
+                  self.kind(n) not in ("random", "state")]
         for a, b in zip(others, others[1:]):
             add(a, b, must_split=True)
         live = computed | {n for n in self.module.nodes if n.type == "VariableV2"}
@@ -427,7 +445,7 @@ class Fusion:
     # -------------------------------------------------------------- epilogues
     def _fuse_epilogues(self):
         for n in self.compute:
-            if kind_of(n) not in ("gemm", "conv"):
+            if self.kind(n) not in ("gemm", "conv"):
                 continue
             g = self._sole_group(n)
             cur = n.outputs[0]
@@ -460,7 +478,7 @@ class Fusion:
                     self.groups[p].kind != "loop" or self._consumers(p) != {s}:
                 continue
             producers = self.groups[p].nodes
-            if any(v.node in producers for i, v in data_inputs(n) if i != slot):
+            if any(v.node in producers for i, v in self.data_in(n) if i != slot):
                 continue  # the indices too: each would be recomputed per element of a row
             if self._reads_variable(producers, n.inputs[0].name):
                 continue  # with repeated ids, it would read rows it has already written
@@ -471,13 +489,13 @@ class Fusion:
     def _reads_variable(self, nodes, name):
         return any(r.type == "VariableV2" and r.name == name or
                    r.type in _REF_READERS and r.inputs[0].name == name
-                   for r in list(nodes) + [v.node for n in nodes for _, v in data_inputs(n)])
+                   for r in list(nodes) + [v.node for n in nodes for _, v in self.data_in(n)])
 
     # ------------------------------------------------------------ loop fusion
     def _merge_round(self, shared_cheap):
         changed = False
         for c in self.compute:
-            for _, v in data_inputs(c):
+            for _, v in self.data_in(c):
                 p = v.node
                 if p not in self.group_of:
                     continue
@@ -520,7 +538,7 @@ class Fusion:
 
     def _is_cheap(self, gid):
         g = self.groups[gid]
-        return all(kind_of(n) in CHEAP_KINDS for n in g.nodes) and not any(
+        return all(self.kind(n) in CHEAP_KINDS for n in g.nodes) and not any(
             v in self.fetched for n in g.nodes for v in n.outputs)
 
     def _consumers(self, gid):
@@ -568,14 +586,14 @@ class Fusion:
     def _needed_from(self, source, consumer_nodes):
         """The nodes of `source` whose values consumer_nodes read, with their ancestors in
         `source`."""
-        stack = [v.node for n in consumer_nodes for _, v in data_inputs(n) if v.node in source]
+        stack = [v.node for n in consumer_nodes for _, v in self.data_in(n) if v.node in source]
         needed = set()
         while stack:
             n = stack.pop()
             if n in needed:
                 continue
             needed.add(n)
-            stack.extend(v.node for _, v in data_inputs(n) if v.node in source)
+            stack.extend(v.node for _, v in self.data_in(n) if v.node in source)
         return needed
 
     def _apply_duplication(self, gid, duplication):
@@ -649,7 +667,7 @@ class Fusion:
                 dims = g.main.outputs[0].dims
             inputs = []
             for n in nodes:
-                for _, v in data_inputs(n):
+                for _, v in self.data_in(n):
                     if v.node not in g.nodes and v not in inputs:
                         inputs.append(v)
             out.append(Kernel(g.kind, nodes, inputs, self.outputs_of(g.nodes), dims,
@@ -733,7 +751,7 @@ class _LoopCheck:
 
     def dims(self):
         nodes = self.nodes
-        reds = [(n, reduction_axes(n)) for n in nodes if kind_of(n) == "reduction"]
+        reds = [(n, reduction_axes(n)) for n in nodes if self.f.kind(n) == "reduction"]
         reds = [(n, info) for n, info in reds if info[1] or n.type in ROW_NORMALIZERS or
                 n.type == "SparseSoftmaxCrossEntropyWithLogits"]
         if len(nodes) == 1:
@@ -768,7 +786,7 @@ class _LoopCheck:
         k = levels.pop() if levels else self.rank
         amap = {}
         for n in nodes:
-            ins = [v for _, v in data_inputs(n) if v in amap]
+            ins = [v for _, v in self.f.data_in(n) if v in amap]
             if (n in hoisted or n in final) and ins:
                 if ins != [n.inputs[0]] or amap[ins[0]] != self.identity:
                     return None
@@ -797,23 +815,23 @@ class _LoopCheck:
         """The most nodes on one path of data edges inside the kernel."""
         length = {}
         for n in self.nodes:  # in module order: inputs first
-            length[n] = 1 + max((length.get(v.node, 0) for _, v in data_inputs(n)), default=0)
+            length[n] = 1 + max((length.get(v.node, 0) for _, v in self.f.data_in(n)), default=0)
         return max(length.values())
 
     def _windows_read_stored_inputs(self):
         """Each window op's inputs are computed outside the kernel or by index remaps
         (of values computed outside) only."""
-        stack = [v.node for n in self.nodes if kind_of(n) == "window"
-                 for _, v in data_inputs(n) if v.node in self.set]
+        stack = [v.node for n in self.nodes if self.f.kind(n) == "window"
+                 for _, v in self.f.data_in(n) if v.node in self.set]
         seen = set()
         while stack:
             n = stack.pop()
             if n in seen:
                 continue
             seen.add(n)
-            if kind_of(n) != "index":
+            if self.f.kind(n) != "index":
                 return False
-            stack.extend(v.node for _, v in data_inputs(n) if v.node in self.set)
+            stack.extend(v.node for _, v in self.f.data_in(n) if v.node in self.set)
         return True
 
     def _hoisted(self, n):
@@ -837,7 +855,7 @@ class _LoopCheck:
     def _alignment(self, n, amap):
         """The alignment of n's output, computed from aligned inputs, or None when n
         would read a hoisted value at an index that is not an outer loop index."""
-        kind = kind_of(n)
+        kind = self.f.kind(n)
         od = n.outputs[0].dims
         if od is None or len(n.outputs) != 1:
             return None
@@ -858,7 +876,7 @@ class _LoopCheck:
             if n.type == "BiasAdd" and n.attrs.get("data_format") == "NCHW" and len(od) > 2:
                 return None
             m = list(self.identity) if full else [None] * len(od)
-            for _, v in data_inputs(n):
+            for _, v in self.f.data_in(n):
                 if v not in amap:
                     continue
                 off = len(od) - len(v.dims)
@@ -892,7 +910,7 @@ class _LoopCheck:
                     return False  # a snapshot copy of the variable being written
                 if n.type in _REF_READERS and n.inputs[0].name == name:
                     return False
-                for _, v in data_inputs(n):
+                for _, v in self.f.data_in(n):
                     r = v.node
                     if r.type != "VariableV2" or r.name != name or r in self.set:
                         continue
@@ -912,7 +930,7 @@ class _LoopCheck:
             if n in seen:
                 continue
             seen.add(n)
-            if not (kind_of(n) == "elementwise" or n.type in UPDATE_OPS):
+            if not (self.f.kind(n) == "elementwise" or n.type in UPDATE_OPS):
                 return False
             if len(n.outputs) != 1 or not dims_equal(n.outputs[0].dims, self.D):
                 return False

@@ -7,7 +7,8 @@ the thread team) + the executable spec.
 
 One LLVM function per distinct kernel (in `module.kernels`, the schedule: kernels equal up
 to their buffers share one, kernel_reuse.py before emitting and dedupe.py after, as do
-kernels that differ only in an index offset, which they take as arguments), and the entry
+kernels that differ only in the row of a split they read, whose pointer the entry moves,
+or in an index offset, which they take as arguments), and the entry
 `int32 graphc_main(feeds, fetches, variables, constants, arena, syms)` that calls them in
 order with pointers to their buffers (loops/program.py says where each value lives,
 entry.py emits the entry); unknown dims

@@ -9,9 +9,10 @@ are the same when their functions' text is, their own names aside. The later one
 functions are dropped and every reference to them names the first one's instead.
 
 An unrolled RNN repeats its step with one difference: the row of a stacked tensor each
-step reads, a literal offset in the index arithmetic (32 copies of each step kernel in a
-32-step LSTM, most of its LLVM time). merge_offset_kernels gives such kernels one
-function that takes the offsets as arguments.
+step reads, a literal offset in the index arithmetic. kernel_reuse.py lowers the steps
+that read their row through a Split or Unpack once (it moves the row's pointer); the
+others (a strided slice's constant begin, x[:, t, :]) are built per step and
+merge_offset_kernels gives them one function that takes the offsets as arguments.
 """
 import re
 

@@ -28,7 +28,8 @@ def emit_entry(program, calls, profile=False, name=ENTRY):
     per call summed over runs (runtime.Executable.kernel_profile reads it). name: the
     function's; a body of a native While or If (control_flow.py) has an entry of its
     own, of the same signature, which pins no BLAS threads (its caller's entry does).
-    A storage key ("table", "var" | "const") is the entry's table itself."""
+    A storage key ("table", "var" | "const") is the entry's table itself; ("shifted",
+    key, bytes) is key's pointer moved by bytes (kernel_reuse.py's row reads)."""
     fn = ir.Function(program.llvm, ir.FunctionType(I32, [PTR] * 6), name)
     # the entry is a straight run of calls (one block and one phi edge per kernel, 900 in
     # a ResNet-50 step) with nothing to gain from O3, whose passes took a second of LLVM
@@ -44,8 +45,10 @@ def emit_entry(program, calls, profile=False, name=ENTRY):
     def pointer(key):
         p = pointers.get(key)
         if p is None:
-            kind, what = key
-            if kind == "table":
+            kind, what = key[:2]
+            if kind == "shifted":
+                p = b.gep(pointer(what), [ir.Constant(I64, key[2])], source_etype=ir.IntType(8))
+            elif kind == "table":
                 p = tables[what]
             elif kind == "arena":
                 offset = program.emit_dim(b, program.arena_offset(what), syms)

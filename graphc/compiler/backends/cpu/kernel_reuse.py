@@ -17,12 +17,29 @@ every pointer the first function takes is one of those answers or a variable the
 numbers. A first lowering that made error sites (they name their node) or asked about a
 value the key does not number is never reused. Random ops (their state is named after the
 node) and opaque kernels are always emitted.
+
+An unrolled RNN's step kernels differ in one more thing: which output of a Split or Unpack
+of the stacked sequence each step reads (its row of the stack). Output k of an equal split
+is the input's elements from k times a fixed stride on, in the input's row-major order, so
+the key counts the output read as the first and the replay passes the input's pointer
+moved by (k - the first lowering's k) strides: the first function, reading its own row,
+then reads the replay's. Only where that pointer is read through this one view (RowRead):
+the split's input (or a chain of reshapes inside the kernel down to a stored value, which
+keep the row-major order) has no other reader in the kernel, one output of the split is
+read and none is stored, and the stored value's buffer answers no other storage question.
+A 32-step LSTM's 61 step kernels, each built and then merged as LLVM text by
+dedupe.merge_offset_kernels before, are built 4 times (the first step of each direction
+differs).
 """
 import numpy as np
 
+from graphc.compiler.ir import Value
 from graphc.compiler.loops.expr import dim_key
-from graphc.framework.op_def import RANDOM_OP_TYPES
+from graphc.framework.op_def import RANDOM_OP_TYPES, UPDATE_OPS, OpTypes
 from graphc.framework.symbolic import SymDim
+
+_ROW_ORDER_KEEPING = OpTypes("aliases_input")  # input 0's elements in the same order
+_SPLITS = ("Split", "Unpack")  # equal pieces, each a row of the input (_row_stride)
 
 REUSABLE_KINDS = ("loop", "gemm", "conv")
 _ASKED = ("storage_of", "stores_of", "scratch_of")
@@ -37,9 +54,12 @@ class KernelReuse:
         self.program = program
         self._seen = {}  # structural key -> _Lowering or _NOT_REUSABLE
         self.reused = 0
+        # a node's canonical attrs, made once: a value is in the key of its producer's
+        # kernel and of each reader's, and the keys were a quarter of depth 256's codegen
+        self._attrs = {}
 
     def lower(self, lower, kernel, name, scalar_ops, rules):
-        key = structural_key(kernel)
+        key = structural_key(kernel, self._attrs)
         seen = self._seen.get(key) if key is not None else None
         if isinstance(seen, _Lowering):
             result = seen.replay(self.program, kernel)
@@ -59,6 +79,7 @@ class _Lowering:
     def __init__(self, kernel):
         self.kernel = kernel
         self.objects, self.index = _objects(kernel)
+        self.row_reads = row_reads(kernel)
         self.log = []  # (question, value number or None, answer)
         self.result = None
         self.new_sites = 0
@@ -89,6 +110,25 @@ class _Lowering:
         roles, _ = _pattern(self.log, self.objects)
         return all(s in roles for s in self.result[1])
 
+    def _moved_role(self, read, roles):
+        """The role of the storage a row read's pointer moves: its stored source's, a
+        pointer the function takes that answers no question about another value; else
+        None (then only a kernel reading the same row reuses it: moving the pointer would
+        move other reads too)."""
+        number = self.index[id(read.source)]
+        asked = {answer for question, n, answer in self.log
+                 if question == "storage_of" and n == number}
+        if len(asked) != 1 or None in asked:
+            return None
+        (key,) = asked
+        if key[0] == "var" or key not in self.result[1]:
+            return None
+        for question, n, answer in self.log:
+            answers = answer if question == "stores_of" else [answer]
+            if n != number and key in answers:
+                return None
+        return roles[key]
+
     def replay(self, program, kernel):
         """(function, storages) for `kernel`, or None when its buffers' pattern differs."""
         objects, _ = _objects(kernel)
@@ -102,6 +142,17 @@ class _Lowering:
         if pattern != their_pattern:
             return None
         key_of_role = {role: key for key, role in their_roles.items()}
+        theirs = row_reads(kernel)
+        if len(theirs) != len(self.row_reads):
+            return None
+        for mine, their in zip(self.row_reads, theirs):
+            shift = (their.output - mine.output) * mine.stride_bytes
+            if not shift:
+                continue
+            role = self._moved_role(mine, roles)
+            if role is None or their.stride_bytes != mine.stride_bytes:
+                return None
+            key_of_role[role] = ("shifted", key_of_role[role], shift)
         fn, storages = self.result
         return fn, [key_of_role[roles[s]] for s in storages]
 
@@ -145,16 +196,21 @@ def _objects(kernel):
     return objects, index
 
 
-def structural_key(kernel):
+def structural_key(kernel, attrs=None):
     """A hashable key equal for kernels whose lowerings build the same code up to buffer
-    names, or None when the kernel is never reused."""
+    names, or None when the kernel is never reused. attrs: {id(node): canonical attrs}
+    kept between the kernels of one module (their nodes live as long)."""
+    attrs = {} if attrs is None else attrs
     if kernel.kind not in REUSABLE_KINDS or any(n.type in RANDOM_OP_TYPES
                                                 for n in kernel.nodes):
         return None
     objects, index = _objects(kernel)
     inside = {id(n): k for k, n in enumerate(kernel.nodes)}
+    # a row read's output counts as the split's first: the replay moves the pointer
+    read_as = {id(r.node.outputs[r.output]): r.node.outputs[0] for r in row_reads(kernel)}
     try:
-        nodes = tuple((n.type, canonical(n.attrs), tuple(index[id(i)] for i in n.inputs),
+        nodes = tuple((n.type, _canonical_attrs(n, attrs),
+                       tuple(index[id(read_as.get(id(i), i))] for i in n.inputs),
                        tuple(index[id(o)] for o in n.outputs)) for n in kernel.nodes)
         outputs = tuple(index[id(v)] for v in kernel.outputs)
         inputs = tuple(index[id(v)] for v in kernel.inputs)
@@ -164,10 +220,83 @@ def structural_key(kernel):
     if main is None:
         return None
     return (kernel.kind, _dims(kernel.dims), main, nodes, outputs, inputs,
-            tuple(_object_key(o, inside) for o in objects))
+            tuple(_object_key(o, inside, attrs) for o in objects))
 
 
-def _object_key(obj, inside):
+class RowRead:
+    """A split's one output read in a kernel: `output` (its index), the stored `source`
+    its elements come from, and the bytes between two outputs' first elements there."""
+
+    def __init__(self, node, output, source, stride_bytes):
+        self.node = node
+        self.output = output
+        self.source = source
+        self.stride_bytes = stride_bytes
+
+
+def row_reads(kernel):
+    """The kernel's RowReads (see the module docstring), in node order."""
+    if not any(n.type in _SPLITS for n in kernel.nodes):
+        return []  # most kernels: no use list to build (every kernel's key asks)
+    users, stored = {}, {id(v) for v in kernel.outputs}
+    for n in kernel.nodes:
+        for v in n.inputs:
+            users.setdefault(id(v), []).append(n)
+    inside = {id(n) for n in kernel.nodes}
+    reads = []
+    for n in kernel.nodes:
+        stride = _row_stride(n)
+        read = [k for k, v in enumerate(n.outputs) if id(v) in users]
+        if stride is None or len(read) != 1 or any(id(v) in stored for v in n.outputs):
+            continue
+        source = _stored_source(n, users, stored, inside)
+        if source is not None:
+            itemsize = np.dtype(getattr(source.dtype, "name", source.dtype)).itemsize
+            reads.append(RowRead(n, read[0], source, stride * itemsize))
+    return reads
+
+
+def _row_stride(node):
+    """Elements between the first elements of two consecutive outputs of an Unpack or
+    an equal Split, in the input's row-major order; None for other nodes, or unknown."""
+    if node.type == "Unpack":
+        x, axis = node.inputs[0], node.attrs.get("axis", 0)
+    elif node.type == "Split" and node.inputs[0].node.type == "Const":
+        x = node.inputs[1]
+        axis = int(np.reshape(node.inputs[0].node.attrs["value"], -1)[0])
+    else:
+        return None
+    if not x.dims or any(v.dims is None for v in node.outputs):
+        return None
+    axis %= len(x.dims)
+    size = 1 if node.type == "Unpack" else node.outputs[0].dims[axis]
+    sizes = {dim_key(v.dims[axis]) for v in node.outputs} if node.type == "Split" else {1}
+    inner = [dim_key(d) for d in x.dims[axis + 1:]]
+    if sizes != {dim_key(size)} or not all(isinstance(d, int) for d in inner + [*sizes]):
+        return None  # pieces of different or run-time sizes
+    return int(dim_key(size)) * int(np.prod(inner, dtype=np.int64))
+
+
+def _stored_source(node, users, stored, inside):
+    """The value computed outside the kernel whose elements `node`'s data input holds in
+    order (through reshapes inside it, each read by the next alone), or None."""
+    v = node.inputs[0] if node.type == "Unpack" else node.inputs[1]
+    reader = node
+    while True:
+        if not isinstance(v, Value) or len(users.get(id(v), ())) != 1 or \
+                users[id(v)][0] is not reader or id(v) in stored:
+            return None
+        if id(v.node) not in inside:
+            break
+        if v.node.type not in _ROW_ORDER_KEEPING:
+            return None
+        reader, v = v.node, v.node.inputs[0]
+    if v.node.type == "VariableV2" or v.node.type in UPDATE_OPS:
+        return None  # read by name, not through a pointer the entry passes
+    return v
+
+
+def _object_key(obj, inside, attrs):
     dtype = getattr(obj.dtype, "name", obj.dtype)
     key = (type(obj).__name__, str(dtype), _dims(obj.dims))
     node = getattr(obj, "node", None)
@@ -175,11 +304,20 @@ def _object_key(obj, inside):
         return key
     if id(node) in inside:
         return key + (obj.index,)
-    return key + (obj.index, node.type, canonical(node.attrs))
+    return key + (obj.index, node.type, _canonical_attrs(node, attrs))
+
+
+def _canonical_attrs(node, attrs):
+    found = attrs.get(id(node))
+    if found is None:
+        found = attrs[id(node)] = canonical(node.attrs)
+    return found
 
 
 def _dims(dims):
-    return None if dims is None else tuple(dim_key(d) for d in dims)
+    if dims is None:
+        return None
+    return tuple(d if type(d) is int else dim_key(d) for d in dims)
 
 
 def canonical(x):
