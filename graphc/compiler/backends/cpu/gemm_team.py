@@ -8,10 +8,13 @@ call on a block, claimed by the team's threads from a shared counter:
   "cols"   blocks of C's columns (and of op(B)'s), when C is at least as wide as tall
   "rows"   blocks of C's rows (and of op(A)'s), otherwise
   "batch"  runs of the batch of a BatchMatMulV2
-The units are a function of the sizes alone (never of the team), and each element of C
+The units are a function of the sizes (and the compiling machine's cores: MAX_UNITS) alone,
+never of the team, and each element of C
 is computed by one BLAS call whatever the team, so results do not depend on the thread
 count. Products below MIN_MACS multiply-adds are one call, with no team.
 """
+import os
+
 from llvmlite import ir
 
 from graphc.compiler.backends.cpu import parallel
@@ -24,7 +27,24 @@ from kernels.loops import I32, I64, PTR, entry_alloca, for_range
 MIN_MACS = 1 << 20   # below: one BLAS call (a team costs more than it gains)
 MIN_BLOCK = 256      # columns or rows per unit, at least (smaller units were slower in
                      # tools/bench.py's mlp_train workload)
-MAX_UNITS = 16
+
+
+def host_cores():
+    """The cores this process may run on (the machine compiling the code)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+# Units per product, at most: one per core of the compiling machine (2 to 16). Each unit's
+# BLAS call packs all of the operand it does not cut (B for blocks of rows), so a unit more
+# is a pack more: on the 2-core machine, transformer_train's [2048, *] products cut in 2
+# units instead of 8 (2048 / MIN_BLOCK) took a step from 127.7 to 121.2 CPU-ms on one
+# thread. Claimed units still even out a thread the OS holds back by at most one unit.
+# The team size (set when the code is loaded) is never an input, so results do not depend
+# on the thread count.
+MAX_UNITS = min(16, max(2, host_cores()))
 
 
 def emit_product(b, program, node, gemm_fn, a_ptr, b_ptr, c_ptr, syms, name, batch_positions,
