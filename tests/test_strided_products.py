@@ -169,3 +169,38 @@ def test_a_transpose_moving_the_last_axis_is_no_view():
         got = sess.run(out, {pa: a, pc: c})
     np.testing.assert_allclose(got, np.transpose(a, [0, 2, 1]).astype(np.float64) @ c,
                                rtol=2e-5, atol=2e-5)
+
+
+def test_integer_products_keep_their_transposes():
+    """No BLAS for integers: their products are loop kernels, the transposes stay copies."""
+    a = (np.arange(2 * 3 * 4 * 5).reshape(2, 3, 4, 5) % 7).astype(np.int32)
+    c = (np.arange(3 * 2 * 5 * 4).reshape(3, 2, 5, 4) % 5).astype(np.int32)
+    pa, pc = gc.placeholder(gc.int32, a.shape), gc.placeholder(gc.int32, c.shape)
+    out = gc.transpose(gc.matmul(gc.transpose(pa, [1, 0, 2, 3]), pc), [1, 0, 2, 3])
+    kernels = _kernels([out], {pa: a, pc: c})
+    assert [n.type for k in kernels if k.kind == "gemm" for n in k.nodes] == ["BatchMatMulV2"]
+    with gc.Session() as sess:
+        got = sess.run(out, {pa: a, pc: c})
+    np.testing.assert_array_equal(
+        got, np.transpose(np.transpose(a, [1, 0, 2, 3]) @ c, [1, 0, 2, 3]))
+
+
+def test_a_view_of_a_variable_reads_it_before_its_update():
+    """The product reads the variable's buffer through the view when its kernel runs: an
+    update ordered after the product (a control dependency) must not show through."""
+    rng = np.random.default_rng(5)
+    init = rng.standard_normal((3, 2, 4, 5)).astype(np.float32)
+    c = rng.standard_normal((2, 3, 5, 4)).astype(np.float32)
+    var = gc.Variable(init)
+    pc = gc.placeholder(gc.float32, c.shape)
+    out = gc.matmul(gc.transpose(var, [1, 0, 2, 3]), pc)
+    with gc.control_dependencies([out]):
+        step = gc.assign_add(var, gc.ones_like(var))
+    with gc.Session() as sess:
+        sess.run(var.initializer)
+        got, _ = sess.run([out, step], {pc: c})
+        after = sess.run(out, {pc: c})
+    want = np.transpose(init, [1, 0, 2, 3]).astype(np.float64) @ c
+    np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5)
+    np.testing.assert_allclose(after, np.transpose(init + 1, [1, 0, 2, 3]).astype(np.float64)
+                               @ c, rtol=2e-5, atol=2e-5)

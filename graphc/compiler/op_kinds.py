@@ -121,11 +121,12 @@ def reduction_axes(node):
 
 # Strided views of batched products (fusion step 2b, loops/products.ProductViews)
 def is_batched_product(node):
-    """A BatchMatMulV2 with batch dims, its dims static and nonzero: one whose operands and
-    result may be strided views (each batch entry's matrix found by its offset and leading
-    dimension instead of a dense copy)."""
+    """A floating-point BatchMatMulV2 (a BLAS call) with batch dims, its dims static and
+    nonzero: one whose operands and result may be strided views (each batch entry's matrix
+    found by its offset and leading dimension instead of a dense copy)."""
     out = node.outputs[0]
-    return node.type == "BatchMatMulV2" and out.dims is not None and len(out.dims) >= 3 and \
+    return node.type == "BatchMatMulV2" and out.dtype.name in ("float32", "float64") and \
+        out.dims is not None and len(out.dims) >= 3 and \
         all(_static(v.dims) for v in (out, *node.inputs[:2]))
 
 
