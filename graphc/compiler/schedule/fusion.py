@@ -23,7 +23,7 @@ Groups, in this order:
    first). Then loop groups reading the same stored value of their merged loop's dims
    merge ("siblings"): the value is read once.
 2b. strided products (strided_products=True, a backend whose GEMM takes strided views:
-   the CPU's): a Transpose keeping its last axis last (loops/products.view_perm) whose
+   the CPU's): a Transpose keeping its last axis last (op_kinds.view_perm) whose
    value only batched products read (is_batched_product), with the reshapes feeding it
    (read by nothing else), is copied into each of those products' kernels and computed by
    none: they read its input with the transpose's strides (attention's heads split). A
