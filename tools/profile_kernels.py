@@ -93,7 +93,7 @@ def main(argv=None):
           f"{in_kernels * ms_per_cycle:.3f} ms of it in kernels (median), "
           f"{total * ms_per_cycle:.3f} ms the sum of the kernels' medians")
     for name, c in sorted(zip(names, cycles), key=lambda r: -r[1]):
-        print(f"{100 * c / total:5.1f}%  {c * ms_per_cycle:7.3f} ms  {name[:110]}")
+        print(f"{100 * c / total:5.1f}%  {c * ms_per_cycle:7.3f} ms  {name[:int(os.environ.get('PROFILE_NAME_WIDTH', 110))]}")
 
 
 if __name__ == "__main__":

@@ -166,7 +166,8 @@ def _optimize_and_schedule(module, backend, options, dumps, times=None):
     _schedule_regions(module, backend, options)
     stats.update(schedule(module, backend.scratch_bytes,
                           fuse="fusion" not in options.disable,
-                          reuse="memory_planning" not in options.disable, dumps=dumps))
+                          reuse="memory_planning" not in options.disable, dumps=dumps,
+                          strided_products=backend.strided_products))
     times["schedule"] = time.perf_counter() - start - times["optimize"]
     return stats
 

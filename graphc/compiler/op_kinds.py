@@ -34,7 +34,7 @@ over a non-trailing axis) is "opaque".
 """
 import numpy as np
 
-from graphc.compiler.ir import PARAMETER
+from graphc.compiler.ir import PARAMETER, Value
 from graphc.compiler.schedule.kernel import dim_is
 from graphc.framework.op_def import OP_DEFS, get_op_def
 from graphc.framework.symbolic import SymDim
@@ -117,3 +117,42 @@ def reduction_axes(node):
                                           if dim_is(d, 1) and not dim_is(x.dims[lead + i], 1))
         return 0, axes, True
     return None
+
+
+# Strided views of batched products (fusion step 2b, loops/products.ProductViews)
+def is_batched_product(node):
+    """A floating-point BatchMatMulV2 (a BLAS call) with batch dims, its dims static and
+    nonzero: one whose operands and result may be strided views (each batch entry's matrix
+    found by its offset and leading dimension instead of a dense copy)."""
+    out = node.outputs[0]
+    return node.type == "BatchMatMulV2" and out.dtype.name in ("float32", "float64") and \
+        out.dims is not None and len(out.dims) >= 3 and \
+        all(_static(v.dims) for v in (out, *node.inputs[:2]))
+
+
+def view_perm(node):
+    """The perm of a Transpose that keeps its last axis last (so each matrix of the result
+    has unit-stride rows: a strided view a GEMM can address), its dims static and nonzero;
+    else None."""
+    if node.type != "Transpose" or not isinstance(node.inputs[1], Value) or \
+            node.inputs[1].node.type != "Const":
+        return None
+    x, out = node.inputs[0], node.outputs[0]
+    if not (_static(x.dims) and _static(out.dims)) or len(out.dims) < 2:
+        return None
+    rank = len(out.dims)
+    perm = [int(p) % rank for p in np.reshape(node.inputs[1].node.attrs["value"], -1)]
+    return perm if len(perm) == rank and perm[-1] == rank - 1 else None
+
+
+def row_major_strides(dims):
+    """The element strides of a dense row-major array of static dims."""
+    strides, size = [], 1
+    for d in reversed(dims):
+        strides.append(size)
+        size *= int(d)
+    return strides[::-1]
+
+
+def _static(dims):
+    return dims is not None and all(isinstance(d, (int, np.integer)) and d > 0 for d in dims)

@@ -1,15 +1,18 @@
 """A product kernel's facts, the same on every target: its product node, the buffer the
 product is written into (the epilogue then overwrites it in place), the operands'
-transposition, and where a batched product's operands are in their batch.
+transposition, where a batched product's operands are in their batch, and the strided
+views a batched product reads or writes in place of a transposed copy (ProductViews).
 """
 from llvmlite import ir
 
 from graphc.compiler.loops.expr import dims_key
 from graphc.compiler.loops.views import LoweringError
+from graphc.compiler.op_kinds import row_major_strides, view_perm
 from graphc.framework.op_def import OpTypes
 from kernels.loops import I64
 
 GEMM_TYPES = OpTypes(lambda d: d.kind == "gemm")
+VIEW_RESHAPES = OpTypes("aliases_input")  # input 0's elements in row-major order
 
 
 def product_node(kernel):
@@ -58,3 +61,50 @@ def batch_positions(builder, index, batch, a_batch, b_batch, dim):
             pos = builder.add(builder.mul(pos, dim(d)), c)
         positions.append(pos)
     return positions
+
+
+# ----------------------------------------------------------------- strided views
+class ProductViews:
+    """How a batched product kernel's product addresses memory. Fusion (strided products)
+    puts into the kernel, besides the product:
+    - an operand's view: a Transpose (view_perm) of reshapes of a stored value, the base;
+      they are not computed, the product reads the base with the transpose's strides
+      (attention's heads split: [B*S, D] -> [B, S, H, dh] -> [B, H, S, dh]);
+    - the result's view: a Transpose (view_perm) of the product, the product's only user;
+      the product is written straight into the transpose's buffer at the strides that put
+      each element where the transpose moves it (the heads merge).
+    operands: [(the value read, its strides or None: dense)] for A and B; result: (the
+    transpose's output, the product's strides) or None; nodes: the view nodes (no loop
+    computes them). Strides are in elements, one per dim of the operand or product."""
+
+    def __init__(self, kernel, product):
+        inside = set(kernel.nodes)
+        self.nodes = set()
+        self.operands = [self._operand(v, inside) for v in product.inputs[:2]]
+        self.result = None
+        users = [n for n in kernel.nodes if product.outputs[0] in n.inputs]
+        if len(users) == 1 and view_perm(users[0]) is not None:
+            t = users[0]
+            self.nodes.add(t)
+            perm = view_perm(t)
+            out_strides = row_major_strides(t.outputs[0].dims)
+            strides = [0] * len(perm)
+            for j, p in enumerate(perm):  # the transpose's axis j is the product's axis p
+                strides[p] = out_strides[j]
+            self.result = (t.outputs[0], strides)
+
+    def _operand(self, value, inside):
+        node = value.node
+        if node not in inside:
+            return value, None
+        perm = view_perm(node)
+        if perm is None:
+            raise LoweringError(f"a product operand computed in its kernel is not a "
+                                f"transposed view: {node.describe()}")
+        self.nodes.add(node)
+        base = node.inputs[0]
+        while base.node in inside and base.node.type in VIEW_RESHAPES:
+            self.nodes.add(base.node)
+            base = base.node.inputs[0]
+        in_strides = row_major_strides(node.inputs[0].dims)
+        return base, [in_strides[p] for p in perm]

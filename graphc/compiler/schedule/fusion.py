@@ -22,6 +22,14 @@ Groups, in this order:
    node copied into several kernels offers each of them to its producers (earliest
    first). Then loop groups reading the same stored value of their merged loop's dims
    merge ("siblings"): the value is read once.
+2b. strided products (strided_products=True, a backend whose GEMM takes strided views:
+   the CPU's): a Transpose keeping its last axis last (op_kinds.view_perm) whose
+   value only batched products read (is_batched_product), with the reshapes feeding it
+   (read by nothing else), is copied into each of those products' kernels and computed by
+   none: they read its input with the transpose's strides (attention's heads split). A
+   batched product whose only user is such a Transpose takes it: the product is written
+   through the transpose's strides into its buffer (the heads merge). Both were a copy
+   kernel moving the whole tensor (8 per transformer training step).
 3. scatter updates: a row scatter (ScatterUpdate/ScatterAdd/ScatterSub) takes the loop
    group producing its updates if that is cheap, read by nothing else and does not read
    the scattered variable: the scatter's loop computes each element as it stores it.
@@ -65,7 +73,8 @@ module's order.
 import heapq
 
 from graphc.compiler.ir import Value, VariableRef
-from graphc.compiler.op_kinds import ROW_NORMALIZERS, kind_of, reduction_axes, shape_only_inputs
+from graphc.compiler.op_kinds import (ROW_NORMALIZERS, is_batched_product, kind_of,
+                                      reduction_axes, shape_only_inputs, view_perm)
 from graphc.compiler.regions import updated_in_regions
 from graphc.compiler.schedule.kernel import Kernel, dim_is, dims_equal
 from graphc.framework.op_def import ROW_WRITE_OPS, UPDATE_OPS, OpTypes
@@ -87,10 +96,11 @@ CHEAP_KINDS = frozenset({"elementwise", "index"})
 MAX_CHAIN = 64
 
 
-def run(module, fuse=True):
+def run(module, fuse=True, strided_products=False):
     """Sets module.kernels and module.aliases; fuse=False (the "fusion" switch off): one
-    kernel per node, in module order, and no aliases."""
-    fusion = Fusion(module, fuse)
+    kernel per node, in module order, and no aliases. strided_products: the backend's
+    batched products read and write strided views (step 2b)."""
+    fusion = Fusion(module, fuse, strided_products)
     kernels = fusion.kernels()
     module.kernels = kernels
     module.aliases = fusion.aliases
@@ -116,9 +126,10 @@ class _Group:
 
 
 class Fusion:
-    def __init__(self, module, fuse=True):
+    def __init__(self, module, fuse=True, strided_products=False):
         self.module = module
         self.fuse = fuse
+        self.strided_products = strided_products
         self.pos = {n: i for i, n in enumerate(module.nodes)}
         self.fetched = set(module.outputs)
         # fusion asks a node's data inputs and kind in every check of every candidate
@@ -457,6 +468,53 @@ class Fusion:
             if act is not None:
                 self._take(g, act)
 
+    # -------------------------------------------------------- strided products
+    def _fuse_product_views(self):
+        for n in self.compute:
+            if view_perm(n) is not None:
+                self._view_as_operand(n)
+        for n in self.compute:
+            if is_batched_product(n):
+                users = self.users.get(n.outputs[0], [])
+                if len(users) == 1 and view_perm(users[0]) is not None and \
+                        users[0].inputs[0] is n.outputs[0] and \
+                        n.outputs[0] not in self.fetched:
+                    self._take(self._sole_group(n), users[0])
+
+    def _view_as_operand(self, t):
+        """Copies Transpose t (and the reshapes feeding it) into the kernels of the batched
+        products reading its value, when only they read it (step 2b)."""
+        value = t.outputs[0]
+        readers = self.users.get(value, [])
+        if value in self.fetched or not readers or not self._alone(t) or any(
+                not is_batched_product(r) or value not in r.inputs[:2] or
+                self._sole_group(r) is None for r in readers):
+            return
+        chain = [t]
+        x = t.inputs[0]
+        while x.node in self.group_of and x.node.type in RESHAPES and \
+                self._alone(x.node) and x not in self.fetched and \
+                self.users.get(x, []) == [chain[-1]]:
+            chain.append(x.node)
+            x = x.node.inputs[0]
+        old = {self._sole_group(n) for n in chain}
+        targets = {self._sole_group(r) for r in readers}
+        for n in chain:
+            self.group_of[n] = set(targets)
+        for gid in targets:
+            self.groups[gid].nodes.update(chain)
+        for gid in old:
+            del self.groups[gid]
+            del self.order[gid]
+        self._update_edges(targets, removed=old)
+        assert self._repair_numbering(targets), "a strided view made a cycle of kernels"
+
+    def _alone(self, n):
+        """n is the one node of its group, a loop group."""
+        gid = self._sole_group(n)
+        return gid is not None and self.groups[gid].kind == "loop" and \
+            len(self.groups[gid].nodes) == 1
+
     def _take(self, g, node):
         b = self._sole_group(node)
         if b is None or b == g or len(self.groups[b].nodes) != 1:
@@ -646,6 +704,8 @@ class Fusion:
         self.aliases = {}
         if self.fuse:
             self._fuse_epilogues()
+            if self.strided_products:
+                self._fuse_product_views()
             changed = True
             while changed:
                 changed = self._merge_round(shared_cheap=False)

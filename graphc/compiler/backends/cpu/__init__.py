@@ -162,6 +162,7 @@ class CpuBackend:
     scratch memory each kernel needs (a convolution's im2col columns), then the spec."""
 
     scratch_bytes = staticmethod(scratch_bytes)
+    strided_products = True  # gemm_team's BLAS calls take a view's offsets and strides
 
     @staticmethod
     def generate(module, target, options):

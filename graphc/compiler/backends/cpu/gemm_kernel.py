@@ -16,7 +16,8 @@ from graphc.compiler.backends.cpu import gemm_team
 from graphc.compiler.backends.cpu.loop_kernel import emit_loop_function
 from graphc.compiler.loops.emitter import kernel_targets, group_nests, storages_used
 from graphc.compiler.loops.expr import dims_key
-from graphc.compiler.loops.products import batch_positions, product_buffer, product_node
+from graphc.compiler.loops.products import (ProductViews, batch_positions, product_buffer,
+                                            product_node)
 from graphc.compiler.loops.views import KernelViews
 from kernels import gemm
 from runtime import jit  # the JIT that loads the BLAS knows its exported names
@@ -35,20 +36,27 @@ def lower_gemm_kernel(program, kernel, name, scalar_ops, rules):
     product = mm.outputs[0]
     dtype = product.dtype.name
     routine = BLAS_DTYPES[dtype]
-    epilogue = [n for n in kernel.nodes if n is not mm]
-    c_key, extra = product_buffer(program, product, epilogue)
-    bias_add, bias = _bias_in_c(program, kernel, mm, epilogue, c_key)
-    held = {product} if bias_add is None else {product, bias_add.outputs[0]}
+    views = ProductViews(kernel, mm)
+    epilogue = [n for n in kernel.nodes if n is not mm and n not in views.nodes]
+    if views.result is not None:  # the product is written as its transpose: views.result
+        c_key, extra = product_buffer(program, views.result[0], [])
+        held = {views.result[0]}
+        bias_add = bias = None
+    else:
+        c_key, extra = product_buffer(program, product, epilogue)
+        bias_add, bias = _bias_in_c(program, kernel, mm, epilogue, c_key)
+        held = {product} if bias_add is None else {product, bias_add.outputs[0]}
     epilogue = [n for n in epilogue if n is not bias_add]
     computed = {v for n in epilogue for v in n.outputs}
 
     def storage_of(value):
         return c_key if value in held else program.storage_of(value)
 
-    views = KernelViews(computed, storage_of, program.error_site, rules)
+    loop_views = KernelViews(computed, storage_of, program.error_site, rules)
     outputs = [v for v in kernel.outputs if v not in held]
-    nests = group_nests(views, kernel_targets(program, views, outputs, epilogue, extra))
-    a_key, b_key = (program.storage_of(v) for v in mm.inputs)
+    nests = group_nests(loop_views, kernel_targets(program, loop_views, outputs, epilogue,
+                                                   extra))
+    a_key, b_key = (program.storage_of(v) for v, _ in views.operands)
     bias_key = None if bias is None else program.storage_of(bias)
     storages = list(dict.fromkeys([c_key, a_key, b_key] + [bias_key] * (bias is not None) +
                                   storages_used(nests)))
@@ -58,13 +66,19 @@ def lower_gemm_kernel(program, kernel, name, scalar_ops, rules):
     def prologue(builder, buffers, syms):
         gemm_team.emit_product(builder, program, mm, gemm_fn, buffers[a_key], buffers[b_key],
                                buffers[c_key], syms, name, batch_positions,
-                               bias_ptr=None if bias is None else buffers[bias_key])
+                               bias_ptr=None if bias is None else buffers[bias_key],
+                               strides=_strides(views))
 
-    fn = emit_loop_function(program.llvm, name, views, nests, storages, program.emit_dim,
-                            scalar_ops, prologue)
+    fn = emit_loop_function(program.llvm, name, loop_views, nests, storages,
+                            program.emit_dim, scalar_ops, prologue)
     return fn, storages
 
 
+def _strides(views):
+    """(A's, B's, C's strides, each None when dense) of a product with views, else None."""
+    strides = [s for _, s in views.operands] + [
+        None if views.result is None else views.result[1]]
+    return None if strides == [None] * 3 else strides
 
 
 def _bias_in_c(program, kernel, mm, epilogue, c_key):

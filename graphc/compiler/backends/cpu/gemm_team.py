@@ -8,15 +8,18 @@ call on a block, claimed by the team's threads from a shared counter:
   "cols"   blocks of C's columns (and of op(B)'s), when C is at least as wide as tall
   "rows"   blocks of C's rows (and of op(A)'s), otherwise
   "batch"  runs of the batch of a BatchMatMulV2
-The units are a function of the sizes alone (never of the team), and each element of C
+The units are a function of the sizes (and the compiling machine's cores: MAX_UNITS) alone,
+never of the team, and each element of C
 is computed by one BLAS call whatever the team, so results do not depend on the thread
 count. Products below MIN_MACS multiply-adds are one call, with no team.
 """
+import os
+
 from llvmlite import ir
 
 from graphc.compiler.backends.cpu import parallel
 from graphc.compiler.backends.cpu.conv_team import claim_loop
-from graphc.compiler.loops.products import transposes
+from graphc.compiler.loops.products import row_major_strides, transposes
 from kernels import gemm
 from kernels import parallel as kp
 from kernels.loops import I32, I64, PTR, entry_alloca, for_range
@@ -24,18 +27,38 @@ from kernels.loops import I32, I64, PTR, entry_alloca, for_range
 MIN_MACS = 1 << 20   # below: one BLAS call (a team costs more than it gains)
 MIN_BLOCK = 256      # columns or rows per unit, at least (smaller units were slower in
                      # tools/bench.py's mlp_train workload)
-MAX_UNITS = 16
+
+
+def host_cores():
+    """The cores this process may run on (the machine compiling the code)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+# Units per product, at most: one per core of the compiling machine (2 to 16). Each unit's
+# BLAS call packs all of the operand it does not cut (B for blocks of rows), so a unit more
+# is a pack more: on the 2-core machine, transformer_train's [2048, *] products cut in 2
+# units instead of 8 (2048 / MIN_BLOCK) took a step from 127.7 to 121.2 CPU-ms on one
+# thread. Claimed units still even out a thread the OS holds back by at most one unit.
+# The team size (set when the code is loaded) is never an input, so results do not depend
+# on the thread count.
+MAX_UNITS = min(16, max(2, host_cores()))
 
 
 def emit_product(b, program, node, gemm_fn, a_ptr, b_ptr, c_ptr, syms, name, batch_positions,
-                 bias_ptr=None):
+                 bias_ptr=None, strides=None):
     """C = op(A) @ op(B) for MatMul/BatchMatMulV2 `node`, on the team when large; with
-    bias_ptr (a MatMul's), C = bias rows + op(A) @ op(B)."""
+    bias_ptr (a MatMul's), C = bias rows + op(A) @ op(B). strides: a batched product's
+    views (loops/products.ProductViews), [A's, B's, C's] element strides (None: dense)."""
     shape = _Shape(b, program, node, syms)
+    # units of batch entries, each at its views' offsets
+    strided = None if strides is None else _StridedBatch(node, strides)
     if not parallel.enabled():
         mode = "batch" if shape.batch else "rows"
         _emit_units(b, program, node, gemm_fn, shape, mode, (a_ptr, b_ptr, c_ptr, bias_ptr),
-                    syms, ir.Constant(I64, 0), shape.extent(mode), batch_positions)
+                    syms, ir.Constant(I64, 0), shape.extent(mode), batch_positions, strided)
         return
     mode = "batch" if shape.batch else _split(node)
     extent = shape.extent(mode)
@@ -47,7 +70,7 @@ def emit_product(b, program, node, gemm_fn, a_ptr, b_ptr, c_ptr, syms, name, bat
     # a, b, c, syms, units, block, next unit (shared counter), bias (or null)
     layout = parallel.Layout(ir.LiteralStructType([PTR, PTR, PTR, PTR, I64, I64, I64, PTR]))
     task = _emit_task(program, node, gemm_fn, mode, layout, name, batch_positions,
-                      bias_ptr is not None)
+                      bias_ptr is not None, strided)
     data = entry_alloca(b, layout.type, "gemm.team.data")
     bias = ir.Constant(PTR, None) if bias_ptr is None else bias_ptr
     for k, v in enumerate([a_ptr, b_ptr, c_ptr, syms, units, block, ir.Constant(I64, 0), bias]):
@@ -97,7 +120,8 @@ def _units(b, extent, macs, min_block):
     return b.select(b.icmp_signed("<", macs, ir.Constant(I64, MIN_MACS)), one, units)
 
 
-def _emit_task(program, node, gemm_fn, mode, layout, name, batch_positions, has_bias):
+def _emit_task(program, node, gemm_fn, mode, layout, name, batch_positions, has_bias,
+               strided):
     module = program.llvm
     fn = ir.Function(module, kp.TASK_TYPE, f"{name}.gemm.task")
     fn.attributes.add("nounwind")
@@ -114,16 +138,17 @@ def _emit_task(program, node, gemm_fn, mode, layout, name, batch_positions, has_
         extent = shape.extent(mode)
         hi = b.select(b.icmp_signed("<", hi, extent), hi, extent)
         _emit_units(b, program, node, gemm_fn, shape, mode, (a_ptr, b_ptr, c_ptr, bias_ptr),
-                    syms, lo, hi, batch_positions)
+                    syms, lo, hi, batch_positions, strided)
     kp.count_task(b)
     b.ret_void()
     return fn
 
 
 def _emit_units(b, program, node, gemm_fn, shape, mode, pointers, syms, lo, hi,
-                batch_positions):
+                batch_positions, strided=None):
     """The BLAS call(s) for [lo, hi) of the mode's extent (rows of C, columns, or batch).
-    pointers: A, B, C and the bias (None, or a MatMul's: see _fill_bias)."""
+    pointers: A, B, C and the bias (None, or a MatMul's: see _fill_bias); strided: a
+    _StridedBatch for a product with views (batch mode)."""
     a_ptr, b_ptr, c_ptr, bias_ptr = pointers
     a, bv = node.inputs
     dtype = node.outputs[0].dtype.name
@@ -132,6 +157,9 @@ def _emit_units(b, program, node, gemm_fn, shape, mode, pointers, syms, lo, hi,
     elem = gemm_fn.function_type.args[6]
     at = lambda p, offset: b.gep(p, [offset], source_etype=elem)  # noqa: E731
     lds = (m if ta else k, k if tb else n, n)
+    if strided is not None:
+        strided.emit(b, gemm_fn, dtype, ta, tb, shape, (a_ptr, b_ptr, c_ptr), lo, hi)
+        return
     if mode == "batch":
         dim = lambda d: program.emit_dim(b, d, syms)  # noqa: E731
         a_size = b.mul(dim(a.dims[-2]), dim(a.dims[-1]))
@@ -172,3 +200,40 @@ def _fill_bias(b, elem, bias_ptr, c_ptr, row_lo, row_hi, col, cols, n):
 
 def _hint(d):
     return d.hint if hasattr(d, "hint") else int(d)
+
+
+class _StridedBatch:
+    """The BLAS calls of batch entries [lo, hi) of a product whose operands or result are
+    strided views (static dims): entry i's matrices start at the offsets of its batch
+    coordinates (broadcast as in numpy) and their rows are the views' second-to-last
+    strides apart, so a transposed operand or result needs no copy."""
+
+    def __init__(self, node, strides):
+        a, bv = node.inputs
+        out = node.outputs[0]
+        self.batch = [int(d) for d in out.dims[:-2]]
+        self.operands = [([int(d) for d in v.dims],
+                          s if s is not None else row_major_strides(v.dims))
+                         for v, s in zip((a, bv, out), strides)]
+
+    def emit(self, b, gemm_fn, dtype, ta, tb, shape, pointers, lo, hi):
+        elem = gemm_fn.function_type.args[6]
+        lds = [ir.Constant(I64, s[-2]) for _, s in self.operands]
+        with for_range(b, hi, start=lo, name="batch") as index:
+            coords, rest = [], index
+            for d in reversed(self.batch):
+                coords.append(b.urem(rest, ir.Constant(I64, d)))
+                rest = b.udiv(rest, ir.Constant(I64, d))
+            coords = coords[::-1]
+            at = [b.gep(p, [self._offset(b, coords, dims, s)], source_etype=elem)
+                  for p, (dims, s) in zip(pointers, self.operands)]
+            gemm.call_gemm(b, gemm_fn, dtype, ta, tb, shape.m, shape.n, shape.k, *at,
+                           lds=lds)
+
+    def _offset(self, b, coords, dims, strides):
+        offset = ir.Constant(I64, 0)
+        lead = len(coords) - (len(dims) - 2)
+        for i, d in enumerate(dims[:-2]):
+            if d != 1:
+                offset = b.add(offset, b.mul(coords[lead + i], ir.Constant(I64, strides[i])))
+        return offset

@@ -148,6 +148,8 @@ class GpuBackend:
     are direct loops, one thread per output element), then the spec for target["arch"],
     without PTX when target["ptx"] is False."""
 
+    strided_products = False  # the tiled GEMM reads dense operands (gemm.py)
+
     @staticmethod
     def scratch_bytes(kernel):
         main = getattr(kernel, "main", None)
