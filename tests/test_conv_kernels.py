@@ -385,27 +385,6 @@ def test_direct_convs_of_every_shape_share_one_pad_function(dtype):
     assert ir_text.count(f'call void @"graphc_conv_pad_{dtype.name}"') >= len(directs)
 
 
-def test_conv_kernels_share_their_team_task():
-    """The team task (claim units, call the kernel's chunk body) is one function per
-    buffer count, shared by the conv kernels: one per kernel was a copy for LLVM each."""
-    import re
-
-    from graphc.compiler.backends.cpu import conv_team
-
-    def build(x, w1, w2, w3):
-        y = gc.nn.relu(gc.nn.conv2d(x, w1, [1, 1, 1, 1], "SAME"))
-        y = gc.nn.relu(gc.nn.conv2d(y, w2, [1, 2, 2, 1], "SAME"))
-        z = gc.nn.conv2d(y, w3, [1, 1, 1, 1], "VALID")
-        return [z] + gc.gradients(gc.reduce_sum(z * z), [x, w1, w2, w3])
-    module, ir_text = _llvm_ir(build, [(2, 12, 10, 16), (3, 3, 16, 16), (3, 3, 16, 32),
-                                       (2, 2, 32, 48)])
-    bodies = re.findall(r'\ndefine i32 @"kernel_\w+\.chunks"', ir_text)
-    tasks = re.findall(r'\ndefine internal void @"graphc_conv_task_\w+"', ir_text)
-    assert ".chunks.task" not in ir_text
-    if conv_team.available():
-        assert len(bodies) >= 6 and 0 < len(tasks) < len(bodies)
-
-
 GEMM_CASES = [  # x shape, filter shape, strides, padding: im2col + gemm (channels no vectors)
     ((2, 9, 7, 5), (3, 3, 5, 6), (1, 1), "SAME"),
     ((3, 11, 8, 3), (5, 2, 3, 7), (2, 3), "VALID"),

@@ -10,8 +10,7 @@ gemm, so all of the work is shared out (tools/bench.py's conv_train workload mea
         chunks lo .. hi-1, in order (the serial kernel's chunk work, unchanged)
     task(ptr data)
         allocates its scratch (cache-line aligned), claims units (runs of chunks) from a
-        shared counter and runs body (a pointer in data) on each; the first failure
-        reaches `status`. One task per module and buffer count, shared by its kernels
+        shared counter and runs body on each; the first failure reaches `status`
     kernel: the team = the module's thread setting, limited to the units, and 1 when the
         conv is small (MIN_WORK). OpenBLAS runs single-threaded during our runs (entry.py),
         so its threads and ours never compete for the cores.
@@ -57,8 +56,7 @@ def emit(conv, emit_chunks):
     if fold is not None:
         fold.allocate(n_units)
     layout = _layout(len(storages))
-    task = _task(b.module, layout, len(storages),
-                 storages.index(conv.c_key) if fold is not None else None)
+    task = _emit_task(conv, body, layout, storages, fold is not None)
     data = entry_alloca(b, layout.type, "conv.team.data")
     status = entry_alloca(b, I32, "conv.team.status")
     b.store(ir.Constant(I32, 0), status)
@@ -66,7 +64,7 @@ def emit(conv, emit_chunks):
                for s in storages]
     fields = buffers + [em.syms, n_chunks, unit, n_units, ir.Constant(I64, 0), status,
                         conv.scratch_bytes_value(),
-                        fold.stride if fold is not None else ir.Constant(I64, 0), body]
+                        fold.stride if fold is not None else ir.Constant(I64, 0)]
     for k, v in enumerate(fields):
         b.store(v, layout.address(b, data, k))
     team = kp.emit_team_size(b, b.load(kp.threads_global(b.module), typ=I32), n_units)
@@ -86,7 +84,8 @@ def emit(conv, emit_chunks):
 
 def _emit_body(conv, storages, emit_chunks):
     module = conv.b.module
-    fn = ir.Function(module, _body_type(len(storages)), conv.name + ".chunks")
+    fnty = ir.FunctionType(I32, [PTR] * len(storages) + [PTR, I64, I64, PTR])
+    fn = ir.Function(module, fnty, conv.name + ".chunks")
     fn.attributes.add("nounwind")
     for arg in fn.args[:len(storages)]:
         arg.add_attribute("noalias")
@@ -100,46 +99,33 @@ def _emit_body(conv, storages, emit_chunks):
 
 def _layout(n_buf):
     # buffers, syms, chunks, chunks per unit, units, next unit (shared counter), status,
-    # scratch bytes, bytes between two units' partial filters, the body
+    # scratch bytes, bytes between two units' partial filters
     return parallel.Layout(
-        ir.LiteralStructType([PTR] * n_buf + [PTR, I64, I64, I64, I64, PTR, I64, I64, PTR]),
-        n_buf)
+        ir.LiteralStructType([PTR] * n_buf + [PTR, I64, I64, I64, I64, PTR, I64, I64]), n_buf)
 
 
-def _body_type(n_buf):
-    return ir.FunctionType(I32, [PTR] * n_buf + [PTR, I64, I64, PTR])
-
-
-def _task(module, layout, n_buf, fold_slot):
-    """The team task of every conv kernel of the module with n_buf buffers (and, for a
-    filter gradient, its result in buffer fold_slot): it calls the kernel's body through
-    the data's pointer, so that the task is one function per module and buffer count
-    rather than one per conv kernel (each was a function for LLVM to compile, and the
-    same code but for the body it called)."""
-    name = f"graphc_conv_task_{n_buf}" + ("" if fold_slot is None else f"_fold{fold_slot}")
-    if name in module.globals:
-        return module.globals[name]
-    fn = ir.Function(module, kp.TASK_TYPE, name)
-    fn.linkage = "internal"
+def _emit_task(conv, body, layout, storages, folds):
+    module = conv.b.module
+    fn = ir.Function(module, kp.TASK_TYPE, conv.name + ".chunks.task")
     fn.attributes.add("nounwind")
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     data = fn.args[0]
+    n_buf = len(storages)
     load = lambda k: layout.load(b, data, k)  # noqa: E731
     buffers = [load(k) for k in range(n_buf)]
     syms, n_chunks, unit, n_units = (load(n_buf + k) for k in range(4))
     counter = layout.address(b, data, n_buf + 4)
     status, scratch_bytes, stride = load(n_buf + 5), load(n_buf + 6), load(n_buf + 7)
-    # a typed pointer: what llvmlite calls indirectly (LLVM reads it as ptr)
-    body = b.load(layout.address(b, data, n_buf + 8), typ=_body_type(n_buf).as_pointer())
     raw, scratch = parallel.aligned_malloc(b, scratch_bytes)
+    c_slot = storages.index(conv.c_key)
     with claim_loop(b, counter, n_units) as u:
         lo = b.mul(u, unit)
         hi = b.add(lo, unit)
         hi = b.select(b.icmp_signed("<", hi, n_chunks), hi, n_chunks)
         mine = list(buffers)
-        if fold_slot is not None:  # unit u sums into its own partial filter
-            mine[fold_slot] = b.gep(buffers[fold_slot], [b.mul(u, stride)],
-                                    source_etype=ir.IntType(8))
+        if folds:  # unit u sums into its own partial filter
+            mine[c_slot] = b.gep(buffers[c_slot], [b.mul(u, stride)],
+                                 source_etype=ir.IntType(8))
         rc = b.call(body, mine + [syms, lo, hi, scratch])
         with b.if_then(b.icmp_signed("!=", rc, ir.Constant(I32, 0))):
             b.cmpxchg(status, ir.Constant(I32, 0), rc, "monotonic", "monotonic")
