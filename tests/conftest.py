@@ -31,7 +31,8 @@ BOTH_BACKENDS = {"test_math_ops", "test_array_ops", "test_reduction_ops", "test_
                  "test_nn_ops", "test_conv_ops", "test_gradients", "test_rnn",
                  "test_control_dependencies", "test_variable_reshape", "test_sparse_gradients",
                  "test_empty_sizes", "test_control_flow", "test_dynamic_rnn", "test_batch_gemms",
-                 "test_graph_files_control_flow", "test_tf_control_flow_files"}
+                 "test_graph_files_control_flow", "test_tf_control_flow_files",
+                 "test_loop_gemms"}
 # GRAPHC_TEST_BACKENDS=compiled,reference picks a subset (the emulated GPU backend roughly
 # doubles the op suites' time: each of its run signatures is compiled to PTX and to its
 # CPU emulation).
