@@ -274,3 +274,60 @@ def test_dynamic_rnn_input_projection_before_its_loop(backend, monkeypatch, dtyp
     if steps:
         count, inside, outside = hoisted([out], [x, lengths], [(3, steps, 2), (3,)])
         assert (count, inside) == (1, 1)  # h . W[2:] stays in the loop
+
+
+# ------------------------------------------- hoist_loop_invariants: copies of invariants
+def copying_loop(w, n, begin_in_loop=False):
+    """h <- tanh(h . slice(w)^T + 1) over i < n: the body slices and transposes w."""
+    def body(i, h):
+        begin = [0, 0] if not begin_in_loop else gc.stack([i * 0, i * 0])
+        part = gc.transpose(gc.slice(w, begin, [N, N]))
+        return i + 1, gc.tanh(gc.matmul(h, part) + 1.0)
+    return gc.while_loop(lambda i, h: i < n, body,
+                         [gc.constant(0), gc.zeros([B, N], w.dtype)])[1]
+
+
+def body_node_types(fetches, feeds, shapes):
+    module = lower(list(feeds), list(fetches), [], shapes)
+    stats = schedule_module(module)
+    types = [n.type for node in module.nodes for region in node.regions.values()
+             for n in region.all_nodes()]
+    return stats["hoist_loop_invariants"]["loop_invariants_hoisted"], types
+
+
+@pytest.mark.parametrize("begin_in_loop", [False, True])
+def test_copies_of_invariants_leave_the_loop(begin_in_loop):
+    w = gc.placeholder(gc.float32, [N + 2, N])
+    n = gc.placeholder(gc.int32, [])
+    h = copying_loop(w, n, begin_in_loop)
+    moved, types = body_node_types([h], [w, n], [(N + 2, N), ()])
+    if begin_in_loop:  # the begin the body computes keeps the slice (and its transpose) in
+        assert moved == 0 and "Slice" in types and "Transpose" in types
+    else:
+        assert moved == 2 and "Slice" not in types and "Transpose" not in types
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_hoisted_copies_match_numpy(backend, dtype):
+    rng = np.random.default_rng(5)
+    wv = (rng.standard_normal((N + 2, N)) * 0.5).astype(dtype)
+    w = gc.placeholder(dtype, [N + 2, N])
+    n = gc.placeholder(gc.int32, [])
+    h = copying_loop(w, n)
+    with gc.Session() as sess:
+        for trips in (0, 1, 6):
+            want = np.zeros((B, N), dtype)
+            for _ in range(trips):
+                want = np.tanh(want @ wv[:N].T + 1.0)
+            np.testing.assert_allclose(sess.run(h, {w: wv, n: trips}), want, **tol(dtype))
+
+
+def test_dynamic_rnn_backward_loop_slices_its_weight_once(monkeypatch):
+    monkeypatch.setattr(rnn, "UNROLL_MAX_STEPS", 0)
+    x = gc.placeholder(gc.float32, [4, 6, 2])
+    cell = gc.nn.rnn_cell.BasicLSTMCell(3)
+    out, _ = gc.nn.dynamic_rnn(cell, x, dtype=gc.float32)
+    # no gradient of x: the backward product is cut to h's rows of the weight, a Slice
+    grads = gc.gradients(gc.reduce_sum(out * out), cell.variables)
+    moved, types = body_node_types(grads, [x], [(4, 6, 2)])
+    assert moved == 1 and "Slice" not in types

@@ -14,7 +14,7 @@ The module is verified after every pass, so a broken rewrite fails at the pass t
 import os
 
 from graphc.compiler.passes import algebraic_simplify, batch_gemms, constant_folding, cse, \
-    hoist_loop_gemms, prune, sink_loop_gemms
+    hoist_loop_gemms, hoist_loop_invariants, prune, sink_loop_gemms
 from graphc.compiler.schedule import STEP_NAMES
 
 PASSES = [
@@ -24,6 +24,7 @@ PASSES = [
     ("batch_gemms", batch_gemms.run),
     ("hoist_loop_gemms", hoist_loop_gemms.run),
     ("sink_loop_gemms", sink_loop_gemms.run),
+    ("hoist_loop_invariants", hoist_loop_invariants.run),
     ("cse", cse.run),
 ]
 PASS_NAMES = [name for name, _ in PASSES]

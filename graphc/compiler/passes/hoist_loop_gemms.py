@@ -27,6 +27,7 @@ inner dimension in two parts); P is computed for every row of X, read or not.
 import numpy as np
 
 from graphc.compiler.ir import PARAMETER, Value
+from graphc.compiler.regions import add_loop_input, loop_input_of
 from graphc.framework.symbolic import SymDim
 
 
@@ -130,21 +131,21 @@ def _hoist(module, node, body, p, row, width):
     array, index, unit_row = row
     w = p.inputs[1]
     transpose_b = bool(p.attrs.get("transpose_b"))
-    outer_w = _outer(node, w)
-    outer_x = _outer(node, array)
+    outer_w = loop_input_of(node, w)
+    outer_x = loop_input_of(node, array)
     where = dict(location=p.location, before=node)
     if width is not None:
         outer_w = _weight_part(module, outer_w, transpose_b, 0, width, where)
     projected = _projected(module, outer_x, outer_w, p, where)
-    inside = _add_invariant_input(node, body, projected)
+    inside = add_loop_input(node, projected, "hoisted")
     out = p.outputs[0]
     read = _read_row(body, inside, index, unit_row, out, p)
     if width is None:
         body.replace_all_uses(out, read)
         return
-    rest_w = _weight_part(module, _outer(node, w), transpose_b, width,
+    rest_w = _weight_part(module, loop_input_of(node, w), transpose_b, width,
                           _inner(w, transpose_b) - width, where)
-    rest_w = _add_invariant_input(node, body, rest_w)
+    rest_w = add_loop_input(node, rest_w, "hoisted")
     body_where = dict(location=p.location, before=p)
     left = _rest_columns(body, p.inputs[0].node, body_where)
     narrow = body.add_node("MatMul", [left, rest_w], dict(p.attrs), [(out.dtype, out.dims)],
@@ -152,13 +153,6 @@ def _hoist(module, node, body, p, row, width):
     total = body.add_node("Add", [read, narrow.outputs[0]], {}, [(out.dtype, out.dims)],
                           p.name + "/parts", p.location, p.gradient_of, before=p)
     body.replace_all_uses(out, total.outputs[0])
-
-
-def _outer(node, v):
-    """The While's input that body Parameter v stands for."""
-    cond_inputs = len(node.regions["cond"].params)
-    n = node.attrs["num_loop_vars"]
-    return node.inputs[cond_inputs + v.node.attrs["index"] - n]
 
 
 def _inner(w, transpose_b):
@@ -197,19 +191,6 @@ def _reshape(module, v, dims, name, where):
 
 def _shape_entry(d):
     return -1 if isinstance(d, SymDim) else d  # one unknown at most: the rows
-
-
-def _add_invariant_input(node, body, outer):
-    """A new body Parameter for `outer`, a value of the enclosing module computed before
-    the While, which becomes the While's last input."""
-    index = len(body.params)
-    n = node.attrs["num_loop_vars"]
-    assert len(node.inputs) == len(node.regions["cond"].params) + index - n
-    param = body.add_node(PARAMETER, [], {"index": index}, [(outer.dtype, outer.dims)],
-                          f"{body.name}/hoisted_{index}", before=body.nodes[0])
-    node.inputs.append(outer)
-    outer.uses.append(node)
-    return param.outputs[0]
 
 
 def _read_row(body, projected, index, unit_row, out, p):
