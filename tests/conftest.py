@@ -33,7 +33,7 @@ BOTH_BACKENDS = {"test_math_ops", "test_array_ops", "test_reduction_ops", "test_
                  "test_control_dependencies", "test_variable_reshape", "test_sparse_gradients",
                  "test_empty_sizes", "test_control_flow", "test_dynamic_rnn", "test_batch_gemms",
                  "test_graph_files_control_flow", "test_tf_control_flow_files",
-                 "test_strided_products"}
+                 "test_strided_products", "test_loop_gemms"}
 # GRAPHC_TEST_BACKENDS=compiled,reference picks a subset (the emulated GPU backend roughly
 # doubles the op suites' time: each of its run signatures is compiled to PTX and to its
 # CPU emulation).

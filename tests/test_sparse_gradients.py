@@ -395,7 +395,7 @@ def test_compiled_update_scatters_into_the_table(name, backend_environment, monk
         sess.run(gc.global_variables_initializer())
         monkeypatch.setenv("GRAPHC_DUMP", str(tmp_path))
         sess.run(train, {ids: [1, 5, 1]})
-    dumps = list(tmp_path.glob("*/06-fusion.txt"))
+    dumps = list(tmp_path.glob("*/*-fusion.txt"))  # numbered after the passes
     assert dumps
     made = [line.split(f"f32[{vocab},{DIM}] ", 1)[1].split("(", 1)[0]
             for f in dumps for line in f.read_text().splitlines()

@@ -161,6 +161,7 @@ def schedule_module(module, target=None, options=None):
 def _optimize_and_schedule(module, backend, options, dumps, times=None):
     times = times if times is not None else {}
     start = time.perf_counter()
+    _optimize_regions(module, options)
     stats = optimize(module, options.disable, dumps=dumps)
     times["optimize"] = time.perf_counter() - start
     _schedule_regions(module, backend, options)
@@ -172,14 +173,27 @@ def _optimize_and_schedule(module, backend, options, dumps, times=None):
     return stats
 
 
-def _schedule_regions(module, backend, options):
-    """Optimizes and schedules the bodies of the module's native While and If nodes
-    (regions.py) as modules of their own, before the module's own schedule, whose memory
-    plan asks the backend for the scratch memory the bodies need."""
+def _optimize_regions(module, options):
+    """Runs the passes over the bodies of the module's native While and If nodes
+    (regions.py), nested ones first, before the module's own passes: those that rewrite
+    a loop (sink_loop_gemms.py) match its body's optimized form."""
     for node in module.nodes:
         for region in node.regions.values():
-            _optimize_and_schedule(region, backend, options,
-                                   ModuleDumps(region.name, options.dump_dir, False))
+            _optimize_regions(region, options)
+            optimize(region, options.disable,
+                     dumps=ModuleDumps(region.name, options.dump_dir, False))
+
+
+def _schedule_regions(module, backend, options):
+    """Schedules the bodies (optimized by _optimize_regions) as modules of their own,
+    before the module's own schedule, whose memory plan asks the backend for the scratch
+    memory the bodies need."""
+    for node in module.nodes:
+        for region in node.regions.values():
+            _schedule_regions(region, backend, options)
+            schedule(region, backend.scratch_bytes, fuse="fusion" not in options.disable,
+                     reuse="memory_planning" not in options.disable,
+                     dumps=ModuleDumps(region.name, options.dump_dir, False))
 
 
 def _cacheable(options):

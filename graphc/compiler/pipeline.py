@@ -13,7 +13,8 @@ The module is verified after every pass, so a broken rewrite fails at the pass t
 """
 import os
 
-from graphc.compiler.passes import algebraic_simplify, batch_gemms, constant_folding, cse, prune
+from graphc.compiler.passes import algebraic_simplify, batch_gemms, constant_folding, cse, \
+    hoist_loop_gemms, hoist_loop_invariants, prune, sink_loop_gemms
 from graphc.compiler.schedule import STEP_NAMES
 
 PASSES = [
@@ -21,6 +22,9 @@ PASSES = [
     ("constant_folding", constant_folding.run),
     ("algebraic_simplify", algebraic_simplify.run),
     ("batch_gemms", batch_gemms.run),
+    ("hoist_loop_gemms", hoist_loop_gemms.run),
+    ("sink_loop_gemms", sink_loop_gemms.run),
+    ("hoist_loop_invariants", hoist_loop_invariants.run),
     ("cse", cse.run),
 ]
 PASS_NAMES = [name for name, _ in PASSES]

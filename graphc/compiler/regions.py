@@ -316,3 +316,25 @@ def row_bytes(stack):
     for d in stack.dims[1:]:
         size = size * d
     return size
+
+
+# ------------------------------------------ a While's loop-invariant inputs (loop passes)
+def loop_input_of(node, value):
+    """The While's input that the value of a body Parameter past the loop variables
+    stands for (its inputs: the loop variables, the cond's captures, then the body's)."""
+    n = node.attrs["num_loop_vars"]
+    return node.inputs[len(node.regions["cond"].params) + value.node.attrs["index"] - n]
+
+
+def add_loop_input(node, outer, name):
+    """A new body Parameter reading `outer`, a value of the enclosing module computed
+    before the While, which becomes the While's last input; returns its value."""
+    body = node.regions["body"]
+    index = len(body.params)
+    n = node.attrs["num_loop_vars"]
+    assert len(node.inputs) == len(node.regions["cond"].params) + index - n
+    param = body.add_node("Parameter", [], {"index": index}, [(outer.dtype, outer.dims)],
+                          f"{body.name}/{name}_{index}", before=body.nodes[0])
+    node.inputs.append(outer)
+    outer.uses.append(node)
+    return param.outputs[0]
