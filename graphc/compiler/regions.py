@@ -156,8 +156,12 @@ def run_dim_loop(expr):
 
 def growable(value):
     """Whether an IR value is a stack growing during the run (its rows a trips_symbol)."""
-    rows = value.dims[0] if value.dims else None
-    return isinstance(rows, SymDim) and any(is_run_dim(s) for s in rows.symbols())
+    return bool(value.dims) and set_during_run(value.dims[0])
+
+
+def set_during_run(dim):
+    """Whether a dim is known only once a loop has run (a trips_symbol in it)."""
+    return isinstance(dim, SymDim) and any(is_run_dim(s) for s in dim.symbols())
 
 
 def _invariants_exact(op):

@@ -26,7 +26,9 @@ the product, so a trip count of 0 gives acc_0.
 Left alone: other transpose flags (the inner dimension would not be the rows of the
 stacked operands), operands of more than two dims or whose columns are not static ints,
 an accumulator the cond or another body node reads, products or adds with control
-dependencies, and loops with no such bound.
+dependencies, and loops with no such bound or whose bound is a trip count known only
+during the run (stacks growing as a loop runs, regions.py: only a While may read those,
+and the product after the loop would not be one, so the loops would leave native code).
 Guarantees: the same values up to the order of summation (one GEMM over all rows instead
 of iteration by iteration); the loop's other variables, outputs and stacks unchanged.
 """
@@ -34,6 +36,7 @@ import numpy as np
 
 from graphc import dtypes
 from graphc.compiler.ir import PARAMETER, Value
+from graphc.compiler.regions import set_during_run
 
 ADDS = ("Add", "AddN")
 STEPS = ("Add", "Sub")
@@ -105,12 +108,17 @@ def _stack_rows(node, body, product, params, n):
     those of an array an operand is gathered from at a counter's row, else None."""
     stacks = node.outputs[n + 1:]
     if stacks:
-        return stacks[0].dims[0]
+        return _fixed(stacks[0].dims[0])
     for operand in product.inputs:
         rows = _gathered_rows(operand, params, body, n)
         if rows is not None:
-            return rows
+            return _fixed(rows)
     return None
+
+
+def _fixed(rows):
+    """rows, or None when they are set during the run (module docstring)."""
+    return None if set_during_run(rows) else rows
 
 
 def _gathered_rows(v, params, body, n):
