@@ -57,6 +57,23 @@ def test_a_large_product_is_one_unit_per_core(sgemm_calls):
     assert sorted(sgemm_calls) == [(2048 // units, 1024, 256, 256, 1024, 1024)] * units
 
 
+@pytest.mark.parametrize("rows, inner, halves", [(32, 1024, True), (16, 512, False)])
+def test_a_narrow_product_worth_two_halves_is_cut_in_two(sgemm_calls, rows, inner, halves):
+    """C of 256 columns is one MIN_BLOCK wide: one unit, one thread computing it, unless
+    its multiply-adds reach 2 * HALF_MACS (lstm_train's recurrent input gradient, [32,
+    1024] . [1024, 256]): then two halves of 128 columns."""
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((rows, inner)).astype(np.float32)
+    w = rng.standard_normal((inner, 256)).astype(np.float32)
+    x = gc.placeholder(gc.float32, a.shape)
+    with gc.Session() as sess:
+        got = sess.run(gc.matmul(x, gc.constant(w)), {x: a})
+    np.testing.assert_allclose(got, a.astype(np.float64) @ w, rtol=1e-4, atol=1e-3)
+    assert (rows * inner * 256 >= 2 * gemm_team.HALF_MACS) == halves
+    cols = 128 if halves else 256
+    assert sorted(sgemm_calls) == [(rows, cols, inner, inner, 256, 256)] * (256 // cols)
+
+
 def test_a_batched_product_reads_and_writes_the_heads_in_place(sgemm_calls):
     """q k^T per head of [B*S, H*dh] data: each head's rows are H*dh apart (the heads split
     read at its strides), and ctx = probs v is written H*dh apart (the merge)."""

@@ -45,6 +45,12 @@ def host_cores():
 # The team size (set when the code is loaded) is never an input, so results do not depend
 # on the thread count.
 MAX_UNITS = min(16, max(2, host_cores()))
+# A product narrower than 2 * MIN_BLOCK along its split side but of at least 2 * HALF_MACS
+# is cut in two halves all the same (blocks of at least HALF_BLOCK): else it is one unit
+# and one thread computes it while the others wait. lstm_train's recurrent input gradient,
+# [32, 1024] . [1024, 256], 8.4M multiply-adds 31 times a step, was one unit.
+HALF_MACS = 1 << 21
+HALF_BLOCK = 64
 
 
 def emit_product(b, program, node, gemm_fn, a_ptr, b_ptr, c_ptr, syms, name, batch_positions,
@@ -111,12 +117,16 @@ class _Shape:
 
 
 def _units(b, extent, macs, min_block):
-    """min(ceil(extent / min_block), MAX_UNITS), and 1 for a small product."""
+    """min(ceil(extent / min_block), MAX_UNITS), 2 for a narrow product worth two halves
+    (HALF_MACS), and 1 for a small product."""
     units = b.udiv(b.add(extent, ir.Constant(I64, min_block - 1)), ir.Constant(I64, min_block))
     cap = ir.Constant(I64, MAX_UNITS)
     units = b.select(b.icmp_signed("<", units, cap), units, cap)
-    one = ir.Constant(I64, 1)
+    one, two = ir.Constant(I64, 1), ir.Constant(I64, 2)
     units = b.select(b.icmp_signed("<", units, one), one, units)
+    halves = b.and_(b.icmp_signed(">=", macs, ir.Constant(I64, 2 * HALF_MACS)),
+                    b.icmp_signed(">=", extent, ir.Constant(I64, 2 * HALF_BLOCK)))
+    units = b.select(b.and_(halves, b.icmp_signed("<", units, two)), two, units)
     return b.select(b.icmp_signed("<", macs, ir.Constant(I64, MIN_MACS)), one, units)
 
 
