@@ -96,19 +96,11 @@ def lstm_train(args):
     from peers_bench import LB, LH, LI, LV
     print(f"lstm_train: LSTM {LH} units, batch {LB}, input {LI}, {LV} classes, backend "
           f"{args.backend}, GRAPHC_NUM_THREADS={os.environ.get('GRAPHC_NUM_THREADS', '(all)')}")
-    print(f"{'kind':8} {'steps':>6} {'ops':>7} {'first run s':>11} {'first cpu s':>11} "
-          f"{'step cpu ms':>11} {'step wall ms':>12}")
+    print(_TIMED_HEADER)
     for steps in args.steps:
         for kind in args.kinds:
             g, feed, train, init = build_lstm_train(steps, kind)
-            try:
-                row = _timed_runs(g, None, train, init, feed, args.repeat)
-            except RecursionError:  # the unrolled graph is too deep for the compiler
-                print(f"{kind:8} {steps:6d} {all_ops(g):7d} RecursionError compiling")
-                continue
-            print(f"{kind:8} {steps:6d} {all_ops(g):7d} " +
-                  " ".join(f"{v:{w}.{p}f}" for v, w, p in zip(row, (11, 11, 11, 12),
-                                                             (2, 2, 3, 3))), flush=True)
+            _print_timed_row(kind, steps, g, None, train, init, feed, args.repeat)
 
 
 def saved_bytes(graph, sess, x, xv):
@@ -136,20 +128,28 @@ def build_inference(steps, kind):
 def inference(args):
     print(f"LSTM {UNITS} units, batch {BATCH}, depth {DEPTH}, forward only, backend "
           f"{args.backend}{', loops on the host' if args.host_loops else ''}")
-    print(f"{'kind':8} {'steps':>6} {'ops':>7} {'first run s':>11} {'first cpu s':>11} "
-          f"{'step cpu ms':>11} {'step wall ms':>12}")
+    print(_TIMED_HEADER)
     for steps in args.steps:
         xv = np.random.default_rng(0).standard_normal((BATCH, steps, DEPTH)).astype(np.float32)
         for kind in args.kinds:
             g, x, out, init = build_inference(steps, kind)
-            try:
-                row = _timed_runs(g, x, out, init, xv, args.repeat)
-            except RecursionError:  # the unrolled graph is too deep for the compiler
-                print(f"{kind:8} {steps:6d} {all_ops(g):7d} RecursionError compiling")
-                continue
-            print(f"{kind:8} {steps:6d} {all_ops(g):7d} " +
-                  " ".join(f"{v:{w}.{p}f}" for v, w, p in zip(row, (11, 11, 11, 12),
-                                                             (2, 2, 3, 3))))
+            _print_timed_row(kind, steps, g, x, out, init, xv, args.repeat)
+
+
+_TIMED_HEADER = (f"{'kind':8} {'steps':>6} {'ops':>7} {'first run s':>11} "
+                 f"{'first cpu s':>11} {'step cpu ms':>11} {'step wall ms':>12}")
+
+
+def _print_timed_row(kind, steps, g, x, out, init, xv, repeat):
+    """One row of _TIMED_HEADER's table: _timed_runs of the graph g."""
+    try:
+        row = _timed_runs(g, x, out, init, xv, repeat)
+    except RecursionError:  # the unrolled graph is too deep for the compiler
+        print(f"{kind:8} {steps:6d} {all_ops(g):7d} RecursionError compiling")
+        return
+    print(f"{kind:8} {steps:6d} {all_ops(g):7d} " +
+          " ".join(f"{v:{w}.{p}f}" for v, w, p in zip(row, (11, 11, 11, 12), (2, 2, 3, 3))),
+          flush=True)
 
 
 def _timed_runs(g, x, out, init, xv, repeat):
