@@ -14,7 +14,6 @@ import pytest
 
 import graphc as gc
 from graphc.compiled_executor import compile_gpu_executable
-from graphc.framework.op_def import get_op_def
 from runtime.gpu import EmulatedDevice, GpuExecutable
 from tests.gradcheck import check_gradients
 
@@ -28,15 +27,6 @@ def gpu_emulated(monkeypatch):
     monkeypatch.setenv("GRAPHC_BACKEND", "gpu_emulated")
     monkeypatch.setenv("GRAPHC_GPU_STRICT", "1")  # a CPU fallback is an error
     monkeypatch.delenv("GRAPHC_GPU_DEVICE_LOOPS", raising=False)
-
-
-@pytest.fixture
-def native(monkeypatch):
-    """The host kernels of While and If fail: what passes ran on the (emulated) GPU."""
-    def host_kernel(*args, **kwargs):
-        raise AssertionError("a While or If ran on the host")
-    for op_type in ("While", "If"):
-        monkeypatch.setattr(get_op_def(op_type), "kernel", host_kernel)
 
 
 def tol(dtype):

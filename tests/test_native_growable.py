@@ -12,7 +12,6 @@ import pytest
 
 import graphc as gc
 import runtime
-from graphc.framework.op_def import get_op_def
 from graphc.ops import rnn
 
 FLOATS = [np.float32, np.float64]
@@ -24,10 +23,6 @@ def compiled(monkeypatch):
     monkeypatch.setenv("GRAPHC_BACKEND", "compiled")
 
 
-# the host kernels that conftest's `native` fixture makes fail, for the reference runs
-_HOST_KERNELS = {op_type: get_op_def(op_type).kernel for op_type in ("While", "If")}
-
-
 def tol(dtype):
     return dict(rtol=2e-6, atol=1e-6) if dtype == np.float32 else dict(rtol=1e-13, atol=1e-13)
 
@@ -35,12 +30,10 @@ def tol(dtype):
 def run_twice(fetches, feed=None, backend="compiled", monkeypatch=None):
     """Two runs of `fetches` in one new Session (the second continues the random streams),
     compiled as one native stage (no host stage, no fallback warning) on the compiled
-    backend; the reference executor runs with the host kernels of While and If."""
+    backend; the reference executor runs the host kernels of While and If (conftest's
+    `native` lets it)."""
     if monkeypatch is not None:
         monkeypatch.setenv("GRAPHC_BACKEND", backend)
-        if backend == "reference":
-            for op_type, kernel in _HOST_KERNELS.items():
-                monkeypatch.setattr(get_op_def(op_type), "kernel", kernel)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         with gc.Session() as sess:

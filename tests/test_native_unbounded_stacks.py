@@ -12,13 +12,10 @@ import numpy as np
 import pytest
 
 import graphc as gc
-from graphc.framework.op_def import get_op_def
 from tests.gradcheck import check_gradients
 
 FLOATS = [np.float32, np.float64]
 TRIPS = [0, 1, 7, 1023]
-# the host kernels that conftest's `native` fixture makes fail, for the reference runs
-_HOST_KERNELS = {op_type: get_op_def(op_type).kernel for op_type in ("While", "If")}
 
 
 @pytest.fixture(autouse=True)
@@ -70,12 +67,10 @@ def feeds(placeholders, dtype, trips, n=5):
 
 def run_all(fetches, feed_list, backend="compiled", monkeypatch=None):
     """`fetches` for each feed dict in one new Session, as one native stage (no fallback
-    warning, one compile); the reference executor runs with the host kernels."""
+    warning, one compile); the reference executor runs the host kernels (conftest's
+    `native` lets it)."""
     if monkeypatch is not None:
         monkeypatch.setenv("GRAPHC_BACKEND", backend)
-        if backend == "reference":
-            for op_type, kernel in _HOST_KERNELS.items():
-                monkeypatch.setattr(get_op_def(op_type), "kernel", kernel)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         with gc.Session() as sess:
@@ -239,7 +234,6 @@ def test_an_error_in_the_loop_after_its_stacks_grew_names_the_op_and_frees_them(
         want = np.tanh(want * rows[k] + 0.1)
     np.testing.assert_allclose(good[0], want, rtol=1e-13)
     assert grown < 16 * 2 ** 20, f"the process grew by {grown} bytes over 60 failing runs"
-
 
 
 def test_an_exported_file_grows_its_stacks_standalone(native, tmp_path):
