@@ -85,28 +85,26 @@ def device_loop(region):
     host-driven (the module docstring's compile-time rule)."""
     if region.node.type != "While":
         return None
-    launches = []
-    for _, kernels in region.bodies.values():
-        for k in kernels:
-            inner = _if_launches(k) if hasattr(k, "bodies") else list(k.launches)
-            if inner is None:
-                return None
-            launches.extend(inner)
+    launches = _launches_within(region)
+    if launches is None:
+        return None
     block = _common_block(launches)
     if block is None:
         return None
     return DeviceLoop(region, block)
 
 
-def _if_launches(region):
-    """The launches of an If (and of the Ifs in its branches), or None when a While is
-    among them: a nested loop keeps the host-driven form around its own steps."""
-    if region.node.type != "If":
-        return None
+def _launches_within(region):
+    """The launches of a region's bodies (and of the Ifs among their kernels), or None
+    when a While is among them: a nested loop keeps the host-driven form around its own
+    steps."""
     out = []
     for _, kernels in region.bodies.values():
         for k in kernels:
-            inner = _if_launches(k) if hasattr(k, "bodies") else list(k.launches)
+            if not hasattr(k, "bodies"):
+                out.extend(k.launches)
+                continue
+            inner = _launches_within(k) if k.node.type == "If" else None
             if inner is None:
                 return None
             out.extend(inner)
