@@ -16,6 +16,7 @@ import graphc as gc
 from graphc.compiled_executor import compile_gpu_executable
 from runtime.gpu import EmulatedDevice, GpuExecutable
 from tests.gradcheck import check_gradients
+from tests.native_loops import np_tanh_loop, tanh_loop
 
 FLOATS = [np.float32, np.float64]
 TRIPS = [0, 1, 7, 1023]
@@ -68,21 +69,11 @@ def traffic_by_trips(fetch, feed_of, trips_list):
 
 
 def rnn_cell_loop(dtype, rows=2):
-    """h <- tanh(h @ W + x) for n steps: an elementwise RNN cell over a small state."""
-    x = gc.placeholder(dtype, [rows, 4])
-    n = gc.placeholder(gc.int32, [])
-    w = gc.constant(W.astype(dtype))
-    i, h = gc.while_loop(lambda i, h: i < n,
-                         lambda i, h: (i + 1, gc.tanh(gc.matmul(h, w) + x)),
-                         [gc.constant(0), x * 0.5])
-    return x, n, i, h
+    return tanh_loop(dtype, W, rows)
 
 
 def np_rnn_cell(xv, trips):
-    h = xv * 0.5
-    for _ in range(trips):
-        h = np.tanh(h @ W.astype(xv.dtype) + xv)
-    return h
+    return np_tanh_loop(xv, W, trips)
 
 
 def x_value(dtype, rows=2):

@@ -18,6 +18,7 @@ import runtime
 from graphc.compiler import regions
 from graphc.ops import rnn
 from tests.gradcheck import check_gradients
+from tests import native_loops
 from tests.test_dynamic_rnn import np_dynamic_lstm
 
 FLOATS = [np.float32, np.float64]
@@ -55,20 +56,11 @@ def session_run(fetches, feed=None, compiles=1, stages=("NativeStage",)):
 
 
 def tanh_loop(dtype):
-    x = gc.placeholder(dtype, [None, 3])
-    n = gc.placeholder(gc.int32, [])
-    w = gc.constant(W.astype(dtype))
-    i, h = gc.while_loop(lambda i, h: i < n,
-                         lambda i, h: (i + 1, gc.tanh(gc.matmul(h, w) + x)),
-                         [gc.constant(0), x * 0.5])
-    return x, n, i, h
+    return native_loops.tanh_loop(dtype, W)
 
 
 def np_tanh_loop(xv, trips):
-    want = xv * 0.5
-    for _ in range(trips):
-        want = np.tanh(want @ W.astype(xv.dtype) + xv)
-    return want
+    return native_loops.np_tanh_loop(xv, W, trips)
 
 
 # ------------------------------------------------------------------------ while_loop

@@ -5,7 +5,6 @@ made to fail (a pass proves no iteration ran in Python), against values written 
 NumPy and against the reference executor, 0, 1 and many trips, float32 and float64,
 gradients against central differences in float64; the emulated GPU gives the same
 numbers."""
-import warnings
 
 import numpy as np
 import pytest
@@ -13,6 +12,7 @@ import pytest
 import graphc as gc
 import runtime
 from graphc.ops import rnn
+from tests.native_loops import run_in_one_stage
 
 FLOATS = [np.float32, np.float64]
 TRIPS = [0, 1, 7]
@@ -28,21 +28,8 @@ def tol(dtype):
 
 
 def run_twice(fetches, feed=None, backend="compiled", monkeypatch=None):
-    """Two runs of `fetches` in one new Session (the second continues the random streams),
-    compiled as one native stage (no host stage, no fallback warning) on the compiled
-    backend; the reference executor runs the host kernels of While and If (conftest's
-    `native` lets it)."""
-    if monkeypatch is not None:
-        monkeypatch.setenv("GRAPHC_BACKEND", backend)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        with gc.Session() as sess:
-            sess.run(gc.global_variables_initializer())
-            before = sess.compile_count
-            out = [sess.run(fetches, feed) for _ in range(2)]
-            if backend == "compiled":
-                assert sess.compile_count - before == 1
-    return out
+    """Two runs of `fetches` in one new Session: the second continues the random streams."""
+    return run_in_one_stage(fetches, [feed, feed], backend, monkeypatch, initialize=True)
 
 
 def uniform_draws(shape, seed, runs, dtype):

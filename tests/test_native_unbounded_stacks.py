@@ -6,13 +6,13 @@ ran in Python), against values written here with NumPy and against the reference
 executor, for 0, 1, 7 and 1023 trips (past several doublings of the rows), float32 and
 float64, gradients against central differences in float64; the emulated GPU gives the
 same numbers (its loop runs on the host: growing device buffers is not built)."""
-import warnings
 
 import numpy as np
 import pytest
 
 import graphc as gc
 from tests.gradcheck import check_gradients
+from tests.native_loops import run_in_one_stage
 
 FLOATS = [np.float32, np.float64]
 TRIPS = [0, 1, 7, 1023]
@@ -65,29 +65,14 @@ def feeds(placeholders, dtype, trips, n=5):
             b: rng.uniform(-0.5, 0.5, n).astype(dtype), limit: dtype(trips)}
 
 
-def run_all(fetches, feed_list, backend="compiled", monkeypatch=None):
-    """`fetches` for each feed dict in one new Session, as one native stage (no fallback
-    warning, one compile); the reference executor runs the host kernels (conftest's
-    `native` lets it)."""
-    if monkeypatch is not None:
-        monkeypatch.setenv("GRAPHC_BACKEND", backend)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        with gc.Session() as sess:
-            out = [sess.run(fetches, feed) for feed in feed_list]
-            if backend == "compiled":
-                assert sess.compile_count == 1
-    return out
-
-
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_data_dependent_trip_counts_and_gradients_natively(native, monkeypatch, dtype):
     """0, 1, 7 and 1023 trips in one Session (its stacks grown past 16, 32... 1024 rows,
     freed and grown again each run), against NumPy and the reference executor."""
     placeholders, r, fetches = loop_and_grads(dtype)
     feed_list = [feeds(placeholders, dtype, trips) for trips in TRIPS + [7]]
-    got = run_all(fetches, feed_list)
-    reference = run_all(fetches, feed_list, "reference", monkeypatch)
+    got = run_in_one_stage(fetches, feed_list)
+    reference = run_in_one_stage(fetches, feed_list, "reference", monkeypatch)
     for trips, feed, g_run, r_run in zip(TRIPS + [7], feed_list, got, reference):
         v0, w, b, _ = (feed[p] for p in placeholders)
         want_v, want_grads = np_tanh_loop(v0, w, b, trips, r)
@@ -120,7 +105,7 @@ def test_a_gradient_of_a_loop_saving_several_stacks_of_other_shapes(native):
     h, s = gc.while_loop(lambda h, s: s < 1.0, body, [h0_t, gc.constant(0.0, gc.float64)])
     loss = gc.reduce_sum(h) + s
     grads = gc.gradients(loss, [h0_t, m_t])
-    (got,) = run_all([loss] + grads, [{h0_t: h0, m_t: m}])
+    (got,) = run_in_one_stage([loss] + grads, [{h0_t: h0, m_t: m}])
 
     def np_loss(h, m):
         s, trips = 0.0, 0
@@ -171,8 +156,8 @@ def test_the_emulated_gpu_gives_the_same_numbers(monkeypatch, dtype):
     ends), the backward loop natively on them."""
     placeholders, _, fetches = loop_and_grads(dtype)
     feed_list = [feeds(placeholders, dtype, trips) for trips in (0, 7, 40)]
-    cpu = run_all(fetches, feed_list)
-    gpu = run_all(fetches, feed_list, "gpu_emulated", monkeypatch)
+    cpu = run_in_one_stage(fetches, feed_list)
+    gpu = run_in_one_stage(fetches, feed_list, "gpu_emulated", monkeypatch)
     for c_run, g_run in zip(cpu, gpu):
         for c, g in zip(c_run, g_run):
             np.testing.assert_allclose(g, c, **tol(dtype))
@@ -191,8 +176,8 @@ def test_a_loop_nested_in_a_loop_body_still_gives_its_gradient(monkeypatch):
     y = gc.while_loop(lambda i, v: i < 2, outer, [0, x])[1]
     dx = gc.gradients(gc.reduce_sum(y * y), x)[0]
     feed = [{x: np.array([0.3, -0.2, 1.1])}]
-    got = run_all([y, dx], feed)
-    reference = run_all([y, dx], feed, "reference", monkeypatch)
+    got = run_in_one_stage([y, dx], feed)
+    reference = run_in_one_stage([y, dx], feed, "reference", monkeypatch)
     u = feed[0][x]
     for _ in range(6):
         u = np.sin(u) + 0.5
