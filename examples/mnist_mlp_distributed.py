@@ -15,25 +15,19 @@ import tempfile
 import time
 
 import numpy as np
-from mnist_mlp import NUM_CLASSES, load_split
+import mnist_mlp
+from mnist_mlp import load_split
 
 import graphc as gc
 import graphc.distribute as hvd
 
 
 def build_model(num_features, hidden=128):
-    """The MLP of mnist_mlp.py, its Adam wrapped in DistributedOptimizer."""
-    images = gc.placeholder(gc.float32, [None, num_features], name="images")
-    labels = gc.placeholder(gc.int32, [None], name="labels")
-    training = gc.placeholder_with_default(False, [], name="training")
-    h = gc.layers.dense(images, hidden, activation=gc.nn.relu, name="hidden1")
-    h = gc.layers.dropout(h, rate=0.1, training=training)
-    h = gc.layers.dense(h, hidden, activation=gc.nn.relu, name="hidden2")
-    logits = gc.layers.dense(h, NUM_CLASSES, name="logits")
-    loss = gc.losses.sparse_softmax_cross_entropy(labels, logits)
-    train_op = hvd.DistributedOptimizer(gc.train.AdamOptimizer(1e-3)).minimize(loss)
-    correct = gc.equal(gc.cast(gc.argmax(logits, axis=1), gc.int32), labels)
-    accuracy = gc.reduce_mean(gc.cast(correct, gc.float32), name="accuracy")
+    """The MLP of mnist_mlp.py, its Adam wrapped in DistributedOptimizer; the loss
+    averaged over the processes."""
+    optimizer = hvd.DistributedOptimizer(gc.train.AdamOptimizer(1e-3))
+    images, labels, training, loss, train_op, accuracy, _ = mnist_mlp.build_model(
+        num_features, hidden, optimizer)
     return images, labels, training, hvd.allreduce(loss), train_op, accuracy
 
 
