@@ -76,36 +76,29 @@ def _kernels(switches):
     return UNFUSED if "fusion" in switches.split(",") else FUSED
 
 
+# (backend of the Session, its code generator's module and function, export target,
+# runtime device)
+TARGETS = {"cpu": ("compiled", cpu_backend, "generate", "cpu", None),
+           "gpu": ("gpu_emulated", gpu_backend, "generate_gpu", "gpu", "emulated")}
+
+
+@pytest.mark.parametrize("target", sorted(TARGETS))
 @pytest.mark.parametrize("switches", SWITCHES)
-def test_cpu_session_and_export_schedule_alike(switches, monkeypatch, tmp_path):
+def test_session_and_export_schedule_alike(switches, target, monkeypatch, tmp_path):
+    backend, generator, generate, export_target, device = TARGETS[target]
     monkeypatch.setenv("GRAPHC_DISABLE_PASSES", switches)
-    counts = _spy_kernel_counts(monkeypatch, cpu_backend, "generate")
+    counts = _spy_kernel_counts(monkeypatch, generator, generate)
     xv = _data()
-    out = _session_run("compiled", xv)
+    out = _session_run(backend, xv)
     assert counts == [_kernels(switches)]
     np.testing.assert_allclose(out, _expected(xv), rtol=2e-6, atol=1e-6)
 
-    path = _export(tmp_path, "cpu")
+    path = _export(tmp_path, export_target)
     main = file_format.read(path).header["executables"][0]
     assert len(main["debug"]["kernels"]) == _kernels(switches)
-    loaded = runtime.load(path).run({"x": xv})["y"]
+    device_kw = {} if device is None else {"device": device}
+    loaded = runtime.load(path, **device_kw).run({"x": xv})["y"]
     np.testing.assert_array_equal(loaded, out)  # one executor: the same code, same bits
-
-
-@pytest.mark.parametrize("switches", SWITCHES)
-def test_gpu_session_and_export_schedule_alike(switches, monkeypatch, tmp_path):
-    monkeypatch.setenv("GRAPHC_DISABLE_PASSES", switches)
-    counts = _spy_kernel_counts(monkeypatch, gpu_backend, "generate_gpu")
-    xv = _data()
-    out = _session_run("gpu_emulated", xv)
-    assert counts == [_kernels(switches)]
-    np.testing.assert_allclose(out, _expected(xv), rtol=2e-6, atol=1e-6)
-
-    path = _export(tmp_path, "gpu")
-    main = file_format.read(path).header["executables"][0]
-    assert len(main["debug"]["kernels"]) == _kernels(switches)
-    loaded = runtime.load(path, device="emulated").run({"x": xv})["y"]
-    np.testing.assert_array_equal(loaded, out)
 
 
 @pytest.mark.parametrize("switches", ["fusion", "fusion,memory_planning"])
