@@ -33,6 +33,7 @@ Inference that fails for the fed sizes or values is the run-time error the refer
 executor would raise: InvalidArgumentError naming the op, with the message of the op's
 reference kernel run on stand-in data of those sizes (zeros, and the known values).
 """
+import contextlib
 import itertools
 from collections.abc import Mapping
 
@@ -52,6 +53,21 @@ from graphc.framework.symbolic import GuardSet, SymDim, concrete
 from graphc.framework.tensor_shape import TensorShape
 
 _module_counter = itertools.count(1)
+_PEEKING = [False]  # reading values without specializing on fed ones (_peeking)
+
+
+class _WouldSpecialize(Exception):
+    """A value read while _peeking needs a fed value not specialized on yet."""
+
+
+@contextlib.contextmanager
+def _peeking():
+    before = _PEEKING[0]
+    _PEEKING[0] = True
+    try:
+        yield
+    finally:
+        _PEEKING[0] = before
 MAX_SPECIALIZED_ELEMENTS = 64  # larger integer feeds are data, never shape values
 _MAX_STAND_IN_ELEMENTS = 1 << 22  # per input, for the reference kernel's error message
 
@@ -174,6 +190,8 @@ class _Lowering:
         m.guards = list(guards.guards)
         m.guards += [g for g in self.region_guards if g not in m.guards]
         self._keep_growth_inside()
+        if enclosing is not None:
+            self._use_values_captured_since()
         self._use_specialized_values()
         roots = [self.nodes[op] for op in targets if op in self.nodes]
         roots += [n for n in m.nodes if n.has_side_effect]
@@ -207,10 +225,7 @@ class _Lowering:
             node = self.module.add_node(PARAMETER, [], {"index": index}, [(t.dtype, shape)],
                                         t.name, t.op.location)
             self.values[t] = node.outputs[0]
-            known = self._captured_constant(t)
-            if known is not None:  # an axis, a shape: codegen needs it as a constant
-                self.values[t] = self.module.add_constant(known, before=None, name=t.op.name,
-                                                          location=t.op.location)
+            self._use_captured_value(t)
             return
         label = t.op.name if t.value_index == 0 else t.name
         static = t.shape.as_tuple_or_none()
@@ -236,14 +251,41 @@ class _Lowering:
                                     t.op.location)
         self.values[t] = node.outputs[0]
 
+    def _use_captured_value(self, t):
+        """A body's captured input whose value the enclosing module knows becomes a Const
+        of the body (an axis, a shape: codegen needs it as a constant)."""
+        known = self._captured_constant(t)
+        if known is not None:
+            first = next((n for n in self.module.nodes if n.type != PARAMETER), None)
+            const = self.module.add_constant(known, before=first, name=t.op.name,
+                                             location=t.op.location)
+            if t in self.values:
+                self.module.replace_all_uses(self.values[t], const)
+            self.values[t] = const
+
+    def _use_values_captured_since(self):
+        """Captured inputs whose values became known while the body was lowered: its shape
+        inference read a fed integer through them (an axis, a reshape's shape), which
+        specialized the enclosing module on that feed."""
+        for t in self.captured:
+            value = self.values.get(t)
+            if value is not None and value.node.type == PARAMETER:
+                self._use_captured_value(t)
+
     def _captured_constant(self, t):
         """The value of a body's captured input when the enclosing graph knows it (ints
-        only: a symbolic dim is no constant), else None."""
+        only: a symbolic dim is no constant), else None. Only a read of the body's shape
+        inference specializes the enclosing module on a fed value, never this one: a body
+        reading a fed integer as data (dynamic_rnn's sequence_length) would compile again
+        for every batch's values."""
         outer = self.captured.get(t)
         if outer is None:
             return None
-        with GuardSet():  # a value read here decides nothing that needs a guard
-            value = constant_value(self.enclosing.stand_in(outer))
+        try:
+            with GuardSet(), _peeking():  # a value read here decides nothing
+                value = constant_value(self.enclosing.stand_in(outer))
+        except _WouldSpecialize:
+            return None
         if value is None or np.asarray(value).dtype == object or \
                 np.size(value) > MAX_SPECIALIZED_ELEMENTS:  # data, not a shape or axis
             return None
@@ -254,6 +296,8 @@ class _Lowering:
         specialized on it (its uses read a Const; the runtime checks the feed)."""
         value = self.value_candidates[t]
         if t not in self.specialized:
+            if _PEEKING[0]:
+                raise _WouldSpecialize(t.name)
             for d in self.values[t].dims:  # the value fixes the feed's dims
                 int(d)
             self.specialized[t] = value

@@ -432,8 +432,32 @@ def _forward_value(back, op, body_g, t, k):
         with source.graph._as_builder():
             outer = array_ops.shape(source, out_type=t.dtype)
         return back.capture(outer)
+    if t.op.type in _SHAPE_ONLY_OPS:
+        return _shape_only_value(back, op, body_g, t, k)
     with back._as_builder():
         return array_ops.gather(back.capture(save_in_loop(op, t)), k)
+
+
+# ops whose value depends only on their input's shape (and dtype)
+_SHAPE_ONLY_OPS = ("Shape", "Size", "Rank", "ZerosLike", "OnesLike")
+
+
+def _shape_only_value(back, op, body_g, t, k):
+    """t (a shape of a body tensor u, or zeros like it) made again in the backward body
+    from u's value there. Stacking t instead would make a gradient's reshape to u's shape
+    read its dims from data (a native loop needs them before it runs: with an unknown
+    batch, dynamic_rnn's backward loop ran on the host), and zeros like u would be read
+    from memory instead of written."""
+    u = t.op.inputs[0]
+    with back._as_builder():
+        if t.op.type in ("ZerosLike", "OnesLike") and u.shape.is_fully_defined():
+            from graphc.ops import array_ops
+            fill = array_ops.zeros if t.op.type == "ZerosLike" else array_ops.ones
+            return fill(u.shape.as_list(), dtype=t.dtype)
+    like = _forward_value(back, op, body_g, u, k)
+    with back._as_builder():
+        return back.create_op(t.op.type, [like], dict(t.op.attrs),
+                              t.op.name.rsplit("/", 1)[-1]).outputs[0]
 
 
 register_gradient("While")(_while_grad)
