@@ -121,6 +121,18 @@ def test_cnn_example():
     assert len(steps) == 10 and all(0 <= float(a) <= 1 for a in steps), out
 
 
+def test_sequence_rnn_example():
+    """dynamic_rnn over batches of other lengths: learns (chance is about 0.3: the most
+    common letter of a short string) and compiles its training step once."""
+    out = _run_example("sequence_rnn.py", "--steps", "200")
+    accuracy = float(re.search(r"test accuracy: ([\d.]+)", out).group(1))
+    assert accuracy > 0.8
+    assert "the training step compiled 1 time(s)" in out
+    steps = re.findall(r"^step +\d+  loss [\d.]+  train accuracy ([\d.]+)  [\d.]+ ms/step$",
+                       out, re.M)
+    assert len(steps) == 10 and all(0 <= float(a) <= 1 for a in steps), out
+
+
 def test_linear_regression_docstring_matches_its_defaults():
     sys.path.insert(0, os.path.join(REPO, "examples"))
     try:
