@@ -313,3 +313,28 @@ def test_rnn_with_a_weight_read_transposed_matches_finite_differences():
     inputs = [rng.standard_normal((3, 4)) for _ in range(steps)] + \
              [0.5 * rng.standard_normal((4 + 8, 8))]
     check_gradients(lambda *ph: _tiny_rnn(ph[:-1], ph[-1]), inputs)
+
+
+def test_team_sized_rnn_gradients_do_not_depend_on_the_thread_count(monkeypatch):
+    # lstm_train's sizes: dG_t . W_h^T is [32, 1024] . [1024, 256], cut in two units
+    batch, steps, width, hidden = 32, 4, 128, 256
+    x = gc.placeholder(gc.float32, [batch, steps, width], name="x")
+    cell = gc.nn.rnn_cell.BasicLSTMCell(hidden)
+    outputs, _ = gc.nn.static_rnn(cell, gc.unstack(x, axis=1), dtype=gc.float32)
+    loss = gc.reduce_sum(gc.square(gc.stack(outputs, axis=1)))
+    grads = gc.gradients(loss, gc.trainable_variables())
+    feed = {x: RNG.standard_normal((batch, steps, width)).astype(np.float32)}
+    kernel = (0.1 * RNG.standard_normal((width + hidden, 4 * hidden))).astype(np.float32)
+    kernel_var = next(v for v in gc.trainable_variables() if "kernel" in v.name)
+
+    def run(threads, disabled=""):
+        monkeypatch.setenv("GRAPHC_DISABLE_PASSES", disabled)
+        config = gc.ConfigProto(intra_op_parallelism_threads=threads)
+        with gc.Session(config=config) as sess:
+            sess.run(gc.global_variables_initializer())
+            kernel_var.load(kernel, sess)
+            return sess.run(grads, feed)
+    one, two = run(1), run(2)
+    for a, b, c in zip(one, two, run(2, "shared_transposes")):
+        np.testing.assert_array_equal(a, b)
+        np.testing.assert_allclose(a, c, rtol=1e-5, atol=1e-5)
