@@ -246,7 +246,7 @@ def _run_without(fetches, feed_dict, monkeypatch, disabled):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("rows", [[3, 3, 3, 3], [1, 7, 0, 5, 2]])
+@pytest.mark.parametrize("rows", [[3] * 8, [1, 7, 0, 5, 2, 4, 1, 3, 6]])
 def test_products_of_one_transposed_weight_read_it_transposed_once(dtype, rows,
                                                                   monkeypatch):
     k, n = 9, 6   # g_t [r, k] . w^T, w [n, k]: the backward input gradient of a recurrence
@@ -273,16 +273,17 @@ def test_products_of_one_transposed_weight_read_it_transposed_once(dtype, rows,
 
 
 def test_a_weight_read_transposed_by_few_products_is_left_alone():
-    g = [gc.placeholder(gc.float32, [2, 8]) for _ in range(3)]
+    # 7 < MIN_PRODUCTS: the Transpose would cost about what their packs lose
+    g = [gc.placeholder(gc.float32, [2, 8]) for _ in range(7)]
     w = gc.placeholder(gc.float32, [5, 8])
     outs = [gc.matmul(x, w, transpose_b=True) for x in g]
-    module = lower(g + [w], outs, [], [(2, 8)] * 3 + [(5, 8)])
+    module = lower(g + [w], outs, [], [(2, 8)] * 7 + [(5, 8)])
     stats = optimize(module, disable=["batch_gemms"])
     assert stats["shared_transposes"]["operands_transposed"] == 0
-    assert len(_transposed_products(module)) == 3
+    assert len(_transposed_products(module)) == 7
 
 
-@pytest.mark.parametrize("steps", [5, 8])
+@pytest.mark.parametrize("steps", [9, 12])
 def test_static_rnn_input_gradients_read_the_weight_transposed_once(steps, monkeypatch):
     batch, width, hidden = 3, 4, 5
     gc.set_random_seed(2)  # each Session initializes the kernel to the same values
@@ -309,7 +310,7 @@ def test_static_rnn_input_gradients_read_the_weight_transposed_once(steps, monke
 
 def test_rnn_with_a_weight_read_transposed_matches_finite_differences():
     rng = np.random.default_rng(11)
-    steps = 6
+    steps = 9
     inputs = [rng.standard_normal((3, 4)) for _ in range(steps)] + \
              [0.5 * rng.standard_normal((4 + 8, 8))]
     check_gradients(lambda *ph: _tiny_rnn(ph[:-1], ph[-1]), inputs)
@@ -317,7 +318,7 @@ def test_rnn_with_a_weight_read_transposed_matches_finite_differences():
 
 def test_team_sized_rnn_gradients_do_not_depend_on_the_thread_count(monkeypatch):
     # lstm_train's sizes: dG_t . W_h^T is [32, 1024] . [1024, 256], cut in two units
-    batch, steps, width, hidden = 32, 4, 128, 256
+    batch, steps, width, hidden = 32, 9, 128, 256
     x = gc.placeholder(gc.float32, [batch, steps, width], name="x")
     cell = gc.nn.rnn_cell.BasicLSTMCell(hidden)
     outputs, _ = gc.nn.static_rnn(cell, gc.unstack(x, axis=1), dtype=gc.float32)

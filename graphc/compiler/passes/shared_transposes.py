@@ -5,8 +5,9 @@ of them, into op(A_i) . Bt with Bt = Transpose(B) computed once, before the firs
 them. The BLAS packs B for every call (all of it when A has few rows), and packing a
 transposed B was 50% slower than an untransposed one: static_rnn's backward input
 gradient dG_t . W_h^T, [32, 1024] . [1024, 256] 31 times a step, took 0.279 CPU-ms per
-step against 0.186 with W_h^T stored (OpenBLAS 0.3.31, SkylakeX, one thread); the
-transpose copies |B| once, about the price of three packs, so a few products repay it.
+step against 0.186 with W_h^T stored (OpenBLAS 0.3.31, SkylakeX, one thread). The
+Transpose kernel costs about as much as four products' slower packs (0.36 CPU-ms for
+that W_h^T), so it is made for MIN_PRODUCTS, twice that, or more.
 
 Runs after cse: the gradient's products each slice the weight anew until cse merges the
 slices, and only then do they share one B.
@@ -21,7 +22,7 @@ import numpy as np
 
 from graphc.compiler.ir import Value
 
-MIN_PRODUCTS = 4
+MIN_PRODUCTS = 8
 
 
 def run(module):
