@@ -232,3 +232,110 @@ def test_products_whose_left_operands_depend_on_each_other_stay_apart():
         outs.append(h)
     count, stats = _matmul_count(outs, [h0, w], [(2, 4), (4, 4)])
     assert count == 5 and stats["batch_gemms"]["row_batches"] == 0
+
+
+# ------------------------------------------ shared_transposes: one weight read transposed
+def _transposed_products(module):
+    return [n for n in module.nodes if n.type == "MatMul" and n.attrs.get("transpose_b")]
+
+
+def _run_without(fetches, feed_dict, monkeypatch, disabled):
+    monkeypatch.setenv("GRAPHC_DISABLE_PASSES", ",".join(disabled))
+    with gc.Session() as sess:
+        return sess.run(fetches, feed_dict)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("rows", [[3] * 8, [1, 7, 0, 5, 2, 4, 1, 3, 6]])
+def test_products_of_one_transposed_weight_read_it_transposed_once(dtype, rows,
+                                                                  monkeypatch):
+    k, n = 9, 6   # g_t [r, k] . w^T, w [n, k]: the backward input gradient of a recurrence
+    w_val = RNG.standard_normal((n, k)).astype(dtype)
+    g_vals = [RNG.standard_normal((r, k)).astype(dtype) for r in rows]
+    same = len(set(rows)) == 1
+    g_ph = [gc.placeholder(dtype, [None if same else r, k]) for r in rows]
+    w = gc.placeholder(dtype, [n, k])
+    outs = [gc.tanh(gc.matmul(g, w, transpose_b=True)) for g in g_ph]
+    # batch_gemms off: it would stack these independent products into one
+    off = ["batch_gemms"]
+    module = lower(g_ph + [w], outs, [], [g.shape for g in g_vals] + [(n, k)])
+    stats = optimize(module, disable=off)
+    assert stats["shared_transposes"]["products_untransposed"] == len(rows)
+    assert not _transposed_products(module)
+    assert [n_.type for n_ in module.nodes].count("Transpose") == 1
+    feed = dict(zip(g_ph + [w], g_vals + [w_val]))
+    got = _run_without(outs, feed, monkeypatch, off)
+    untransposed = _run_without(outs, feed, monkeypatch, off + ["shared_transposes"])
+    for g, o, u in zip(g_vals, got, untransposed):
+        assert o.dtype == dtype and o.shape == (g.shape[0], n)
+        np.testing.assert_allclose(o, np.tanh(g.astype(np.float64) @ w_val.T), **TOL[dtype])
+        np.testing.assert_allclose(o, u, **TOL[dtype])
+
+
+def test_a_weight_read_transposed_by_few_products_is_left_alone():
+    # 7 < MIN_PRODUCTS: the Transpose would cost about what their packs lose
+    g = [gc.placeholder(gc.float32, [2, 8]) for _ in range(7)]
+    w = gc.placeholder(gc.float32, [5, 8])
+    outs = [gc.matmul(x, w, transpose_b=True) for x in g]
+    module = lower(g + [w], outs, [], [(2, 8)] * 7 + [(5, 8)])
+    stats = optimize(module, disable=["batch_gemms"])
+    assert stats["shared_transposes"]["operands_transposed"] == 0
+    assert len(_transposed_products(module)) == 7
+
+
+@pytest.mark.parametrize("steps", [9, 12])
+def test_static_rnn_input_gradients_read_the_weight_transposed_once(steps, monkeypatch):
+    batch, width, hidden = 3, 4, 5
+    gc.set_random_seed(2)  # each Session initializes the kernel to the same values
+    x = gc.placeholder(gc.float64, [None, steps, width], name="x")
+    cell = gc.nn.rnn_cell.BasicLSTMCell(hidden, dtype=gc.float64)
+    outputs, _ = gc.nn.static_rnn(cell, gc.unstack(x, axis=1), dtype=gc.float64)
+    loss = gc.reduce_sum(gc.square(gc.stack(outputs, axis=1)))
+    grads = gc.gradients(loss, gc.trainable_variables())  # x needs none: no dx_t products
+    module = lower([x], grads, [], [(batch, steps, width)])
+    stats = optimize(module)
+    # dh_{t-1} = dG_t . W_h^T for every step but the first
+    assert stats["shared_transposes"]["products_untransposed"] == steps - 1
+    assert not _transposed_products(module)
+    feed = {x: RNG.standard_normal((batch, steps, width))}
+
+    def run(disabled):
+        monkeypatch.setenv("GRAPHC_DISABLE_PASSES", disabled)
+        with gc.Session() as sess:
+            sess.run(gc.global_variables_initializer())
+            return sess.run(grads, feed)
+    for got, want in zip(run(""), run("shared_transposes")):
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+def test_rnn_with_a_weight_read_transposed_matches_finite_differences():
+    rng = np.random.default_rng(11)
+    steps = 9
+    inputs = [rng.standard_normal((3, 4)) for _ in range(steps)] + \
+             [0.5 * rng.standard_normal((4 + 8, 8))]
+    check_gradients(lambda *ph: _tiny_rnn(ph[:-1], ph[-1]), inputs)
+
+
+def test_team_sized_rnn_gradients_do_not_depend_on_the_thread_count(monkeypatch):
+    # lstm_train's sizes: dG_t . W_h^T is [32, 1024] . [1024, 256], cut in two units
+    batch, steps, width, hidden = 32, 9, 128, 256
+    x = gc.placeholder(gc.float32, [batch, steps, width], name="x")
+    cell = gc.nn.rnn_cell.BasicLSTMCell(hidden)
+    outputs, _ = gc.nn.static_rnn(cell, gc.unstack(x, axis=1), dtype=gc.float32)
+    loss = gc.reduce_sum(gc.square(gc.stack(outputs, axis=1)))
+    grads = gc.gradients(loss, gc.trainable_variables())
+    feed = {x: RNG.standard_normal((batch, steps, width)).astype(np.float32)}
+    kernel = (0.1 * RNG.standard_normal((width + hidden, 4 * hidden))).astype(np.float32)
+    kernel_var = next(v for v in gc.trainable_variables() if "kernel" in v.name)
+
+    def run(threads, disabled=""):
+        monkeypatch.setenv("GRAPHC_DISABLE_PASSES", disabled)
+        config = gc.ConfigProto(intra_op_parallelism_threads=threads)
+        with gc.Session(config=config) as sess:
+            sess.run(gc.global_variables_initializer())
+            kernel_var.load(kernel, sess)
+            return sess.run(grads, feed)
+    one, two = run(1), run(2)
+    for a, b, c in zip(one, two, run(2, "shared_transposes")):
+        np.testing.assert_array_equal(a, b)
+        np.testing.assert_allclose(a, c, rtol=1e-5, atol=1e-5)

@@ -655,23 +655,25 @@ def test_cse_never_merges_random_or_stateful_ops():
 def test_pipeline_runs_the_passes_in_order_and_can_switch_them_off(monkeypatch):
     loops = ["hoist_loop_gemms", "sink_loop_gemms", "hoist_loop_invariants"]
     assert PASS_NAMES == [
-        "prune", "constant_folding", "algebraic_simplify", "batch_gemms"] + loops + ["cse"]
+        "prune", "constant_folding", "algebraic_simplify", "batch_gemms"] + loops + [
+        "cse", "shared_transposes"]
     assert STAGE_NAMES == PASS_NAMES + ["fusion", "memory_planning"]
     x = gc.placeholder(gc.float32, [2], name="x")
     y = x * (gc.constant(2.0) - 1.0)
     m = _lower(y, [x])
     stats = schedule_module(m, options=compile_options(disable=["cse"]))
     assert list(stats) == ["prune", "constant_folding", "algebraic_simplify", "batch_gemms"] + \
-        loops + ["fusion", "memory_planning"]
+        loops + ["shared_transposes", "fusion", "memory_planning"]
     assert m.outputs[0] is m.params[0].outputs[0]  # folded to x*1, then simplified to x
     monkeypatch.setenv("GRAPHC_DISABLE_PASSES", "constant_folding, algebraic_simplify")
     m = _lower(y, [x])
     assert list(schedule_module(m)) == ["prune", "batch_gemms"] + loops + [
-        "cse", "fusion", "memory_planning"]
+        "cse", "shared_transposes", "fusion", "memory_planning"]
     assert _count(m, "Mul") == 1
     m = _lower(y, [x])
     # the passes only: nothing scheduled
-    assert list(optimize(m)) == ["prune", "batch_gemms"] + loops + ["cse"]
+    assert list(optimize(m)) == ["prune", "batch_gemms"] + loops + ["cse",
+                                                                   "shared_transposes"]
     assert getattr(m, "kernels", None) is None
     with pytest.raises(ValueError, match="Unknown compiler pass"):
         optimize(m, disable="fusion_typo")
@@ -690,8 +692,9 @@ def test_dump_env_var_writes_the_ir_after_every_pass(tmp_path, monkeypatch):
                                           "02-constant_folding.txt", "03-algebraic_simplify.txt",
                                           "04-batch_gemms.txt", "05-hoist_loop_gemms.txt",
                                           "06-sink_loop_gemms.txt",
-                                          "07-hoist_loop_invariants.txt", "09-fusion.txt",
-                                          "10-memory_planning.txt"]
+                                          "07-hoist_loop_invariants.txt",
+                                          "09-shared_transposes.txt", "10-fusion.txt",
+                                          "11-memory_planning.txt"]
     assert " Mul(" in (folder / "00-lowered.txt").read_text()
     assert " Mul(" not in (folder / "03-algebraic_simplify.txt").read_text()
 

@@ -14,7 +14,7 @@ The module is verified after every pass, so a broken rewrite fails at the pass t
 import os
 
 from graphc.compiler.passes import algebraic_simplify, batch_gemms, constant_folding, cse, \
-    hoist_loop_gemms, hoist_loop_invariants, prune, sink_loop_gemms
+    hoist_loop_gemms, hoist_loop_invariants, prune, shared_transposes, sink_loop_gemms
 from graphc.compiler.schedule import STEP_NAMES
 
 PASSES = [
@@ -26,6 +26,7 @@ PASSES = [
     ("sink_loop_gemms", sink_loop_gemms.run),
     ("hoist_loop_invariants", hoist_loop_invariants.run),
     ("cse", cse.run),
+    ("shared_transposes", shared_transposes.run),
 ]
 PASS_NAMES = [name for name, _ in PASSES]
 # what a dump numbers and graphc-dump lists, in run order
