@@ -281,3 +281,48 @@ def test_raw_rnn_gradient_against_central_differences(lv):
             down = np_raw_lstm({"kernel": args[1], "bias": args[2]}, args[0], lv)
             numeric[idx] = (up - down) / (2 * eps)
         np.testing.assert_allclose(g, numeric, rtol=1e-5, atol=1e-8)
+
+
+# ------------------------------------- guards on a trip count (checked before the run)
+def test_comparisons_a_dims_sign_decides_record_no_guard():
+    """The trip count is known only during the run: a guard on it sends the loop to the
+    host. A sum of dims with coefficients of one sign is never negative (or positive):
+    range(0, trips)'s `0 > trips` and the like need no guard."""
+    from graphc.framework.symbolic import GuardSet, SymDim
+    n, m = SymDim.symbol("n", 5), SymDim.symbol("m", 3)
+    with GuardSet() as guards:
+        assert not (0 > n) and not (n < 0) and (n + 2 * m >= 0) and (-n <= 0)
+        assert not (n * m + 1 < 0)
+        assert guards.guards == []
+        assert (n > 2) is True  # decided on the hint: a guard
+        assert len(guards.guards) == 1
+
+
+def test_broadcasting_a_dim_against_itself_records_no_guard():
+    from graphc.framework.symbolic import GuardSet, SymDim
+    from graphc.framework.tensor_shape import broadcast_shapes
+    n = SymDim.symbol("n", 5)
+    with GuardSet() as guards:
+        assert broadcast_shapes([n, 3], [n, 3]).as_list() == [n, 3]
+        assert guards.guards == []
+        broadcast_shapes([n, 3], [3])  # n against 1: a guard on n != 1, as before
+        assert len(guards.guards) == 1
+
+
+def test_no_value_before_the_loop_shares_a_growing_arrays_header():
+    """The entry empties each header before the first kernel: a value computed before
+    the loop, dead by then, placed over the header would leave its numbers there for the
+    loop to take for a heap pointer. The header's life starts at the first kernel."""
+    from graphc.compiler.regions import growable
+    from tests.test_memory_planning import scheduled_module
+    x = gc.placeholder(gc.float64, [8, 8])
+    limit = gc.placeholder(gc.float64, [])
+    a = gc.matmul(x, x) + 3.0  # dead once b is made
+    b = gc.reduce_sum(gc.matmul(a, a), axis=0)
+    ta = gc.TensorArray(gc.float64, size=0, dynamic_size=True, element_shape=[8])
+    _, _, ta = gc.while_loop(lambda i, c, ta: gc.reduce_sum(c) < limit,
+                             lambda i, c, ta: (i + 1, c + 1, ta.write(i, b * gc.cast(i, gc.float64))),
+                             [gc.constant(0), gc.zeros([1], gc.float64), ta])
+    module = scheduled_module([gc.reduce_sum(ta.stack())], {x: np.ones((8, 8)), limit: 3.0})
+    headers = [b for v, b in module.memory_plan.buffers.items() if growable(v)]
+    assert headers and all(b.live == (0, len(module.kernels) - 1) for b in headers)
