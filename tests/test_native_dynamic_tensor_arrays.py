@@ -129,8 +129,9 @@ def test_reading_past_the_size_names_the_op_and_the_line(native):
     x = gc.placeholder(gc.float64, [2])
     limit = gc.placeholder(gc.float64, [])
     ta = gc.TensorArray(gc.float64, size=0, dynamic_size=True, element_shape=[2])
-    _, _, ta = gc.while_loop(lambda i, c, ta: gc.reduce_sum(c) < limit,
-                             lambda i, c, ta: (i + 1, c + 1, ta.write(i, x * gc.cast(i, gc.float64))),
+    def body(i, c, ta):
+        return i + 1, c + 1, ta.write(i, x * gc.cast(i, gc.float64))
+    _, _, ta = gc.while_loop(lambda i, c, ta: gc.reduce_sum(c) < limit, body,
                              [gc.constant(0), gc.zeros([1], gc.float64), ta])
     past = ta.read(ta.size())  # the line the error names
     with gc.Session() as sess:
@@ -144,7 +145,8 @@ def test_reading_past_the_size_names_the_op_and_the_line(native):
 def test_writing_an_element_of_the_wrong_shape_fails_where_the_write_is():
     ta = gc.TensorArray(gc.float64, size=0, dynamic_size=True, element_shape=[2])
     with pytest.raises(ValueError, match="Inconsistent shapes"):
-        gc.while_loop(lambda i, ta: i < 3, lambda i, ta: (i + 1, ta.write(i, gc.zeros([3], gc.float64))),
+        gc.while_loop(lambda i, ta: i < 3,
+                      lambda i, ta: (i + 1, ta.write(i, gc.zeros([3], gc.float64))),
                       [gc.constant(0), ta])
 
 
@@ -320,9 +322,28 @@ def test_no_value_before_the_loop_shares_a_growing_arrays_header():
     a = gc.matmul(x, x) + 3.0  # dead once b is made
     b = gc.reduce_sum(gc.matmul(a, a), axis=0)
     ta = gc.TensorArray(gc.float64, size=0, dynamic_size=True, element_shape=[8])
-    _, _, ta = gc.while_loop(lambda i, c, ta: gc.reduce_sum(c) < limit,
-                             lambda i, c, ta: (i + 1, c + 1, ta.write(i, b * gc.cast(i, gc.float64))),
+    def body(i, c, ta):
+        return i + 1, c + 1, ta.write(i, b * gc.cast(i, gc.float64))
+    _, _, ta = gc.while_loop(lambda i, c, ta: gc.reduce_sum(c) < limit, body,
                              [gc.constant(0), gc.zeros([1], gc.float64), ta])
     module = scheduled_module([gc.reduce_sum(ta.stack())], {x: np.ones((8, 8)), limit: 3.0})
     headers = [b for v, b in module.memory_plan.buffers.items() if growable(v)]
     assert headers and all(b.live == (0, len(module.kernels) - 1) for b in headers)
+
+
+def test_an_exported_file_appends_to_its_arrays_standalone(native, tmp_path):
+    """The file runs the loop, its array and what is computed of it through runtime.load
+    alone, for element counts it never saw."""
+    import runtime
+    (x, limit), fetches, _ = appending_loop(np.float64)
+    path = str(tmp_path / "appending.gcf")
+    with gc.Session() as sess:
+        gc.export(sess, path, {"x": x, "limit": limit},
+                  {"squares": fetches[0], "size": fetches[2]})
+    loaded = runtime.load(path)
+    x0 = np.array([-0.7, 0.2, 1.3])
+    for k in (0, 5, 300):
+        got = loaded.run({"x": x0, "limit": np.float64(k)})
+        squares, _, size, _ = np_appending_loop(x0, k)
+        np.testing.assert_allclose(got["squares"], squares, rtol=1e-12, atol=1e-13)
+        assert got["size"] == size

@@ -332,9 +332,10 @@ class _Lowering:
         for i, v in enumerate(loop_vars):
             late = [d for d in v.dims if set_during_run(d)]
             if late:  # e.g. the gradient of an array an earlier loop appended to
-                raise LoweringError(f"loop variable {i} of {op.describe()} has dims {v.dims}, known "
-                                    f"only once '{run_dim_loop(late[0].to_json())}' has run: "
-                                    "a loop's buffers are sized before the run")
+                raise LoweringError(f"loop variable {i} of {op.describe()} has dims "
+                                    f"{v.dims}, known only once "
+                                    f"'{run_dim_loop(late[0].to_json())}' has run: a loop's "
+                                    "buffers are sized before the run")
         cond_lowering = self._body_lowering(op, bodies["cond"],
                                             loop_vars + inputs[n:n + n_cond])
         cond = self._lower_body(op, bodies["cond"], lowering=cond_lowering)
