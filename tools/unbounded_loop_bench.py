@@ -3,8 +3,13 @@ cond gives: its stacks for the gradient grow during the run, graphc/compiler/reg
 h <- tanh(h @ W + b) while a float counter stays below a fed limit, a mean-square loss,
 SGD on W and b. Reports the first run (compile + run) and the median of --repeat steps,
 in process CPU seconds and wall seconds.
+--workload raw_rnn: tf.nn.raw_rnn over an LSTM on variable-length sequences (its loop
+runs until every example has finished, appending the cell's outputs to a dynamic_size
+TensorArray), a loss of the stacked outputs; "infer" steps run the loss, "train" steps
+the loss and SGD on the cell's weights. --trips is the longest sequence.
 
-    python tools/unbounded_loop_bench.py [--trips 64 512] [--units 64] [--repeat 15]
+    python tools/unbounded_loop_bench.py [--workload tanh|raw_rnn] [--trips 64 512]
+        [--units 64] [--repeat 15]
 
 Run it in a tree before the change and after, in the same minute, to compare (the
 process CPU seconds are what a loaded machine disturbs least)."""
@@ -41,6 +46,33 @@ def build(units):
     return g, h0, limit, loss, train, init
 
 
+def build_raw_rnn(units, trips, training):
+    """(graph, feed, loss, train, init) of raw_rnn over an LSTM: BATCH sequences of
+    lengths trips, trips - 1, ... (at least 1), inputs of `units` features; train is
+    None unless training (a gradient in the graph changes the forward loop's body)."""
+    g = gc.Graph()
+    with g.as_default():
+        gc.set_random_seed(0)
+        x = gc.placeholder(gc.float32, [trips, BATCH, units])
+        lengths = gc.placeholder(gc.int32, [BATCH])
+        inputs_ta = gc.TensorArray(gc.float32, size=trips).unstack(x)
+        cell = gc.nn.rnn_cell.BasicLSTMCell(units)
+
+        def loop_fn(time, cell_output, cell_state, loop_state):
+            state = cell.zero_state(BATCH, gc.float32) if cell_output is None else cell_state
+            return (gc.greater_equal(time, lengths),
+                    inputs_ta.read(gc.minimum(time, trips - 1)), state, None, loop_state)
+        emit_ta, _, _ = gc.nn.raw_rnn(cell, loop_fn)
+        outputs = emit_ta.stack()
+        loss = gc.reduce_mean(outputs * outputs)
+        train = gc.train.GradientDescentOptimizer(0.1).minimize(loss) if training else None
+        init = gc.global_variables_initializer()
+    rng = np.random.default_rng(0)
+    feed = {x: rng.standard_normal((trips, BATCH, units)).astype(np.float32),
+            lengths: np.maximum(trips - np.arange(BATCH), 1).astype(np.int32)}
+    return g, feed, loss, train, init
+
+
 def timed(fn):
     cpu, wall = time.process_time(), time.perf_counter()
     fn()
@@ -52,22 +84,36 @@ def main():
     parser.add_argument("--trips", type=int, nargs="+", default=[64, 512])
     parser.add_argument("--units", type=int, default=64)
     parser.add_argument("--repeat", type=int, default=15)
+    parser.add_argument("--workload", choices=["tanh", "raw_rnn"], default="tanh")
     args = parser.parse_args()
+    if args.workload == "raw_rnn":
+        for trips in args.trips:
+            for kind in ("infer", "train"):
+                g, feed, loss, train, init = build_raw_rnn(args.units, trips, kind == "train")
+                fetches = [loss] if kind == "infer" else [loss, train]
+                report(f"raw_rnn {kind} trips {trips:5d} units {args.units}", g, init,
+                       fetches, feed, args.repeat)
+        return
     for trips in args.trips:
         g, h0, limit, loss, train, init = build(args.units)
         feed = {h0: np.random.default_rng(0).standard_normal((BATCH, args.units))
                 .astype(np.float32), limit: np.float32(trips)}
-        with gc.Session(graph=g) as sess:
-            sess.run(init)
-            first = timed(lambda: sess.run([loss, train], feed))
-            steps = [timed(lambda: sess.run([loss, train], feed)) for _ in range(args.repeat)]
-        cpu = statistics.median(s[0] for s in steps)
-        wall = statistics.median(s[1] for s in steps)
-        spread = (min(s[0] for s in steps), max(s[0] for s in steps))
-        print(f"trips {trips:5d} units {args.units}: first run {first[0]:.3f} CPU-s "
-              f"({first[1]:.3f} s wall); step median {cpu * 1e3:.2f} CPU-ms "
-              f"(min {spread[0] * 1e3:.2f}, max {spread[1] * 1e3:.2f}; "
-              f"{wall * 1e3:.2f} ms wall)")
+        report(f"trips {trips:5d} units {args.units}", g, init, [loss, train], feed,
+               args.repeat)
+
+
+def report(label, g, init, fetches, feed, repeat):
+    """Prints the first run's and the median step's process CPU and wall seconds."""
+    with gc.Session(graph=g) as sess:
+        sess.run(init)
+        first = timed(lambda: sess.run(fetches, feed))
+        steps = [timed(lambda: sess.run(fetches, feed)) for _ in range(repeat)]
+    cpu = statistics.median(s[0] for s in steps)
+    wall = statistics.median(s[1] for s in steps)
+    spread = (min(s[0] for s in steps), max(s[0] for s in steps))
+    print(f"{label}: first run {first[0]:.3f} CPU-s ({first[1]:.3f} s wall); step median "
+          f"{cpu * 1e3:.2f} CPU-ms (min {spread[0] * 1e3:.2f}, max {spread[1] * 1e3:.2f}; "
+          f"{wall * 1e3:.2f} ms wall)")
 
 
 if __name__ == "__main__":

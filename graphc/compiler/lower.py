@@ -43,8 +43,8 @@ from graphc import dtypes, errors
 from graphc.compiler.ir import PARAMETER, STATE_VARIABLE, Module, Value, normalize_dims
 from graphc.compiler.schedule.kernel import dims_equal
 from graphc.framework.graph import Tensor
-from graphc.compiler.regions import GROWABLE_FIRST_ROWS, REGION_BODIES, bodies_of, growable, \
-    run_dim_loop, trip_bound, trips_symbol
+from graphc.compiler.regions import GROWABLE_FIRST_ROWS, REGION_BODIES, appended_arrays, \
+    bodies_of, growable, run_dim_loop, set_during_run, trip_bound, trips_symbol
 from graphc.framework.op_def import RANDOM_OP_TYPES, READING_UPDATE_OPS, ref_input_indices
 from graphc.framework.random_state import random_state_name
 from graphc.framework.static_value import constant_value
@@ -202,9 +202,11 @@ class _Lowering:
         stacks, regions.py) the runtime would need before the run: a fetched stack (the
         runtime sizes fetches before the run) or a guard on it (checked before the run)."""
         for v in self.module.outputs:
-            if growable(v):
-                raise RegionOnHost(f"{v.node.describe()} keeps values for its gradient that "
-                                   "leave the native stage: it runs on the host", v.node.name)
+            if growable(v):  # a stack, an appended array, or a value computed of them
+                loop = run_dim_loop(v.dims[0].to_json())
+                raise RegionOnHost(f"'{loop}' keeps values for its gradient or appends to "
+                                   f"arrays whose rows leave the native stage (in "
+                                   f"{v.node.describe()}): it runs on the host", loop)
         for lhs, _, rhs, _ in self.module.guards:
             loop = run_dim_loop(lhs) or run_dim_loop(rhs)
             if loop is not None:
@@ -333,6 +335,9 @@ class _Lowering:
         else:
             regions, out_dims = {}, self._output_dims(op)
         out_types = [(t.dtype, d) for t, d in zip(op.outputs, out_dims)]
+        appended = appended_arrays(op) if regions else {}
+        out_types += [(op.outputs[jv].dtype, d)
+                      for jv, d in zip(appended, out_dims[len(op.outputs):])]
         fwd = op.forward_op
         node = m.add_node(op.type, inputs, op.attrs, out_types, op.name, op.location,
                           None if fwd is None else (fwd.name, fwd.type, fwd.location),
@@ -341,6 +346,8 @@ class _Lowering:
         self.nodes[op] = node
         for t, v in zip(op.outputs, node.outputs):
             self.values.setdefault(t, v)   # a fed output keeps its Parameter
+        for k, (jv, (jw, _)) in enumerate(appended.items()):
+            self._arrays_after_loop(op, node, jv, jw, node.outputs[len(op.outputs) + k])
         if op.type in RANDOM_OP_TYPES:
             self._lower_random_state(op, node)
         if op.type == "Assign" and self.var_dims.get(op.inputs[0].op.name) is None:
@@ -366,14 +373,27 @@ class _Lowering:
         n = op.attrs["num_loop_vars"]
         n_cond = len(bodies["cond"].inputs) - n
         loop_vars = inputs[:n]
+        for i, v in enumerate(loop_vars):
+            late = [d for d in v.dims if set_during_run(d)]
+            if late:  # e.g. the gradient of an array an earlier loop appended to
+                raise LoweringError(f"loop variable {i} of {op.describe()} has dims "
+                                    f"{v.dims}, known only once "
+                                    f"'{run_dim_loop(late[0].to_json())}' has run: a loop's "
+                                    "buffers are sized before the run")
         cond_lowering = self._body_lowering(op, bodies["cond"],
                                             loop_vars + inputs[n:n + n_cond])
         cond = self._lower_body(op, bodies["cond"], lowering=cond_lowering)
         n_body = len(bodies["body"].inputs) - n
         rows = self._stack_rows(op, cond_lowering)
         saved = [bodies["body"].get_tensor_by_name(name) for name in op.attrs["saved"]]
+        appended = appended_arrays(op)
+        outputs = list(bodies["body"].outputs)
+        for jv, (jw, _) in appended.items():  # no loop variables: stacks (regions.py)
+            outputs[jv], outputs[jw] = bodies["body"].inputs[jv], bodies["body"].inputs[jw]
+        elements = [scatter.inputs[3] for _, scatter in appended.values()]
         body = self._lower_body(op, bodies["body"],
-                                loop_vars + inputs[n + n_cond:n + n_cond + n_body], saved)
+                                loop_vars + inputs[n + n_cond:n + n_cond + n_body],
+                                saved + elements, outputs=outputs)
         pred = cond.outputs[0]
         if pred.dtype != dtypes.bool or pred.dims != ():
             raise LoweringError(f"the cond of {op.describe()} gives {pred} for its predicate")
@@ -383,8 +403,19 @@ class _Lowering:
                     f"loop variable {i} of {op.describe()} enters with dims {v.dims} and "
                     f"leaves the body with dims {out.dims}: a loop variable whose shape "
                     "changes runs on the host")
-        stacks = [(rows,) + tuple(v.dims) for v in body.outputs[n:]]
+        stacks = [(rows,) + tuple(v.dims) for v in body.outputs[n:n + len(saved)]]
+        if appended:
+            trips = self._growable_rows(op)
+            stacks += [(trips,) + tuple(v.dims[1:]) for v in body.outputs[n + len(saved):]]
         return {"cond": cond, "body": body}, [v.dims for v in loop_vars] + [()] + stacks
+
+    def _arrays_after_loop(self, op, node, jv, jw, stack):
+        """The flows of an array the While appended to (regions.appended_arrays) after
+        the loop: its values the stack of the elements written, every row written."""
+        self.values[op.outputs[jv]] = stack
+        written = self.module.add_node("OnesLike", [stack], {}, [(dtypes.bool, stack.dims[:1])],
+                                       f"{op.name}/written_{jw}", op.location)
+        self.values[op.outputs[jw]] = written.outputs[0]
 
     def _stack_rows(self, op, cond_lowering):
         """The rows of the stacks a While keeps for its gradient (attr `saved`): the bound
@@ -416,7 +447,8 @@ class _Lowering:
                                 "bound on its trip count known before it runs, in a loop "
                                 "or branch: it runs on the host")
         name = trips_symbol(op.name)
-        self.module.run_dims.append(name)
+        if name not in self.module.run_dims:  # its stacks' and its arrays' rows
+            self.module.run_dims.append(name)
         return SymDim.symbol(name, GROWABLE_FIRST_ROWS)
 
     def _lower_if(self, op, inputs, bodies):
@@ -442,12 +474,14 @@ class _Lowering:
         dims = [v.dims for v in then.outputs[:n_out]] + [next(own[b]).dims for b, _ in saved]
         return branches, dims
 
-    def _lower_body(self, op, fgraph, values=None, extra_fetches=(), lowering=None):
+    def _lower_body(self, op, fgraph, values=None, extra_fetches=(), lowering=None,
+                    outputs=None):
         """The module of body `fgraph` reading `values` (this module's) and giving its
-        outputs then `extra_fetches` (its tensors), its variables declared here too;
-        lowering: the body's _body_lowering when made already."""
+        outputs (or `outputs`, its tensors in their place) then `extra_fetches` (its
+        tensors), its variables declared here too; lowering: the body's _body_lowering
+        when made already."""
         if lowering is None:
-            lowering = self._body_lowering(op, fgraph, values, extra_fetches)
+            lowering = self._body_lowering(op, fgraph, values, extra_fetches, outputs)
         body = lowering.module
         dynamic = body.dynamic_values()
         if dynamic:
@@ -459,13 +493,14 @@ class _Lowering:
         self.region_guards.extend(body.guards)
         return body
 
-    def _body_lowering(self, op, fgraph, values, extra_fetches=()):
+    def _body_lowering(self, op, fgraph, values, extra_fetches=(), outputs=None):
         """The _Lowering of body `fgraph` (see _lower_body)."""
         if len(values) != len(fgraph.inputs) or any(not isinstance(v, Value) for v in values):
             raise LoweringError(f"the inputs of {op.describe()} do not match its body "
                                 f"'{fgraph.name}'")
         name = f"{self.module.name}_{fgraph.name}"
-        return _Lowering(list(fgraph.inputs), list(fgraph.outputs) + list(extra_fetches), [],
+        outputs = list(fgraph.outputs if outputs is None else outputs)
+        return _Lowering(list(fgraph.inputs), outputs + list(extra_fetches), [],
                          [v.dims for v in values], "".join(c if c.isalnum() else "_"
                                                            for c in name),
                          variable_shapes=self.variable_shapes, enclosing=self)

@@ -7,19 +7,32 @@ modules of their own (`node.regions`, ir.py), optimized and scheduled like any m
 calls: a loop around the cond and body calls with the loop variables in two buffers that
 swap each iteration, or a branch to one of the two branches (backends/cpu/regions.py).
 TensorArrays (create, read, write, gather, scatter, stack, unstack) compile too, in
-loops and out (backends/cpu/tensor_arrays.py), and a loop writes an array in place.
+loops and out (backends/cpu/tensor_arrays.py), and a loop writes an array in place. An
+array that grows (dynamic_size) compiles where a loop appends to it (appended_arrays:
+`ta.write(i, x)` at a counter from 0, raw_rnn's emitted outputs): it is no loop
+variable then but a stack of the elements, as a saved value is, whose rows are the
+trip count (the growable stacks below); reads, stacks and gathers of it after the loop,
+and kernels computing of those, read its rows on the heap (backends/cpu/entry.py).
 The GPU target compiles the same ones: each body's kernels are launched from the host on
 device buffers, the loop variables in two that swap, only the predicate read back per
 iteration (backends/gpu/control_flow.py, tensor_arrays.py; runtime/gpu/control_flow.py).
 What stays on the host (between native stages, bodies on the reference executor):
-  - a body holding a host op (py_func, Print, a string op, a TensorArray that grows:
-    dynamic_size...);
+  - a body holding a host op (py_func, Print, a string op, a TensorArray that grows
+    other than by a loop appending to it: written at another index, read or sized in
+    the body, or written in a body nested in the loop (its rows would outlive the
+    body's entry); its gradient, for now: the backward loop carries the gradient of the
+    whole array as a loop variable whose rows are the forward trip count, and a loop
+    variable's buffers are sized before the run);
   - a While keeping stacks for a gradient (attr `saved`) without a bound on its trip
     count known before it runs, where its stacks cannot grow in native code: in a body
     (nested loops: the heap they grow on is freed by the module's entry), on the GPU, or
-    where a stack leaves the stage it is made in (a fetch, or a backward loop in a later
-    stage after a host op: the runtime sizes every output before the run, by the feeds'
-    dims, and this one's rows are known only after the loop).
+    where a stack (or an appended array, or a value computed of one) leaves the stage
+    it is made in (a fetch, or a backward loop in a later stage after a host op: the
+    runtime sizes every output before the run, by the feeds' dims, and this one's rows
+    are known only after the loop; no run dim sizes an output), or where the stage's
+    shapes need a guard on the trip count (a broadcast of a stack against a lower rank
+    value guards its rows != 1: guards are checked before the run). The GPU target runs
+    such a loop on the host (growing device buffers is not built).
     The bound is that of a cond testing a counter stepped by 1 against a limit
     (trip_bound, below): maximum_iterations (dynamic_rnn's time steps), map_fn's
     and scan's elements, a user's `i < n`. With one the stacks have that many rows,
@@ -68,11 +81,74 @@ TENSOR_ARRAY_OPS = frozenset({"TensorArrayV3", "TensorArrayGatherV3", "TensorArr
 
 
 def tensor_array_compiles(op):
-    """Whether a TensorArray op runs in native code: an array of one size (not
-    dynamic_size) whose values have a known rank."""
-    return op.type in TENSOR_ARRAY_OPS and not op.attrs.get("dynamic_size") and \
+    """Whether a TensorArray op runs in native code: one whose values have a known rank,
+    and which does not grow an array (a dynamic_size scatter; creating one compiles: it
+    has the size it is made with, and a loop appending to it makes a stack of it,
+    appended_arrays)."""
+    return op.type in TENSOR_ARRAY_OPS and \
+        not (op.type == "TensorArrayScatterV3" and op.attrs.get("dynamic_size")) and \
         op.outputs[0].shape.ndims is not None and \
         all(t.shape.ndims is not None for t in op.inputs)
+
+
+def appended_arrays(op):
+    """{values loop variable: (written loop variable, the body's scatter)} of the
+    dynamic_size TensorArrays a While appends to: iteration k writes element k, so that
+    the array after the loop is a stack of one element per iteration (its rows the trip
+    count), made as a saved value is (lower.py). Such an array enters the loop empty
+    (made by a TensorArrayV3 of size 0), the body writes it once (`ta.write(i, x)`) at
+    the old value of a loop variable i that starts at 0 and steps by 1, and nothing else
+    in the cond or the body reads it (a read or a size in the body would need the rows
+    written so far, a gradient the size each iteration saw: those loops run on the
+    host). raw_rnn's emitted arrays are such arrays, as is `ta.write(i, ...)` in a loop
+    counting i from 0."""
+    if op.type != "While":
+        return {}
+    cond_g, body_g = function_of(op, "cond"), function_of(op, "body")
+    n = op.attrs["num_loop_vars"]
+    out = {}
+    for jv in range(n):
+        scatter = body_g.outputs[jv].op
+        if scatter.type != "TensorArrayScatterV3" or not scatter.attrs.get("dynamic_size") \
+                or body_g.outputs[jv] is not scatter.outputs[0]:
+            continue
+        values, written, indices, _ = scatter.inputs
+        jw = _loop_var_index(body_g, written, n)
+        if _loop_var_index(body_g, values, n) != jv or jw is None or \
+                body_g.outputs[jw] is not scatter.outputs[1] or \
+                not _empty_array(op.inputs[jv], op.inputs[jw]) or \
+                any(c is not scatter for j in (jv, jw) for c in body_g.inputs[j].consumers()) \
+                or any(cond_g.inputs[j].consumers() for j in (jv, jw)):
+            continue
+        counter = _written_at_counter(indices, body_g, n)
+        if counter is not None and _starts_at_zero(op.inputs[counter]):
+            out[jv] = (jw, scatter)
+    return out
+
+
+def _empty_array(values, written):
+    """Whether the flows are those of a TensorArrayV3 made with size 0."""
+    create = values.op
+    return create.type == "TensorArrayV3" and values is create.outputs[0] and \
+        written is create.outputs[1] and _starts_at_zero(create.inputs[0])
+
+
+def _starts_at_zero(t):
+    known = constant_value(t)
+    return known is not None and np.ndim(known) == 0 and int(known) == 0
+
+
+def _written_at_counter(indices, body_g, n):
+    """The loop variable i (stepping by 1) whose old value is the one index the scatter
+    writes (TensorArray.write's reshape of it), or None."""
+    if indices.op.type != "Reshape":
+        return None
+    i = _loop_var_index(body_g, indices.op.inputs[0], n)
+    shape = constant_value(indices.op.inputs[1])
+    if i is None or shape is None or list(np.reshape(shape, [-1])) != [1] or \
+            not _steps_by_one(body_g, i):
+        return None
+    return i
 
 
 def bodies_of(op):
@@ -82,17 +158,20 @@ def bodies_of(op):
 
 def compiles_natively(op, is_host_op):
     """Whether the While or If `op` runs in native code: its bodies' ops (nested loops
-    and branches recursively) are all native (`is_host_op(op)` False), none a loop whose
-    stacks grow, and its loop variables keep their shapes (module docstring)."""
+    and branches recursively) are all native (`is_host_op(op)` False) but for the
+    scatters of the arrays it appends to (appended_arrays), none a loop whose stacks or
+    arrays grow, and its loop variables keep their shapes (module docstring)."""
     try:
         bodies = bodies_of(op)
     except errors.KernelError:  # a graph file's op without its bodies: the host says so
         return False
     if op.type == "While" and not _invariants_exact(op):
         return False
+    appended = {scatter for _, scatter in appended_arrays(op).values()}
     for body in bodies.values():
         for inner in body.get_operations():
-            if is_host_op(inner) or _unbounded_stacks(inner):
+            if inner not in appended and (is_host_op(inner) or _unbounded_stacks(inner) or
+                                          appended_arrays(inner)):
                 return False
     return True
 

@@ -193,6 +193,10 @@ class SymDim:
         if diff is not None:  # decided by structure alone: no guard needed
             return {"==": diff == 0, "!=": diff != 0, "<": diff < 0, "<=": diff <= 0,
                     ">": diff > 0, ">=": diff >= 0}[op]
+        sign = _sign(self - other_e)
+        proven = _PROVEN_BY_SIGN.get((op, sign))
+        if proven is not None:  # a dim is never negative: no guard needed either
+            return proven
         if op in ("==", "!=") and getattr(_local, "guards", None) is None:
             # Outside a compile (passes comparing IR dims, dict lookups) equality is
             # structural: deciding on hints there would hold for this run's feeds only.
@@ -262,6 +266,24 @@ def _dimlike(x):
 
 def _hint(x):
     return x.hint if isinstance(x, SymDim) else int(x)
+
+
+def _sign(e):
+    """1 when e >= 0 for every value of its symbols, -1 when e <= 0, else 0: a sum of
+    products of symbols (dims, never negative) whose coefficients all have one sign.
+    Opaque atoms (a floor division, a max) are not looked into."""
+    if any(not isinstance(atom, str) for mono in e.terms for atom, _ in mono):
+        return 0
+    coeffs = list(e.terms.values())
+    if all(c >= 0 for c in coeffs):
+        return 1
+    if all(c <= 0 for c in coeffs):
+        return -1
+    return 0
+
+
+# (comparison of e with 0, _sign(e)) -> its outcome
+_PROVEN_BY_SIGN = {("<", 1): False, (">=", 1): True, (">", -1): False, ("<=", -1): True}
 
 
 def as_expr(x):

@@ -235,6 +235,13 @@ def unknown_shape(rank=None):
     return TensorShape(None if rank is None else [None] * rank)
 
 
+def _identical(x, y):
+    """Whether two dims are one expression (equal for every value of their symbols)."""
+    if isinstance(x, SymDim) and isinstance(y, SymDim):
+        return (x - y).constant() == 0
+    return False
+
+
 def broadcast_shapes(a, b):
     """NumPy broadcasting of two static shapes; raises ValueError when they cannot broadcast.
 
@@ -248,7 +255,9 @@ def broadcast_shapes(a, b):
     db = [1] * (n - len(db)) + db
     out = []
     for x, y in zip(da, db):
-        if x == 1:
+        if _identical(x, y):  # whatever its value: no guard on it being 1
+            out.append(x)
+        elif x == 1:
             out.append(y)
         elif y == 1:
             out.append(x)

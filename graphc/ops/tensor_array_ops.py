@@ -31,7 +31,8 @@ def _create_infer(inputs, a):
     from graphc.ops.array_ops import known_values
     n = known_values(inputs[0])  # a symbolic size (shape(x)[0] when compiling) stays one
     n = None if n is None or len(n) != 1 else n[0]
-    rows = TensorShape([None if n is None or a["dynamic_size"] else n])
+    # an array that grows (dynamic_size) has the size it is made with until written
+    rows = TensorShape([n])
     elem = a["element_shape"]
     if len(inputs) > 1:  # the element's dims as a tensor: known when compiling
         given = known_values(inputs[1])

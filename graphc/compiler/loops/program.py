@@ -71,6 +71,9 @@ class Program:
         self.snapshot_reads = {v for k in getattr(module, "kernels", None) or ()
                                for v in k.outputs if v.node.type == "VariableV2"}
         self.aliases = getattr(module, "aliases", None) or {}
+        # the kernel functions (a While's) handed the header of a value growing on the
+        # heap, not its rows (backends/cpu/entry.py)
+        self.header_readers = set()
         self.arena_bytes = plan.arena_bytes if plan is not None else 0
         self._arena_offsets = {}
 

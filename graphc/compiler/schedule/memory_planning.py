@@ -122,8 +122,9 @@ def plan_memory(kernels, fetched, aliases, scratch_bytes, reuse=True):
             if v not in fetched:
                 first[v] = last[v] = t
     for v in first:
-        if growable(v):  # the entry frees its rows after the last kernel (regions.py)
-            last[v] = len(kernels) - 1
+        if growable(v):  # the entry empties its header before the first kernel (no value
+            # before it may share the header's place) and frees its rows after the last
+            first[v], last[v] = 0, len(kernels) - 1
     hints = symbol_hints(first)
     size = {v: buffer_bytes(v, hints) for v in first}
     inplace = _inplace_pairs(kernels, first, last) if reuse else {}

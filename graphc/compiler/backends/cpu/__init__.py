@@ -148,8 +148,11 @@ def lower_kernels(program, prefix=""):
 
 
 def _lower_region(program, kernel, name, scalar_ops, rules):
-    """A native While or If: its bodies' kernels are lowered as these are."""
-    return lower_region_kernel(program, kernel, name, lower_kernels)
+    """A native While or If: its bodies' kernels are lowered as these are; it reads and
+    grows the values on the heap through their headers."""
+    fn, keys = lower_region_kernel(program, kernel, name, lower_kernels)
+    program.header_readers.add(fn)
+    return fn, keys
 
 
 def _label(kernel):

@@ -17,8 +17,10 @@ kernel calls those entries:
     and iteration k, finding no room for row k, reallocates the rows doubled (the C
     heap: nothing planned before the run knows the trip count); a failed allocation is
     an error naming the While. The loop sets its trip count's dim when it leaves, the
-    rows its backward loops read, and those pass its heap pointer to their bodies. At
-    the end the current buffers are copied to the node's outputs.
+    rows its backward loops read, and those pass its heap pointer to their bodies. The
+    arrays a loop appends to (regions.appended_arrays) are such stacks too: the body's
+    element is its saved value. At the end the current buffers are copied to the node's
+    outputs.
   If: the predicate picks one branch entry, which writes the node's outputs and its own
     intermediates saved for the gradient; the other branch's saved ones are zeroed.
 
@@ -75,18 +77,17 @@ def lower_region_kernel(program, kernel, name, lower_kernels):
 
 
 def _check_growable_stacks(program, node):
-    """RegionOnHost unless each stack `node` grows (regions.py) is read by backward loops
-    only, in the one buffer its header is in: any other reader would take the header
-    for the rows."""
+    """RegionOnHost unless each stack `node` grows (regions.py) is in the one buffer its
+    header is in (the entry hands its readers the rows): a copy elsewhere (a fetch)
+    would take the header for the rows."""
     for v in node.outputs:
         if not growable(v):
             continue
         keys = program.stores_of(v)
-        if len(keys) > 1 or any(key[0] != "arena" for key in keys) or \
-                any(use.type != "While" for use in v.uses):
-            raise RegionOnHost(f"{node.describe()} keeps values for its gradient that an op "
-                               "other than its backward loop reads: it runs on the host",
-                               node.name)
+        if len(keys) > 1 or any(key[0] != "arena" for key in keys):
+            raise RegionOnHost(f"{node.describe()} keeps values for its gradient or the "
+                               "arrays it appends to where the runtime would read them: "
+                               "it runs on the host", node.name)
 
 
 def _emit_body(program, region, name, lower_kernels):

@@ -2,14 +2,19 @@
 
 The entry loads each kernel's pointers (and computes arena offsets) from the storage keys
 the Program (loops/program.py) gave out and calls the kernels in schedule order,
-returning the first nonzero status (1 + error site). The stacks a loop grows on the heap
-(compiler/regions.py) are the entry's: their headers empty before the first call, their
-rows freed before it returns, failing or not.
+returning the first nonzero status (1 + error site). The values whose rows are a loop's
+trip count (compiler/regions.py: the stacks a loop grows, the arrays it appends to, and
+what kernels after it compute of them) live on the heap, found through a header in the
+arena, and are the entry's: their headers empty before the first call, their rows freed
+before it returns, failing or not. A While grows its stacks itself (it is handed their
+headers); the entry allocates any other such value before the first kernel writing it,
+its size known by then (the loop has set its trip count), and hands every other kernel
+the rows, which it reads and writes as any buffer.
 """
 from llvmlite import ir
 
 from graphc.compiler.backends.cpu.parallel import libc
-from graphc.compiler.regions import growable
+from graphc.compiler.regions import growable, value_bytes
 from kernels.loops import I32, I64, PTR
 from runtime import jit
 
@@ -67,8 +72,12 @@ def emit_entry(program, calls, profile=False, name=ENTRY):
     # block per call, each restoring the BLAS threads, was most of the entry's IR
     fail = fn.append_basic_block("failed") if calls else None
     failures = []
+    heap = _HeapValues(program, b, pointer, syms)
     for k, (callee, keys) in enumerate(calls):
-        args = [pointer(key) for key in keys] + [syms]
+        if callee in program.header_readers:
+            args = [pointer(key) for key in keys] + [syms]
+        else:
+            args = [heap.rows(key, fail, failures) for key in keys] + [syms]
         if counters is None:
             status = b.call(callee, args)
         else:
@@ -89,6 +98,60 @@ def emit_entry(program, calls, profile=False, name=ENTRY):
         restore_blas()
         b.ret(status)
     return fn
+
+
+class _HeapValues:
+    """The rows of the values on the heap (module docstring) for the kernels not handed
+    their headers: allocated at the first such kernel writing them."""
+
+    def __init__(self, program, b, pointer, syms):
+        self.program, self.b, self.pointer, self.syms = program, b, pointer, syms
+        self.values = {}  # header storage key -> the values in it
+        for v in program.buffers:
+            if growable(v):
+                self.values.setdefault(program.storage_of(v), []).append(v)
+        self.ready = set()  # keys whose rows a kernel before this one has written
+
+    def rows(self, key, fail, failures):
+        """The pointer a kernel taking `key` gets: the key's own, or the rows of the
+        value on the heap its header holds (after a shift of a row read)."""
+        b = self.b
+        base = key[1] if key[0] == "shifted" else key
+        if base not in self.values:
+            return self.pointer(key)
+        if base not in self.ready:
+            self.ready.add(base)
+            self.allocate(base, fail, failures)
+        rows = b.load(self.pointer(base), typ=PTR)
+        if key[0] == "shifted":
+            rows = b.gep(rows, [ir.Constant(I64, key[2])], source_etype=ir.IntType(8))
+        return rows
+
+    def allocate(self, key, fail, failures):
+        """Sizes the header's rows for the biggest value in it, unless a While has grown
+        them (its stack: room for at least its trip count's rows)."""
+        b = self.b
+        header = self.pointer(key)
+        values = self.values[key]
+        nbytes = ir.Constant(I64, 1)  # realloc of 0 bytes may give NULL
+        for v in values:
+            n = self.program.emit_dim(b, value_bytes(v), self.syms)
+            nbytes = b.select(b.icmp_signed(">", n, nbytes), n, nbytes)
+        room = b.gep(header, [ir.Constant(I64, 8)], source_etype=ir.IntType(8))
+        with b.if_then(b.icmp_signed("==", b.load(room, typ=I64), ir.Constant(I64, 0))):
+            rows = b.call(libc(self.program.llvm, "realloc"), [b.load(header, typ=PTR), nbytes])
+            site = self.program.error_site(
+                values[0].node, "could not allocate {0} bytes for a value sized by a loop's "
+                                "trip count", "ResourceExhaustedError", args=["int"])
+            failed = b.icmp_unsigned("==", b.ptrtoint(rows, I64), ir.Constant(I64, 0))
+            with b.if_then(failed, likely=False):
+                b.store(nbytes, b.gep(self.syms, [ir.Constant(
+                    I64, self.program.error_detail_base)], source_etype=I64))
+                failures.append((ir.Constant(I32, site + 1), b.block))
+                b.branch(fail)
+                b.position_at_end(b.function.append_basic_block("unreachable"))
+            b.store(rows, header)
+            b.store(ir.Constant(I64, 1), room)
 
 
 def _own_growable_stacks(program, b, pointer):

@@ -11,8 +11,11 @@ values [size, *element] and written [size] bool), each a function of row copies:
 with the reference kernels' checks, in their words, naming the op and the user's line:
 an index outside [0, size), a write to an element written before (all indices checked
 before any is written, as the reference does), a read of one never written when the
-element shape is not fully known. Arrays that grow (dynamic_size) and elements whose
-shape the lowering does not know stay on the host (compiled_executor.is_host_op).
+element shape is not fully known. Writes that grow an array (dynamic_size) stay on the
+host (compiled_executor.is_host_op) but in a loop appending to it (regions.py
+appended_arrays), which makes it a stack growing on the heap: the kernels here then get
+its rows from the entry, as any kernel (entry.py), and its size is the loop's trip count.
+Elements whose shape the lowering does not know stay on the host too.
 """
 import numpy as np
 from llvmlite import ir
