@@ -82,3 +82,4 @@ def test_a_fed_shape_read_in_a_body_specializes_the_code(native, dtype):
             compiles.append(sess.compile_count - before)
             np.testing.assert_allclose(got, want(rows, cols, 3), **tol(dtype))
     assert compiles == [1, 1, 0]
+

@@ -432,7 +432,8 @@ def _forward_value(back, op, body_g, t, k):
         with source.graph._as_builder():
             outer = array_ops.shape(source, out_type=t.dtype)
         return back.capture(outer)
-    if t.op.type in _SHAPE_ONLY_OPS:
+    if t.op.type in _SHAPE_ONLY_OPS and t.op.inputs[0] not in _shapes_varying(back, op,
+                                                                              body_g):
         return _shape_only_value(back, op, body_g, t, k)
     with back._as_builder():
         return array_ops.gather(back.capture(save_in_loop(op, t)), k)
@@ -440,6 +441,28 @@ def _forward_value(back, op, body_g, t, k):
 
 # ops whose value depends only on their input's shape (and dtype)
 _SHAPE_ONLY_OPS = ("Shape", "Size", "Rank", "ZerosLike", "OnesLike")
+
+
+def _shapes_varying(back, op, body_g):
+    """The body tensors whose shapes may differ between iterations (their values could
+    not be stacked to make a shape again): loop variables whose shape invariant is looser
+    than the shape they enter with (an array the loop appends to), outputs whose unknown
+    dims come from data (a range(i), a Where: unknown dims out of inputs of known shapes),
+    and whatever is computed from those. Worked out once per backward body."""
+    varying = getattr(back, "_shapes_varying", None)
+    if varying is not None:
+        return varying
+    n = op.attrs["num_loop_vars"]
+    varying = {body_g.inputs[i] for i in range(n)
+               if body_g.inputs[i].shape.as_tuple_or_none() !=
+               op.inputs[i].shape.as_tuple_or_none()}
+    for o in body_g.get_operations():  # in creation order: inputs before their users
+        if any(i in varying for i in o.inputs):
+            varying.update(o.outputs)
+        elif o.inputs and all(i.shape.is_fully_defined() for i in o.inputs):
+            varying.update(t for t in o.outputs if not t.shape.is_fully_defined())
+    back._shapes_varying = varying
+    return varying
 
 
 def _shape_only_value(back, op, body_g, t, k):
