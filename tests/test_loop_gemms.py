@@ -15,6 +15,7 @@ import pytest
 import graphc as gc
 from graphc.compiler import lower
 from graphc.compiler.driver import schedule_module
+from graphc.compiler.regions import zeroed_past_trips
 from graphc.ops import rnn
 from tests.gradcheck import check_gradients
 from tests.test_dynamic_rnn import np_dynamic_lstm
@@ -73,6 +74,23 @@ def test_the_body_keeps_no_product_and_one_gemm_follows_the_loop():
     count, inside, outside = sunk([acc, h], [xs, w, n], [(T, B, M), (M, N), ()])
     # x_i . w before the loop (hoist_loop_gemms), x_i^T . b_i after it
     assert (count, inside, outside) == (1, 0, 2)
+
+
+def test_the_loop_zeros_the_unwritten_rows_no_mask_copies_the_stacks():
+    """The rows past the trip count are zeroed by the While as it leaves (none at the
+    full trip count), not by a Select over each whole stack before the product."""
+    xs = gc.placeholder(gc.float32, [T, B, M])
+    w = gc.placeholder(gc.float32, [M, N])
+    n = gc.placeholder(gc.int32, [])
+    acc, h = accumulating_loop(xs, w, n)
+    module = lower([xs, w, n], [acc, h], [], [(T, B, M), (M, N), ()])
+    schedule_module(module)
+    (loop,) = [node for node in module.nodes if node.type == "While"]
+    assert not [node.type for node in module.nodes if node.type in ("Select", "ZerosLike")]
+    zeroed = zeroed_past_trips(loop)
+    assert [v.dims for v in zeroed] == [(T, B, M), (T, B, N)]
+    gemm = [node for node in module.nodes if node.type == "MatMul"][-1]
+    assert [x.node.inputs[0] for x in gemm.inputs] == zeroed  # their rows, flattened
 
 
 @pytest.mark.parametrize("case", ["cond reads acc", "other flags"])

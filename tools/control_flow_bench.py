@@ -22,7 +22,9 @@ before they compiled (the comparison of before and after in one process).
 --workload lstm_train trains tools/peers_bench.py's lstm_train (its batch, input, hidden and
 classes: a dense layer and sparse softmax cross-entropy at every step, SGD) with the sequence
 length set by --steps, its LSTM written with dynamic_rnn or static_rnn; the default
-workload is the small LSTM above with a mean-square loss."""
+workload is the small LSTM above with a mean-square loss. With both kinds, lstm_train
+compiles both graphs of a length, then alternates their steps (lstm_train_side_by_side)
+and prints the ratio of their step times."""
 import argparse
 import os
 import sys
@@ -96,11 +98,79 @@ def lstm_train(args):
     from peers_bench import LB, LH, LI, LV
     print(f"lstm_train: LSTM {LH} units, batch {LB}, input {LI}, {LV} classes, backend "
           f"{args.backend}, GRAPHC_NUM_THREADS={os.environ.get('GRAPHC_NUM_THREADS', '(all)')}")
+    if len(args.kinds) == 2:
+        return lstm_train_side_by_side(args)
     print(_TIMED_HEADER)
     for steps in args.steps:
         for kind in args.kinds:
             g, feed, train, init = build_lstm_train(steps, kind)
             _print_timed_row(kind, steps, g, None, train, init, feed, args.repeat)
+
+
+def lstm_train_side_by_side(args):
+    """Both graphs' steps alternated, one of each per round: on a shared machine a load
+    that comes and goes then weighs on both alike. The ratio is the median of the rounds'
+    dynamic/static CPU times (and its range over the rounds' middle half). compile cpu s:
+    the process CPU seconds inside graphc's compiles of the first run (CompileCpu), which
+    also pays for first touching the arena (its stacks grow with the steps)."""
+    print(f"{'steps':>5} {'kind':8} {'ops':>6} {'first run s':>11} {'first cpu s':>11} "
+          f"{'compile cpu s':>13} {'step cpu ms':>11} {'step wall ms':>12}   "
+          f"dynamic/static cpu (IQR)")
+    for steps in args.steps:
+        sessions, rows = {}, {}
+        try:
+            for kind in ("dynamic", "static"):
+                g, feed, train, init = build_lstm_train(steps, kind)
+                sess = gc.Session(graph=g)
+                sess.run(init)
+                t0, c0 = time.perf_counter(), time.process_time()
+                with CompileCpu() as compiling:
+                    sess.run(train, feed)
+                sessions[kind] = (sess, train, feed)
+                rows[kind] = [all_ops(g), time.perf_counter() - t0, time.process_time() - c0,
+                              compiling.seconds, [], []]
+            for _ in range(args.repeat):
+                for kind, (sess, train, feed) in sessions.items():
+                    t0, c0 = time.perf_counter(), time.process_time()
+                    sess.run(train, feed)
+                    rows[kind][4].append(time.process_time() - c0)
+                    rows[kind][5].append(time.perf_counter() - t0)
+        finally:
+            for sess, _, _ in sessions.values():
+                sess.close()
+        ratios = np.array(rows["dynamic"][4]) / np.array(rows["static"][4])
+        for kind, (ops, first, first_cpu, compile_cpu, cpu, wall) in rows.items():
+            ratio = (f"   {np.median(ratios):.3f} ({np.percentile(ratios, 25):.3f}-"
+                     f"{np.percentile(ratios, 75):.3f})" if kind == "static" else "")
+            print(f"{steps:5d} {kind:8} {ops:6d} {first:11.2f} {first_cpu:11.2f} "
+                  f"{compile_cpu:13.2f} {1000 * np.median(cpu):11.3f} "
+                  f"{1000 * np.median(wall):12.3f}{ratio}", flush=True)
+
+
+class CompileCpu:
+    """Counts the process CPU seconds spent inside graphc's compiles (each one a
+    profiling.CompileWatch) while it is entered."""
+
+    def __enter__(self):
+        from graphc import profiling
+        self.seconds, self._watch = 0.0, profiling.CompileWatch
+        enter, leave = self._watch.__enter__, self._watch.__exit__
+        self._restore = enter, leave
+        counter = self
+
+        def timed_enter(watch):
+            watch.cpu_start = time.process_time()
+            return enter(watch)
+
+        def timed_exit(watch, *exc):
+            counter.seconds += time.process_time() - watch.cpu_start
+            return leave(watch, *exc)
+        self._watch.__enter__, self._watch.__exit__ = timed_enter, timed_exit
+        return self
+
+    def __exit__(self, *exc):
+        self._watch.__enter__, self._watch.__exit__ = self._restore
+        return False
 
 
 def saved_bytes(graph, sess, x, xv):

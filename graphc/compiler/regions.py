@@ -385,6 +385,18 @@ def branch_outputs(node):
             for key in ("then", "else")}
 
 
+# a While's attr: the places among its stacks of those whose rows past the trip count its
+# kernel zeros when the loop leaves (a product after the loop reads every row:
+# passes/sink_loop_gemms.py)
+ZEROED_PAST_TRIPS = "zeroed_past_trips"
+
+
+def zeroed_past_trips(node):
+    """The stacks (outputs) of While `node` whose rows past its trip count it zeros."""
+    n = node.attrs["num_loop_vars"]
+    return [node.outputs[n + 1 + k] for k in node.attrs.get(ZEROED_PAST_TRIPS, ())]
+
+
 def value_bytes(value):
     """The bytes of an IR value (a dim expression where its dims are)."""
     size = np.dtype(value.dtype.name).itemsize

@@ -218,6 +218,9 @@ class WhileStep(_Region):
             row = _evaluate(s["row_bytes"], env)
             self.stacks.append((row, self.part(_evaluate(s["row"], env), row),
                                 _evaluate(s["bytes"], env)))
+        # the stacks whose rows past the trip count are zeroed (a product after the loop
+        # reads every row)
+        self.zeroed = [bool(s.get("zeroed_past_trips")) for s in step["stacks"]]
         n = len(self.var_bytes)
         if len(self.outputs) != n + 1 + len(self.stacks) or \
                 self.bodies["cond"].params < n or self.bodies["body"].params < n or \
@@ -264,6 +267,9 @@ class WhileStep(_Region):
         for i in range(n):
             run.copy(current[i], inputs[i], self.var_bytes[i])
         if self.device_loop is not None:
+            # its trip count stays on the device: every row is zeroed before the kernel
+            # writes those of its iterations
+            self._zero_rows_past(run, frame, 0)
             kernel, refs, block = self.device_loop
             pointers = [scratch + v[0] if where == "scratch" else frame.address(*v)
                         for where, *v in refs]
@@ -310,8 +316,18 @@ class WhileStep(_Region):
                              f"{total // row} rows")
         return stack + trips * row
 
+    def _zero_rows_past(self, run, frame, trips):
+        """Zeros the rows from `trips` on of the stacks a product after the loop reads
+        (before their copies to other buffers)."""
+        n = len(self.var_bytes)
+        for keys, (row, _, total), zeroed in zip(self.outputs[n + 1:], self.stacks,
+                                                 self.zeroed):
+            if zeroed and keys and total > trips * row:
+                run.device.zero(frame.address(*keys[0]) + trips * row, total - trips * row)
+
     def _write_outputs(self, run, frame, current, trips):
         n = len(self.var_bytes)
+        self._zero_rows_past(run, frame, trips)
         for i, keys in enumerate(self.outputs[:n]):
             for arg in keys:
                 run.copy(frame.address(*arg), current[i], self.var_bytes[i])

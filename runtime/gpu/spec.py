@@ -127,6 +127,8 @@ def _check_region(step, where, entries, emulated, limits, fail, check_expr, coun
         for k, v in enumerate(_list(step, "stacks", where, fail)):
             for field in ("row_bytes", "bytes", "row"):
                 check_expr(_field(v, field, f"{where} stack {k}", fail), f"{where} stack {k}")
+            if not isinstance(v.get("zeroed_past_trips", False), bool):
+                fail(f"{where} stack {k}", "zeroed_past_trips is not a boolean")
         if step.get("device_loop") is not None:
             _check_device_loop(step, where, entries, emulated, limits, fail, check_expr,
                                count)

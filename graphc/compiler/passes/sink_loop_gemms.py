@@ -20,8 +20,11 @@ loop-invariant array one of a_t, b_t is gathered from at a row that moves with a
 (a loop variable stepped by a nonzero constant each iteration, plus a constant): such an
 index differs in every iteration and a gather out of range stops the loop, so the loop
 cannot run more iterations than the array has rows. The rows past the trip count hold
-nothing written: both stacks are masked to zeros there (Select on the row number) before
-the product, so a trip count of 0 gives acc_0.
+nothing written (an earlier run's values: the arena is reused): the While zeros them
+when it leaves (its attr ZEROED_PAST_TRIPS, regions.py, read by the backends' loop
+kernels), so a trip count of 0 gives acc_0. Zeroing there, not by a mask before the
+product, costs nothing at the full trip count (dynamic_rnn's) instead of a pass reading
+and writing both stacks.
 
 Left alone: other transpose flags (the inner dimension would not be the rows of the
 stacked operands), operands of more than two dims or whose columns are not static ints,
@@ -34,9 +37,8 @@ of iteration by iteration); the loop's other variables, outputs and stacks uncha
 """
 import numpy as np
 
-from graphc import dtypes
 from graphc.compiler.ir import PARAMETER, Value
-from graphc.compiler.regions import set_during_run
+from graphc.compiler.regions import ZEROED_PAST_TRIPS, set_during_run
 
 ADDS = ("Add", "AddN")
 STEPS = ("Add", "Sub")
@@ -199,11 +201,10 @@ def _sink(module, node, j, product, rows):
     body.outputs = body.outputs + [a, b]  # before the product goes: they stay computed
     _drop_loop_variable(node, j)
     stack_a, stack_b = (_add_output(node, (rows,) + v.dims, v.dtype) for v in (a, b))
-    n = node.attrs["num_loop_vars"]
-    trip = node.outputs[n]
+    _zero_past_trips(node, stack_a, stack_b)
     where = dict(location=product.location, before=after)
-    left = _rows_flattened(module, _rows_before(module, stack_a, trip, where), where)
-    right = _rows_flattened(module, _rows_before(module, stack_b, trip, where), where)
+    left = _rows_flattened(module, stack_a, where)
+    right = _rows_flattened(module, stack_b, where)
     out = old_out
     gemm = module.add_node("MatMul", [left, right], dict(product.attrs),
                            [(out.dtype, out.dims)], product.name + "/after_loop",
@@ -257,35 +258,14 @@ def _add_output(node, dims, dtype):
     return v
 
 
-def _rows_before(module, stack, trip, where):
-    """stack with its rows from `trip` on zeroed: the loop wrote only the first `trip`."""
-    rows = _scalar_rows(module, stack, trip.dtype, where)
-    zero, one = (module.add_constant(np.array(c, trip.dtype.name),
-                                     name=f"{stack.node.name}/rows_{c}", **where)
-                 for c in (0, 1))
-    row = module.add_node("Range", [zero, rows, one], {}, [(trip.dtype, stack.dims[:1])],
-                          f"{stack.node.name}/row", where["location"],
-                          before=where["before"]).outputs[0]
-    written = module.add_node("Less", [row, trip], {}, [(dtypes.bool, stack.dims[:1])],
-                              f"{stack.node.name}/written", where["location"],
-                              before=where["before"]).outputs[0]
-    zeros = module.add_node("ZerosLike", [stack], {}, [(stack.dtype, stack.dims)],
-                            f"{stack.node.name}/zeros", where["location"],
-                            before=where["before"]).outputs[0]
-    return module.add_node("Select", [written, stack, zeros], {}, [(stack.dtype, stack.dims)],
-                           f"{stack.node.name}/written_rows", where["location"],
-                           before=where["before"]).outputs[0]
-
-
-def _scalar_rows(module, stack, dtype, where):
-    """The stack's row count as a scalar of `dtype` (a symbolic dim included)."""
-    shape = module.add_node("Shape", [stack], {"out_type": dtype},
-                            [(dtype, (len(stack.dims),))], f"{stack.node.name}/shape",
-                            where["location"], before=where["before"]).outputs[0]
-    first = module.add_constant(np.int32(0), name=f"{stack.node.name}/first", **where)
-    return module.add_node("GatherV2", [shape, first, first], {"batch_dims": 0},
-                           [(dtype, ())], f"{stack.node.name}/rows",
-                           where["location"], before=where["before"]).outputs[0]
+def _zero_past_trips(node, *stacks):
+    """Has the While zero the rows of `stacks` its iterations did not write (module
+    docstring); the attr holds their places among its stacks, which dropping a loop
+    variable does not move."""
+    n = node.attrs["num_loop_vars"]
+    places = tuple(v.index - n - 1 for v in stacks)
+    node.attrs = dict(node.attrs, **{ZEROED_PAST_TRIPS: node.attrs.get(ZEROED_PAST_TRIPS, ())
+                                     + places})
 
 
 def _rows_flattened(module, stack, where):

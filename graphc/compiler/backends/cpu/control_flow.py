@@ -20,7 +20,8 @@ kernel calls those entries:
     rows its backward loops read, and those pass its heap pointer to their bodies. The
     arrays a loop appends to (regions.appended_arrays) are such stacks too: the body's
     element is its saved value. At the end the current buffers are copied to the node's
-    outputs.
+    outputs, and the rows past the trip count of the stacks a product after the loop
+    reads (regions.zeroed_past_trips) are zeroed.
   If: the predicate picks one branch entry, which writes the node's outputs and its own
     intermediates saved for the gradient; the other branch's saved ones are zeroed.
 
@@ -37,7 +38,7 @@ from graphc.compiler.backends.cpu.entry import emit_entry
 from graphc.compiler.backends.cpu.parallel import libc
 from graphc.compiler.lower import LoweringError, RegionOnHost
 from graphc.compiler.regions import GROWABLE_FIRST_ROWS, branch_outputs, growable, \
-    row_bytes, scratch_parts, trips_symbol, value_bytes, written_in_place
+    row_bytes, scratch_parts, trips_symbol, value_bytes, written_in_place, zeroed_past_trips
 from graphc.compiler.loops.program import Program
 from kernels.loops import I8, I32, I64, PTR
 
@@ -133,11 +134,20 @@ class _RegionEmitter:
         self.b.call(memcpy, [dst, src, self.dim(value_bytes(value)), ir.Constant(ir.IntType(1), 0)])
 
     def zero(self, dst, value):
+        self.zero_bytes(dst, self.dim(value_bytes(value)))
+
+    def zero_bytes(self, dst, nbytes):
         memset = self.program.llvm.globals.get("llvm.memset.p0.i64") or ir.Function(
             self.program.llvm, ir.FunctionType(ir.VoidType(), [PTR, I8, I64, ir.IntType(1)]),
             "llvm.memset.p0.i64")
-        self.b.call(memset, [dst, ir.Constant(I8, 0), self.dim(value_bytes(value)),
-                             ir.Constant(ir.IntType(1), 0)])
+        self.b.call(memset, [dst, ir.Constant(I8, 0), nbytes, ir.Constant(ir.IntType(1), 0)])
+
+    def zero_rows_past(self, rows, stack, trips):
+        """Zeros the rows of `stack` (at `rows`) from row `trips` on: those the loop did
+        not write (check_stack_room kept `trips` within them)."""
+        written = self.b.mul(self.b.zext(trips, I64), self.dim(row_bytes(stack)))
+        self.zero_bytes(self.b.gep(rows, [written], source_etype=I8),
+                        self.b.sub(self.dim(value_bytes(stack)), written))
 
     def pointer_array(self, pointers):
         """An array of pointers on the stack, set to `pointers` (None: set later)."""
@@ -252,6 +262,9 @@ class _RegionEmitter:
         if len(sized) < len(stacks):  # the rows of the stacks that grew
             b.store(b.zext(trips, I64), b.gep(self.syms, [self.dim_slot(trips_symbol(
                 node.name))], source_etype=I64))
+        for v in zeroed_past_trips(node):  # before their copies to other storages
+            if stores.get(v):
+                self.zero_rows_past(self.buffers[stores[v][0]], v, trips)
         for v, keys in stores.items():
             for key in keys:
                 if v.index < n:

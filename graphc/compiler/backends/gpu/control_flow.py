@@ -12,7 +12,9 @@ sites. The spec gets one *region step* in place of the node's launches (docs/gpu
     TensorArray flow the body writes one row of in place (written_in_place); the cond writes its
     predicate next to the run's status word, and the runtime reads those 8 bytes back once
     per iteration: the only device->host copy of the loop. Stacks kept for the gradient
-    (sized by maximum_iterations, lower.py) get row k written by iteration k. A loop
+    (sized by maximum_iterations, lower.py) get row k written by iteration k; those a
+    product after the loop reads (regions.zeroed_past_trips) get the rows past the trip
+    count zeroed by the runtime ("zeroed_past_trips"). A loop
     whose stacks would grow during the run (regions.py: no bound on its trip count) runs
     on the host: growing device buffers between launches is not built.
     A While whose cond and body allow it also carries a "device_loop": one kernel that
@@ -32,7 +34,7 @@ from graphc.compiler.backends.gpu.device_loop import device_loop
 from graphc.compiler.backends.gpu.spec import storage_json
 from graphc.compiler.lower import LoweringError, RegionOnHost
 from graphc.compiler.regions import branch_outputs, growable, row_bytes, scratch_parts, \
-    value_bytes, written_in_place
+    value_bytes, written_in_place, zeroed_past_trips
 from graphc.compiler.loops.program import Program, dim_json
 
 _ALIGN = 256  # bytes: cudaMalloc's alignment, which every buffer of a launch may assume
@@ -104,9 +106,11 @@ class RegionKernel:
             step["vars"] = [{"bytes": dim_json(value_bytes(v)), "a": dim_json(offsets[("a", i)]),
                              "b": dim_json(offsets[("b", i)]), "in_place": i in self.in_place}
                             for i, v in enumerate(node.outputs[:n])]
+            zeroed = zeroed_past_trips(node)
             step["stacks"] = [{"row_bytes": dim_json(row_bytes(v)),
                                "bytes": dim_json(value_bytes(v)),
-                               "row": dim_json(offsets[("row", v.index)])}
+                               "row": dim_json(offsets[("row", v.index)]),
+                               "zeroed_past_trips": v in zeroed}
                               for v in node.outputs[n + 1:]]
             if self.device_loop is not None:
                 step["device_loop"] = self.device_loop.to_json()
