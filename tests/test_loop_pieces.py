@@ -188,3 +188,92 @@ def test_joins_of_200_steps_match_numpy(backend, dtype):
     for g, w in zip(got, want):
         assert g.dtype == dtype and g.shape == w.shape
         np.testing.assert_allclose(g, w, **tol)
+
+
+# ------------------------------------------- a join of slices of one tensor: a transpose
+# static_rnn unstacks its input into T steps and batch_gemms joins them again (the rows of
+# one input projection): Concat(Unpack(x)) is x transposed. As T pieces, it was T loops
+# (T copies of the code for LLVM); as a run of slices, it is one loop nest reading x.
+T = 32
+
+
+def _slices_join(kind, x):
+    """A join of `x`'s T slices, each piece a slice of x (kind names how)."""
+    steps = gc.unstack(x, axis=1)
+    return {"concat_unstacked": lambda: gc.concat(steps, 0),
+            "concat_unstacked_reversed": lambda: gc.concat(steps[::-1], 0),
+            "stack_unstacked": lambda: gc.stack(steps, 0),
+            "concat_split": lambda: gc.concat(gc.split(x, T, axis=1), 0)}[kind]()
+
+
+def _fused_element(out, feeds):
+    """_lowered_element of `out` with every node but the feeds computed in its kernel."""
+    module = lower(feeds, [out], [], [f.shape.as_list() for f in feeds])
+    computed = {v for n in module.nodes if n.type != "Parameter" for v in n.outputs}
+    views = KernelViews(computed, lambda v: ("buffer", v.name), lambda *a, **k: 0,
+                        LOOP_RULES)
+    loop_vars, index = zip(*(views.x.var(views.x.dim(d)) for d in module.outputs[0].dims))
+    return views.view(module.outputs[0], index), views.x, loop_vars
+
+
+@pytest.mark.parametrize("kind", ["concat_unstacked", "concat_unstacked_reversed",
+                                  "stack_unstacked", "concat_split"])
+def test_a_join_of_one_tensors_slices_is_one_loop_reading_it_once(kind):
+    x = gc.placeholder(gc.float32, [4, T, 6])
+    element, xb, loop_vars = _fused_element(_slices_join(kind, x), [x])
+    kinds = [n.kind for n in walk([element])]
+    assert kinds.count("load") == 1 and "select" not in kinds
+    assert all(pieces.breakpoints(xb, [element], v, limit=None) == [] for v in loop_vars
+               if v is not None)
+
+
+def test_a_run_of_slices_inside_a_longer_join_is_one_piece():
+    """Two runs (the first half forwards, the second backwards) between pieces of their
+    own: four pieces, so the loop is cut in four, not T + 2."""
+    x = gc.placeholder(gc.float32, [4, T, 6])
+    other = gc.placeholder(gc.float32, [4, 6])
+    steps = gc.unstack(x, axis=1)
+    joined = gc.concat([other] + steps[:T // 2] + [other] + steps[T // 2:][::-1], 0)
+    element, xb, loop_vars = _fused_element(joined, [x, other])
+    assert pieces.breakpoints(xb, [element], loop_vars[0], limit=None) == \
+        [4, 4 + 4 * T // 2, 8 + 4 * T // 2]
+
+
+def _run_join_cases(x, other):
+    """(graph value, NumPy function of (x, other)) for joins of runs of slices."""
+    steps = gc.unstack(x, axis=1)
+    n = len(steps)
+    split = gc.split(x, n // 2, axis=1)
+    return [
+        (gc.concat(steps, 0), lambda a, o: np.concatenate(list(a.transpose(1, 0, 2)), 0)),
+        (gc.concat(steps[::-1], 0),
+         lambda a, o: np.concatenate(list(a.transpose(1, 0, 2)[::-1]), 0)),
+        (gc.stack(steps, 0), lambda a, o: a.transpose(1, 0, 2)),
+        (gc.stack(steps[::-1], 1), lambda a, o: a[:, ::-1]),
+        (gc.concat(split, 0), lambda a, o: np.concatenate(np.split(a, n // 2, 1), 0)),
+        # runs between other pieces, one step repeated (two runs meeting at it), the join
+        # fused with elementwise work and read by a reduction
+        (gc.reduce_sum(gc.tanh(gc.concat([other] + steps[:n // 2] + steps[n // 2 - 1:]
+                                         + [other * 2.0], 0)), 1),
+         lambda a, o: np.tanh(np.concatenate([o] + list(a.transpose(1, 0, 2)[:n // 2])
+                                             + list(a.transpose(1, 0, 2)[n // 2 - 1:])
+                                             + [o * 2], 0)).sum(1)),
+    ]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("batch, steps, width", [(3, 8, 5), (1, 2, 1), (0, 4, 3)])
+def test_joins_of_one_tensors_slices_match_numpy(backend, dtype, batch, steps, width):
+    """Odd sizes, an empty batch, and a batch fed at run time (None)."""
+    x = gc.placeholder(dtype, [None, steps, width])
+    other = gc.placeholder(dtype, [None, width])
+    cases = _run_join_cases(x, other)
+    xv = RNG.standard_normal((batch, steps, width)).astype(dtype)
+    ov = RNG.standard_normal((batch, width)).astype(dtype)
+    got = gc.Session().run([c[0] for c in cases], {x: xv, other: ov})
+    tol = dict(rtol=1e-6, atol=1e-6) if dtype == np.float32 else dict(rtol=1e-13, atol=1e-13)
+    for g, (_, want) in zip(got, cases):
+        w = want(xv, ov)
+        assert g.dtype == dtype and g.shape == w.shape
+        np.testing.assert_allclose(g, w, **tol)

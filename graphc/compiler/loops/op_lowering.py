@@ -543,31 +543,126 @@ def concat(v, node, k, index):
     values, axis_t = node.inputs[:-1], node.inputs[-1]
     out = _out(node)
     axis = int(np.reshape(v.constant(axis_t), -1)[0]) % len(out.dims)
-    return _stitch(v, [(x, x.dims[axis]) for x in values], axis, index)
-
-
-def _stitch(v, parts, axis, index):
-    """Concatenation along `axis`: the part whose range holds index[axis]."""
-    starts, off = [], v.x.const(0)
-    for _, size in parts:
-        starts.append(off)
-        off = v.x.add(off, v.x.dim(size))
-
-    def piece(j):
-        x, size = parts[j]
-        local = list(index)
-        local[axis] = _clamp(v, v.x.sub(index[axis], starts[j]), v.x.dim(size))
-        return v.view(x, local)
-    return _choose_piece(v, index[axis], starts, piece, 0, len(parts))
+    return _stitch(v, _pieces(v, values, axis, len(out.dims), packed=False), axis, index)
 
 
 def pack(v, node, k, index):
     out = _out(node)
     axis = node.attrs.get("axis", 0) % len(out.dims)
-    rest = list(index[:axis]) + list(index[axis + 1:])
-    starts = [v.x.const(j) for j in range(len(node.inputs))]
-    return _choose_piece(v, index[axis], starts, lambda j: v.view(node.inputs[j], rest),
-                         0, len(node.inputs))
+    return _stitch(v, _pieces(v, node.inputs, axis, len(out.dims), packed=True), axis,
+                   index)
+
+
+def _stitch(v, pieces, axis, index):
+    """Concatenation along `axis` of `pieces` [(size, view at the piece's own index)]: the
+    piece whose range holds index[axis]."""
+    starts, off = [], v.x.const(0)
+    for size, _ in pieces:
+        starts.append(off)
+        off = v.x.add(off, size)
+
+    def piece(j):
+        size, view_at = pieces[j]
+        local = list(index)
+        if len(pieces) > 1:  # one piece spans the whole axis: its index is in range
+            local[axis] = _clamp(v, v.x.sub(index[axis], starts[j]), size)
+        return view_at(local)
+    return _choose_piece(v, index[axis], starts, piece, 0, len(pieces))
+
+
+def _pieces(v, values, axis, rank, packed):
+    """The pieces of a concatenation (packed: a Pack, whose pieces lack `axis`) of
+    `values` along `axis`, [(size along axis, view at the piece's index)]. A run of
+    consecutive outputs of one Unpack or Split computed in the kernel (static_rnn's
+    steps joined again: Concat(Unpack(x)) is a transpose of x) is one piece reading x at
+    a computed position: as pieces of their own, each was a loop of its own
+    (loops/pieces.py), T copies of the code for LLVM to compile. Not along the last axis,
+    where the division by the step's size would be in the innermost, contiguous index."""
+    out, j = [], 0
+    while j < len(values):
+        n = _run_length(v, values, j, axis, packed) if axis < rank - 1 else 1
+        if n > 1:
+            out.append(_run_piece(v, values[j:j + n], axis, packed))
+        else:
+            out.append(_single_piece(v, values[j], axis, packed))
+        j += n
+    return out
+
+
+def _single_piece(v, x, axis, packed):
+    if packed:
+        return v.x.const(1), lambda local: v.view(x, local[:axis] + local[axis + 1:])
+    return v.x.dim(x.dims[axis]), lambda local: v.view(x, local)
+
+
+# outputs of these are equal slices of their input, in order along one axis
+_SLICINGS = ("Unpack", "Split")
+
+
+def _run_length(v, values, j, axis, packed):
+    """How many values from values[j] on are outputs of one Unpack or Split computed in
+    the kernel, at indices stepping by +1 or -1, each one static index wide along
+    `axis` (1 when values[j] starts no such run)."""
+    first = values[j]
+    if first.node.type not in _SLICINGS or first not in v.computed or \
+            _piece_width(first, axis, packed) is None:
+        return 1
+    n, step = 1, None
+    for value in values[j + 1:]:
+        if value.node is not first.node or value not in v.computed:
+            break
+        delta = value.index - values[j + n - 1].index
+        if delta not in (1, -1) or step not in (None, delta):
+            break
+        step, n = delta, n + 1
+    return n
+
+
+def _piece_width(value, axis, packed):
+    """A piece's static width along the concatenated axis, None when it is run-time or 0
+    (a run's position divides by it)."""
+    if packed:
+        return 1
+    width = dim_key(value.dims[axis])
+    return width if isinstance(width, int) and width > 0 else None
+
+
+def _run_piece(v, run, axis, packed):
+    """One piece for a run of slices of x: element p of the run along `axis` is element
+    p % width of slice first + step * (p // width)."""
+    source = run[0].node
+    width = _piece_width(run[0], axis, packed)
+    step = run[1].index - run[0].index
+
+    def view_at(local):
+        p = local[axis]
+        which = v.x.floordiv(p, v.x.const(width))
+        k = v.x.add(v.x.const(run[0].index), which) if step == 1 else \
+            v.x.sub(v.x.const(run[0].index), which)
+        inner = list(local)
+        if packed:
+            del inner[axis]
+        else:
+            inner[axis] = v.x.mod(p, v.x.const(width))
+        return v.view(source.inputs[_SLICED_INPUT[source.type]],
+                      _slice_index(v, source, k, inner))
+    return v.x.const(width * len(run)), view_at
+
+
+_SLICED_INPUT = {"Unpack": 0, "Split": 1}
+
+
+def _slice_index(v, node, k, index):
+    """The input's index of element `index` of output k (an index Expr) of an Unpack or
+    Split."""
+    x = node.inputs[_SLICED_INPUT[node.type]]
+    if node.type == "Unpack":
+        axis = node.attrs.get("axis", 0) % len(x.dims)
+        return list(index[:axis]) + [k] + list(index[axis:])
+    axis = int(np.reshape(v.constant(node.inputs[0]), -1)[0]) % len(x.dims)
+    local = list(index)
+    local[axis] = v.x.add(v.x.mul(k, v.x.dim(node.outputs[0].dims[axis])), index[axis])
+    return local
 
 
 # A choice among more pieces than this branches; fewer are selects, computing each piece
@@ -590,9 +685,7 @@ def _choose_piece(v, i, starts, piece, lo, hi):
 
 
 def unpack(v, node, k, index):
-    x = node.inputs[0]
-    axis = node.attrs.get("axis", 0) % len(x.dims)
-    return v.view(x, list(index[:axis]) + [v.x.const(k)] + list(index[axis:]))
+    return v.view(node.inputs[0], _slice_index(v, node, v.x.const(k), index))
 
 
 def split(v, node, k, index):
