@@ -7,8 +7,9 @@ An `Expr` is a node of a hash-consed DAG built by an `ExprBuilder` (one per kern
 - element values: "load" (buffer, linear index), "load_one_of" (one of several buffers
   of one layout, chosen by an index expr, at one linear index), "op" (an elementwise op
   type emitted by kernels.scalar_ops.emit_scalar), "select" (data BRANCH: only the arm
-  taken is computed), "reduce" (kind, loop variables, body), "argreduce" (argmax/argmin: the int64 position), "check" (an index clamped into
-  range, recording an error site when it was out of range).
+  taken is computed), "reduce" (kind, loop variables, body), "argreduce" (argmax/argmin:
+  the int64 position), "check" (an index clamped into range, recording an error site
+  when it was out of range).
 Every expr knows its `free` loop variables, which is what lets codegen hoist a reduction
 to the outermost loop where it is defined (a softmax row max is computed once per row).
 Index arithmetic folds constants (x*1, x+0, broadcast dims of size 1 -> index 0) so
