@@ -111,7 +111,7 @@ def _loads_per_element(e, memo=None):
     branching one (expr.BRANCH)."""
     memo = {} if memo is None else memo
     if id(e) not in memo:
-        if e.kind == "load":
+        if e.kind in ("load", "load_one_of"):
             n = 1
         elif e.kind == "select" and e.data == BRANCH:
             n = _loads_per_element(e.args[0], memo) + max(
@@ -147,20 +147,31 @@ def test_each_element_of_a_200_piece_join_loads_one_piece(kind):
     assert loads <= 2, f"{loads} pieces loaded per element of a {STEPS}-piece {kind}"
 
 
-@pytest.mark.parametrize("kind, axis", [("concat_rows", 0), ("concat_columns", 1),
-                                        ("stack", 1)])
-def test_a_200_piece_join_is_cut_into_one_plain_loop_per_piece(kind, axis):
+def test_a_200_piece_join_along_the_last_axis_is_cut_into_one_plain_loop_per_piece():
     """Left to LLVM, the bisection's branches are if-converted back into a select over
-    every piece's address for each row: the join's loop must be cut at its pieces."""
+    every piece's address for each row: the join's loop must be cut at its pieces (along
+    the last axis, where choosing a buffer per element would be in the innermost loop)."""
     parts = [gc.placeholder(gc.float32, [3, 5]) for _ in range(STEPS)]
-    element, x, loop_vars = _lowered_element(_join(kind, parts), parts)
-    cut = pieces.cuts(x, [element], loop_vars[axis], innermost=axis == len(loop_vars) - 1)
+    element, x, loop_vars = _lowered_element(_join("concat_columns", parts), parts)
+    cut = pieces.cuts(x, [element], loop_vars[1], innermost=True)
     assert cut is not None and len(cut) == STEPS
-    width = 3 if kind == "concat_rows" else 5 if kind == "concat_columns" else 1
     for k, (lo, hi, (got,)) in enumerate(cut):
-        assert (lo, hi) == (k * width, (k + 1) * width)
+        assert (lo, hi) == (k * 5, (k + 1) * 5)
         kinds = {n.kind for n in walk([got])}
         assert got.kind == "load" and not kinds & {"select", "min", "max"}
+
+
+@pytest.mark.parametrize("kind", ["concat_rows", "stack"])
+def test_a_200_buffer_join_along_an_outer_axis_is_one_load_from_a_chosen_buffer(kind):
+    """Pieces alike but for their buffers (an unrolled recurrence's steps) are one load
+    whose address is chosen per row: one loop nest, not one loop per piece (200 copies
+    of the code for LLVM to compile)."""
+    parts = [gc.placeholder(gc.float32, [3, 5]) for _ in range(STEPS)]
+    element, x, loop_vars = _lowered_element(_join(kind, parts), parts)
+    assert element.kind == "load_one_of" and len(element.data) == STEPS
+    assert not {n.kind for n in walk([element])} & {"select", "load", "min", "max"}
+    assert all(pieces.cuts(x, [element], v, innermost=k == len(loop_vars) - 1) is None
+               for k, v in enumerate(loop_vars) if v is not None)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -186,5 +197,153 @@ def test_joins_of_200_steps_match_numpy(backend, dtype):
             want_stacked, want_stacked.sum(1), want_rows.T @ want_rows]
     tol = dict(rtol=2e-5, atol=1e-5) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-12)
     for g, w in zip(got, want):
+        assert g.dtype == dtype and g.shape == w.shape
+        np.testing.assert_allclose(g, w, **tol)
+
+
+# ------------------------------------------- a join of slices of one tensor: a transpose
+# static_rnn unstacks its input into T steps and batch_gemms joins them again (the rows of
+# one input projection): Concat(Unpack(x)) is x transposed. As T pieces, it was T loops
+# (T copies of the code for LLVM); as a run of slices, it is one loop nest reading x.
+T = 32
+
+
+def _slices_join(kind, x):
+    """A join of `x`'s T slices, each piece a slice of x (kind names how)."""
+    steps = gc.unstack(x, axis=1)
+    return {"concat_unstacked": lambda: gc.concat(steps, 0),
+            "concat_unstacked_reversed": lambda: gc.concat(steps[::-1], 0),
+            "stack_unstacked": lambda: gc.stack(steps, 0),
+            "concat_split": lambda: gc.concat(gc.split(x, T, axis=1), 0)}[kind]()
+
+
+def _fused_element(out, feeds):
+    """_lowered_element of `out` with every node but the feeds computed in its kernel."""
+    module = lower(feeds, [out], [], [f.shape.as_list() for f in feeds])
+    computed = {v for n in module.nodes if n.type != "Parameter" for v in n.outputs}
+    views = KernelViews(computed, lambda v: ("buffer", v.name), lambda *a, **k: 0,
+                        LOOP_RULES)
+    loop_vars, index = zip(*(views.x.var(views.x.dim(d)) for d in module.outputs[0].dims))
+    return views.view(module.outputs[0], index), views.x, loop_vars
+
+
+@pytest.mark.parametrize("kind", ["concat_unstacked", "concat_unstacked_reversed",
+                                  "stack_unstacked", "concat_split"])
+def test_a_join_of_one_tensors_slices_is_one_loop_reading_it_once(kind):
+    x = gc.placeholder(gc.float32, [4, T, 6])
+    element, xb, loop_vars = _fused_element(_slices_join(kind, x), [x])
+    kinds = [n.kind for n in walk([element])]
+    assert kinds.count("load") == 1 and "select" not in kinds
+    assert all(pieces.breakpoints(xb, [element], v, limit=None) == [] for v in loop_vars
+               if v is not None)
+
+
+def test_a_run_of_slices_inside_a_longer_join_is_one_piece():
+    """Two runs (the first half forwards, the second backwards) between pieces of their
+    own: four pieces, so the loop is cut in four, not T + 2."""
+    x = gc.placeholder(gc.float32, [4, T, 6])
+    other = gc.placeholder(gc.float32, [4, 6])
+    steps = gc.unstack(x, axis=1)
+    joined = gc.concat([other] + steps[:T // 2] + [other] + steps[T // 2:][::-1], 0)
+    element, xb, loop_vars = _fused_element(joined, [x, other])
+    assert pieces.breakpoints(xb, [element], loop_vars[0], limit=None) == \
+        [4, 4 + 4 * T // 2, 8 + 4 * T // 2]
+
+
+def _run_join_cases(x, other):
+    """(graph value, NumPy function of (x, other)) for joins of runs of slices."""
+    steps = gc.unstack(x, axis=1)
+    n = len(steps)
+    split = gc.split(x, n // 2, axis=1)
+    return [
+        (gc.concat(steps, 0), lambda a, o: np.concatenate(list(a.transpose(1, 0, 2)), 0)),
+        (gc.concat(steps[::-1], 0),
+         lambda a, o: np.concatenate(list(a.transpose(1, 0, 2)[::-1]), 0)),
+        (gc.stack(steps, 0), lambda a, o: a.transpose(1, 0, 2)),
+        (gc.stack(steps[::-1], 1), lambda a, o: a[:, ::-1]),
+        (gc.concat(split, 0), lambda a, o: np.concatenate(np.split(a, n // 2, 1), 0)),
+        # runs between other pieces, one step repeated (two runs meeting at it), the join
+        # fused with elementwise work and read by a reduction
+        (gc.reduce_sum(gc.tanh(gc.concat([other] + steps[:n // 2] + steps[n // 2 - 1:]
+                                         + [other * 2.0], 0)), 1),
+         lambda a, o: np.tanh(np.concatenate([o] + list(a.transpose(1, 0, 2)[:n // 2])
+                                             + list(a.transpose(1, 0, 2)[n // 2 - 1:])
+                                             + [o * 2], 0)).sum(1)),
+    ]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("batch, steps, width", [(3, 8, 5), (1, 2, 1), (0, 4, 3)])
+def test_joins_of_one_tensors_slices_match_numpy(backend, dtype, batch, steps, width):
+    """Odd sizes, an empty batch, and a batch fed at run time (None)."""
+    x = gc.placeholder(dtype, [None, steps, width])
+    other = gc.placeholder(dtype, [None, width])
+    cases = _run_join_cases(x, other)
+    xv = RNG.standard_normal((batch, steps, width)).astype(dtype)
+    ov = RNG.standard_normal((batch, width)).astype(dtype)
+    got = gc.Session().run([c[0] for c in cases], {x: xv, other: ov})
+    tol = dict(rtol=1e-6, atol=1e-6) if dtype == np.float32 else dict(rtol=1e-13, atol=1e-13)
+    for g, (_, want) in zip(got, cases):
+        w = want(xv, ov)
+        assert g.dtype == dtype and g.shape == w.shape
+        np.testing.assert_allclose(g, w, **tol)
+
+
+def _batched_rows(x, hs):
+    """batch_gemms' left operand of a static_rnn weight gradient: the steps' [x_t, h_t]
+    rows, last step first."""
+    steps = gc.unstack(x, axis=1)
+    return gc.concat([gc.concat([s, h], 1) for s, h in zip(steps, hs)][::-1], 0)
+
+
+def test_a_join_of_step_rows_is_two_loops_one_transposing_one_choosing_buffers():
+    """Concat_t([x_t, h_t]) along the rows is read as [Concat_t(x_t), Concat_t(h_t)]:
+    a transpose of x beside a load from the step's buffer, cut along the columns only."""
+    x = gc.placeholder(gc.float32, [4, T, 6])
+    hs = [gc.placeholder(gc.float32, [4, 7]) for _ in range(T)]
+    element, xb, loop_vars = _fused_element(_batched_rows(x, hs), [x] + hs)
+    kinds = [n.kind for n in walk([element])]
+    assert kinds.count("load") == 1 and kinds.count("load_one_of") == 1
+    assert pieces.breakpoints(xb, [element], loop_vars[0], limit=None) == []
+    assert pieces.breakpoints(xb, [element], loop_vars[1], limit=None) == [6]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_joins_of_buffers_of_one_layout_match_numpy(backend, dtype):
+    """Runs of buffers of one layout between pieces of other shapes, forwards and
+    backwards, stacked along a middle axis, the step rows of a batched weight gradient
+    and their product, a gradient through the joins."""
+    steps, batch, width, hidden = 5, 3, 2, 4
+    x = gc.placeholder(dtype, [batch, steps, width])
+    hs = [gc.placeholder(dtype, [batch, hidden]) for _ in range(steps)]
+    odd = gc.placeholder(dtype, [1, hidden])
+    rows = _batched_rows(x, hs)
+    mixed = gc.concat(hs[:3] + [odd] + hs[3:][::-1] + [hs[0] * 2.0], 0)
+    stacked = gc.stack(hs[::-1], 1)
+    product = gc.matmul(rows, rows, transpose_a=True)
+    grads = gc.gradients(gc.reduce_sum(mixed * mixed) + gc.reduce_sum(gc.sin(stacked))
+                         + gc.reduce_sum(product), [x] + hs)
+    xv = RNG.standard_normal((batch, steps, width)).astype(dtype)
+    hv = [RNG.standard_normal((batch, hidden)).astype(dtype) for _ in range(steps)]
+    ov = RNG.standard_normal((1, hidden)).astype(dtype)
+    got = gc.Session().run([rows, mixed, stacked, product] + grads,
+                           dict(zip([x, odd] + hs, [xv, ov] + hv)))
+    want_rows = np.concatenate([np.concatenate([xv[:, t], hv[t]], 1)
+                                for t in range(steps)][::-1], 0)
+    want_mixed = np.concatenate(hv[:3] + [ov] + hv[3:][::-1] + [hv[0] * 2], 0)
+    want_stacked = np.stack(hv[::-1], 1)
+    # d/d rows of sum(rows^T rows) is 2 rows . 1 (each row times the sum of the columns)
+    d_rows = 2 * want_rows @ np.ones((width + hidden, width + hidden), dtype)
+    d_steps = d_rows.reshape(steps, batch, width + hidden)[::-1]
+    want_dx = d_steps[:, :, :width].transpose(1, 0, 2)
+    # each h_t is once in `mixed` (h_0 twice: also as 2 h_0) and once in `stacked`
+    want_dh = [d_steps[t, :, width:] + np.cos(want_stacked[:, steps - 1 - t]) + 2 * hv[t]
+               for t in range(steps)]
+    want_dh[0] = want_dh[0] + 8 * hv[0]
+    tol = dict(rtol=2e-5, atol=2e-5) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-12)
+    for g, w in zip(got, [want_rows, want_mixed, want_stacked, want_rows.T @ want_rows,
+                          want_dx] + want_dh):
         assert g.dtype == dtype and g.shape == w.shape
         np.testing.assert_allclose(g, w, **tol)

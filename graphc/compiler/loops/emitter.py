@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from llvmlite import ir
 
 from graphc.compiler.loops import pieces
-from graphc.compiler.loops.expr import BRANCH, dims_key, walk
+from graphc.compiler.loops.expr import BRANCH, dims_key, loaded_storages, walk
 from graphc.compiler.loops.program import MAX_ERROR_DETAILS
 from graphc.framework.op_def import OpTypes
 from kernels import dtypes as kd
@@ -127,8 +127,8 @@ def storages_used(nests):
             seen.setdefault(t.storage, None)
             roots += [t.expr, t.position]
     for e in walk(roots):
-        if e.kind == "load":
-            seen.setdefault(e.data, None)
+        for storage in loaded_storages(e):
+            seen.setdefault(storage, None)
     return list(seen)
 
 
@@ -421,6 +421,18 @@ class Emitter:
 
     def _emit_load(self, e):
         ptr = kd.element_pointer(self.b, self.buffers[e.data], self.value(e.args[0]), e.dtype)
+        return kd.load_scalar(self.b, ptr, e.dtype)
+
+    def _emit_load_one_of(self, e):
+        """The buffer chosen by a chain of selects on the piece's number: it depends on
+        the loops outside the piece's rows only, so LLVM hoists it out of the innermost
+        loop, which stays a plain contiguous one."""
+        which = self.value(e.args[1])
+        base = self.buffers[e.data[0]]
+        for k, storage in enumerate(e.data[1:], 1):
+            chosen = self.b.icmp_signed("==", which, ir.Constant(I64, k))
+            base = self.b.select(chosen, self.buffers[storage], base)
+        ptr = kd.element_pointer(self.b, base, self.value(e.args[0]), e.dtype)
         return kd.load_scalar(self.b, ptr, e.dtype)
 
     def _emit_op(self, e):

@@ -4,11 +4,12 @@ An `Expr` is a node of a hash-consed DAG built by an `ExprBuilder` (one per kern
 - index arithmetic on int64: "const", "var" (a loop variable with its extent), "dim"
   (a run-time size: an int or a SymDim of the feed symbols), "add", "mul", "floordiv",
   "mod", "min", "max", comparisons "lt"/"le"/"eq" (bool);
-- element values: "load" (buffer, linear index), "op" (an elementwise op type emitted by
-  kernels.scalar_ops.emit_scalar), "select" (data BRANCH: only the arm taken is
-  computed), "reduce" (kind, loop variables, body),
-  "argreduce" (argmax/argmin: the int64 position), "check" (an index clamped into
-  range, recording an error site when it was out of range).
+- element values: "load" (buffer, linear index), "load_one_of" (one of several buffers
+  of one layout, chosen by an index expr, at one linear index), "op" (an elementwise op
+  type emitted by kernels.scalar_ops.emit_scalar), "select" (data BRANCH: only the arm
+  taken is computed), "reduce" (kind, loop variables, body), "argreduce" (argmax/argmin:
+  the int64 position), "check" (an index clamped into range, recording an error site
+  when it was out of range).
 Every expr knows its `free` loop variables, which is what lets codegen hoist a reduction
 to the outermost loop where it is defined (a softmax row max is computed once per row).
 Index arithmetic folds constants (x*1, x+0, broadcast dims of size 1 -> index 0) so
@@ -229,6 +230,12 @@ class ExprBuilder:
         """Element `index` (linear index expr) of the buffer named by `storage`."""
         return self._make("load", dtype, storage, (index,))
 
+    def load_one_of(self, storages, which, index, dtype):
+        """Element `index` of the buffer storages[which] (`which`: an index expr in
+        [0, len(storages))): the pieces of a join that differ only in their buffers, one
+        load from a chosen address rather than a choice among loads."""
+        return self._make("load_one_of", dtype, tuple(storages), (index, which))
+
     def op(self, op_type, args, out_dtype, attrs=None, error_site=None):
         """An elementwise op applied to scalar exprs (kernels.scalar_ops.emit_scalar);
         ops that can fail at run time (integer division by zero) record `error_site`."""
@@ -286,6 +293,16 @@ class ExprBuilder:
         """`index` clamped into [0, size); out-of-range values record error site `site`
         with the run-time values (index, size, *details) for its message."""
         return self._make("check", INDEX, site, (index, size) + tuple(details))
+
+
+def loaded_storages(e):
+    """The buffers expression `e` itself reads (its operands' not included); for a
+    "load", args[0] is the position read, as for a "load_one_of"."""
+    if e.kind == "load":
+        return (e.data,)
+    if e.kind == "load_one_of":
+        return e.data
+    return ()
 
 
 def _attrs_key(attrs):

@@ -18,7 +18,7 @@ emitter the elementwise rule, broadcasting included). Ops with their own templat
 """
 import numpy as np
 
-from graphc.compiler.loops.expr import dim_key
+from graphc.compiler.loops.expr import dim_key, dims_key
 from graphc.compiler.loops.views import LoweringError, normalize_axes
 from graphc.framework.slicing import dense_spec
 from kernels.scalar_ops import ELEMENTWISE_OP_TYPES, FALLIBLE_OP_TYPES
@@ -540,34 +540,210 @@ def _clamp(v, j, size):
 
 
 def concat(v, node, k, index):
-    values, axis_t = node.inputs[:-1], node.inputs[-1]
-    out = _out(node)
-    axis = int(np.reshape(v.constant(axis_t), -1)[0]) % len(out.dims)
-    return _stitch(v, [(x, x.dims[axis]) for x in values], axis, index)
+    values, out = node.inputs[:-1], _out(node)
+    axis = _concat_axis(v, node)
+    columns = _interchanged(v, values, axis)
+    if columns is not None:
+        inner, widths, parts = columns
+        return _stitch(v, [(v.x.const(w), _joined(v, part, axis, len(out.dims)))
+                           for w, part in zip(widths, parts)], inner, index)
+    return _stitch(v, _pieces(v, values, axis, len(out.dims), packed=False), axis, index)
 
 
-def _stitch(v, parts, axis, index):
-    """Concatenation along `axis`: the part whose range holds index[axis]."""
-    starts, off = [], v.x.const(0)
-    for _, size in parts:
-        starts.append(off)
-        off = v.x.add(off, v.x.dim(size))
+def _concat_axis(v, node):
+    return int(np.reshape(v.constant(node.inputs[-1]), -1)[0]) % len(_out(node).dims)
 
-    def piece(j):
-        x, size = parts[j]
-        local = list(index)
-        local[axis] = _clamp(v, v.x.sub(index[axis], starts[j]), v.x.dim(size))
-        return v.view(x, local)
-    return _choose_piece(v, index[axis], starts, piece, 0, len(parts))
+
+def _interchanged(v, values, axis):
+    """A join along `axis` of joins along another axis, all of the same static widths
+    there, as a join along that axis of joins along `axis`: (that axis, its widths,
+    [the values of column j of each inner join]), else None. The same pieces in the other
+    order, so that pieces of one kind meet in runs: batch_gemms' rows [x_t, h_t] of T
+    steps become [x_0..x_T-1] (a transpose of the unstacked input) beside [h_0..h_T-1]
+    (buffers of one layout)."""
+    nodes = [x.node for x in values]
+    if len(values) < 2 or any(n.type != "ConcatV2" or x not in v.computed
+                              for n, x in zip(nodes, values)):
+        return None
+    inner = {_concat_axis(v, n) for n in nodes}
+    widths = {tuple(dim_key(x.dims[a]) for x in n.inputs[:-1]) for n in nodes
+              for a in inner}
+    if len(inner) != 1 or len(widths) != 1 or inner == {axis} or \
+            not all(isinstance(w, int) for w in next(iter(widths))):
+        return None
+    columns = [[n.inputs[j] for n in nodes] for j in range(len(nodes[0].inputs) - 1)]
+    return inner.pop(), widths.pop(), columns
+
+
+def _joined(v, values, axis, rank):
+    """The view of `values` joined along `axis`, at a piece's own index."""
+    return lambda local: _stitch(v, _pieces(v, values, axis, rank, packed=False), axis, local)
 
 
 def pack(v, node, k, index):
     out = _out(node)
     axis = node.attrs.get("axis", 0) % len(out.dims)
-    rest = list(index[:axis]) + list(index[axis + 1:])
-    starts = [v.x.const(j) for j in range(len(node.inputs))]
-    return _choose_piece(v, index[axis], starts, lambda j: v.view(node.inputs[j], rest),
-                         0, len(node.inputs))
+    return _stitch(v, _pieces(v, node.inputs, axis, len(out.dims), packed=True), axis,
+                   index)
+
+
+def _stitch(v, pieces, axis, index):
+    """Concatenation along `axis` of `pieces` [(size, view at the piece's own index)]: the
+    piece whose range holds index[axis]."""
+    starts, off = [], v.x.const(0)
+    for size, _ in pieces:
+        starts.append(off)
+        off = v.x.add(off, size)
+
+    def piece(j):
+        size, view_at = pieces[j]
+        local = list(index)
+        if len(pieces) > 1:  # one piece spans the whole axis: its index is in range
+            local[axis] = _clamp(v, v.x.sub(index[axis], starts[j]), size)
+        return view_at(local)
+    return _choose_piece(v, index[axis], starts, piece, 0, len(pieces))
+
+
+def _pieces(v, values, axis, rank, packed):
+    """The pieces of a concatenation (packed: a Pack, whose pieces lack `axis`) of
+    `values` along `axis`, [(size along axis, view at the piece's index)]. A run of
+    consecutive outputs of one Unpack or Split computed in the kernel (static_rnn's
+    steps joined again: Concat(Unpack(x)) is a transpose of x) is one piece reading x at
+    a computed position, and so is a run of buffers of one layout (one load from the
+    buffer chosen by the position): as pieces of their own, each was a loop of its own
+    (loops/pieces.py), T copies of the code for LLVM to compile. Not along the last axis,
+    where the division by the step's size would be in the innermost, contiguous index."""
+    out, j = [], 0
+    while j < len(values):
+        slices = _run_length(v, values, j, axis, packed) if axis < rank - 1 else 1
+        buffers = _buffer_run_length(v, values, j, axis, packed) if axis < rank - 1 else 1
+        if slices > 1:
+            out.append(_run_piece(v, values[j:j + slices], axis, packed))
+        elif buffers > 1:
+            out.append(_buffer_run_piece(v, values[j:j + buffers], axis, packed))
+        else:
+            out.append(_single_piece(v, values[j], axis, packed))
+        j += max(slices, buffers)
+    return out
+
+
+def _single_piece(v, x, axis, packed):
+    if packed:
+        return v.x.const(1), lambda local: v.view(x, local[:axis] + local[axis + 1:])
+    return v.x.dim(x.dims[axis]), lambda local: v.view(x, local)
+
+
+# outputs of these are equal slices of their input, in order along one axis
+_SLICINGS = ("Unpack", "Split")
+
+
+def _run_length(v, values, j, axis, packed):
+    """How many values from values[j] on are outputs of one Unpack or Split computed in
+    the kernel, at indices stepping by +1 or -1, each one static index wide along
+    `axis` (1 when values[j] starts no such run)."""
+    first = values[j]
+    if first.node.type not in _SLICINGS or first not in v.computed or \
+            _piece_width(first, axis, packed) is None:
+        return 1
+    n, step = 1, None
+    for value in values[j + 1:]:
+        if value.node is not first.node or value not in v.computed:
+            break
+        delta = value.index - values[j + n - 1].index
+        if delta not in (1, -1) or step not in (None, delta):
+            break
+        step, n = delta, n + 1
+    return n
+
+
+def _piece_width(value, axis, packed):
+    """A piece's static width along the concatenated axis, None when it is run-time or 0
+    (a run's position divides by it)."""
+    if packed:
+        return 1
+    width = dim_key(value.dims[axis])
+    return width if isinstance(width, int) and width > 0 else None
+
+
+def _run_piece(v, run, axis, packed):
+    """One piece for a run of slices of x: element p of the run along `axis` is element
+    p % width of slice first + step * (p // width)."""
+    source = run[0].node
+    width = _piece_width(run[0], axis, packed)
+    step = run[1].index - run[0].index
+
+    def view_at(local):
+        p = local[axis]
+        which = v.x.floordiv(p, v.x.const(width))
+        k = v.x.add(v.x.const(run[0].index), which) if step == 1 else \
+            v.x.sub(v.x.const(run[0].index), which)
+        inner = list(local)
+        if packed:
+            del inner[axis]
+        else:
+            inner[axis] = v.x.mod(p, v.x.const(width))
+        return v.view(source.inputs[_SLICED_INPUT[source.type]],
+                      _slice_index(v, source, k, inner))
+    return v.x.const(width * len(run)), view_at
+
+
+_SLICED_INPUT = {"Unpack": 0, "Split": 1}
+
+
+def _buffer_run_length(v, values, j, axis, packed):
+    """How many values from values[j] on are read from buffers of one layout (computed
+    by other kernels, of equal static dims and one dtype, each one static index wide
+    along `axis`): an unrolled recurrence's T steps, joined for one batched product or
+    stacked. 1 when values[j] starts no such run."""
+    first = values[j]
+    if not _in_own_buffer(v, first) or _piece_width(first, axis, packed) is None:
+        return 1
+    layout = (dims_key(first.dims), first.dtype)
+    n = 1
+    for value in values[j + 1:]:
+        if not _in_own_buffer(v, value) or (dims_key(value.dims), value.dtype) != layout:
+            break
+        n += 1
+    return n
+
+
+def _in_own_buffer(v, value):
+    """Whether the kernel reads `value` from a buffer of its own, none of its dims 0."""
+    return value not in v.computed and value.node.type != "Const" and \
+        all(isinstance(d, int) and d > 0 for d in dims_key(value.dims))
+
+
+def _buffer_run_piece(v, run, axis, packed):
+    """One piece for a run of buffers of one layout: element p of the run along `axis`
+    is element p % width of buffer p // width, one load from a chosen address (the
+    choice depends on the loops outside the piece's rows only): as pieces of their own,
+    each was a loop of its own, T copies of the code for LLVM to compile."""
+    width = _piece_width(run[0], axis, packed)
+    storages = [v.storage_of(x) for x in run]
+
+    def view_at(local):
+        p = local[axis]
+        inner = list(local)
+        if packed:
+            del inner[axis]
+        else:
+            inner[axis] = v.x.mod(p, v.x.const(width))
+        return v.x.load_one_of(storages, v.x.floordiv(p, v.x.const(width)),
+                               v.x.linear(inner, run[0].dims), run[0].dtype.name)
+    return v.x.const(width * len(run)), view_at
+
+
+def _slice_index(v, node, k, index):
+    """The input's index of element `index` of output k (an index Expr) of an Unpack or
+    Split."""
+    x = node.inputs[_SLICED_INPUT[node.type]]
+    if node.type == "Unpack":
+        axis = node.attrs.get("axis", 0) % len(x.dims)
+        return list(index[:axis]) + [k] + list(index[axis:])
+    axis = int(np.reshape(v.constant(node.inputs[0]), -1)[0]) % len(x.dims)
+    local = list(index)
+    local[axis] = v.x.add(v.x.mul(k, v.x.dim(node.outputs[0].dims[axis])), index[axis])
+    return local
 
 
 # A choice among more pieces than this branches; fewer are selects, computing each piece
@@ -590,9 +766,7 @@ def _choose_piece(v, i, starts, piece, lo, hi):
 
 
 def unpack(v, node, k, index):
-    x = node.inputs[0]
-    axis = node.attrs.get("axis", 0) % len(x.dims)
-    return v.view(x, list(index[:axis]) + [v.x.const(k)] + list(index[axis:]))
+    return v.view(node.inputs[0], _slice_index(v, node, v.x.const(k), index))
 
 
 def split(v, node, k, index):

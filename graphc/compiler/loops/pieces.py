@@ -16,7 +16,8 @@ kept as they are (their bodies run over their own loops, hoisted elsewhere).
 `cuts` decides for a loop at any depth: the innermost with up to MAX_PIECES pieces as
 before, and any loop, over any number of pieces, whose pieces' code together stays within
 CODE_GROWTH times the uncut loop's (a concatenation of T steps along an outer axis, where
-each piece is a plain copy of its step). Uncut, a join of many pieces is a bisection of
+each piece is a plain copy of its step; runs of steps alike, slices of one tensor or
+buffers of one layout, are one piece already: op_lowering._pieces). Uncut, a join of many pieces is a bisection of
 branches (op_lowering._choose_piece), which LLVM's vectorizer if-converts back into
 selects over every piece's address: O(pieces) per row, O(pieces^2) per join.
 """

@@ -49,7 +49,7 @@ import os
 
 from llvmlite import ir
 
-from graphc.compiler.loops.expr import walk
+from graphc.compiler.loops.expr import loaded_storages, walk
 from kernels import dtypes as kd
 from kernels import parallel as kp
 from kernels.loops import (I32, I64, PTR, combine_reduction, entry_alloca, for_range,
@@ -76,7 +76,7 @@ GROWTH = 16
 FOLD_CHUNKS = 16
 FOLD_BYTES = 8 << 20
 _DEBUG = bool(os.environ.get("GRAPHC_PARALLEL_DEBUG"))
-_COUNTED_KINDS = ("load", "op", "select", "reduce", "argreduce", "check")
+_COUNTED_KINDS = ("load", "load_one_of", "op", "select", "reduce", "argreduce", "check")
 
 
 def min_work():
@@ -439,7 +439,7 @@ def _folds(var, inside):
 
 
 def _reads_memory(expr):
-    return any(e.kind == "load" for e in walk([expr]))
+    return any(loaded_storages(e) for e in walk([expr]))
 
 
 def _unsafe(nest, var, inside):
@@ -467,10 +467,11 @@ def _unsafe(nest, var, inside):
         if id(e) in seen:
             continue
         seen.add(id(e))
-        if e.kind == "load" and e.data in folds:
-            return f"{e.data} is folded and also loaded"
-        if e.kind == "load" and e.data in stored and id(e.args[0]) not in stored[e.data]:
-            return f"{e.data} is loaded where it is not stored"
+        for storage in loaded_storages(e):
+            if storage in folds:
+                return f"{storage} is folded and also loaded"
+            if storage in stored and id(e.args[0]) not in stored[storage]:
+                return f"{storage} is loaded where it is not stored"
         stack.extend(e.args)
     return None
 

@@ -12,7 +12,7 @@ from loops.emitter.kernel_targets. Two things differ from the CPU's nests:
   launch, since no barrier spans the whole grid inside a launch.
 """
 from graphc.compiler.loops.emitter import Nest, targets_by_level
-from graphc.compiler.loops.expr import dims_key
+from graphc.compiler.loops.expr import dims_key, loaded_storages
 from graphc.compiler.loops.views import LoweringError
 
 MAX_BLOCKS = 4096      # grid-stride loops: more blocks than this only add scheduling
@@ -77,7 +77,7 @@ def nest_roots(nest):
 
 def loads(nest):
     out = {t.storage for t in nest.targets if t.accumulate}
-    out |= {e.data for e in walk(nest_roots(nest)) if e.kind == "load"}
+    out |= {s for e in walk(nest_roots(nest)) for s in loaded_storages(e)}
     return out
 
 
@@ -121,8 +121,8 @@ def loaded_elsewhere(nest):
     for t in nest.targets:
         if not t.accumulate:
             stored.setdefault(t.storage, set()).add(id(t.position))
-    return any(e.kind == "load" and e.data in stored and id(e.args[0]) not in stored[e.data]
-               for e in walk(nest_roots(nest)))
+    return any(s in stored and id(e.args[0]) not in stored[s]
+               for e in walk(nest_roots(nest)) for s in loaded_storages(e))
 
 
 def parallel_elements(nest):

@@ -45,6 +45,7 @@ from graphc.compiler.backends.gpu.reduce import block_warps, delinearize
 from graphc.compiler.backends.gpu.threads import WARP
 from graphc.compiler.loops import LOOP_RULES
 from graphc.compiler.loops.emitter import main_node
+from graphc.compiler.loops.expr import loaded_storages
 from graphc.compiler.loops.views import KernelViews
 from kernels import dtypes as kd
 from kernels.loops import I64, entry_alloca, for_range
@@ -73,7 +74,7 @@ def scan_launches(program, kernel, name, block):
         element[axis] = vx.sub(vx.sub(size, vx.const(1)), element[axis])
     value = views.view(x, element)
     position = vx.linear(element, out.dims)
-    loads = [e.data for e in walk([value, position]) if e.kind == "load"]
+    loads = [s for e in walk([value, position]) for s in loaded_storages(e)]
     lines = 1
     for k, d in enumerate(out.dims):
         if k != axis:
