@@ -40,9 +40,9 @@ def _numpy_step(x, y, ws, bs):
     return loss, dws, dbs
 
 
-def _graph(ws, bs, dtype):
-    x = gc.placeholder(dtype, [None, WIDTH], name="x")
-    y = gc.placeholder(gc.int32, [None], name="y")
+def _graph(ws, bs, dtype, batch=None):
+    x = gc.placeholder(dtype, [batch, WIDTH], name="x")
+    y = gc.placeholder(gc.int32, [batch], name="y")
     wv = [gc.Variable(w.astype(dtype.as_numpy_dtype), name=f"w{i}") for i, w in enumerate(ws)]
     bv = [gc.Variable(b.astype(dtype.as_numpy_dtype), name=f"b{i}") for i, b in enumerate(bs)]
     h = x
@@ -311,3 +311,25 @@ def test_lstm_training_step_lowers_as_many_kernels_at_any_number_of_steps(monkey
             for a, want in zip(got["compiled"], got["reference"]):
                 np.testing.assert_allclose(a, want, rtol=rtol, atol=rtol)
     assert lowered[0] == lowered[1], lowered
+
+
+def _fusion_stats(depth):
+    from graphc.compiler import lower
+    from graphc.compiler.driver import schedule_module
+    rng = np.random.default_rng(1)
+    ws, bs = _weights(rng)
+    ws, bs = ws[:depth] + ws[-1:], bs[:depth] + bs[-1:]
+    with gc.Graph().as_default():
+        x, y, loss, train, _ = _graph(ws, bs, gc.float32, batch=BATCH)
+        module = lower([x, y], [loss], [train], [(BATCH, WIDTH), (BATCH,)])
+        return schedule_module(module)["fusion"]
+
+
+def test_fusion_searches_for_paths_grow_linearly_with_depth():
+    # each layer's bias gradient merges into its update at the end of the step, and each
+    # layer's ReluGrad reads the same zeros (a constant of the static batch's shape):
+    # searching every group between the two (the rest of the backward pass) made fusion
+    # quadratic in depth
+    shallow, deep = _fusion_stats(16), _fusion_stats(64)
+    assert deep["kernels"] > 3 * shallow["kernels"]
+    assert 0 < deep["groups_searched"] <= 5 * shallow["groups_searched"], (shallow, deep)
