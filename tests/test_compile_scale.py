@@ -333,3 +333,38 @@ def test_fusion_searches_for_paths_grow_linearly_with_depth():
     shallow, deep = _fusion_stats(16), _fusion_stats(64)
     assert deep["kernels"] > 3 * shallow["kernels"]
     assert 0 < deep["groups_searched"] <= 5 * shallow["groups_searched"], (shallow, deep)
+
+
+class _CountedReads(list):
+    """A list counting the elements read by its scans and membership tests."""
+    reads = 0
+
+    def __iter__(self):
+        self.reads += len(self)
+        return super().__iter__()
+
+    def __contains__(self, item):
+        self.reads += len(self)
+        return super().__contains__(item)
+
+
+def _roots_read_by_batch_gemms(depth):
+    from graphc.compiler import lower
+    from graphc.compiler.passes import batch_gemms
+    rng = np.random.default_rng(1)
+    ws, bs = _weights(rng)
+    ws, bs = ws[:depth] + ws[-1:], bs[:depth] + bs[-1:]
+    with gc.Graph().as_default():
+        x, y, loss, train, _ = _graph(ws, bs, gc.float32, batch=BATCH)
+        module = lower([x, y], [loss], [train], [(BATCH, WIDTH), (BATCH,)])
+    assert len(module.roots) > depth  # an update per variable
+    roots = module.roots = _CountedReads(module.roots)
+    batch_gemms.run(module)
+    return roots.reads
+
+
+def test_batch_gemms_reads_the_roots_a_bounded_number_of_times():
+    # each product asked whether it is one of the module's roots: a scan of the list of a
+    # training step's updates per product was quadratic in depth
+    shallow, deep = _roots_read_by_batch_gemms(16), _roots_read_by_batch_gemms(64)
+    assert deep <= 5 * shallow, (shallow, deep)
