@@ -368,3 +368,30 @@ def test_batch_gemms_reads_the_roots_a_bounded_number_of_times():
     # training step's updates per product was quadratic in depth
     shallow, deep = _roots_read_by_batch_gemms(16), _roots_read_by_batch_gemms(64)
     assert deep <= 5 * shallow, (shallow, deep)
+
+
+def _verifications(monkeypatch, every_stage):
+    from graphc.compiler import ir, lower
+    from graphc.compiler.driver import schedule_module
+    if every_stage:
+        monkeypatch.setenv("GRAPHC_VERIFY_PASSES", "1")
+    else:
+        monkeypatch.delenv("GRAPHC_VERIFY_PASSES", raising=False)
+    calls = []
+    verify = ir.Module.verify
+    monkeypatch.setattr(ir.Module, "verify", lambda self: calls.append(self) or verify(self))
+    rng = np.random.default_rng(1)
+    ws, bs = _weights(rng)
+    with gc.Graph().as_default():
+        x, y, loss, train, _ = _graph(ws[:4] + ws[-1:], bs[:4] + bs[-1:], gc.float32)
+        module = lower([x, y], [loss], [train], [(BATCH, WIDTH), (BATCH,)])
+        schedule_module(module)
+    return len(calls)
+
+
+def test_a_compile_verifies_the_module_once_unless_asked_after_every_stage(monkeypatch):
+    # each verification walks the whole module: one after every pass and schedule step
+    # was a tenth of a deep MLP's compile; the suite asks for them (conftest)
+    from graphc.compiler.pipeline import STAGE_NAMES
+    assert _verifications(monkeypatch, every_stage=False) == 1
+    assert _verifications(monkeypatch, every_stage=True) == len(STAGE_NAMES)
