@@ -781,8 +781,13 @@ class Fusion:
         """The groups in dependency order, earliest module position first, except that a
         row write (ROW_WRITE_OPS) waits for every other ready group: the readers of the
         value it overwrites run before it, so that it may write in place (a native loop's
-        TensorArray flows); None if the kernel graph has a cycle."""
+        TensorArray flows); and that a ready group whose values nothing reads (a variable
+        update) runs before the others, as TF1's executor applies a gradient once it is
+        computed: in module order every update of a training step ran at its end, with
+        every weight gradient live until then (a deep MLP's arena was all of them). None
+        if the kernel graph has a cycle."""
         first = {gid: (any(n.type in ROW_WRITE_OPS for n in g.nodes),
+                       bool(self.outputs_of(g.nodes)),
                        min(self.pos[n] for n in g.nodes)) for gid, g in self.groups.items()}
         order = self._sorted_among(self.groups, first)
         return order if len(order) == len(self.groups) else None
