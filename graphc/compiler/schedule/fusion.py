@@ -787,10 +787,15 @@ class Fusion:
         every weight gradient live until then (a deep MLP's arena was all of them). None
         if the kernel graph has a cycle."""
         first = {gid: (any(n.type in ROW_WRITE_OPS for n in g.nodes),
-                       bool(self.outputs_of(g.nodes)),
+                       self._read_elsewhere(g),
                        min(self.pos[n] for n in g.nodes)) for gid, g in self.groups.items()}
         order = self._sorted_among(self.groups, first)
         return order if len(order) == len(self.groups) else None
+
+    def _read_elsewhere(self, g):
+        """Whether a value group g computes is fetched or read by another group."""
+        return any(v in self.fetched or any(u not in g.nodes for u in self.users.get(v, ()))
+                   for n in g.nodes for v in n.outputs)
 
     def _sorted_among(self, groups, key):
         """`groups` (a set or dict of group ids) in dependency order among themselves
