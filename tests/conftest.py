@@ -5,6 +5,11 @@ import pytest
 import graphc as gc
 from graphc.framework.op_def import get_op_def
 
+# the suite verifies the module after every compiler pass and schedule step (a broken
+# rewrite fails at the pass that made it); a plain compile verifies it once (pipeline.py).
+# Subprocesses started by tests inherit it.
+os.environ.setdefault("GRAPHC_VERIFY_PASSES", "1")
+
 
 @pytest.fixture(autouse=True)
 def fresh_default_graph():

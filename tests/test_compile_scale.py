@@ -40,9 +40,9 @@ def _numpy_step(x, y, ws, bs):
     return loss, dws, dbs
 
 
-def _graph(ws, bs, dtype):
-    x = gc.placeholder(dtype, [None, WIDTH], name="x")
-    y = gc.placeholder(gc.int32, [None], name="y")
+def _graph(ws, bs, dtype, batch=None):
+    x = gc.placeholder(dtype, [batch, WIDTH], name="x")
+    y = gc.placeholder(gc.int32, [batch], name="y")
     wv = [gc.Variable(w.astype(dtype.as_numpy_dtype), name=f"w{i}") for i, w in enumerate(ws)]
     bv = [gc.Variable(b.astype(dtype.as_numpy_dtype), name=f"b{i}") for i, b in enumerate(bs)]
     h = x
@@ -333,3 +333,87 @@ def test_lstm_gradient_emits_as_many_loops_at_any_number_of_steps():
             ir = generate(module)["llvm_ir"]
         loops.append(len(re.findall(r"^[\w.]*header[\w.]*:", ir, re.M)))
     assert loops[0] == loops[1], loops
+
+
+def _fusion_stats(depth):
+    from graphc.compiler import lower
+    from graphc.compiler.driver import schedule_module
+    rng = np.random.default_rng(1)
+    ws, bs = _weights(rng)
+    ws, bs = ws[:depth] + ws[-1:], bs[:depth] + bs[-1:]
+    with gc.Graph().as_default():
+        x, y, loss, train, _ = _graph(ws, bs, gc.float32, batch=BATCH)
+        module = lower([x, y], [loss], [train], [(BATCH, WIDTH), (BATCH,)])
+        return schedule_module(module)["fusion"]
+
+
+def test_fusion_searches_for_paths_grow_linearly_with_depth():
+    # each layer's bias gradient merges into its update at the end of the step, and each
+    # layer's ReluGrad reads the same zeros (a constant of the static batch's shape):
+    # searching every group between the two (the rest of the backward pass) made fusion
+    # quadratic in depth
+    shallow, deep = _fusion_stats(16), _fusion_stats(64)
+    assert deep["kernels"] > 3 * shallow["kernels"]
+    assert 0 < deep["groups_searched"] <= 5 * shallow["groups_searched"], (shallow, deep)
+
+
+class _CountedReads(list):
+    """A list counting the elements read by its scans and membership tests."""
+    reads = 0
+
+    def __iter__(self):
+        self.reads += len(self)
+        return super().__iter__()
+
+    def __contains__(self, item):
+        self.reads += len(self)
+        return super().__contains__(item)
+
+
+def _roots_read_by_batch_gemms(depth):
+    from graphc.compiler import lower
+    from graphc.compiler.passes import batch_gemms
+    rng = np.random.default_rng(1)
+    ws, bs = _weights(rng)
+    ws, bs = ws[:depth] + ws[-1:], bs[:depth] + bs[-1:]
+    with gc.Graph().as_default():
+        x, y, loss, train, _ = _graph(ws, bs, gc.float32, batch=BATCH)
+        module = lower([x, y], [loss], [train], [(BATCH, WIDTH), (BATCH,)])
+    assert len(module.roots) > depth  # an update per variable
+    roots = module.roots = _CountedReads(module.roots)
+    batch_gemms.run(module)
+    return roots.reads
+
+
+def test_batch_gemms_reads_the_roots_a_bounded_number_of_times():
+    # each product asked whether it is one of the module's roots: a scan of the list of a
+    # training step's updates per product was quadratic in depth
+    shallow, deep = _roots_read_by_batch_gemms(16), _roots_read_by_batch_gemms(64)
+    assert deep <= 5 * shallow, (shallow, deep)
+
+
+def _verifications(monkeypatch, every_stage):
+    from graphc.compiler import ir, lower
+    from graphc.compiler.driver import schedule_module
+    if every_stage:
+        monkeypatch.setenv("GRAPHC_VERIFY_PASSES", "1")
+    else:
+        monkeypatch.delenv("GRAPHC_VERIFY_PASSES", raising=False)
+    calls = []
+    verify = ir.Module.verify
+    monkeypatch.setattr(ir.Module, "verify", lambda self: calls.append(self) or verify(self))
+    rng = np.random.default_rng(1)
+    ws, bs = _weights(rng)
+    with gc.Graph().as_default():
+        x, y, loss, train, _ = _graph(ws[:4] + ws[-1:], bs[:4] + bs[-1:], gc.float32)
+        module = lower([x, y], [loss], [train], [(BATCH, WIDTH), (BATCH,)])
+        schedule_module(module)
+    return len(calls)
+
+
+def test_a_compile_verifies_the_module_once_unless_asked_after_every_stage(monkeypatch):
+    # each verification walks the whole module: one after every pass and schedule step
+    # was a tenth of a deep MLP's compile; the suite asks for them (conftest)
+    from graphc.compiler.pipeline import STAGE_NAMES
+    assert _verifications(monkeypatch, every_stage=False) == 1
+    assert _verifications(monkeypatch, every_stage=True) == len(STAGE_NAMES)

@@ -273,3 +273,24 @@ def test_exact_checks_stay_proportional_to_overlapping_lives(monkeypatch):
         plan = check_plan(module) if depth == 8 else module.memory_plan
         ratios[depth] = checks / (_overlapping_pairs(plan) + len(plan.buffers))
     assert ratios[32] <= 6 and ratios[32] <= 1.5 * ratios[8], ratios
+
+
+def test_each_update_runs_once_its_gradient_is_ready():
+    # TF1's executor applies a weight's gradient as soon as it is computed; a schedule in
+    # module order ran every update at the end of the step, so every weight gradient was
+    # live at once (the deep MLP's arena was all of them: 64 MB at depth 256)
+    depth, width, batch = 24, 64, 4
+    with gc.Graph().as_default():
+        x = gc.placeholder(gc.float32, [batch, width], name="x")
+        labels = gc.placeholder(gc.int32, [batch], name="labels")
+        h = x
+        for i in range(depth):
+            h = gc.layers.dense(h, width, activation=gc.nn.relu, name=f"h{i}")
+        loss = gc.losses.sparse_softmax_cross_entropy(labels, gc.layers.dense(h, 3))
+        train = gc.train.GradientDescentOptimizer(0.1).minimize(loss)
+        module = scheduled_module([loss], {x: np.zeros((batch, width), np.float32),
+                                           labels: np.zeros(batch, np.int32)}, [train])
+    plan = check_plan(module)
+    gradient_bytes = width * width * 4
+    assert plan.stats["sum_of_buffers"] > depth * gradient_bytes
+    assert plan.arena_bytes < 4 * gradient_bytes + 4 * depth * batch * width * 4, plan.stats

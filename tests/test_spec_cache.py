@@ -404,3 +404,15 @@ def test_a_damaged_entry_is_recompiled_not_run(tmp_path, monkeypatch, damage):
     assert len(lowerings) == 2  # compiled again
     np.testing.assert_array_equal(_run_once(2.0), expected)
     assert spec_cache.stats["hits"] == before["hits"] + 1  # the rewritten entry is good
+
+
+def test_the_compiling_machines_core_count_changes_the_key(monkeypatch):
+    # gemm_team cuts a product into at most MAX_UNITS units (one per core of the
+    # compiling machine): the generated code depends on it
+    from graphc.compiler.backends.cpu import gemm_team
+    sig = _Signature()
+    keys = set()
+    for units in (2, 16):
+        monkeypatch.setattr(gemm_team, "MAX_UNITS", units)
+        keys.add(sig.key())
+    assert len(keys) == 2

@@ -35,6 +35,7 @@ take the op itself (`uses_context`: variables, random ops) run unchanged on IR n
 """
 import base64
 import json
+import os
 
 import numpy as np
 
@@ -65,6 +66,35 @@ def format_dim(d):
     if d is None:
         return "?"
     return str(d).replace(" + -", "-").replace(" ", "")
+
+
+def verify_every_stage():
+    """Whether Module.verify runs after every pass and schedule step
+    (GRAPHC_VERIFY_PASSES=1: a broken rewrite fails at the pass that made it), not once
+    after the passes (pipeline.py)."""
+    return os.environ.get("GRAPHC_VERIFY_PASSES", "") not in ("", "0")
+
+
+def _verify_dims(dims, known, owner):
+    """Module.verify's check of a value's (or variable's) dims; `known`: the module's
+    symbols and run dims. The message names owner (made only when a check fails)."""
+    if dims is None:
+        return
+    assert isinstance(dims, tuple), f"{_dims_owner(owner)}: dims {dims!r} are not a tuple"
+    for d in dims:
+        if isinstance(d, SymDim):
+            assert d.constant() is None, \
+                f"{_dims_owner(owner)}: constant SymDim {d} (should be an int)"
+            unknown = d.symbols() - known
+            assert not unknown, \
+                f"{_dims_owner(owner)}: dim {d} uses symbols {unknown} not in the module"
+        else:
+            assert d is None or (isinstance(d, int) and not isinstance(d, bool) and d >= 0), \
+                f"{_dims_owner(owner)}: bad dim {d!r} in {dims}"
+
+
+def _dims_owner(owner):
+    return "&" + owner.name if isinstance(owner, VariableRef) else owner.ref
 
 
 def format_type(dtype, dims):
@@ -451,25 +481,13 @@ class Module:
         for n in self.roots + self.params:
             assert n in seen, f"{n} is not in the module"
         assert all(p.type == PARAMETER for p in self.params)
+        known = set(self.symbols) | set(self.run_dims)
         for node in self.nodes:
             for v in node.outputs:
-                self._verify_dims(v.dims, v.ref)
+                _verify_dims(v.dims, known, v)
         for r in self.variables.values():
-            self._verify_dims(r.dims, "&" + r.name)
+            _verify_dims(r.dims, known, r)
         return True
-
-    def _verify_dims(self, dims, what):
-        if dims is None:
-            return
-        assert isinstance(dims, tuple), f"{what}: dims {dims!r} are not a tuple"
-        for d in dims:
-            if isinstance(d, SymDim):
-                assert d.constant() is None, f"{what}: constant SymDim {d} (should be an int)"
-                unknown = d.symbols() - set(self.symbols) - set(self.run_dims)
-                assert not unknown, f"{what}: dim {d} uses symbols {unknown} not in the module"
-            else:
-                assert d is None or (isinstance(d, int) and not isinstance(d, bool) and d >= 0), \
-                    f"{what}: bad dim {d!r} in {dims}"
 
     # --------------------------------------------------------------- text form
     def to_text(self):

@@ -9,10 +9,14 @@ schedule step that runs when a dump is asked for (ModuleDumps: a folder, the `du
 argument or GRAPHC_DUMP=dir in the spirit of XLA's --xla_dump_to, and/or the texts kept in
 memory): the files are dir/<module name>/NN-<name>.txt, NN being the place in STAGE_NAMES
 and 00-lowered.txt the module as lowered.
-The module is verified after every pass, so a broken rewrite fails at the pass that made it.
+The module is verified once after the passes; with GRAPHC_VERIFY_PASSES=1 (the test suite
+sets it) after every pass and schedule step instead, so that a broken rewrite fails at the
+pass that made it. Each verification walks the whole module: ten of them per compile were a
+tenth of a deep MLP's compile time.
 """
 import os
 
+from graphc.compiler.ir import verify_every_stage
 from graphc.compiler.passes import algebraic_simplify, batch_gemms, constant_folding, cse, \
     hoist_loop_gemms, hoist_loop_invariants, prune, shared_transposes, sink_loop_gemms
 from graphc.compiler.schedule import STEP_NAMES
@@ -58,12 +62,16 @@ def optimize(module, disable=None, dump_dir=None, dumps=None):
         dumps = ModuleDumps(module.name, folder)
     dumps.record("lowered", module)
     stats = {}
+    each = verify_every_stage()
     for name, run in PASSES:
         if name in skip:
             continue
         stats[name] = run(module)
-        module.verify()
+        if each:
+            module.verify()
         dumps.record(name, module)
+    if not each:
+        module.verify()
     return stats
 
 

@@ -18,7 +18,10 @@ that a key changes whenever the lowered module, and so the generated code, could
   - the compiler: a hash of graphc's, kernels' and runtime's sources, the LLVM, llvmlite
     and NumPy versions (constant folding runs NumPy), the target, the disabled passes and
     the environment settings codegen reads (_CODEGEN_ENV; GRAPHC_NUM_THREADS is not one:
-    the thread count is set when the code is loaded, Executable.set_num_threads).
+    the thread count is set when the code is loaded, Executable.set_num_threads), and
+    the compiling machine's cores as codegen uses them (gemm_team.MAX_UNITS: products
+    are cut into at most that many units, so a spec made on 2 cores runs a 16-core
+    machine's products on 2 units).
 An op type registered outside graphc (a script's, a plugin's) has inference code the key
 cannot see: such a signature is keyed on its lowered module instead, as before.
 Fed VALUES are not in the key: lowering reads only those of the small integer feeds
@@ -36,6 +39,7 @@ import platform
 
 import numpy as np
 
+from graphc.compiler.backends.cpu import gemm_team
 from graphc.compiler.ir import encode_attr
 from graphc.compiler.lower import specializable
 from graphc.framework.op_def import OP_DEFS
@@ -116,7 +120,8 @@ def _digest(parts, disable, target):
     for part in ["graphc-spec-cache 2", _compiler_source_hash(), jit.toolchain_id(),
                  f"numpy {np.__version__} python {platform.python_version()}",
                  json.dumps(target, sort_keys=True), ",".join(sorted(disable or ())),
-                 json.dumps(settings, sort_keys=True)] + parts:
+                 json.dumps(settings, sort_keys=True),
+                 f"product units {gemm_team.MAX_UNITS}"] + parts:
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()  # hex, as the object cache expects; the prefix above separates them

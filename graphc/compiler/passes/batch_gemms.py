@@ -52,12 +52,13 @@ SMALL_ROWS = 256
 def run(module):
     batched = products_removed = 0
     absorbed = set()  # inner sums of a tree already rewritten: dead, left for remove_dead
+    interface = _Interface(module)
     for node in reversed(list(module.nodes)):  # outermost sums first: their trees hold
         if (node.type not in SUMS or node in absorbed  # the inner ones
-                or not _used(module, node) or node.control_deps):
+                or not _used(interface, node) or node.control_deps):
             continue
         inner = []
-        groups, others = _split_terms(module, _terms(module, node, node, inner))
+        groups, others = _split_terms(interface, _terms(interface, node, node, inner))
         chosen = [g for g in groups.values() if len(g) > 1 and _pays(g)]
         if not chosen:
             continue
@@ -70,6 +71,7 @@ def run(module):
             else:
                 values.extend(p.outputs[0] for p in products)
         _replace_sum(module, node, values)
+        interface = _Interface(module)
         absorbed.update(inner)
     rows_batched, row_products = _batch_shared_weights(module)
     return {"gemms_batched": batched, "gemms_removed": products_removed,
@@ -77,12 +79,25 @@ def run(module):
             "nodes_removed": module.remove_dead()}
 
 
+class _Interface:
+    """The module's fetched values and kept nodes (its roots) as sets: the checks ask of
+    every product and summand whether it is one of them, and a training step's roots (an
+    update per variable) grow with the model, so asking the module's lists made the pass
+    quadratic in depth. Made again after each rewrite (replacing a sum may replace a
+    fetched value or a root)."""
+
+    def __init__(self, module):
+        self.outputs = frozenset(module.outputs)
+        self.roots = frozenset(module.roots)
+
+
 # ----------------------------------------------------------------- products of one weight
 def _batch_shared_weights(module):
     position = {n: i for i, n in enumerate(module.nodes)}
+    interface = _Interface(module)
     groups = {}
     for p in module.nodes:
-        lead = _row_operand(module, p)
+        lead = _row_operand(interface, p)
         if lead is not None:
             key = (id(p.inputs[1]), bool(p.attrs.get("transpose_b")), lead[1])
             groups.setdefault(key, []).append((p, lead[0]))
@@ -96,11 +111,11 @@ def _batch_shared_weights(module):
     return batches, merged
 
 
-def _row_operand(module, p):
+def _row_operand(interface, p):
     """(operand to batch by rows, its width if a leading part of a column concatenation
     else None) of a product that may be batched, else None."""
     if (p.type != "MatMul" or p.attrs.get("transpose_a") or p.control_deps
-            or p.control_users or p in module.roots or p.outputs[0] in module.outputs
+            or p.control_users or p in interface.roots or p.outputs[0] in interface.outputs
             or not all(isinstance(x, Value) for x in p.inputs)
             or _hint(p.inputs[0].dims[0]) > SMALL_ROWS):
         return None
@@ -210,29 +225,29 @@ def _hint(d):
     return d.hint if isinstance(d, SymDim) else d
 
 
-def _used(module, node):
-    return any(v.uses or v in module.outputs for v in node.outputs)
+def _used(interface, node):
+    return any(v.uses or v in interface.outputs for v in node.outputs)
 
 
-def _terms(module, node, root, inner_sums):
+def _terms(interface, node, root, inner_sums):
     """The summands of the tree of sums under `node`, in order; its inner sums are
     appended to `inner_sums`."""
     out = []
     for v in node.inputs:
         inner = v.node
-        if (inner.type in SUMS and _only_used_by(module, inner, node)
+        if (inner.type in SUMS and _only_used_by(interface, inner, node)
                 and _same_type(inner.outputs[0], root.outputs[0])):
             inner_sums.append(inner)
-            out.extend(_terms(module, inner, root, inner_sums))
+            out.extend(_terms(interface, inner, root, inner_sums))
         else:
             out.append(v)
     return out
 
 
-def _only_used_by(module, node, user):
+def _only_used_by(interface, node, user):
     out = node.outputs[0]
-    return (len(node.outputs) == 1 and out.uses == [user] and out not in module.outputs
-            and not node.control_deps and not node.control_users and node not in module.roots)
+    return (len(node.outputs) == 1 and out.uses == [user] and out not in interface.outputs
+            and not node.control_deps and not node.control_users and node not in interface.roots)
 
 
 def _same_type(a, b):
@@ -245,12 +260,12 @@ def _dim_key(d):
     return d.key if isinstance(d, SymDim) else ("int", d)
 
 
-def _split_terms(module, terms):
+def _split_terms(interface, terms):
     """({(transpose flags, dtype, dims): [MatMul nodes]}, other summands)."""
     groups, others = {}, []
     for v in terms:
         p = v.node
-        if _batchable(module, p, v, terms):
+        if _batchable(interface, p, v, terms):
             key = (bool(p.attrs.get("transpose_a")), bool(p.attrs.get("transpose_b")),
                    v.dtype, tuple(_dim_key(d) for d in v.dims))
             groups.setdefault(key, []).append(p)
@@ -259,9 +274,9 @@ def _split_terms(module, terms):
     return groups, others
 
 
-def _batchable(module, p, v, terms):
+def _batchable(interface, p, v, terms):
     return (p.type == "MatMul" and len(v.uses) == 1 and terms.count(v) == 1
-            and v not in module.outputs and p not in module.roots
+            and v not in interface.outputs and p not in interface.roots
             and not p.control_deps and not p.control_users
             and all(isinstance(x, Value) for x in p.inputs))
 

@@ -108,7 +108,7 @@ def run(module, fuse=True, strided_products=False):
     copies = sum(len(k.nodes) for k in kernels) - len(computed)
     return {"kernels": len(kernels),
             "nodes_fused": sum(len(k.nodes) for k in kernels if len(k.nodes) > 1) - copies,
-            "duplicated": copies}
+            "duplicated": copies, "groups_searched": fusion.searched}
 
 
 def data_inputs(node):
@@ -149,6 +149,7 @@ class Fusion:
         self.edges, self.strict = self._node_edges(computed)
         self.groups = {}
         self.group_of = {}
+        self.searched = 0  # groups visited by the searches for paths (its cost)
         for n in self.compute:
             kind = self.kind(n)
             gkind = kind if kind in ("gemm", "conv") else "loop" if kind in LOOP_KINDS \
@@ -370,22 +371,28 @@ class Fusion:
         return seen
 
     def _creates_cycle(self, a, b):
-        """True when a path joins a and b other than their direct edge."""
+        """True when a path joins a and b other than their direct edge. Such a path runs
+        through groups numbered between theirs; it is searched from both ends at once, a
+        group a side at a time, and a side that runs out settles it: the cost is about
+        twice the smaller side. A producer merging into a far consumer (a bias gradient
+        into its update at the end of the step) reaches the whole rest of the backward
+        pass forwards but few groups backwards; searching forwards alone made fusion
+        quadratic in depth."""
         u, v = sorted((a, b), key=self.order.__getitem__)
-        last = self.order[v]
-        stack = [s for s in self.succ[u] if s != v and self.order[s] < last]
-        seen = set()
-        while stack:
-            g = stack.pop()
-            if g in seen:
-                continue
-            seen.add(g)
-            for s in self.succ[g]:
-                if s == v:
+        first, last = self.order[u], self.order[v]
+        forward = _Search(self.succ, [s for s in self.succ[u] if s != v],
+                          lambda g: self.order[g] < last)
+        backward = _Search(self.pred, [p for p in self.pred[v] if p != u],
+                           lambda g: self.order[g] > first)
+        try:
+            if forward.meets(backward):
+                return True
+            while forward.stack and backward.stack:
+                if forward.step(backward) or backward.step(forward):
                     return True
-                if self.order[s] < last:
-                    stack.append(s)
-        return False
+            return False
+        finally:
+            self.searched += len(forward.seen) + len(backward.seen)
 
     def _repair_numbering(self, groups):
         """Makes the numbering valid again after `groups` got new edges, or returns False
@@ -411,14 +418,21 @@ class Fusion:
         return True
 
     def _renumber_merged(self, a, b):
-        """Numbers for a's and b's merged group (it keeps id a) and the groups between
-        them: those that reach the later one first, then the merged group, then those
-        reached from the earlier one. Only the numbers of those groups change."""
+        """Numbers for a's and b's merged group (it keeps id a), as Pearce and Kelly's
+        order does for a new edge: the merged group takes the earlier one's place, after
+        the groups between them that reach the later one ("before") and before the
+        groups reached from the earlier one that are numbered below the last of those
+        ("after"); these are numbered again among themselves, on their own numbers and
+        the earlier one's. Every other group keeps its number, and "after" stops at the
+        last of "before": all the groups reached from the earlier one (the rest of a
+        backward pass) were renumbered per merge before."""
         u, v = sorted((a, b), key=self.order.__getitem__)
         lo, hi = self.order[u], self.order[v]
-        after = self._between(u, self.succ, lambda o: o < hi) - {v}
-        before = self._between(v, self.pred, lambda o: o > lo) - {u}
-        numbers = sorted([lo, hi] + [self.order[g] for g in after | before])
+        before = self._between(v, self.pred, lambda o: lo < o < hi)
+        top = max((self.order[g] for g in before), default=lo)
+        after = self._between(u, self.succ, lambda o: o < top)
+        self.searched += len(before) + len(after)
+        numbers = sorted([lo] + [self.order[g] for g in after | before])
         sequence = sorted(before, key=self.order.__getitem__) + [a] + \
             sorted(after, key=self.order.__getitem__)
         del self.order[b]
@@ -580,7 +594,11 @@ class Fusion:
         sum of the incoming gradient) then runs in the loop of the layer norm's input
         gradient, which reads that gradient too. Only values of the merged loop's dims
         count: sharing a scalar (an optimizer's learning rate) saves nothing, and merging
-        every same-shaped variable's update would make one kernel of a deep model's many."""
+        every same-shaped variable's update would make one kernel of a deep model's many.
+        The readers join the group gathered so far, earliest first; one that a path of
+        kernels joins to that group starts the next: each layer of a deep stack reads the
+        same zeros (ReluGrad's) and reaches the next layer's reader, and trying every reader
+        against the first searched the whole graph between them, quadratic in depth."""
         for v, users in self.users.items():
             if not v.dims or all(dim_is(d, 1) for d in v.dims):
                 continue
@@ -588,11 +606,16 @@ class Fusion:
                        if self.groups[g].kind == "loop" and v.node not in self.groups[g].nodes}
             if len(readers) < 2:
                 continue
-            first, *rest = sorted(readers, key=self.order.__getitem__)
+            gathered, *rest = sorted(readers, key=self.order.__getitem__)
             for b in rest:
-                merged = self.groups[first].nodes | self.groups[b].nodes
-                if dims_equal(self.loop_dims(merged), v.dims):
-                    self._try_merge(first, b)
+                merged = self.groups[gathered].nodes | self.groups[b].nodes
+                if not dims_equal(self.loop_dims(merged), v.dims) or \
+                        self._split_required(self.groups[gathered].nodes, self.groups[b].nodes):
+                    continue
+                if self._creates_cycle(gathered, b):
+                    gathered = b
+                else:
+                    self._merge(gathered, b)
 
     def _is_cheap(self, gid):
         g = self.groups[gid]
@@ -758,11 +781,21 @@ class Fusion:
         """The groups in dependency order, earliest module position first, except that a
         row write (ROW_WRITE_OPS) waits for every other ready group: the readers of the
         value it overwrites run before it, so that it may write in place (a native loop's
-        TensorArray flows); None if the kernel graph has a cycle."""
+        TensorArray flows); and that a ready group whose values nothing reads (a variable
+        update) runs before the others, as TF1's executor applies a gradient once it is
+        computed: in module order every update of a training step ran at its end, with
+        every weight gradient live until then (a deep MLP's arena was all of them). None
+        if the kernel graph has a cycle."""
         first = {gid: (any(n.type in ROW_WRITE_OPS for n in g.nodes),
+                       self._read_elsewhere(g),
                        min(self.pos[n] for n in g.nodes)) for gid, g in self.groups.items()}
         order = self._sorted_among(self.groups, first)
         return order if len(order) == len(self.groups) else None
+
+    def _read_elsewhere(self, g):
+        """Whether a value group g computes is fetched or read by another group."""
+        return any(v in self.fetched or any(u not in g.nodes for u in self.users.get(v, ()))
+                   for n in g.nodes for v in n.outputs)
 
     def _sorted_among(self, groups, key):
         """`groups` (a set or dict of group ids) in dependency order among themselves
@@ -797,6 +830,31 @@ def _is_bias_add(node, value):
     return (len(od) >= 1 and len(od) <= len(value.dims) and
             all(dim_is(d, 1) for d in od[:-1]) and dims_equal(od[-1:], value.dims[-1:]) and
             dims_equal(node.outputs[0].dims, value.dims))
+
+
+class _Search:
+    """One side of _creates_cycle's search: the groups reached from `start` along `step`
+    (succ or pred) through groups for which inside(group) holds. A group counts as
+    reached when it is first pushed, so that a side that runs out has reached every group
+    it can, and the other side's start groups are checked against them."""
+
+    def __init__(self, step, start, inside):
+        self.next, self.inside = step, inside
+        self.stack = [g for g in start if inside(g)]
+        self.seen = set(self.stack)
+
+    def meets(self, other):
+        return not self.seen.isdisjoint(other.seen)
+
+    def step(self, other):
+        """Expands one group; True when it reaches a group the other side has reached."""
+        for n in self.next[self.stack.pop()]:
+            if n not in self.seen and self.inside(n):
+                if n in other.seen:
+                    return True
+                self.seen.add(n)
+                self.stack.append(n)
+        return False
 
 
 class _LoopCheck:
