@@ -22,6 +22,11 @@ Groups, in this order:
    node copied into several kernels offers each of them to its producers (earliest
    first). Then loop groups reading the same stored value of their merged loop's dims
    merge ("siblings"): the value is read once.
+2a. reshapes as aliases: a reshape (alone in its group, aliasable as in 4.) read both by
+   loop groups and by other kernels (a product) is copied into each loop group (an index
+   remap there) and stays a group of its own, never merged, that becomes an alias (4.):
+   merged into one loop kernel it was written there, a copy of the whole tensor for the
+   product (attention's dq, dk, dv reshaped for their weight and bias gradients).
 2b. strided products (strided_products=True, a backend whose GEMM takes strided views:
    the CPU's): a Transpose keeping its last axis last (op_kinds.view_perm) whose
    value only batched products read (is_batched_product), with the reshapes feeding it
@@ -161,6 +166,7 @@ class Fusion:
         self.edges, self.strict = self._node_edges(computed)
         self.groups = {}
         self.group_of = {}
+        self.pinned_aliases = set()  # step 2a's reshape groups: aliases, never merged
         for n in self.compute:
             kind = self.kind(n)
             gkind = kind if kind in ("gemm", "conv") else "loop" if kind in LOOP_KINDS \
@@ -456,6 +462,8 @@ class Fusion:
         return next(iter(gs)) if len(gs) == 1 else None
 
     def _try_merge(self, a, b):
+        if a in self.pinned_aliases or b in self.pinned_aliases:
+            return False
         ga, gb = self.groups[a], self.groups[b]
         if self._split_required(ga.nodes, gb.nodes) or self._creates_cycle(a, b):
             return False
@@ -520,6 +528,36 @@ class Fusion:
             del self.order[gid]
         self._update_edges(targets, removed=old)
         assert self._repair_numbering(targets), "a strided view made a cycle of kernels"
+
+    # ------------------------------------------------------- reshapes as aliases
+    def _alias_reshapes_read_by_products(self):
+        """Step 2a: a reshape read both by loop kernels and by other kernels (a product)
+        stays an alias of its input for the latter and is computed (an index remap) by
+        each of the former; merged into one loop kernel, it was written there, a copy of
+        the whole tensor (the bias gradient's column sum of attention's dq, dk, dv
+        wrote each [B*S, D] reshape for the weight gradient's product)."""
+        for n in self.compute:
+            g = self._sole_group(n)
+            if g is None or not self._alone(n) or not self._aliasable(n):
+                continue
+            consumers = self._consumers(g)
+            loops = [c for c in consumers if self.groups[c].kind == "loop"]
+            if not loops or len(loops) == len(consumers) or any(
+                    self._split_required({n}, self.groups[c].nodes) or
+                    self.loop_dims(self.groups[c].nodes | {n}, copies={n}) is None
+                    for c in loops):
+                continue
+            for c in loops:
+                self.groups[c].nodes.add(n)
+                self.group_of[n].add(c)
+            self._update_edges(loops + [g])
+            if self._repair_numbering(loops + [g]):
+                self.pinned_aliases.add(g)
+                continue
+            for c in loops:
+                self.groups[c].nodes.discard(n)
+            self.group_of[n] = {g}
+            self._update_edges(loops + [g])
 
     def _alone(self, n):
         """n is the one node of its group, a loop group."""
@@ -795,6 +833,7 @@ class Fusion:
             self._fuse_epilogues()
             if self.strided_products:
                 self._fuse_product_views()
+            self._alias_reshapes_read_by_products()
             changed = True
             while changed:
                 changed = self._merge_round(shared_cheap=False)
@@ -830,14 +869,18 @@ class Fusion:
         if g.kind != "loop" or len(g.nodes) != 1:
             return False
         (n,) = g.nodes
+        if not self._aliasable(n):
+            return False
+        x = n.inputs[0]
+        self.aliases[n.outputs[0]] = self.aliases.get(x, x)
+        return True
+
+    def _aliasable(self, n):
         if n.type not in RESHAPES or len(n.outputs) != 1:
             return False
-        x, out = n.inputs[0], n.outputs[0]
-        if out in self.fetched or not isinstance(x, Value) or \
-                x.node.type == "VariableV2" or x.node.type in UPDATE_OPS:
-            return False
-        self.aliases[out] = self.aliases.get(x, x)
-        return True
+        x = n.inputs[0]
+        return n.outputs[0] not in self.fetched and isinstance(x, Value) and \
+            x.node.type != "VariableV2" and x.node.type not in UPDATE_OPS
 
     def _schedule(self):
         order = self._topological_order()
