@@ -385,6 +385,44 @@ def test_direct_convs_of_every_shape_share_one_pad_function(dtype):
     assert ir_text.count(f'call void @"graphc_conv_pad_{dtype.name}"') >= len(directs)
 
 
+def _defined(ir_text):
+    """{name: body} of the functions the module's text defines."""
+    import re
+    return {m.group(1): m.group(2) for m in re.finditer(
+        r'^define [^\n]*@"?([-\w$.]+)"?\([^\n]*\n?\{\n(.*?)\n\}$', ir_text, re.M | re.S)}
+
+
+@pytest.mark.parametrize("dtype", [gc.float32, gc.float64])
+def test_direct_conv_tiles_are_functions_of_their_own(dtype):
+    """Each direct conv function (and each filter gradient's) calls one function per tile
+    size, which holds all of its multiply-adds: inside the loops over rows, channel blocks
+    and tiles, LLVM's loop passes went over them once per enclosing loop."""
+    from graphc.compiler.backends.cpu import conv_direct
+
+    def build(x, w1, w2):
+        y = gc.nn.conv2d(x, w1, [1, 1, 1, 1], "SAME")
+        z = gc.nn.conv2d(gc.nn.relu(y), w2, [1, 2, 2, 1], "VALID")
+        return [z] + gc.gradients(gc.reduce_sum(z * z), [x, w1, w2])
+    _, ir_text = _llvm_ir(build, [(2, 9, 7, 16), (3, 3, 16, 16), (2, 2, 16, 32)], dtype)
+    functions = _defined(ir_text)
+    variants = [(conv_direct.block_of(dtype.name, 16), 1),    # y and its input gradient
+                (conv_direct.block_of(dtype.name, 32), 2)]    # z
+    for gradient in (False, True):
+        for block, stride in variants:
+            name = conv_direct.function_name(dtype.name, block, 16, stride, gradient)
+            if gradient:
+                sizes = [conv_direct.filter_tile_of(block, 16)]
+            else:
+                tile = conv_direct.tile_of(block)
+                sizes = [tile] + [s for s in conv_direct.REST_TILES if s < tile]
+            tiles = sorted(n for n in functions if n.startswith(name + "."))
+            assert tiles == sorted(f"{name}.tile{size}" for size in sizes), name
+            assert "llvm.fma" not in functions[name]
+            for tile in tiles:
+                assert f'call void @"{tile}"' in functions[name]
+                assert "llvm.fma" in functions[tile]
+
+
 GEMM_CASES = [  # x shape, filter shape, strides, padding: im2col + gemm (channels no vectors)
     ((2, 9, 7, 5), (3, 3, 5, 6), (1, 1), "SAME"),
     ((3, 11, 8, 3), (5, 2, 3, 7), (2, 3), "VALID"),
