@@ -2,7 +2,8 @@
 output channels, no im2col columns and no BLAS packing.
 
     fn(ptr xp, ptr w, ptr out, i64 wp, i64 oh, i64 ow, i64 co, i64 kh, i64 kw, i64 sh)
-       -> void    (the input channels ci and the width stride sw are the function's own)
+       -> void    (the input channels ci, the width stride sw and how rows of ow pixels
+                   split into tiles are the function's own)
     xp [hp, wp, ci] (already padded: the conv is VALID over it), w [kh, kw, ci, co],
     out [oh, ow, co] = sum over (kh, kw, ci) of xp[oh*sh + kh, ow*sw + kw, ci] * w[kh, kw, ci]
 
@@ -13,15 +14,16 @@ tile of TILE pixels x BLOCK vectors of output channels stays in registers while 
 (kh, kw, ci) loop broadcasts one input cell per pixel against a vector of filter taps.
 
 The sizes are run-time arguments, so one function serves every conv shape of a dtype,
-channel block, input channel count and width stride (compile time: ResNet's convs differ
-mostly in their image sizes). The input channels and the width stride are constants so
+channel block, input channel count, width stride and split of the rows into tiles
+(compile time: ResNet's convs differ mostly in their image sizes). The input channels and the width stride are constants so
 that every input cell of a tile is one base register plus a constant displacement (with
 them run-time values LLVM kept one pointer per pixel, and spilled them). The output channels
 must be a multiple of BLOCK * VECTOR_BYTES worth of elements (block_of says which block
 fits, or None). Each tile size is a function of its own ("<name>.tile<size>"), called by
 the loops over rows, channel blocks and tiles: inside them, LLVM's loop passes went over
 the tile's multiply-adds once per enclosing loop (ResNet's six variants: 0.82 -> 0.39
-CPU-s of O3; the calls cost nothing measurable next to a tile's KH*KW*CI steps).
+CPU-s of O3; the calls cost nothing measurable next to a tile's KH*KW*CI steps), and only
+the tile sizes the rows need are emitted (row_tiles).
 """
 from llvmlite import ir
 
@@ -64,15 +66,34 @@ def tile_of(block):
     return TILE[block]
 
 
-def function_name(dtype, block, channels, stride, filter_gradient=False):
-    kind = "filter_gradient" if filter_gradient else "direct"
-    return f"graphc_conv_{kind}_{dtype}_b{block}_c{channels}_s{stride}"
+def row_tiles(block, width):
+    """The tile sizes a row of `width` output pixels splits into, largest first: full
+    tiles of TILE[block], then the rest in REST_TILES (each size as often as it fits)."""
+    tile = tile_of(block)
+    sizes = [tile] if width >= tile else []
+    rest = width % tile
+    for size in REST_TILES:
+        if size < tile and rest >= size:
+            sizes.append(size)
+            rest %= size
+    return tuple(sizes)
 
 
-def declare_or_emit(module, dtype, block, channels, stride, filter_gradient=False):
+def function_name(dtype, block, channels, stride, filter_gradient=False, tiles=()):
+    if filter_gradient:
+        return f"graphc_conv_filter_gradient_{dtype}_b{block}_c{channels}_s{stride}"
+    sizes = "_".join(map(str, tiles)) or "none"
+    return f"graphc_conv_direct_{dtype}_b{block}_c{channels}_s{stride}_t{sizes}"
+
+
+def declare_or_emit(module, dtype, block, channels, stride, filter_gradient=False, width=0):
     """The direct conv function (or its filter gradient's) of (dtype, block, input
-    channels, width stride) in `module`, emitted once per module."""
-    name = function_name(dtype, block, channels, stride, filter_gradient)
+    channels, width stride) in `module`, emitted once per module. The direct conv's
+    serves rows of `width` output pixels and every width that splits into the same tiles
+    (row_tiles: ResNet's rows are whole tiles, so only the full tile's function is
+    emitted, not the rest tiles' too); the filter gradient's, any width."""
+    tiles = () if filter_gradient else row_tiles(block, width)
+    name = function_name(dtype, block, channels, stride, filter_gradient, tiles)
     if name in module.globals:
         return module.globals[name]
     fnty = ir.FunctionType(ir.VoidType(), [PTR, PTR, PTR] + [I64] * 7)
@@ -82,8 +103,10 @@ def declare_or_emit(module, dtype, block, channels, stride, filter_gradient=Fals
     for arg in fn.args[:3]:
         arg.add_attribute("noalias")
     b = ir.IRBuilder(fn.append_basic_block("entry"))
-    tiles = _FilterTiles if filter_gradient else _Tiles
-    tiles(b, fn.args, dtype, block, channels, stride).emit()
+    if filter_gradient:
+        _FilterTiles(b, fn.args, dtype, block, channels, stride).emit()
+    else:
+        _Tiles(b, fn.args, dtype, block, channels, stride).emit(tiles)
     b.ret_void()
     return fn
 
@@ -115,32 +138,34 @@ class _Tiles:
     def c(self, n):
         return ir.Constant(I64, n)
 
-    def emit(self):
+    def emit(self, sizes):
+        """The rows in tiles of `sizes` pixels (row_tiles of the width)."""
         b = self.b
         step = self.block * self.lanes
         n_blocks = b.sdiv(self.co, self.c(step))
-        sizes = [self.tile] + [s for s in REST_TILES if s < self.tile]
-        tiles = {size: self._tile_function(size) for size in sizes}
         cell = self.c(self.stride * self.channels)   # from one pixel's cells to the next's
-        with for_range(b, self.oh, name="oh") as oh:
-            x_row = b.gep(self.xp, [b.mul(b.mul(b.mul(oh, self.sh), self.wp), self.ci)],
-                          source_etype=self.elem)
-            out_row = b.gep(self.out, [b.mul(b.mul(oh, self.ow), self.co)],
-                            source_etype=self.elem)
-            with for_range(b, n_blocks, name="cob") as cob:
-                co0 = b.mul(cob, self.c(step))
-                w_at = b.gep(self.w, [co0], source_etype=self.elem)
-                start = self.c(0)
-                for size in sizes:
-                    count = b.sdiv(b.sub(self.ow, start), self.c(size))
+        start = self.c(0)
+        for size in sizes:
+            # A nest of its own per tile size: with the sizes' loops one after another in
+            # one nest, LLVM unswitched each loop's test for being empty (invariant in the
+            # rows and blocks) into a copy of the nest per combination, 2**3 of them.
+            tile = self._tile_function(size)
+            count = b.sdiv(b.sub(self.ow, start), self.c(size))
+            with for_range(b, self.oh, name="oh") as oh:
+                x_row = b.gep(self.xp, [b.mul(b.mul(b.mul(oh, self.sh), self.wp), self.ci)],
+                              source_etype=self.elem)
+                out_row = b.gep(self.out, [b.mul(b.mul(oh, self.ow), self.co)],
+                                source_etype=self.elem)
+                with for_range(b, n_blocks, name="cob") as cob:
+                    co0 = b.mul(cob, self.c(step))
+                    w_at = b.gep(self.w, [co0], source_etype=self.elem)
                     with for_range(b, count, name=f"ow{size}") as t:
                         ow0 = b.add(start, b.mul(t, self.c(size)))
                         x_at = b.gep(x_row, [b.mul(ow0, cell)], source_etype=self.elem)
                         out_at = b.gep(out_row, [b.add(b.mul(ow0, self.co), co0)],
                                        source_etype=self.elem)
-                        b.call(tiles[size], [x_at, w_at, out_at, self.wp, self.co, self.kh,
-                                             self.kw])
-                    start = b.add(start, b.mul(count, self.c(size)))
+                        b.call(tile, [x_at, w_at, out_at, self.wp, self.co, self.kh, self.kw])
+            start = b.add(start, b.mul(count, self.c(size)))
 
     def _tile_function(self, pixels):
         """The tile of `pixels` pixels, called once per tile:
