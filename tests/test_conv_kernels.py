@@ -385,6 +385,83 @@ def test_direct_convs_of_every_shape_share_one_pad_function(dtype):
     assert ir_text.count(f'call void @"graphc_conv_pad_{dtype.name}"') >= len(directs)
 
 
+def _defined(ir_text):
+    """{name: body} of the functions the module's text defines."""
+    import re
+    return {m.group(1): m.group(2) for m in re.finditer(
+        r'^define [^\n]*@"?([-\w$.]+)"?\([^\n]*\n?\{\n(.*?)\n\}$', ir_text, re.M | re.S)}
+
+
+@pytest.mark.parametrize("dtype", [gc.float32, gc.float64])
+def test_direct_conv_tiles_are_functions_of_their_own(dtype):
+    """Each direct conv function (and each filter gradient's) calls one function per tile
+    size, which holds all of its multiply-adds (inside the loops over rows, channel blocks
+    and tiles, LLVM's loop passes went over them once per enclosing loop), and a direct
+    conv's has only the tile sizes its rows split into."""
+    from graphc.compiler.backends.cpu import conv_direct
+
+    def build(x, w1, w2):
+        y = gc.nn.conv2d(x, w1, [1, 1, 1, 1], "SAME")
+        z = gc.nn.conv2d(gc.nn.relu(y), w2, [1, 2, 2, 1], "VALID")
+        return [z] + gc.gradients(gc.reduce_sum(z * z), [x, w1, w2])
+    _, ir_text = _llvm_ir(build, [(2, 9, 7, 16), (3, 3, 16, 16), (2, 2, 16, 32)], dtype)
+    functions = _defined(ir_text)
+    # y, its input gradient (both rows of 7) and the filter gradient; z (rows of 3) and
+    # its filter gradient (z's input gradient, of stride 2, is a gemm)
+    variants = [(conv_direct.block_of(dtype.name, 16), 1, 7),
+                (conv_direct.block_of(dtype.name, 32), 2, 3)]
+    expected = set()
+    for gradient in (False, True):
+        for block, stride, width in variants:
+            if gradient:
+                sizes = [conv_direct.filter_tile_of(block, 16)]
+                name = conv_direct.function_name(dtype.name, block, 16, stride, True)
+            else:
+                sizes = conv_direct.row_tiles(block, width)
+                name = conv_direct.function_name(dtype.name, block, 16, stride, tiles=sizes)
+            tiles = sorted(n for n in functions if n.startswith(name + "."))
+            assert tiles == sorted(f"{name}.tile{size}" for size in sizes), name
+            assert "llvm.fma" not in functions[name]
+            for tile in tiles:
+                assert f'call void @"{tile}"' in functions[name]
+                assert "llvm.fma" in functions[tile]
+            expected |= {name, *tiles}
+    assert {n for n in functions if n.startswith(("graphc_conv_direct_",
+                                                  "graphc_conv_filter_gradient_"))} == expected
+
+
+@pytest.mark.parametrize("block,width,sizes", [
+    (1, 32, (16,)), (1, 48, (16,)), (1, 7, (4, 2, 1)), (1, 31, (16, 4, 2, 1)),
+    (1, 12, (4,)), (2, 14, (8, 4, 2)), (4, 14, (4, 2)), (4, 8, (4,)), (4, 3, (2, 1)),
+    (3, 7, (5, 2)), (4, 0, ()),
+])
+def test_direct_conv_row_tiles(block, width, sizes):
+    """A row's split into tiles: full tiles, then the rest largest first."""
+    from graphc.compiler.backends.cpu import conv_direct
+    assert conv_direct.row_tiles(block, width) == sizes
+
+
+def test_direct_convs_of_widths_with_one_split_share_a_function():
+    """Rows of 16 and of 32 pixels both split into tiles of 16: one function, called with
+    each conv's own width, both results NumPy's."""
+    from graphc.compiler.backends.cpu import conv_direct
+    x1, x2 = rand(2, 5, 16, 3), rand(1, 4, 32, 3, seed=3)
+    w = rand(3, 3, 3, 16, seed=1)
+
+    def build(a, b, f):
+        return [gc.nn.conv2d(a, f, [1, 1, 1, 1], "SAME"), gc.nn.conv2d(b, f, [1, 1, 1, 1],
+                                                                        "SAME")]
+    _, ir_text = _llvm_ir(build, [x1.shape, x2.shape, w.shape])
+    name = conv_direct.function_name("float32", 1, 3, 1, tiles=(16,))
+    functions = _defined(ir_text)
+    assert [n for n in functions if n.startswith("graphc_conv_direct_")] == \
+        [name, name + ".tile16"]
+    assert ir_text.count(f'call void @"{name}"(') == 2
+    got, _ = run_both(build, [x1, x2, w])
+    for g_, x in zip(got, (x1, x2)):
+        np.testing.assert_allclose(g_, ref_conv(x, w, (1, 1), "SAME"), **F32_TOL)
+
+
 GEMM_CASES = [  # x shape, filter shape, strides, padding: im2col + gemm (channels no vectors)
     ((2, 9, 7, 5), (3, 3, 5, 6), (1, 1), "SAME"),
     ((3, 11, 8, 3), (5, 2, 3, 7), (2, 3), "VALID"),

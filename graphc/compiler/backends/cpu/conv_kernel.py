@@ -482,7 +482,8 @@ class _ConvLowering:
         if self.direct is not None:
             self.direct_fn = conv_direct.declare_or_emit(
                 program.llvm, self.dtype, self.direct, self.shape.direct_in,
-                self.shape.direct_strides[1], self.node.type == "Conv2DBackpropFilter")
+                self.shape.direct_strides[1], self.node.type == "Conv2DBackpropFilter",
+                width=self.shape.direct_size[1])
             self.pad_fn = conv_direct.declare_or_emit_pad(program.llvm, self.dtype)
         if self.n_var is not None and conv_team.available():
             conv_team.emit(self, self._team_chunks)
