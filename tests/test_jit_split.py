@@ -282,3 +282,73 @@ def test_export_and_load_of_a_split_module(split_everything, tmp_path, monkeypat
         h = np.tanh(h @ w)
     e = np.exp(h - h.max(axis=1, keepdims=True))
     np.testing.assert_allclose(out, e / e.sum(axis=1, keepdims=True), rtol=1e-5)
+
+
+# ------------------------------------------------------------------ entry segments
+def _chain(x, idx):
+    """Kernels in a row (a reduction, a gather whose index is checked at run time, a
+    reduction after it): with SEGMENT_CALLS = 1 each runs in a segment of its own."""
+    h = gc.tanh(x) * 2.0
+    h = gc.reduce_sum(h, axis=1) + 1.0
+    h = gc.exp(h * 0.1)
+    picked = gc.gather(h, idx)
+    return gc.reduce_sum(gc.sqrt(picked * picked + 1.0)) * 3.0
+
+
+def _numpy_chain(xv, iv):
+    h = (np.tanh(xv.astype(np.float64)) * 2.0).sum(axis=1) + 1.0
+    picked = np.exp(h * 0.1)[iv]
+    return np.sqrt(picked * picked + 1.0).sum() * 3.0
+
+
+def _run_chain(dtype, xv, iv):
+    with gc.Graph().as_default():
+        x = gc.placeholder(dtype, [None, 3])
+        idx = gc.placeholder(gc.int32, [None])
+        out = _chain(x, idx)
+        sess = gc.Session()
+        value = sess.run(out, {x: xv, idx: iv})
+        try:
+            sess.run(out, {x: xv, idx: np.array([0, len(xv)], np.int32)})
+        except Exception as e:  # noqa: BLE001 -- compared below, with and without segments
+            error = (type(e), str(e))
+        else:
+            error = None
+        return value, error
+
+
+@pytest.mark.backends("compiled", "gpu_emulated")
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_long_entry_runs_its_calls_through_segments(backend, dtype, monkeypatch):
+    from graphc.compiler.backends.cpu import entry
+    monkeypatch.setenv("GRAPHC_CACHE_DIR", "off")
+    xv = np.linspace(-2, 2, 15).reshape(5, 3).astype(dtype)
+    iv = np.array([4, 0, 2, 2], np.int32)
+    calls = []
+    emit_calls = entry._emit_calls
+    monkeypatch.setattr(entry, "_emit_calls", lambda program, fn, c, *a, **k:
+                        calls.append((fn.name, len(c))) or emit_calls(program, fn, c, *a, **k))
+    monkeypatch.setattr(entry, "SEGMENT_CALLS", 10**6)
+    whole = _run_chain(dtype, xv, iv)
+    monkeypatch.setattr(entry, "SEGMENT_CALLS", 1)
+    del calls[:]
+    segmented = _run_chain(dtype, xv, iv)
+    if backend == "compiled":
+        segments = [count for name, count in calls if ".segment" in name]
+        assert len(segments) >= 2 and set(segments) == {1}
+    np.testing.assert_array_equal(segmented[0], whole[0])
+    assert segmented[1] == whole[1] and whole[1] is not None  # the same error, raised
+    rtol = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(segmented[0], _numpy_chain(xv, iv), rtol=rtol)
+
+
+def test_the_dump_follows_an_entry_through_its_segments():
+    from graphc.dump import model
+    functions = {"graphc_main": 'call i32 @"graphc_main.segment0"(ptr %a)\n'
+                                'call i32 @"graphc_main.segment1"(ptr %a)',
+                 "graphc_main.segment0": 'call i32 @"kernel_0_loop_0"(ptr %a)\n'
+                                         'call i32 @"kernel_1_loop_1"(ptr %a)',
+                 "graphc_main.segment1": 'call i32 @"kernel_0_loop_0"(ptr %a)'}
+    code = model._entry_code(functions, "graphc_main")
+    assert model._kernel_calls(code, 3) == ["kernel_0_loop_0", "kernel_1_loop_1",
+                                            "kernel_0_loop_0"]
