@@ -24,11 +24,11 @@ gets its own MCJIT engine from the bytes, so no module shares globals with anoth
 
 Entry file `<key>.o`: a header (magic, the key's digest, payload length, payload SHA-256)
 and the object file bytes, or for a module compiled in parts (runtime/jit.py) a bundle of
-its parts' object files (`pack_objects`); nothing is pickled. Entries are written to a temporary file
-in the same directory and renamed into place (os.replace), so readers never see a partial
-entry; an entry whose header does not verify (truncated, corrupt, foreign) is deleted and
-treated as a miss, so it is rebuilt. The cache is best effort: an unwritable directory or
-a full disk costs a recompile, never an error.
+its parts' object files (`pack_objects`); nothing is pickled. Entries are written to a
+temporary file in the same directory and renamed into place (os.replace), so readers never
+see a partial entry; an entry whose header does not verify (truncated, corrupt, foreign) is
+deleted and treated as a miss, so it is rebuilt. The cache is best effort: an unwritable
+directory or a full disk costs a recompile, never an error.
 """
 import collections
 import hashlib

@@ -24,9 +24,10 @@ import re
 # callers go to different parts (it is not inlined into them: a thread team's entry
 # point, a padding loop)
 SHARED_MAX = 4
-# an optnone function's text costs LLVM about half as much per byte as an optimized one's
-# (codegen only; measured on the entry of compile_scale_256: 1.0 vs 2.0 us per byte)
-_OPTNONE_WEIGHT = 0.5
+# an optnone function's text costs LLVM about a quarter as much per byte as an optimized
+# one's (codegen only; measured on compile_scale_256, whose entry's segments of 128 calls
+# took about 0.5 us per byte, its kernels 2)
+_OPTNONE_WEIGHT = 0.25
 
 _DEFINE = re.compile(r'^define ([^\n]*?)@("[^"\\]*"|[-\w$.]+)\(([^\n]*)\n?\{\n', re.M)
 _ANY_DEFINE = re.compile(r"^define ", re.M)

@@ -118,7 +118,7 @@ def split_everything(monkeypatch):
     monkeypatch.setattr(jit, "WORKER_START_WEIGHT", 0)
     monkeypatch.setenv("GRAPHC_COMPILE_PARTS", "2")
     monkeypatch.setenv("GRAPHC_COMPILE_WORKER", "1")
-    monkeypatch.setattr(compile_cache, "_memory", collections.OrderedDict())
+    monkeypatch.setattr(compile_cache, "memory_load", lambda key: None)
     linked = []
     engine_of_objects = jit._engine_of_objects
 
@@ -176,7 +176,6 @@ def test_a_split_module_is_one_cache_entry(split_everything, tmp_path, monkeypat
     assert first.parts == 2 and not first.cache_hit
     entries = compile_cache.ObjectCache(str(tmp_path)).entries()
     assert len(entries) == 1
-    monkeypatch.setattr(compile_cache, "_memory", collections.OrderedDict())
     again = jit.CompiledModule(ir)
     assert again.cache_hit and again.parts == 2 and split_everything == [2, 2]
     assert _call(again, "first", 0) == 2 and _call(again, "second", 0) == 9
@@ -238,7 +237,7 @@ def test_split_build_computes_what_the_whole_build_computes(backend, dtype, monk
         mp.setattr(jit, "SPLIT_MIN_WEIGHT", 0)
         mp.setattr(jit, "WORKER_START_WEIGHT", 0)
         mp.setenv("GRAPHC_COMPILE_PARTS", "2")
-        mp.setattr(compile_cache, "_memory", collections.OrderedDict())
+        mp.setattr(compile_cache, "memory_load", lambda key: None)
         linked = []
         engine_of_objects = jit._engine_of_objects
         mp.setattr(jit, "_engine_of_objects",
