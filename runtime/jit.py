@@ -743,8 +743,8 @@ def _compile_in_worker(llvm_ir, target, speed_level):
 # ----------------------------------------------------------- parallel compile
 # LLVM's time is most of a big graph's first run, and it runs on one core while the
 # others wait. A module of at least SPLIT_MIN_WEIGHT (runtime/module_split.py's unit:
-# bytes of function text; about 2 us of LLVM work each) is cut into one part per core
-# (compile_part_count()), which this process and compile workers optimize and emit at
+# bytes of function text; about 2 us of LLVM work each) is cut into one part per free
+# core (compile_part_count()), which this process and compile workers optimize and emit at
 # once; the parts' object files are linked by one MCJIT engine: the entry is still one
 # native call per run. The compile cache keeps the parts' objects as one entry
 # (compile_cache.pack_objects). Smaller modules (every graph of the test suite) stay
@@ -756,8 +756,15 @@ MAX_PARTS = 4  # past this, more parts add more start-up and declarations than t
 
 
 def compile_part_count():
-    """GRAPHC_COMPILE_PARTS if set, else the cores this process may run on (at most
-    MAX_PARTS); 1 compiles every module whole."""
+    """GRAPHC_COMPILE_PARTS if set, else the cores this process may run on that other
+    processes leave free (at most MAX_PARTS); 1 compiles every module whole.
+
+    Parts only help on cores nobody else runs on: on the 2-core machine with one other
+    busy process (load average 2), two processes spinning at once each took 6.2 s for
+    what one alone did in 3.8, and lstm_train's LLVM stage took 1.37 s in two parts vs
+    0.97 whole (its worker's start-up and the parts' shared headers are work besides).
+    So the count is the cores less the 1-minute load average, this process counted as
+    one of the runners (it has been running the compiler's passes)."""
     env = os.environ.get("GRAPHC_COMPILE_PARTS", "").strip()
     if env.isdigit():
         return max(1, int(env))
@@ -765,7 +772,11 @@ def compile_part_count():
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         cores = os.cpu_count() or 1
-    return max(1, min(cores, MAX_PARTS))
+    try:
+        others = max(0.0, os.getloadavg()[0] - 1.0)
+    except (AttributeError, OSError):
+        others = 0.0
+    return max(1, min(int(cores - others + 0.5), MAX_PARTS))
 
 
 def start_compile_workers():
