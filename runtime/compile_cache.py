@@ -23,11 +23,12 @@ is on: a repeat of the same IR then skips LLVM without touching the disk. Each r
 gets its own MCJIT engine from the bytes, so no module shares globals with another.
 
 Entry file `<key>.o`: a header (magic, the key's digest, payload length, payload SHA-256)
-and the object file bytes; nothing is pickled. Entries are written to a temporary file
-in the same directory and renamed into place (os.replace), so readers never see a partial
-entry; an entry whose header does not verify (truncated, corrupt, foreign) is deleted and
-treated as a miss, so it is rebuilt. The cache is best effort: an unwritable directory or
-a full disk costs a recompile, never an error.
+and the object file bytes, or for a module compiled in parts (runtime/jit.py) a bundle of
+its parts' object files (`pack_objects`); nothing is pickled. Entries are written to a
+temporary file in the same directory and renamed into place (os.replace), so readers never
+see a partial entry; an entry whose header does not verify (truncated, corrupt, foreign) is
+deleted and treated as a miss, so it is rebuilt. The cache is best effort: an unwritable
+directory or a full disk costs a recompile, never an error.
 """
 import collections
 import hashlib
@@ -40,6 +41,7 @@ import time
 
 FORMAT_VERSION = 1
 MAGIC = b"GRAPHCO\x01"
+BUNDLE_MAGIC = b"GRAPHCB\x01"  # a payload of several object files (pack_objects)
 _HEADER = struct.Struct("<8s32sQ32s")  # magic, key digest, payload length, payload sha256
 _SUFFIX = ".o"
 _TMP_PREFIX = ".tmp-"
@@ -89,6 +91,33 @@ def make_key(llvm_ir, target, toolchain):
         h.update(b"\0")
     h.update(_MODULE_ID.sub("", llvm_ir, count=1).encode())
     return h.hexdigest()
+
+
+def pack_objects(objects):
+    """One payload holding several object files: BUNDLE_MAGIC, their count and lengths
+    (u64 little-endian) and their bytes. An object file itself never starts with the
+    magic (ELF, Mach-O and COFF headers do not)."""
+    head = struct.pack(f"<8sQ{len(objects)}Q", BUNDLE_MAGIC, len(objects),
+                       *(len(o) for o in objects))
+    return head + b"".join(bytes(o) for o in objects)
+
+
+def unpack_objects(payload):
+    """The object files of a payload: [payload] for a single one."""
+    payload = bytes(payload)
+    if not payload.startswith(BUNDLE_MAGIC):
+        return [payload]
+    at = len(BUNDLE_MAGIC)
+    (count,) = struct.unpack_from("<Q", payload, at)
+    lengths = struct.unpack_from(f"<{count}Q", payload, at + 8)
+    at += 8 + 8 * count
+    if at + sum(lengths) != len(payload):
+        raise ValueError("a bundle of object files whose lengths do not add up")
+    objects = []
+    for n in lengths:
+        objects.append(payload[at:at + n])
+        at += n
+    return objects
 
 
 def memory_load(key):

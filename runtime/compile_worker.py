@@ -3,7 +3,9 @@
 runtime/jit.py starts it (`python -m runtime.compile_worker`) once a process has run
 jit.IN_PROCESS_COMPILES optimizations itself, because llvmlite's optimization pipeline
 leaks native memory per module; a worker is replaced after jit.WORKER_COMPILES modules,
-and what it leaked goes with it. Protocol on stdin/stdout: a u64 little-endian length and
+and what it leaked goes with it. Workers also compile the parts of a big module beside
+the process (runtime/module_split.py): a part's object code refers to functions of the
+others, which only the process that links the parts resolves. Protocol on stdin/stdout: a u64 little-endian length and
 a JSON request {"llvm_ir", "target", "speed_level"}; the reply is a u64 length and either
 b"\\0" + the object code or b"\\1" + an error message. EOF on stdin ends it.
 """

@@ -26,7 +26,7 @@ import llvmlite
 import llvmlite.binding as llvm
 import numpy as np
 
-from . import compile_cache
+from . import compile_cache, module_split
 from .errors import BlasUnavailable, TargetMismatch
 
 _lock = threading.RLock()
@@ -559,11 +559,22 @@ class CompiledModule:
             self.memory_hit = obj is not None
             if obj is not None and cache is not None:
                 cache.store(key, obj)  # the disk's entry went (evicted, corrupt): renew it
+        if obj is None:
+            objects = _compile_parts(llvm_ir, target, speed_level)
+            if objects is not None:
+                obj = compile_cache.pack_objects(objects)
+                _store(cache, key, obj)
         if obj is None and _worker_due():
             obj = _compile_in_worker(llvm_ir, target, speed_level)
             self.worker_compiled = obj is not None
             if obj is not None:
                 _store(cache, key, obj)
+        objects = compile_cache.unpack_objects(obj) if obj is not None else None
+        self.parts = len(objects) if objects else 1
+        if objects is not None and len(objects) > 1:
+            self.engine = _engine_of_objects(objects, self.target_machine)
+            self.compile_seconds = time.perf_counter() - start
+            return
         if obj is not None:
             # MCJIT takes the stored object and resolves its symbols; the module it is
             # given only has to exist (the IR is parsed lazily if optimized_ir() is asked)
@@ -623,7 +634,7 @@ class CompiledModule:
 IN_PROCESS_COMPILES = 32
 WORKER_COMPILES = 200
 _worker_lock = threading.Lock()
-_worker = None
+_idle_workers = []  # started workers of this process waiting for a request
 _optimizations = [0, os.getpid()]  # in-process optimizations so far, in this pid
 
 
@@ -635,7 +646,7 @@ def _count_optimization():
 
 
 def _worker_due():
-    if os.environ.get("GRAPHC_COMPILE_WORKER", "1").lower() in ("0", "off", "false", "no"):
+    if not _workers_allowed():
         return False
     # a forked child counts its own optimizations from 0
     return _optimizations[1] == os.getpid() and _optimizations[0] >= IN_PROCESS_COMPILES
@@ -678,60 +689,187 @@ class _CompileWorker:
         self.proc.stdout.close()
 
 
-def _close_worker():
-    """At exit: the worker ends with its stdin (it would anyway, once this process is gone)."""
-    if _worker is not None and _worker.pid == os.getpid():
-        _worker.close()
+def _close_workers():
+    """At exit: a worker ends with its stdin (it would anyway, once this process is gone)."""
+    with _worker_lock:
+        workers, _idle_workers[:] = list(_idle_workers), []
+    for worker in workers:
+        if worker.pid == os.getpid():
+            worker.close()
 
 
-atexit.register(_close_worker)
+atexit.register(_close_workers)
+
+
+def _take_worker():
+    """An idle worker of this process, else a new one."""
+    with _worker_lock:
+        while _idle_workers:
+            worker = _idle_workers.pop()
+            if worker.pid == os.getpid() and worker.served < WORKER_COMPILES:
+                return worker
+            if worker.pid == os.getpid():
+                worker.close()
+            # (a forked child leaves its parent's workers alone)
+    return _CompileWorker()
+
+
+def _idle_worker_count():
+    with _worker_lock:
+        return sum(w.pid == os.getpid() and w.served < WORKER_COMPILES
+                   for w in _idle_workers)
 
 
 def _compile_in_worker(llvm_ir, target, speed_level):
-    global _worker
+    """The object code a worker made of `llvm_ir`, or None when it failed (the caller
+    then compiles in-process, so the error is the one it always was)."""
+    worker = None
+    try:
+        worker = _take_worker()
+        obj = worker.compile(llvm_ir, target, speed_level)
+    except BaseException as e:
+        # a worker interrupted mid-reply (Ctrl-C, a dead pipe) cannot be talked to again
+        if worker is not None:
+            worker.proc.kill()
+            worker.close()
+        if isinstance(e, (OSError, ValueError)):
+            return None
+        raise
     with _worker_lock:
-        if _worker is not None and (_worker.pid != os.getpid() or
-                                    _worker.served >= WORKER_COMPILES):
-            if _worker.pid == os.getpid():
-                _worker.close()
-            _worker = None  # (a forked child leaves its parent's worker alone)
+        _idle_workers.append(worker)
+    return obj
+
+
+# ----------------------------------------------------------- parallel compile
+# LLVM's time is most of a big graph's first run, and it runs on one core while the
+# others wait. A module of at least SPLIT_MIN_WEIGHT (runtime/module_split.py's unit:
+# bytes of function text; about 2 us of LLVM work each) is cut into one part per free
+# core (compile_part_count()), which this process and compile workers optimize and emit at
+# once; the parts' object files are linked by one MCJIT engine: the entry is still one
+# native call per run. The compile cache keeps the parts' objects as one entry
+# (compile_cache.pack_objects). Smaller modules (every graph of the test suite) stay
+# whole: a worker costs WORKER_START_WEIGHT to start (a Python process importing llvmlite
+# and numpy: 0.3-0.4 CPU s), which a part given to a new worker is dealt less work for.
+SPLIT_MIN_WEIGHT = 256 * 1024
+WORKER_START_WEIGHT = 160 * 1024
+MAX_PARTS = 4  # past this, more parts add more start-up and declarations than they save
+
+
+def compile_part_count():
+    """GRAPHC_COMPILE_PARTS if set, else the cores this process may run on that other
+    processes leave free (at most MAX_PARTS); 1 compiles every module whole.
+
+    Parts only help on cores nobody else runs on: on the 2-core machine with one other
+    busy process (load average 2), two processes spinning at once each took 6.2 s for
+    what one alone did in 3.8, and lstm_train's LLVM stage took 1.37 s in two parts vs
+    0.97 whole (its worker's start-up and the parts' shared headers are work besides).
+    So the count is the cores less the 1-minute load average, this process counted as
+    one of the runners (it has been running the compiler's passes)."""
+    env = os.environ.get("GRAPHC_COMPILE_PARTS", "").strip()
+    if env.isdigit():
+        return max(1, int(env))
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    try:
+        others = max(0.0, os.getloadavg()[0] - 1.0)
+    except (AttributeError, OSError):
+        others = 0.0
+    return max(1, min(int(cores - others + 0.5), MAX_PARTS))
+
+
+def start_compile_workers():
+    """Starts the workers a split compile would use, unless they are running already:
+    called when a big graph's compile begins (graphc/compiler/driver.py), their start-up
+    then overlaps the compiler's passes instead of delaying its LLVM stage."""
+    if compile_part_count() < 2 or not _workers_allowed():
+        return
+    wanted = compile_part_count() - (0 if _worker_due() else 1)
+    for _ in range(wanted - _idle_worker_count()):
+        worker = _CompileWorker()
+        with _worker_lock:
+            _idle_workers.append(worker)
+
+
+def _workers_allowed():
+    return os.environ.get("GRAPHC_COMPILE_WORKER", "1").lower() not in ("0", "off", "false",
+                                                                        "no")
+
+
+def _compile_parts(llvm_ir, target, speed_level):
+    """[object code of each part] of a big module compiled in parts at once, or None
+    when it is not split, or a part failed (the caller then compiles the module whole,
+    which reports the error as it always did)."""
+    count = compile_part_count()
+    if count < 2 or not _workers_allowed():
+        return None
+    here = 0 if _worker_due() else 1  # parts compiled by this process (not its leak)
+    idle = _idle_worker_count()
+    loads = [0] * here + [0 if k < idle else WORKER_START_WEIGHT
+                          for k in range(count - here)]
+    parts = module_split.split(llvm_ir, loads, SPLIT_MIN_WEIGHT)
+    if parts is None:
+        return None
+    objects = [None] * len(parts)
+    raised = []
+
+    def in_worker(k):
         try:
-            if _worker is None:
-                _worker = _CompileWorker()
-            return _worker.compile(llvm_ir, target, speed_level)
-        except BaseException as e:
-            # a worker interrupted mid-reply (Ctrl-C, a dead pipe) cannot be talked to again
-            if _worker is not None:
-                _worker.proc.kill()
-                _worker.close()
-            _worker = None
-            if isinstance(e, (OSError, ValueError)):
-                return None  # compiled in-process instead
-            raise
+            objects[k] = _compile_in_worker(parts[k], target, speed_level)
+        except BaseException as e:  # noqa: BLE001 -- raised again by the caller's thread
+            raised.append(e)
+
+    threads = [threading.Thread(target=in_worker, args=(k,), daemon=True)
+               for k in range(here, len(parts))]
+    for thread in threads:
+        thread.start()
+    try:
+        if here:
+            objects[0] = _part_in_process(parts[0], target, speed_level)
+    finally:
+        for thread in threads:
+            thread.join()
+    if raised:
+        raise raised[0]
+    return objects if all(o is not None for o in objects) else None
+
+
+def _part_in_process(llvm_ir, target, speed_level):
+    try:
+        obj = object_code(llvm_ir, target, speed_level)
+    except RuntimeError:
+        return None  # compiled whole next, which reports it
+    _count_optimization()
+    return obj
+
+
+def _engine_of_objects(objects, tm):
+    """One MCJIT engine that loads and links the object files of a module's parts."""
+    module = llvm.parse_assembly("")
+    module.triple = tm.triple
+    module.data_layout = str(tm.target_data)
+    with _lock:
+        engine = llvm.create_mcjit_compiler(module, tm)
+        for obj in objects:
+            engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
+        engine.finalize_object()
+    return engine
 
 
 def object_code(llvm_ir, target, speed_level):
     """Parses, optimizes and emits `llvm_ir` (thread-team runtime already linked) the way
-    CompiledModule does, and returns the object code MCJIT produced (what the compile
-    cache stores). Runs in the compile worker; resolving the code's symbols needs the
-    same libraries as the process that will load it."""
+    CompiledModule does, and returns the object code (what the compile cache stores: the
+    same bytes as MCJIT emits, whose loader resolves the symbols when it loads them). Runs
+    in the compile worker, and for the parts of a split module."""
     initialize()
-    if "GOMP_parallel" in llvm_ir:
-        openmp_library()
     tm = target_machine(target)
     module = _parse(llvm_ir)
     module.triple = tm.triple
     module.data_layout = str(tm.target_data)
     module.verify()
     _optimize(module, tm, speed_level)
-    emitted = []
-    engine = llvm.create_mcjit_compiler(module, tm)
-    engine.set_object_cache(notify_func=lambda _module, buf: emitted.append(bytes(buf)),
-                            getbuffer_func=lambda _module: None)
-    engine.finalize_object()
-    if not emitted:
-        raise RuntimeError("MCJIT emitted no object code")
-    return emitted[0]
+    return tm.emit_object(module)
 
 
 def _store(cache, key, buf):

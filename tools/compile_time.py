@@ -172,7 +172,11 @@ def scale_child(workload, profile=False):
     first, first_cpu = time.perf_counter() - t0, time.process_time() - c0
     peak = _peak_rss_mb()
     ops = len(sess.graph.get_operations())
+    from runtime import jit
+    jit._close_workers()  # a child's CPU time is counted once it has been waited for
+    workers = resource.getrusage(resource.RUSAGE_CHILDREN)
     print(json.dumps({"build": build, "first": first, "ops": ops, "stages": times,
+                      "workers_cpu": workers.ru_utime + workers.ru_stime,
                       "build_cpu": build_cpu, "first_cpu": first_cpu,
                       "stages_cpu": cpu_times, "peak_mb": peak,
                       "first_peak_rise_mb": max(0.0, peak - rss_before)}))
@@ -303,8 +307,9 @@ def scale(depths, extra, warm=False, peers=None):
     head = f"{'workload, clock':24s} {'ops':>6s} {'build':>6s} {'first':>7s} " + \
         " ".join(f"{s[:8]:>8s}" for s in STAGES) + f" {'rest':>6s} {'peak MB':>8s}"
     print("cold first run (s): graph build, first Session.run, its stages; wall time and "
-          "this process's CPU time (the LLVM worker process's is not counted); peak MB: the "
-          "process's peak resident memory (+ the first run's rise of it)", flush=True)
+          "this process's CPU time (workers: the LLVM worker processes' CPU time, beside "
+          "it); peak MB: the process's peak resident memory (+ the first run's rise of it)",
+          flush=True)
     print(head, flush=True)
     cold, warm_runs = {}, {}
     for name in names:
@@ -317,7 +322,7 @@ def scale(depths, extra, warm=False, peers=None):
             rest = r["first" + suffix] - sum(st.get(s, 0.0) for s in STAGES)
             label = f"{name} {clock}"
             memory = f" {r['peak_mb']:5.0f}+{r['first_peak_rise_mb']:.0f}" if clock == "wall" \
-                else ""
+                else f" workers {r.get('workers_cpu', 0.0):.2f}"
             print(f"{label:24s} {r['ops']:6d} {r['build' + suffix]:6.2f} "
                   f"{r['first' + suffix]:7.2f} " +
                   " ".join(f"{st.get(s, 0.0):8.3f}" for s in STAGES) + f" {rest:6.2f}" +

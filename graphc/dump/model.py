@@ -105,7 +105,8 @@ def _compiled(path):
     d.pass_texts = debug.get("pass_texts") or {}
     d.symbol_hints = debug.get("symbol_hints") or {}
     records = debug.get("kernels") or []
-    called = _kernel_calls(functions.get(main.get("entry") or "graphc_main", ""), len(records))
+    called = _kernel_calls(_entry_code(functions, main.get("entry") or "graphc_main"),
+                           len(records))
     for i, k in enumerate(records):
         k = dict(k)
         prefix = k.get("function_prefix", f"kernel_{i}_")
@@ -140,6 +141,14 @@ _PTX_FUNCTION = re.compile(r'^(?:\.visible\s+|\.weak\s+)?\.(?:entry|func)\s+(?:\
 
 _KERNEL_PREFIX = re.compile(r"kernel_\d+_")
 _CALL = re.compile(r'\bcall [^@]*@"?(kernel_\d+_[\w.$-]*?)"?\(')
+
+
+def _entry_code(functions, entry):
+    """The entry's code followed by that of the segments it calls, in order (a long entry
+    calls its kernels through segment functions: backends/cpu/entry.py)."""
+    code = functions.get(entry, "")
+    segments = re.findall(r'\bcall [^@]*@"?(' + re.escape(entry) + r'\.segment\d+)"?\(', code)
+    return "\n".join([code] + [functions.get(s, "") for s in segments])
 
 
 def _kernel_calls(entry_code, n_kernels):

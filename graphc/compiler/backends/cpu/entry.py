@@ -9,7 +9,9 @@ arena, and are the entry's: their headers empty before the first call, their row
 before it returns, failing or not. A While grows its stacks itself (it is handed their
 headers); the entry allocates any other such value before the first kernel writing it,
 its size known by then (the loop has set its trip count), and hands every other kernel
-the rows, which it reads and writes as any buffer.
+the rows, which it reads and writes as any buffer. A long entry makes its calls through
+segment functions of at most SEGMENT_CALLS calls each, which it calls in order (a
+segment allocates a heap value again only if no segment before it did: the header says).
 """
 from llvmlite import ir
 
@@ -34,14 +36,49 @@ def emit_entry(program, calls, profile=False, name=ENTRY):
     function's; a body of a native While or If (control_flow.py) has an entry of its
     own, of the same signature, which pins no BLAS threads (its caller's entry does).
     A storage key ("table", "var" | "const") is the entry's table itself; ("shifted",
-    key, bytes) is key's pointer moved by bytes (kernel_reuse.py's row reads)."""
+    key, bytes) is key's pointer moved by bytes (kernel_reuse.py's row reads).
+
+    An entry of more than SEGMENT_CALLS calls calls them through segment functions of
+    SEGMENT_CALLS calls each (same signature as the entry, called with its arguments)."""
+    counters = _profile_counters(program, len(calls)) if profile else None
+    if len(calls) > SEGMENT_CALLS:
+        segments = []
+        for first in range(0, len(calls), SEGMENT_CALLS):
+            segment = _entry_function(program, f"{name}.segment{first // SEGMENT_CALLS}")
+            segment.linkage = "internal"
+            _emit_calls(program, segment, calls[first:first + SEGMENT_CALLS], counters,
+                        first, owns_run=False)
+            segments.append((segment, None))
+        calls, counters = segments, None
+    fn = _entry_function(program, name)
+    _emit_calls(program, fn, calls, counters, 0, owns_run=name == ENTRY)
+    return fn
+
+
+# An entry's code is a block and a phi edge per call (900 calls in a ResNet-50 step,
+# 1.5k in an MLP of depth 256), and LLVM's time to emit one grows faster than its
+# length: the depth-256 MLP's module took 0.70 CPU s whole, 0.51 / 0.44 / 0.37 with
+# segments of 1024 / 384 / 128 calls (64: no better). Segments are also what
+# runtime/jit.py can compile in parallel parts (module_split.py). A segment's call
+# costs nanoseconds per run.
+SEGMENT_CALLS = 128
+
+
+def _entry_function(program, name):
     fn = ir.Function(program.llvm, ir.FunctionType(I32, [PTR] * 6), name)
     # the entry is a straight run of calls (one block and one phi edge per kernel, 900 in
     # a ResNet-50 step) with nothing to gain from O3, whose passes took a second of LLVM
     # time over it; a run spends nanoseconds per call in it
     fn.attributes.add("optnone")
     fn.attributes.add("noinline")
-    counters = _profile_counters(program, len(calls)) if profile else None
+    return fn
+
+
+def _emit_calls(program, fn, calls, counters, first, owns_run):
+    """The body of an entry or of a segment: the calls in order, returning the first
+    nonzero status. A call with keys None passes the function's own arguments (a
+    segment's). owns_run: pins the BLAS threads and owns the growable stacks (the
+    module's entry)."""
     feeds, fetches, variables, constants, arena, syms = fn.args
     tables = {"feed": feeds, "fetch": fetches, "var": variables, "const": constants}
     b = ir.IRBuilder(fn.append_basic_block("entry"))
@@ -65,16 +102,17 @@ def emit_entry(program, calls, profile=False, name=ENTRY):
             pointers[key] = p
         return p
 
-    restore_blas = _pin_blas_threads(program, b) if name == ENTRY else (lambda: None)
-    free_stacks = _own_growable_stacks(program, b, pointer) if name == ENTRY else \
-        (lambda: None)
+    restore_blas = _pin_blas_threads(program, b) if owns_run else (lambda: None)
+    free_stacks = _own_growable_stacks(program, b, pointer) if owns_run else (lambda: None)
     # every failing call branches to one exit (its status through a phi): a return
     # block per call, each restoring the BLAS threads, was most of the entry's IR
     fail = fn.append_basic_block("failed") if calls else None
     failures = []
     heap = _HeapValues(program, b, pointer, syms)
-    for k, (callee, keys) in enumerate(calls):
-        if callee in program.header_readers:
+    for k, (callee, keys) in enumerate(calls, first):
+        if keys is None:  # a segment: the entry's own arguments
+            args = list(fn.args)
+        elif callee in program.header_readers:
             args = [pointer(key) for key in keys] + [syms]
         else:
             args = [heap.rows(key, fail, failures) for key in keys] + [syms]
@@ -97,7 +135,6 @@ def emit_entry(program, calls, profile=False, name=ENTRY):
         free_stacks()
         restore_blas()
         b.ret(status)
-    return fn
 
 
 class _HeapValues:
