@@ -658,6 +658,9 @@ class Fusion:
                        if self.groups[g].kind == "loop" and v.node not in self.groups[g].nodes}
             if len(readers) < 2:
                 continue
+            readers -= self.pinned_aliases  # aliases of a product's operand: never merged
+            if len(readers) < 2:
+                continue
             gathered, *rest = sorted(readers, key=self.order.__getitem__)
             for b in rest:
                 merged = self.groups[gathered].nodes | self.groups[b].nodes
