@@ -681,8 +681,6 @@ class Fusion:
             if b not in self.groups or self.groups[b].kind != "loop":
                 continue
             dims = self.loop_dims(self.groups[b].nodes)
-            if dims is None:
-                continue
             for v in self._stored_reads(b):
                 chain = self._recomputable(v, b, dims)
                 if chain is not None:
@@ -731,7 +729,7 @@ class Fusion:
         ga, gb = self.groups[a], self.groups[b]
         a_dims = self.loop_dims(ga.nodes)
         if self._split_required(chain, gb.nodes) or \
-                not _same_dims(self.loop_dims(gb.nodes | chain, copies=chain), dims):
+                not dims_equal(self.loop_dims(gb.nodes | chain, copies=chain) or (), dims):
             return False
         saved = (set(ga.nodes), set(gb.nodes), {n: set(self.group_of[n]) for n in chain})
         gb.nodes |= chain
@@ -743,7 +741,7 @@ class Fusion:
                 ga.nodes.discard(n)
                 self.group_of[n].discard(a)
         self._update_edges([a, b])
-        if ga.nodes and _same_dims(self.loop_dims(ga.nodes), a_dims) and \
+        if ga.nodes and dims_equal(self.loop_dims(ga.nodes) or (), a_dims) and \
                 self._repair_numbering([a, b]):
             return True
         ga.nodes, gb.nodes = saved[0], saved[1]
@@ -954,11 +952,6 @@ class Fusion:
                     if indeg[s] == 0:
                         heapq.heappush(ready, (key[s], s))
         return sequence
-
-
-def _same_dims(a, b):
-    """Both loop dims exist (a valid loop nest) and are equal."""
-    return a is not None and b is not None and dims_equal(a, b)
 
 
 def _is_bias_add(node, value):
