@@ -991,7 +991,8 @@ HOOK_WORKER = """
     bump = gc.assign_add(step, 1)
     hooks = [hvd.BroadcastGlobalVariablesHook(0)]
     with gc.train.MonitoredTrainingSession(hooks=hooks) as sess:
-        print(hvd.rank(), sess.run(v).tolist(), sess.run(bump))
+        # one string, flushed: one write, which two ranks sharing the pipe cannot interleave
+        print(f"{hvd.rank()} {sess.run(v).tolist()} {sess.run(bump)}", flush=True)
 """
 
 
