@@ -155,7 +155,9 @@ def test_a_failing_part_reports_the_error_of_the_whole_module(split_everything,
     bad = _two_function_ir("%y = add i32 %x, 2")  # %x is an i64
     with pytest.raises(RuntimeError, match="'%x' defined with type 'i64'"):
         jit.CompiledModule(bad)
-    assert replies == [None]  # the worker compiled the bad part and said it failed
+    # a worker compiled the bad part and said it failed (in a process past its in-process
+    # compiles, the workers compile the good part and the whole module again too)
+    assert None in replies and all(r is None or r.startswith(b"\x7fELF") for r in replies)
 
 
 def test_a_dead_worker_costs_a_compile_in_process(split_everything, monkeypatch):
