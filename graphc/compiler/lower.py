@@ -53,6 +53,8 @@ from graphc.framework.symbolic import GuardSet, SymDim, concrete
 from graphc.framework.tensor_shape import TensorShape
 
 _module_counter = itertools.count(1)
+MAX_SPECIALIZED_ELEMENTS = 64  # larger integer feeds are data, never shape values
+_MAX_STAND_IN_ELEMENTS = 1 << 22  # per input, for the reference kernel's error message
 _PEEKING = [False]  # reading values without specializing on fed ones (_peeking)
 
 
@@ -68,8 +70,6 @@ def _peeking():
         yield
     finally:
         _PEEKING[0] = before
-MAX_SPECIALIZED_ELEMENTS = 64  # larger integer feeds are data, never shape values
-_MAX_STAND_IN_ELEMENTS = 1 << 22  # per input, for the reference kernel's error message
 
 
 class LoweringError(NotImplementedError):
