@@ -337,16 +337,20 @@ def test_lstm_gradient_emits_as_many_loops_at_any_number_of_steps():
     assert loops[0] == loops[1], loops
 
 
-def _fusion_stats(depth):
+def _mlp_module(depth, batch=BATCH):
+    """The lowered (unoptimized) training step of the MLP's first `depth` layers and its
+    classifier, batch fed as BATCH rows (`batch`: the graph's static batch, or None)."""
     from graphc.compiler import lower
-    from graphc.compiler.driver import schedule_module
-    rng = np.random.default_rng(1)
-    ws, bs = _weights(rng)
-    ws, bs = ws[:depth] + ws[-1:], bs[:depth] + bs[-1:]
+    ws, bs = _weights(np.random.default_rng(1))
     with gc.Graph().as_default():
-        x, y, loss, train, _ = _graph(ws, bs, gc.float32, batch=BATCH)
-        module = lower([x, y], [loss], [train], [(BATCH, WIDTH), (BATCH,)])
-        return schedule_module(module)["fusion"]
+        x, y, loss, train, _ = _graph(ws[:depth] + ws[-1:], bs[:depth] + bs[-1:],
+                                      gc.float32, batch=batch)
+        return lower([x, y], [loss], [train], [(BATCH, WIDTH), (BATCH,)])
+
+
+def _fusion_stats(depth):
+    from graphc.compiler.driver import schedule_module
+    return schedule_module(_mlp_module(depth))["fusion"]
 
 
 def test_fusion_searches_for_paths_grow_linearly_with_depth():
@@ -373,14 +377,8 @@ class _CountedReads(list):
 
 
 def _roots_read_by_batch_gemms(depth):
-    from graphc.compiler import lower
     from graphc.compiler.passes import batch_gemms
-    rng = np.random.default_rng(1)
-    ws, bs = _weights(rng)
-    ws, bs = ws[:depth] + ws[-1:], bs[:depth] + bs[-1:]
-    with gc.Graph().as_default():
-        x, y, loss, train, _ = _graph(ws, bs, gc.float32, batch=BATCH)
-        module = lower([x, y], [loss], [train], [(BATCH, WIDTH), (BATCH,)])
+    module = _mlp_module(depth)
     assert len(module.roots) > depth  # an update per variable
     roots = module.roots = _CountedReads(module.roots)
     batch_gemms.run(module)
@@ -395,7 +393,7 @@ def test_batch_gemms_reads_the_roots_a_bounded_number_of_times():
 
 
 def _verifications(monkeypatch, every_stage):
-    from graphc.compiler import ir, lower
+    from graphc.compiler import ir
     from graphc.compiler.driver import schedule_module
     if every_stage:
         monkeypatch.setenv("GRAPHC_VERIFY_PASSES", "1")
@@ -404,12 +402,7 @@ def _verifications(monkeypatch, every_stage):
     calls = []
     verify = ir.Module.verify
     monkeypatch.setattr(ir.Module, "verify", lambda self: calls.append(self) or verify(self))
-    rng = np.random.default_rng(1)
-    ws, bs = _weights(rng)
-    with gc.Graph().as_default():
-        x, y, loss, train, _ = _graph(ws[:4] + ws[-1:], bs[:4] + bs[-1:], gc.float32)
-        module = lower([x, y], [loss], [train], [(BATCH, WIDTH), (BATCH,)])
-        schedule_module(module)
+    schedule_module(_mlp_module(4, batch=None))
     return len(calls)
 
 
