@@ -190,28 +190,22 @@ def test_the_rows_a_loop_did_not_write_are_zeros_to_the_product_after_it(
     asks the runtime to zero the rows past the trip count, which the host-driven form
     does after the loop and the device loop before its launch. A full run first leaves
     its values in the rows that the shorter runs do not write."""
-    from tests.test_loop_gemms import B, M, N, T, accumulating_loop, np_accumulating_loop
+    from tests.test_loop_gemms import B, M, N, T, AccumulatingCase
     monkeypatch.setenv("GRAPHC_GPU_DEVICE_LOOPS", device_loops)
-    rng = np.random.default_rng(3)
-    xv = rng.standard_normal((T, B, M)).astype(dtype)
-    wv = rng.standard_normal((M, N)).astype(dtype)
-    xs = gc.placeholder(dtype, [T, B, M])
-    w = gc.placeholder(dtype, [M, N])
-    n = gc.placeholder(gc.int32, [])
-    acc, h = accumulating_loop(xs, w, n)
+    case = AccumulatingCase(dtype, seed=3)
     loose = dict(rtol=2e-5, atol=2e-5) if dtype == np.float32 else dict(rtol=1e-12,
                                                                        atol=1e-12)
     with gc.Session() as sess:
         launches = {}
         for trips in (T, 0, 1, 4, T):
             before = sess._gpu.launches if sess._gpu else 0
-            got_acc, got_h = sess.run([acc, h], {xs: xv, w: wv, n: trips})
+            got_acc, got_h = sess.run([case.acc, case.h], case.feed(trips))
             launches[trips] = sess._gpu.launches - before
-            want_acc, want_h = np_accumulating_loop(xv, wv, trips)
-            np.testing.assert_allclose(got_acc, want_acc, **loose)
-            np.testing.assert_allclose(got_h, want_h, **loose)
-    exe = compile_gpu_executable([xs, w, n], [acc, h], [], [(T, B, M), (M, N), ()],
-                                 [xv, wv, np.array(T, np.int32)], device=EmulatedDevice())
+            case.check(got_acc, got_h, trips, loose)
+    exe = compile_gpu_executable([case.xs, case.w, case.n], [case.acc, case.h], [],
+                                 [(T, B, M), (M, N), ()],
+                                 [case.xv, case.wv, np.array(T, np.int32)],
+                                 device=EmulatedDevice())
     step = next(s for s in exe.spec["launches"] if "while" in s)
     assert [s["zeroed_past_trips"] for s in step["stacks"]] == [True, True]
     # the form each setting gives: one launch for the loop whatever its trips, or the

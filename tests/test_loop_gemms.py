@@ -55,6 +55,28 @@ def np_accumulating_loop(xv, wv, n):
     return acc, h
 
 
+class AccumulatingCase:
+    """The accumulating loop over fed rows xs [T, B, M] and weights w [M, N] up to a fed
+    trip count n, with values for them drawn from `seed`."""
+
+    def __init__(self, dtype, seed):
+        rng = np.random.default_rng(seed)
+        self.xv = rng.standard_normal((T, B, M)).astype(dtype)
+        self.wv = rng.standard_normal((M, N)).astype(dtype)
+        self.xs = gc.placeholder(dtype, [T, B, M])
+        self.w = gc.placeholder(dtype, [M, N])
+        self.n = gc.placeholder(gc.int32, [])
+        self.acc, self.h = accumulating_loop(self.xs, self.w, self.n)
+
+    def feed(self, trips):
+        return {self.xs: self.xv, self.w: self.wv, self.n: trips}
+
+    def check(self, got_acc, got_h, trips, tolerance):
+        want_acc, want_h = np_accumulating_loop(self.xv, self.wv, trips)
+        np.testing.assert_allclose(got_acc, want_acc, **tolerance)
+        np.testing.assert_allclose(got_h, want_h, **tolerance)
+
+
 def sunk(fetches, feeds, shapes):
     """(the pass's count, MatMuls in the loop bodies, MatMuls outside) of the lowered
     module once optimized and scheduled."""
@@ -108,21 +130,12 @@ def test_loops_of_another_shape_are_left_alone(case):
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_accumulated_products_match_numpy(backend, monkeypatch, dtype, threads):
     monkeypatch.setenv("GRAPHC_NUM_THREADS", threads)
-    rng = np.random.default_rng(1)
-    xv = rng.standard_normal((T, B, M)).astype(dtype)
-    wv = rng.standard_normal((M, N)).astype(dtype)
-    xs = gc.placeholder(dtype, [T, B, M])
-    w = gc.placeholder(dtype, [M, N])
-    n = gc.placeholder(gc.int32, [])
-    acc, h = accumulating_loop(xs, w, n)
+    case = AccumulatingCase(dtype, seed=1)
     with gc.Session() as sess:
         # the full run first: the rows the later, shorter runs leave unwritten hold its
         # values (the arena is reused), which must not reach the sum
         for trips in (T, 0, 1, 4, T):
-            got_acc, got_h = sess.run([acc, h], {xs: xv, w: wv, n: trips})
-            want_acc, want_h = np_accumulating_loop(xv, wv, trips)
-            np.testing.assert_allclose(got_acc, want_acc, **tol(dtype))
-            np.testing.assert_allclose(got_h, want_h, **tol(dtype))
+            case.check(*sess.run([case.acc, case.h], case.feed(trips)), trips, tol(dtype))
 
 
 def test_a_trip_count_past_the_gathered_rows_is_the_gathers_error(backend):
