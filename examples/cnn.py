@@ -7,12 +7,12 @@ as it goes, the speed and the test accuracy.
     python examples/cnn.py [--steps 300] [--batch-size 64]
 """
 import argparse
-import time
 
 import numpy as np
 from sklearn.datasets import load_digits
 
 import graphc as gc
+from step_log import StepLog
 
 NUM_CLASSES = 10
 
@@ -56,21 +56,13 @@ def main(argv=None):
     rng = np.random.default_rng(0)
     with gc.Session() as sess:
         sess.run(gc.global_variables_initializer())
-        recent, start = [], time.perf_counter()
-        interval_start = start
+        log = StepLog(args.steps)
         for step in range(1, args.steps + 1):
             batch = rng.choice(len(x_train), args.batch_size, replace=False)
             _, loss_value, batch_accuracy = sess.run(
                 [train_op, loss, accuracy], {images: x_train[batch], labels: y_train[batch]})
-            recent.append((loss_value, batch_accuracy))
-            if step % max(1, args.steps // 10) == 0 or step == args.steps:
-                now = time.perf_counter()
-                loss_mean, accuracy_mean = np.mean(recent, axis=0)
-                print(f"step {step:4d}  loss {loss_mean:.4f}  train accuracy "
-                      f"{accuracy_mean:.4f}  {(now - interval_start) / len(recent) * 1e3:.1f} "
-                      "ms/step")
-                recent, interval_start = [], now
-        elapsed = time.perf_counter() - start
+            log.add(step, loss_value, batch_accuracy)
+        elapsed = log.elapsed()
         print(f"trained {args.steps} steps in {elapsed:.1f} s ({args.steps / elapsed:.0f} steps/s)")
         test_accuracy = sess.run(accuracy, {images: x_test, labels: y_test})
     print(f"test accuracy: {test_accuracy:.4f}")

@@ -14,11 +14,11 @@ and how many times the training step was compiled.
     python examples/sequence_rnn.py [--steps 400] [--batch-size 32] [--max-length 24]
 """
 import argparse
-import time
 
 import numpy as np
 
 import graphc as gc
+from step_log import StepLog
 
 LETTERS = 4
 
@@ -71,22 +71,14 @@ def main(argv=None):
     with gc.Session() as sess:
         sess.run(gc.global_variables_initializer())
         compiles_before = sess.compile_count
-        recent, start = [], time.perf_counter()
-        interval_start = start
+        log = StepLog(args.steps)
         for step in range(1, args.steps + 1):
             batch = slice((step - 1) * args.batch_size, step * args.batch_size)
             x, n = pad_batch(train_x[batch], rng)
             _, loss_value, batch_accuracy = sess.run(
                 [train_op, loss, accuracy], {inputs: x, lengths: n, labels: train_y[batch]})
-            recent.append((loss_value, batch_accuracy))
-            if step % max(1, args.steps // 10) == 0 or step == args.steps:
-                now = time.perf_counter()
-                loss_mean, accuracy_mean = np.mean(recent, axis=0)
-                print(f"step {step:4d}  loss {loss_mean:.4f}  train accuracy "
-                      f"{accuracy_mean:.4f}  {(now - interval_start) / len(recent) * 1e3:.1f} "
-                      "ms/step")
-                recent, interval_start = [], now
-        elapsed = time.perf_counter() - start
+            log.add(step, loss_value, batch_accuracy)
+        elapsed = log.elapsed()
         train_compiles = sess.compile_count - compiles_before
         print(f"trained {args.steps} steps in {elapsed:.1f} s ({args.steps / elapsed:.0f} "
               f"steps/s); the training step compiled {train_compiles} time(s) for batches of "
