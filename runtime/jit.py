@@ -783,9 +783,10 @@ def start_compile_workers():
     """Starts the workers a split compile would use, unless they are running already:
     called when a big graph's compile begins (graphc/compiler/driver.py), their start-up
     then overlaps the compiler's passes instead of delaying its LLVM stage."""
-    if compile_part_count() < 2 or not _workers_allowed():
+    parts = compile_part_count()
+    if parts < 2 or not _workers_allowed():
         return
-    wanted = compile_part_count() - (0 if _worker_due() else 1)
+    wanted = parts - (0 if _worker_due() else 1)
     for _ in range(wanted - _idle_worker_count()):
         worker = _CompileWorker()
         with _worker_lock:
