@@ -525,8 +525,14 @@ class HeaderVerifier:
         if gpu:
             if target is None:
                 self.fail(where, "a GPU spec must name its target")
+            # launch grids and grown sizes may read the trip counts set during the run
+            names = spec.get("run_dim_names")
+            run_symbols = dict(symbols, **{n: None for n in names if isinstance(n, str)}) \
+                if isinstance(names, list) else symbols
             check_gpu_fields(spec, lambda w, problem: self.fail(f"{where} {w}", problem),
-                             lambda e, w: self.expr(e, f"{where} {w}", symbols))
+                             lambda e, w: self.expr(e, f"{where} {w}", symbols),
+                             check_run_expr=lambda e, w: self.expr(e, f"{where} {w}",
+                                                                   run_symbols))
             self.gpu_arena_offsets(spec, where, ranges)
         if self.verify_code:
             self.code(spec, where, "emulation_ir" if gpu else "llvm_ir")

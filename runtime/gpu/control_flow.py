@@ -18,6 +18,13 @@ the copies of its initial values and one launch, with nothing read back; the ker
 writes the loop's outputs and trip count itself. GRAPHC_GPU_DEVICE_LOOPS=0 in the
 environment when a binding is resolved keeps its loops host-driven.
 
+A While without a bound on its trip count keeps its stacks (and the arrays it appends
+to) in buffers the run owns (grown.py): before the body's launches of iteration k it
+makes room for row k of each, doubling on the device; when the loop leaves it sets its
+trip count's run dim ("trips_dim": the syms slot after the error details, and the run's
+env), which sizes what reads them after it: launches whose grid reads a run dim are
+resolved when they run (DeferredLaunch), grown buffers are sized at their first use.
+
 Each body runs in a Frame of its own: its parameters (feeds), outputs (fetches) and arena
 are device addresses the step chooses; variables, constants and the control block are the
 executable's. Steps are resolved once per binding (the symbol values of a feed shape
@@ -29,21 +36,25 @@ import numpy as np
 
 from ..errors import ShapeError
 from ..shapes import evaluate as _evaluate
+from .spec import MAX_GRID
 
-__all__ = ["Frame", "resolve_steps", "run_steps", "PREDICATE_OFFSET"]
+__all__ = ["Frame", "Run", "DeferredLaunch", "resolve_steps", "run_steps",
+           "PREDICATE_OFFSET"]
 
 PREDICATE_OFFSET = 4  # bytes into the control block: after the i32 status, in its padding
 
 
 class Frame:
     """Where a step's buffers are: kind 0: base + v (the executable's arena), 1: variable
-    v, 2: absolute address v, 3: the frame's feed v, 4: its fetch v, 5: its arena + v."""
+    v, 2: absolute address v, 3: the frame's feed v, 4: its fetch v, 5: its arena + v,
+    6: the run's grown buffer v (grown.py)."""
 
-    __slots__ = ("base", "variables", "feeds", "fetches", "arena")
+    __slots__ = ("base", "variables", "feeds", "fetches", "arena", "grown")
 
-    def __init__(self, base, variables, feeds=(), fetches=(), arena=0):
+    def __init__(self, base, variables, feeds=(), fetches=(), arena=0, grown=None):
         self.base, self.variables = base, variables
         self.feeds, self.fetches, self.arena = feeds, fetches, arena
+        self.grown = grown
 
     def address(self, where, v):
         if where == 0:
@@ -56,18 +67,35 @@ class Frame:
             return self.feeds[v]
         if where == 4:
             return self.fetches[v]
+        if where == 6:
+            return self.grown.address(v)
         return self.arena + v
+
+    def inner(self, feeds=(), fetches=(), arena=0):
+        """The frame of a body run from this one: the executable's buffers shared."""
+        return Frame(self.base, self.variables, feeds, fetches, arena, self.grown)
 
 
 class Run:
-    """What every step of one run shares: the device and the control block (the kernels'
-    status word, then their syms)."""
+    """What every step of one run shares: the device, the control block (the kernels'
+    status word, then their syms), the dim values (env: the binding's symbols, then each
+    run dim once its loop has left) and the run dims' syms slots (run_dim_slots: [(name,
+    device address)] in the spec's run_dim_names order)."""
 
-    __slots__ = ("device", "syms", "status", "_control")
+    __slots__ = ("device", "syms", "status", "env", "run_dim_slots", "_control")
 
-    def __init__(self, device, base, syms):
+    def __init__(self, device, base, syms, env=None, run_dim_slots=()):
         self.device, self.syms, self.status = device, syms, base
+        self.env = {} if env is None else env
+        self.run_dim_slots = list(run_dim_slots)
         self._control = np.zeros(2, np.int32)
+
+    def set_run_dim(self, index, value):
+        """Run dim `index` (the spec's run_dim_names) is `value` for the rest of the run:
+        in env for the host's sizes, in its syms slot for the kernels'."""
+        name, address = self.run_dim_slots[index]
+        self.env[name] = value
+        self.device.copy_in(address, np.array(value, np.int64))
 
     def control(self):
         """(status, predicate) of the control block: one device->host copy."""
@@ -109,9 +137,35 @@ def resolve_steps(steps, env, arg_of, resolve_launch):
             out.append(IfStep(step, env, arg_of, resolve_launch))
         else:
             launch = resolve_launch(step, env, arg_of)
-            if launch[2] > 0:  # no blocks: nothing to compute
+            if type(launch) is not tuple or launch[2] > 0:  # no blocks: nothing to compute
                 out.append(launch)
     return out
+
+
+class DeferredLaunch:
+    """A launch whose grid reads a dim set during the run (a loop's trip count: a gather
+    of the stack it appended to): its grid is evaluated when it runs, in the run's env."""
+
+    __slots__ = ("kernel", "args", "grid", "block", "shared", "name")
+
+    def __init__(self, kernel, args, grid, block, shared, name):
+        self.kernel, self.args, self.grid = kernel, args, grid
+        self.block, self.shared, self.name = block, shared, name
+
+    def run(self, run, frame):
+        try:
+            grid = _evaluate(self.grid, run.env)
+        except KeyError as e:
+            raise ShapeError(f"kernel {self.name}: its grid reads {e.args[0]!r}, which no "
+                             "loop before it has set") from None
+        if not 0 <= grid <= MAX_GRID:
+            raise ShapeError(f"kernel {self.name}: grid of {grid} blocks is outside "
+                             f"[0, {MAX_GRID}]")
+        if grid:
+            pointers = [frame.address(w, v) for w, v in self.args]
+            run.device.launch(self.kernel, pointers, run.syms, run.status, grid, self.block,
+                              self.shared)
+        return 0
 
 
 class Body:
@@ -213,11 +267,16 @@ class WhileStep(_Region):
                                                                        self.var_bytes)]
         # written in place by the body: one buffer, read and written by each iteration
         self.in_place = [bool(v.get("in_place")) for v in step["vars"]]
+        # (row bytes, its scratch row, the stack's bytes or None when it grows, the grown
+        # buffer it grows in or None)
         self.stacks = []
         for s in step["stacks"]:
             row = _evaluate(s["row_bytes"], env)
+            grows = s.get("bytes") is None
             self.stacks.append((row, self.part(_evaluate(s["row"], env), row),
-                                _evaluate(s["bytes"], env)))
+                                None if grows else _evaluate(s["bytes"], env),
+                                s.get("grown") if grows else None))
+        self.trips_dim = step.get("trips_dim")
         # the stacks whose rows past the trip count are zeroed (a product after the loop
         # reads every row)
         self.zeroed = [bool(s.get("zeroed_past_trips")) for s in step["stacks"]]
@@ -228,6 +287,12 @@ class WhileStep(_Region):
                 or self.bodies["cond"].fetch_count != 1 or \
                 self.bodies["body"].fetch_count != n + len(self.stacks):
             raise ShapeError(f"{self.name}: its inputs, outputs and bodies do not match")
+        for k, (_, _, total, grown) in enumerate(self.stacks):
+            keys = self.outputs[n + 1 + k]
+            if total is None and (self.trips_dim is None or
+                                  keys != ([] if grown is None else [(6, grown)])):
+                raise ShapeError(f"{self.name}: stack {k} grows, but not in the one grown "
+                                 "buffer its output names, or with no trip count to set")
         self.device_loop = self._device_loop(step, env, arg_of, resolve_launch)
 
     def _device_loop(self, step, env, arg_of, resolve_launch):
@@ -278,11 +343,13 @@ class WhileStep(_Region):
         cond, body = self.bodies["cond"], self.bodies["body"]
         cond_extra = inputs[n:cond.params]
         body_extra = inputs[cond.params:]
-        stacks = [(frame.address(*keys[0]) if keys else None, row, scratch + fallback)
-                  for keys, (row, fallback, _) in zip(self.outputs[n + 1:], self.stacks)]
-        cond_frame = Frame(frame.base, frame.variables, (), [run.status + PREDICATE_OFFSET],
-                           scratch + cond.arena)
-        body_frame = Frame(frame.base, frame.variables, (), (), scratch + body.arena)
+        # a grown stack's rows move as it grows: asked of frame.grown each iteration
+        stacks = [(frame.address(*keys[0]) if keys and grown is None else None, row,
+                   scratch + fallback)
+                  for keys, (row, fallback, _, grown) in zip(self.outputs[n + 1:],
+                                                             self.stacks)]
+        cond_frame = frame.inner((), [run.status + PREDICATE_OFFSET], scratch + cond.arena)
+        body_frame = frame.inner((), (), scratch + body.arena)
         trips = 0
         while True:
             cond_frame.feeds = current + cond_extra
@@ -294,14 +361,17 @@ class WhileStep(_Region):
             if not go_on:
                 break
             body_frame.feeds = current + body_extra
-            body_frame.fetches = spare + [self._row(stack, row, fallback, total, trips)
-                                          for (stack, row, fallback), (_, _, total)
-                                          in zip(stacks, self.stacks)]
+            body_frame.fetches = spare + [
+                self._row(stack, row, fallback, total, trips) if grown is None else
+                frame.grown.row(grown, trips, row)
+                for (stack, row, fallback), (_, _, total, grown) in zip(stacks, self.stacks)]
             status = body.run(run, body_frame)
             if status:
                 return status
             current, spare = spare, current
             trips += 1
+        if self.trips_dim is not None:
+            run.set_run_dim(self.trips_dim, trips)
         self._write_outputs(run, frame, current, trips)
         return 0
 
@@ -320,9 +390,10 @@ class WhileStep(_Region):
         """Zeros the rows from `trips` on of the stacks a product after the loop reads
         (before their copies to other buffers)."""
         n = len(self.var_bytes)
-        for keys, (row, _, total), zeroed in zip(self.outputs[n + 1:], self.stacks,
-                                                 self.zeroed):
-            if zeroed and keys and total > trips * row:
+        for keys, (row, _, total, _), zeroed in zip(self.outputs[n + 1:], self.stacks,
+                                                    self.zeroed):
+            # a grown stack has the trip count's rows: none past them
+            if zeroed and keys and total is not None and total > trips * row:
                 run.device.zero(frame.address(*keys[0]) + trips * row, total - trips * row)
 
     def _write_outputs(self, run, frame, current, trips):
@@ -333,14 +404,14 @@ class WhileStep(_Region):
                 run.copy(frame.address(*arg), current[i], self.var_bytes[i])
         for arg in self.outputs[n]:  # the trip count
             run.device.copy_in(frame.address(*arg), np.array(trips, np.int32))
-        for keys, (_, _, total) in zip(self.outputs[n + 1:], self.stacks):
-            for arg in keys[1:]:
+        for keys, (_, _, total, _) in zip(self.outputs[n + 1:], self.stacks):
+            for arg in keys[1:]:  # a grown stack has one (the compiler checked)
                 run.copy(frame.address(*arg), frame.address(*keys[0]), total)
 
 
 def _launches(steps):
     """The launch tuples of resolved steps, those in If branches included; None for a
-    While (a device loop holds none)."""
+    While and for a launch sized during the run (a device loop holds neither)."""
     for step in steps:
         if type(step) is tuple:
             yield step
@@ -383,9 +454,8 @@ class IfStep(_Region):
         n_then = self.bodies["then"].params
         feeds = inputs[1:1 + n_then] if key == "then" else inputs[1 + n_then:]
         mine = self.mine[key]
-        status = self.bodies[key].run(run, Frame(frame.base, frame.variables, feeds,
-                                                 [outputs[i] for i in mine],
-                                                 scratch + self.bodies[key].arena))
+        status = self.bodies[key].run(run, frame.inner(feeds, [outputs[i] for i in mine],
+                                                       scratch + self.bodies[key].arena))
         if status:
             return status
         for i in set(range(len(outputs))) - set(mine):  # the other branch's saved values

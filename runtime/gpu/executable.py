@@ -6,7 +6,7 @@ errors behave and read exactly the same: `run(feed_arrays, variables) -> fetch a
 
 What one run does on the device:
 - ONE device arena per executable, laid out per tuple of feed shapes as
-      [status i32 + pad | syms i64 x (symbols + error detail slots)] [planned buffers
+      [status i32 + pad | syms i64 x (symbols + error detail slots + run dims)] [planned buffers
       (spec arena_bytes)] [feeds] [kernel fetches]
   (each part 256-byte aligned), grown when a bigger batch needs more;
 - constants are uploaded once, when the executable is built;
@@ -18,7 +18,10 @@ What one run does on the device:
   While and If steps (control_flow.py) add one copy out of their predicate per
   iteration or branch, and copies on the device. A
   nonzero status is 1 + the index of the error site a thread hit (its detail slots are
-  copied out to format the message) and raises the same KernelFailure as the CPU code.
+  copied out to format the message) and raises the same KernelFailure as the CPU code;
+- the values whose rows are a loop's trip count live in buffers the run owns (grown.py),
+  freed when it ends, failing or not; a loop sets its trip count's run dim when it
+  leaves (one copy in), and launches whose grid reads one are resolved then.
 """
 import threading
 
@@ -27,7 +30,8 @@ import numpy as np
 from .. import shapes
 from ..errors import ShapeError
 from ..signature import Signature
-from .control_flow import Frame, Run, run_steps, resolve_steps
+from .control_flow import DeferredLaunch, Frame, Run, run_steps, resolve_steps
+from .grown import GrownBuffers
 from .spec import MAX_GRID, check_gpu_fields
 from .variables import DeviceVariables
 
@@ -54,7 +58,8 @@ def _check_expr(expr, where):
 
 class _Layout:
     """What one tuple of feed shapes implies on the device."""
-    __slots__ = ("control", "feed_offsets", "fetch_offsets", "total", "launches")
+    __slots__ = ("control", "feed_offsets", "fetch_offsets", "total", "launches",
+                 "run_dim_slots")
 
 
 class GpuExecutable:
@@ -78,6 +83,8 @@ class GpuExecutable:
         self._arena, self._arena_bytes = None, 0
         self._private_store = None
         self._written = [v["name"] for v in self.variables if v.get("written")]
+        self._run_dim_names = list(spec.get("run_dim_names", ()))
+        self._grown = list(spec.get("grown", ()))
         self.num_threads = 1
 
     def __del__(self):
@@ -131,9 +138,13 @@ class GpuExecutable:
         sig = self.signature
         layout = _Layout()
         n_syms = len(sig.symbols)
-        layout.control = np.zeros(1 + n_syms + sig.detail_slots, np.int64)
+        n_run = len(self._run_dim_names)
+        # the run dims' slots start at 0 each run: a loop sets its own when it leaves
+        layout.control = np.zeros(1 + n_syms + sig.detail_slots + n_run, np.int64)
         layout.control[1:1 + n_syms] = [binding.env[name] for name, _, _ in sig.symbols]
-        planned = _align(_STATUS_BYTES + 8 * (n_syms + sig.detail_slots))
+        layout.run_dim_slots = [(name, _STATUS_BYTES + 8 * (n_syms + sig.detail_slots + j))
+                                for j, name in enumerate(self._run_dim_names)]
+        planned = _align(_STATUS_BYTES + 8 * (n_syms + sig.detail_slots + n_run))
         position = _align(planned + binding.arena_bytes)
         layout.feed_offsets = []
         for feed, dtype in zip(self.feeds, sig.feed_dtypes):
@@ -164,6 +175,8 @@ class GpuExecutable:
                 return 0, fetch_at[what]
             if kind == "var":
                 return 1, what
+            if kind == "grown":
+                return 6, what
             return 2, self._const_addresses[what]
         layout.launches = resolve_steps(self.spec["launches"], binding.env, arg_of,
                                         self._resolve_launch)
@@ -174,7 +187,15 @@ class GpuExecutable:
         the storage keys' meaning in the frame it runs in."""
         where = f"kernel {launch['kernel']}"
         args = [arg_of(kind, what, where) for kind, what in launch["args"]]
-        grid = shapes.evaluate(launch["grid"], env)
+        try:
+            grid = shapes.evaluate(launch["grid"], env)
+        except KeyError as e:
+            if e.args[0] not in self._run_dim_names:
+                raise ShapeError(f"{where}: its grid names the unknown dim {e.args[0]!r}") \
+                    from None
+            return DeferredLaunch(self._kernels[launch["kernel"]], args, launch["grid"],
+                                  launch["block"], launch.get("shared_bytes", 0),
+                                  launch["kernel"])
         if not 0 <= grid <= MAX_GRID:
             raise ShapeError(f"kernel {launch['kernel']}: grid of {grid} blocks is outside "
                              f"[0, {MAX_GRID}]")
@@ -198,7 +219,7 @@ class GpuExecutable:
             store, copy_back = self._store_for(variables)
             var_addresses = self._bind_variables_on_device(store, binding)
             try:
-                status = self._launch_all(feeds, layout, var_addresses)
+                status = self._launch_all(feeds, binding, layout, var_addresses)
             finally:
                 for name in self._written:
                     store.written_on_device(name)
@@ -226,20 +247,26 @@ class GpuExecutable:
             self._arena_bytes = nbytes
         return self._arena
 
-    def _launch_all(self, feeds, layout, var_addresses):
+    def _launch_all(self, feeds, binding, layout, var_addresses):
         """Copies in, launches the schedule, copies the status out; returns it."""
         device = self.device
         base = self._arena_for(layout.total)
         device.copy_in(base, layout.control)
         for offset, a in zip(layout.feed_offsets, feeds):
             device.copy_in(base + offset, a)
-        run = Run(device, base, base + _STATUS_BYTES)
-        stopped = run_steps(run, layout.launches, Frame(base, var_addresses))
-        if stopped:  # a loop read the failed status already
-            return stopped
-        out = np.zeros(1, np.int32)
-        device.copy_out(out, base)
-        return int(out[0])
+        env = dict(binding.env)
+        run = Run(device, base, base + _STATUS_BYTES, env,
+                  [(name, base + offset) for name, offset in layout.run_dim_slots])
+        grown = GrownBuffers(device, self._grown, env)
+        try:
+            stopped = run_steps(run, layout.launches, Frame(base, var_addresses, grown=grown))
+            if stopped:  # a loop read the failed status already
+                return stopped
+            out = np.zeros(1, np.int32)
+            device.copy_out(out, base)  # waits for the launches reading the grown buffers
+            return int(out[0])
+        finally:
+            grown.free()
 
     def _with_details(self, binding, layout):
         """The binding with the error detail slots the failing thread wrote."""

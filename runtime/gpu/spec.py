@@ -2,12 +2,15 @@
 
     "target": {"kind": "gpu", "arch": "sm_80"}, "ptx": str, "emulation_ir": str,
     "launches": [{"kernel", "args": [[kind, x], ...], "grid", "block", "shared_bytes"}]
+    "grown": [{"bytes": [dim, ...], "first_rows": int}], "run_dim_names": [str, ...]
 
 `check_gpu_fields(spec, fail, check_expr)` reports the first problem through
 `fail(where, problem)` (which must raise): wrong types, argument keys out of range, a
 kernel missing from the PTX or the emulation IR, or declared there with another number of
 parameters than its launch passes, launch sizes out of bounds. `check_expr(expr, where)`
-checks a dim expression (the caller knows which symbols exist). The GPU executable and
+checks a dim expression (the caller knows which symbols exist); `check_run_expr`, where
+given, one that may also name the run dims (a loop's trip count, set during the run):
+launch grids, grown buffers' and stacks' sizes, never an offset. The GPU executable and
 the file reader both use it, so a spec that passes can be launched without reading or
 writing outside the buffers its keys name (given kernels that honour their sizes).
 """
@@ -16,7 +19,8 @@ import re
 __all__ = ["check_gpu_fields", "is_gpu_target", "all_launches", "frame_keys", "ARG_KINDS",
            "MAX_BLOCK", "MAX_GRID", "MAX_SHARED_BYTES"]
 
-ARG_KINDS = ("feed", "fetch", "var", "const", "arena")
+ARG_KINDS = ("feed", "fetch", "var", "const", "arena", "grown")
+MAX_FIRST_ROWS = 1 << 20        # a grown stack's first rows
 MAX_BLOCK = 1024                # threads per block on every CUDA GPU
 MAX_GRID = 2**31 - 1            # blocks in x
 MAX_SHARED_BYTES = 227 * 1024   # dynamic shared memory per block (sm_90's opt-in limit)
@@ -31,7 +35,7 @@ def is_gpu_target(target):
     return isinstance(target, dict) and target.get("kind") == "gpu"
 
 
-def check_gpu_fields(spec, fail, check_expr, need_ptx=True):
+def check_gpu_fields(spec, fail, check_expr, need_ptx=True, check_run_expr=None):
     """need_ptx=False: a spec for the emulation alone may have "ptx": None."""
     target = spec.get("target")
     if not is_gpu_target(target) or not isinstance(target.get("arch"), str) \
@@ -48,6 +52,9 @@ def check_gpu_fields(spec, fail, check_expr, need_ptx=True):
     if not isinstance(launches, list) or len(launches) > MAX_LAUNCHES:
         fail("launches", "is missing, not a list, or too long")
     limits = _key_limits(spec)
+    limits["run_expr"] = check_run_expr or check_expr
+    limits["run_dims"] = _check_run_dims(spec, fail)
+    _check_grown(spec, fail, limits["run_expr"])
     _check_steps(launches, "launch", entries, emulated, limits, fail, check_expr, [0])
 
 
@@ -125,10 +132,19 @@ def _check_region(step, where, entries, emulated, limits, fail, check_expr, coun
             if not isinstance(v.get("in_place", False), bool):
                 fail(f"{where} var {k}", "in_place is not a boolean")
         for k, v in enumerate(_list(step, "stacks", where, fail)):
-            for field in ("row_bytes", "bytes", "row"):
+            for field in ("row_bytes", "row"):
                 check_expr(_field(v, field, f"{where} stack {k}", fail), f"{where} stack {k}")
+            if _field(v, "bytes", f"{where} stack {k}", fail) is None:
+                _check_grown_stack(step, k, f"{where} stack {k}", limits, fail)
+            else:
+                check_expr(v["bytes"], f"{where} stack {k}")
             if not isinstance(v.get("zeroed_past_trips", False), bool):
                 fail(f"{where} stack {k}", "zeroed_past_trips is not a boolean")
+        trips_dim = step.get("trips_dim")
+        if trips_dim is not None and (not _is_int(trips_dim) or
+                                      not 0 <= trips_dim < len(limits["run_dims"])):
+            fail(f"{where} trips_dim", f"{trips_dim!r} names no run dim (the spec has "
+                                       f"{len(limits['run_dims'])})")
         if step.get("device_loop") is not None:
             _check_device_loop(step, where, entries, emulated, limits, fail, check_expr,
                                count)
@@ -155,7 +171,8 @@ def _check_region(step, where, entries, emulated, limits, fail, check_expr, coun
             check_expr(f.get("bytes"), f"{w} fetch {k} bytes")
         if kind == "if" and not all(_is_int(o) for o in _list(body, "outputs", w, fail)):
             fail(w, "outputs are not indices")
-        inner = dict(limits, feed=params, kernel_fetches=set(range(len(fetches))))
+        # a body's frame has no grown buffers: a loop growing stacks is no body's
+        inner = dict(limits, feed=params, kernel_fetches=set(range(len(fetches))), grown=0)
         _check_steps(body.get("steps"), w + " step", entries, emulated, inner, fail,
                      check_expr, count, depth + 1)
 
@@ -217,8 +234,56 @@ def _key_limits(spec):
     fetches = spec.get("fetches") or []
     kernel_fetches = {j for j, f in enumerate(fetches)
                       if isinstance(f, dict) and f.get("source", "kernel") == "kernel"}
+    grown = spec.get("grown")
     return {"feed": len(spec.get("feeds") or []), "var": len(spec.get("variables") or []),
-            "const": len(spec.get("constants") or []), "kernel_fetches": kernel_fetches}
+            "const": len(spec.get("constants") or []), "kernel_fetches": kernel_fetches,
+            "grown": len(grown) if isinstance(grown, list) else 0}
+
+
+def _check_run_dims(spec, fail):
+    """The run dims' names: distinct strings, one per run dim slot, no symbol's name."""
+    names = spec.get("run_dim_names", [])
+    symbols = {s.get("name") for s in spec.get("symbols") or () if isinstance(s, dict)}
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names) or \
+            len(set(names)) != len(names) or symbols & set(names):
+        fail("run_dim_names", f"{names!r} is not a list of distinct new dim names")
+    if len(names) != spec.get("run_dims", 0):
+        fail("run_dim_names", f"names {len(names)} dims, the spec has run_dims "
+                              f"{spec.get('run_dims', 0)!r}")
+    return names
+
+
+def _check_grown(spec, fail, check_run_expr):
+    """The buffers the runtime owns (runtime/gpu/grown.py): sizes of their values (which
+    may read run dims), and the first rows of a stack grown in one."""
+    grown = spec.get("grown", [])
+    if not isinstance(grown, list) or len(grown) > MAX_ARGS:
+        fail("grown", "is not a list, or too long")
+    for g, entry in enumerate(grown):
+        where = f"grown {g}"
+        for k, e in enumerate(_list(entry, "bytes", where, fail)):
+            check_run_expr(e, f"{where} bytes {k}")
+        if not entry["bytes"]:
+            fail(where, "sizes no value")
+        rows = entry.get("first_rows")
+        if not _is_int(rows) or not 1 <= rows <= MAX_FIRST_ROWS:
+            fail(where, f"first_rows {rows!r} is not an integer in [1, {MAX_FIRST_ROWS}]")
+
+
+def _check_grown_stack(step, k, where, limits, fail):
+    """A stack that grows (bytes null): its rows in the grown buffer its one output key
+    names (or nowhere: no kernel reads it), and a trip count the loop sets."""
+    stack = step["stacks"][k]
+    grown = stack.get("grown")
+    outputs = step["outputs"]
+    keys = outputs[len(step["vars"]) + 1 + k] if len(outputs) > len(step["vars"]) + 1 + k \
+        else None
+    if grown is not None and (not _is_int(grown) or not 0 <= grown < limits["grown"]):
+        fail(where, f"grown buffer {grown!r} does not exist (the spec has {limits['grown']})")
+    if keys != ([] if grown is None else [["grown", grown]]):
+        fail(where, f"grows in buffer {grown!r}, but its output keys are {keys!r}")
+    if step.get("trips_dim") is None:
+        fail(where, "grows, but the loop sets no trips_dim")
 
 
 def _check_launch(launch, where, entries, emulated, limits, fail, check_expr,
@@ -245,7 +310,7 @@ def _check_launch(launch, where, entries, emulated, limits, fail, check_expr,
                     f"{n_args + 2} pointers and (grid, block)")
     for k, arg in enumerate(args):
         _check_arg(arg, f"{where} arg {k}", limits, fail, check_expr)
-    check_expr(launch.get("grid"), f"{where} grid")
+    limits["run_expr"](launch.get("grid"), f"{where} grid")
     block = launch.get("block")
     if not _is_int(block) or not 1 <= block <= MAX_BLOCK:
         fail(where, f"block {block!r} is not an integer in [1, {MAX_BLOCK}]")
@@ -258,6 +323,11 @@ def _check_arg(arg, where, limits, fail, check_expr):
     if not isinstance(arg, list) or len(arg) != 2 or arg[0] not in ARG_KINDS:
         fail(where, f"{arg!r} is not a storage key [kind, index] with kind in {ARG_KINDS}")
     kind, index = arg
+    if kind == "grown":
+        if not _is_int(index) or not 0 <= index < limits["grown"]:
+            fail(where, f"grown buffer {index!r} does not exist (the spec has "
+                        f"{limits['grown']})")
+        return
     if kind == "arena":
         check_expr(index, where + " offset")
         return

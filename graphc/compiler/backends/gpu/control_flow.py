@@ -31,10 +31,10 @@ per stack no kernel reads (While), or a slot per output no kernel reads (If).
 """
 
 from graphc.compiler.backends.gpu.device_loop import device_loop
-from graphc.compiler.backends.gpu.spec import storage_json
+from graphc.compiler.backends.gpu.spec import grown_index, storage_json
 from graphc.compiler.lower import LoweringError, RegionOnHost
 from graphc.compiler.regions import branch_outputs, growable, row_bytes, scratch_parts, \
-    value_bytes, written_in_place, zeroed_past_trips
+    trips_symbol, value_bytes, written_in_place, zeroed_past_trips
 from graphc.compiler.loops.program import Program, dim_json
 
 _ALIGN = 256  # bytes: cudaMalloc's alignment, which every buffer of a launch may assume
@@ -52,10 +52,7 @@ class RegionKernel:
         self.name = name
         self.kind = kernel.main.type
         self.node = node = kernel.main
-        if any(growable(v) for v in node.outputs):
-            raise RegionOnHost(f"{node.describe()} keeps values for its gradient with no "
-                               "bound on its trip count: on the GPU it runs on the host",
-                               node.name)
+        _check_growable_stacks(program, node)
         self.program = program
         self.in_place = written_in_place(node.regions["body"], node.attrs["num_loop_vars"]) \
             if node.type == "While" else set()
@@ -107,11 +104,10 @@ class RegionKernel:
                              "b": dim_json(offsets[("b", i)]), "in_place": i in self.in_place}
                             for i, v in enumerate(node.outputs[:n])]
             zeroed = zeroed_past_trips(node)
-            step["stacks"] = [{"row_bytes": dim_json(row_bytes(v)),
-                               "bytes": dim_json(value_bytes(v)),
-                               "row": dim_json(offsets[("row", v.index)]),
-                               "zeroed_past_trips": v in zeroed}
+            step["stacks"] = [self._stack_json(v, offsets, v in zeroed)
                               for v in node.outputs[n + 1:]]
+            if any(growable(v) for v in node.outputs):
+                step["trips_dim"] = program.run_dims.index(trips_symbol(node.name))
             if self.device_loop is not None:
                 step["device_loop"] = self.device_loop.to_json()
         else:
@@ -121,6 +117,34 @@ class RegionKernel:
             for key, outputs in branch_outputs(node).items():
                 step[key]["outputs"] = outputs
         return step
+
+
+    def _stack_json(self, stack, offsets, zeroed):
+        """A stack's sizes and where its rows are: sized before the run ("bytes"), or
+        grown by the runtime ("grown": its buffer's index, spec.py; null when no kernel
+        reads the stack: iteration k writes the scratch row)."""
+        out = {"row_bytes": dim_json(row_bytes(stack)),
+               "row": dim_json(offsets[("row", stack.index)]),
+               "zeroed_past_trips": zeroed}
+        if growable(stack):
+            out["bytes"] = None
+            out["grown"] = grown_index(self.program, stack) if self.stores.get(stack) \
+                else None
+        else:
+            out["bytes"] = dim_json(value_bytes(stack))
+        return out
+
+
+def _check_growable_stacks(program, node):
+    """RegionOnHost unless each stack `node` grows (regions.py) is stored in the one
+    buffer the runtime grows (spec.py "grown"), or nowhere: a second storage (a fetch, a
+    copy) would be sized before the run."""
+    for v in node.outputs:
+        keys = program.stores_of(v) if growable(v) else ()
+        if len(keys) > 1 or any(key[0] != "arena" for key in keys):
+            raise RegionOnHost(f"{node.describe()} keeps values for its gradient or the "
+                               "arrays it appends to where the runtime would read them: "
+                               "it runs on the host", node.name)
 
 
 def all_launches(kernel):

@@ -38,7 +38,10 @@ Eligibility, decided from the body's kernels:
   the 48 KiB of static shared memory a kernel may have). The stacks a forward loop keeps
   for its gradient are written as in the host form, row k by iteration k; a row past a
   stack's end (a cond that does not test maximum_iterations, which sizes it) stops the
-  loop with an error naming the While, as the host form's check does.
+  loop with an error naming the While, as the host form's check does. A loop whose
+  stacks grow (no bound on its trip count, or arrays it appends to: regions.py) stays
+  host-driven: the host grows their buffers between iterations (control_flow.py), and
+  a kernel cannot allocate device memory the runtime would own and free.
 - at run time, per binding (runtime/gpu/control_flow.py): the host form's launches of the
   cond and the body have each at most MAX_ROUNDS blocks' threads: the one block then
   does at most MAX_ROUNDS rounds of what the grid did at once. An estimate, not a
@@ -67,7 +70,7 @@ from llvmlite import ir
 
 from graphc.compiler.backends.gpu import gemm, kinds, loop, reduce, scan, tensor_arrays
 from graphc.compiler.backends.gpu.spec import storage_json
-from graphc.compiler.regions import branch_outputs, row_bytes, value_bytes
+from graphc.compiler.regions import branch_outputs, growable, row_bytes, value_bytes
 from kernels.loops import I8, I32, I64, PTR
 
 MAX_ROUNDS = 32           # the host form's blocks per launch one block may take on
@@ -83,7 +86,7 @@ _PLANNED_BLOCK = (reduce.emit_row_launch, scan.emit_scan_launch, gemm.emit_gemm_
 def device_loop(region):
     """The DeviceLoop of a RegionKernel (control_flow.py), or None when its loop stays
     host-driven (the module docstring's compile-time rule)."""
-    if region.node.type != "While":
+    if region.node.type != "While" or any(growable(v) for v in region.node.outputs):
         return None
     launches = _launches_within(region)
     if launches is None:
