@@ -7,7 +7,7 @@ during the run; the stack, gathers and reductions of it after the loop compile t
 host kernels made to fail (conftest's `native`), against values written here with NumPy
 and against the reference executor, for 0, 1, 7 and 1023 elements (past several
 doublings of the rows), float32 and float64; gradients against central differences in
-float64. The emulated GPU gives the same numbers (its loop runs on the host)."""
+float64. The emulated GPU gives the same numbers (tests/test_gpu_growable_stacks.py)."""
 
 import numpy as np
 import pytest
@@ -175,8 +175,8 @@ def test_an_array_appended_to_in_a_loop_body_keeps_the_host_path(monkeypatch):
 
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_the_emulated_gpu_gives_the_same_numbers(monkeypatch, dtype):
-    """On the GPU target the appending loop runs on the host (growing device buffers is
-    not built); the rest of the stage is native."""
+    """The GPU target grows the appended array in a device buffer, which the kernels
+    after the loop read (tests/test_gpu_growable_stacks.py)."""
     (x, limit), fetches, _ = appending_loop(dtype)
     x0 = np.array([-0.7, 0.2, 1.3], dtype)
     feed_list = [{x: x0, limit: dtype(k)} for k in (0, 7, 40)]

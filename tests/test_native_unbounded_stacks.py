@@ -5,7 +5,7 @@ regions.py). Each case runs with the While and If host kernels made to fail (no 
 ran in Python), against values written here with NumPy and against the reference
 executor, for 0, 1, 7 and 1023 trips (past several doublings of the rows), float32 and
 float64, gradients against central differences in float64; the emulated GPU gives the
-same numbers (its loop runs on the host: growing device buffers is not built)."""
+same numbers (its stacks grow in device buffers: tests/test_gpu_growable_stacks.py)."""
 
 import numpy as np
 import pytest
@@ -152,8 +152,8 @@ def test_the_grown_stacks_are_freed_after_each_run(native):
 
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_the_emulated_gpu_gives_the_same_numbers(monkeypatch, dtype):
-    """On the GPU target the forward loop runs on the host (its stacks' rows known when it
-    ends), the backward loop natively on them."""
+    """The GPU target grows the forward loop's stacks in device buffers, which the
+    backward loop reads (tests/test_gpu_growable_stacks.py)."""
     placeholders, _, fetches = loop_and_grads(dtype)
     feed_list = [feeds(placeholders, dtype, trips) for trips in (0, 7, 40)]
     cpu = run_in_one_stage(fetches, feed_list)

@@ -25,14 +25,15 @@ What stays on the host (between native stages, bodies on the reference executor)
     variable's buffers are sized before the run);
   - a While keeping stacks for a gradient (attr `saved`) without a bound on its trip
     count known before it runs, where its stacks cannot grow in native code: in a body
-    (nested loops: the heap they grow on is freed by the module's entry), on the GPU, or
+    (nested loops: the heap they grow on is freed by the module's entry), or
     where a stack (or an appended array, or a value computed of one) leaves the stage
     it is made in (a fetch, or a backward loop in a later stage after a host op: the
     runtime sizes every output before the run, by the feeds' dims, and this one's rows
     are known only after the loop; no run dim sizes an output), or where the stage's
     shapes need a guard on the trip count (a broadcast of a stack against a lower rank
-    value guards its rows != 1: guards are checked before the run). The GPU target runs
-    such a loop on the host (growing device buffers is not built).
+    value guards its rows != 1: guards are checked before the run). The GPU target
+    compiles the others, its runtime growing their stacks in device buffers it owns
+    between the host-driven iterations (backends/gpu/control_flow.py).
     The bound is that of a cond testing a counter stepped by 1 against a limit
     (trip_bound, below): maximum_iterations (dynamic_rnn's time steps), map_fn's
     and scan's elements, a user's `i < n`. With one the stacks have that many rows,
