@@ -96,6 +96,25 @@ def test_the_gradient_against_central_differences(native, trips):
                     rtol=1e-6, atol=1e-9)
 
 
+def test_a_counter_against_a_limit_carried_by_the_loop_grows_its_stacks(native):
+    """`i < x` where x is a loop variable (its value is the data's: no bound the cond
+    gives before the loop runs), with the gradient through the loop's cosines."""
+    v0 = gc.placeholder(gc.float64, [3])
+    n = gc.placeholder(gc.int32, [])
+    _, _, v = gc.while_loop(lambda i, x, v: i < x,
+                            lambda i, x, v: (i + 1, x, gc.cos(v) * 1.1), [0, n, v0])
+    dv = gc.gradients(gc.reduce_sum(v), v0)[0]
+    x0 = np.array([0.3, -1.2, 2.0])
+    got = run_in_one_stage([v, dv], [{v0: x0, n: k} for k in TRIPS], "gpu_emulated",
+                           compiles=None)
+    for k, (got_v, got_dv) in zip(TRIPS, got):
+        want, chain = x0, np.ones(3)
+        for _ in range(k):
+            want, chain = np.cos(want) * 1.1, chain * -np.sin(want) * 1.1
+        np.testing.assert_allclose(got_v, want, rtol=1e-13)
+        np.testing.assert_allclose(got_dv, chain, rtol=1e-12, atol=1e-300)
+
+
 class _Counting:
     """Wraps a device's alloc and free: the sizes allocated, the frees."""
 
