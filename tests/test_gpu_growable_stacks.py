@@ -115,6 +115,20 @@ def test_a_counter_against_a_limit_carried_by_the_loop_grows_its_stacks(native):
         np.testing.assert_allclose(got_dv, chain, rtol=1e-12, atol=1e-300)
 
 
+def test_stacks_of_empty_rows_grow_too(native):
+    """An empty state (rows of 0 bytes) through 0, 5 and 40 trips, and an array of
+    empty elements appended to: empty values, the size the trip count."""
+    placeholders, _, fetches = sine_loop_and_grads(np.float64, n=0)
+    (x, limit), appended, _ = appending_loop(np.float64, n=0)
+    for trips in (0, 5, 40):
+        (run,) = run_in_one_stage(fetches, [sine_feed(placeholders, np.float64, trips, n=0)],
+                                  "gpu_emulated", compiles=None)
+        assert [g.shape for g in run] == [(0,)] * 4
+        (run,) = run_in_one_stage(appended, [{x: np.zeros(0), limit: float(trips)}],
+                                  "gpu_emulated", compiles=None)
+        assert run[0].shape == (0,) and run[1] == trips and run[2].shape == (0,)
+
+
 class _Counting:
     """Wraps a device's alloc and free: the sizes allocated, the frees."""
 

@@ -34,7 +34,9 @@ class GrownBuffers:
     def row(self, g, k, row_bytes):
         """The device address of row k of buffer g (a stack a loop is writing), after
         making room for it."""
-        room = self.capacity[g] // row_bytes if row_bytes else k + 1
+        # rows of 0 bytes (an empty element) have room for any k in the first buffer
+        room = self.capacity[g] // row_bytes if row_bytes else \
+            (0 if self.pointers[g] is None else k + 1)
         if k >= room:
             rows = self.entries[g]["first_rows"] if room == 0 else 2 * room
             self._reserve(g, rows * row_bytes, k * row_bytes)
