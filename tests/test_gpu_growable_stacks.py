@@ -129,6 +129,44 @@ def test_stacks_of_empty_rows_grow_too(native):
         assert run[0].shape == (0,) and run[1] == trips and run[2].shape == (0,)
 
 
+def test_two_growing_loops_with_a_branch_in_one_run(native):
+    """Two loops without a bound, each with its own trip count (run dim), the first
+    saving a cond's taken branch each iteration, the second reading the first's result:
+    values against NumPy, the gradient against central differences of it."""
+    x = gc.placeholder(gc.float64, [4])
+    lim = gc.placeholder(gc.float64, [])
+
+    def first(c, v):
+        return c + 1, gc.cond(gc.reduce_sum(c) > 2.0, lambda: gc.sin(v) * 1.3,
+                              lambda: v * v * 0.5 + 0.1)
+    _, y = gc.while_loop(lambda c, v: gc.reduce_sum(c) < lim, first,
+                         [gc.zeros([1], gc.float64), x])
+    _, z = gc.while_loop(lambda c, v: gc.reduce_sum(c) < lim * 2.0,
+                         lambda c, v: (c + 1, gc.tanh(v * y + 0.2)),
+                         [gc.zeros([1], gc.float64), y])
+    loss = gc.reduce_sum(z * z)
+    dx = gc.gradients(loss, x)[0]
+
+    def np_loss(xv, trips):
+        v = xv
+        for k in range(trips):
+            v = np.sin(v) * 1.3 if k > 2 else v * v * 0.5 + 0.1
+        y, z = v, v
+        for _ in range(2 * trips):
+            z = np.tanh(z * y + 0.2)
+        return np.sum(z * z)
+    xv = np.array([0.1, -0.4, 0.7, 1.2])
+    trip_counts = [0, 1, 3, 30]
+    got = run_in_one_stage([loss, dx], [{x: xv, lim: float(t)} for t in trip_counts],
+                           "gpu_emulated", compiles=None)
+    eps = 1e-6
+    for trips, (got_loss, got_dx) in zip(trip_counts, got):
+        np.testing.assert_allclose(got_loss, np_loss(xv, trips), rtol=1e-12)
+        numeric = [(np_loss(xv + eps * e, trips) - np_loss(xv - eps * e, trips)) / (2 * eps)
+                   for e in np.eye(4)]
+        np.testing.assert_allclose(got_dx, numeric, rtol=1e-6, atol=1e-9)
+
+
 class _Counting:
     """Wraps a device's alloc and free: the sizes allocated, the frees."""
 
