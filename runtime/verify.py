@@ -534,6 +534,7 @@ class HeaderVerifier:
                              check_run_expr=lambda e, w: self.expr(e, f"{where} {w}",
                                                                    run_symbols))
             self.gpu_arena_offsets(spec, where, ranges)
+            self.gpu_grown_sizes(spec, where, ranges)
         if self.verify_code:
             self.code(spec, where, "emulation_ir" if gpu else "llvm_ir")
         return variables
@@ -649,6 +650,15 @@ class HeaderVerifier:
                 if expr_bounds(difference(arena, index), ranges)[1] < 0:
                     self.fail(w, "arena offset lies past the arena's end for every dim the "
                                  "guards admit")
+
+    def gpu_grown_sizes(self, spec, where, ranges):
+        """A grown buffer's size negative for every admitted dim (a run dim: any count)
+        is a lie; the runtime refuses a negative one when it sizes the buffer."""
+        for g, entry in enumerate(spec.get("grown", [])):
+            for k, nbytes in enumerate(entry["bytes"]):
+                if expr_bounds(nbytes, ranges)[1] < 0:
+                    self.fail(f"{where} grown {g} bytes {k}", "is negative for every dim "
+                                                              "the guards admit")
 
     def code(self, spec, where, field):
         declared = check_code(spec[field], self.fail, f"{where} {field}")

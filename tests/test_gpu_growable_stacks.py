@@ -417,6 +417,8 @@ CORRUPTIONS = {
         lambda s: s.__setitem__("run_dim_names", []), "run_dim_names"),
     "a grown buffer with no first rows": (
         lambda s: s["grown"][0].__setitem__("first_rows", 0), "first_rows 0"),
+    "a grown size negative for every dim": (
+        lambda s: s["grown"][0].__setitem__("bytes", [-8]), "grown 0 bytes 0: is negative"),
     "a grown size naming an unknown dim": (
         lambda s: s["grown"][0].__setitem__("bytes", [[[8, [["nothing:trips", 1]]]]]),
         "unknown symbol 'nothing:trips'"),
@@ -429,9 +431,10 @@ def test_a_corrupted_grown_field_is_refused_before_anything_runs(sine_spec, name
     bad = _corrupt(sine_spec, change)
     with pytest.raises(InvalidSpec, match=message):
         verify_spec(bad)
-    if "unknown symbol" not in message:  # the executable checks structure, not symbols
-        with pytest.raises(ValueError, match=message):
-            GpuExecutable(bad, EmulatedDevice())
+    if "unknown symbol" in message or "negative" in message:
+        return  # the executable checks structure, not symbols or bounds (the run does)
+    with pytest.raises(ValueError, match=message):
+        GpuExecutable(bad, EmulatedDevice())
 
 
 def test_an_exported_gpu_file_grows_its_stacks_standalone(native, tmp_path):

@@ -50,6 +50,9 @@ class GrownBuffers:
             except KeyError as e:
                 raise ShapeError(f"grown buffer {g} is used before the loop whose trip "
                                  f"count {e.args[0]!r} sizes it has run") from None
+            if nbytes < 0:
+                raise ShapeError(f"grown buffer {g}: its values' sizes evaluate to the "
+                                 f"negative {nbytes} bytes")
             if nbytes > self.capacity[g] or self.pointers[g] is None:
                 self._reserve(g, nbytes, self.capacity[g])
             self.sized[g] = True
