@@ -10,7 +10,7 @@ kernel missing from the PTX or the emulation IR, or declared there with another 
 parameters than its launch passes, launch sizes out of bounds. `check_expr(expr, where)`
 checks a dim expression (the caller knows which symbols exist); `check_run_expr`, where
 given, one that may also name the run dims (a loop's trip count, set during the run):
-launch grids, grown buffers' and stacks' sizes, never an offset. The GPU executable and
+launch grids and grown buffers' sizes, never an offset. The GPU executable and
 the file reader both use it, so a spec that passes can be launched without reading or
 writing outside the buffers its keys name (given kernels that honour their sizes).
 """
@@ -93,8 +93,9 @@ _MAX_DEPTH = 64  # regions nested in regions
 
 def _check_steps(steps, where, entries, emulated, limits, fail, check_expr, count,
                  depth=0):
-    """Launches and region steps; limits: what the frame's keys may name; count: the
-    launches seen so far (one list shared by the nested calls)."""
+    """Launches and region steps; limits: what the frame's keys may name (and the run
+    dims' names, "run_dims", with "run_expr" checking an expression that may read them);
+    count: the launches seen so far (one list shared by the nested calls)."""
     if not isinstance(steps, list):
         fail(where, "steps are not a list")
     for i, step in enumerate(steps):
