@@ -53,3 +53,58 @@ def test_memory_levels_off_over_many_distinct_graphs():
     marks = {int(k): v for k, v in result["marks"].items()}
     per_graph = (marks[total] - marks[first]) / (total - first)
     assert per_graph < 25 * 1024, f"{per_graph / 1024:.1f} KB kept per graph"
+
+
+_DROPPED_GRAPHS_SCRIPT = """
+import os, sys, weakref
+sys.path.insert(0, {root!r})
+import numpy as np
+import graphc as tf
+
+def one(i):
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.placeholder(tf.float32, [4, 3])
+        y = tf.reduce_sum(tf.tanh(x * float(i + 1)), axis=1)
+        with tf.Session(graph=g) as sess:
+            sess.run(y, {{x: np.full((4, 3), 0.5, np.float32)}})
+    return weakref.ref(g)
+
+refs = [one(i) for i in range({count})]
+print(sum(r() is not None for r in refs))
+"""
+
+
+def test_the_collector_frees_dropped_graphs_without_being_asked():
+    # A graph and its Session hold reference cycles, so only the cyclic collector frees
+    # them. A compile used to freeze the heap (gc.freeze), which zeroed the counts that
+    # trigger the collector's full collections: none ever ran, and all 40 stayed alive.
+    count = 40
+    env = dict(os.environ, GRAPHC_CACHE_DIR="off")
+    proc = subprocess.run([sys.executable, "-c", _DROPPED_GRAPHS_SCRIPT.format(
+        root=ROOT, count=count)], capture_output=True, text=True, timeout=600, env=env,
+        cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    alive = int(proc.stdout.strip().splitlines()[-1])
+    assert alive <= count // 2, f"{alive} of {count} dropped graphs still alive"
+
+
+def test_a_compile_leaves_the_collectors_counts_going():
+    import gc
+    import numpy as np
+    import graphc as tf
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.placeholder(tf.float32, [3])
+        y = tf.exp(x) * 2.0
+        gc.collect()
+        gc.collect(1)
+        gc.collect(1)
+        young_collections = gc.get_count()[2]
+        full = gc.get_stats()[2]["collections"]
+        with tf.Session(graph=g) as sess:
+            got = sess.run(y, {x: np.arange(3, dtype=np.float32)})
+    np.testing.assert_allclose(got, np.exp(np.arange(3, dtype=np.float32)) * 2, rtol=1e-6)
+    # a full collection resets the count, and is what the count is for
+    assert gc.get_count()[2] >= young_collections or \
+        gc.get_stats()[2]["collections"] > full

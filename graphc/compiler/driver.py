@@ -20,6 +20,7 @@ unless the compile is dumped, profiled or asked not to be cached.
 import contextlib
 import gc
 import os
+import threading
 import time
 from typing import NamedTuple, Optional
 
@@ -109,18 +110,40 @@ def compile_signature(feeds, fetches, targets, feed_shapes, feed_values=None,
                                   **result.times})
 
 
+# Compiles running now (threads may compile at once), and the collector's thresholds
+# to restore when the last one ends.
+_compiles = {"running": 0, "thresholds": None}
+_compiles_lock = threading.Lock()
+# gc's third threshold: a full collection runs once this many young collections have run
+# since the last one (never, during a compile)
+_NO_FULL_COLLECTION = 2 ** 30
+
+
 @contextlib.contextmanager
 def _no_full_collections():
-    """Moves what exists before a compile (the user's graph, often the largest thing in
-    the heap) out of the cyclic collector's sight while it runs: each full collection
-    during a compile walked the whole graph again, a cost that grows as the graph times
-    the number of collections (lowering's time grew as depth^1.6). Cycles the compile
-    makes are still collected."""
-    gc.freeze()
+    """Holds off the cyclic collector's full collections while a compile runs: each one
+    walked the user's whole graph (often the largest thing in the heap) again, a cost that
+    grows as the graph times the number of collections (lowering's time grew as
+    depth^1.6). Young collections still collect the cycles the compile makes, and the
+    collector's counts go on, so the full collection they add up to runs after the compile.
+
+    (gc.freeze() did this before, but a freeze zeroes the counts that trigger
+    collections: a process compiling many small graphs never ran a full collection, and
+    the cycles each graph leaves, its llvmlite IR, ctypes types and the graph itself,
+    piled up: test_long_process_memory kept 57 KB per graph.)"""
+    with _compiles_lock:
+        if _compiles["running"] == 0:
+            _compiles["thresholds"] = gc.get_threshold()
+            young, older = _compiles["thresholds"][:2]
+            gc.set_threshold(young, older, _NO_FULL_COLLECTION)
+        _compiles["running"] += 1
     try:
         yield
     finally:
-        gc.unfreeze()
+        with _compiles_lock:
+            _compiles["running"] -= 1
+            if _compiles["running"] == 0:
+                gc.set_threshold(*_compiles["thresholds"])
 
 
 def compile_module(module, target=None, options=None):

@@ -35,6 +35,14 @@ Groups, in this order:
    batched product whose only user is such a Transpose takes it: the product is written
    through the transpose's strides into its buffer (the heads merge). Both were a copy
    kernel moving the whole tensor (8 per transformer training step).
+2c. recomputation in readers: a loop kernel reading an elementwise value that another loop
+   kernel computes recomputes it instead, when that takes at most MAX_RECOMPUTE
+   elementwise nodes of the reader's loop dims, all read by those two kernels only, from
+   values the reader reads anyway or no kernel computes (constants, feeds, variables):
+   the value is then never written, and the reader reads nothing new. A training step's
+   backward recomputes GELU's tanh from the GELU input and layer norm's normalized input
+   from x - mean and the rsqrt, which it reads anyway: each was a tensor written by the
+   forward and read back. A node of the producer that only the reader read moves there.
 3. scatter updates: a row scatter (ScatterUpdate/ScatterAdd/ScatterSub) takes the loop
    group producing its updates if that is cheap, read by nothing else and does not read
    the scattered variable: the scatter's loop computes each element as it stores it.
@@ -99,6 +107,10 @@ CHEAP_KINDS = frozenset({"elementwise", "index"})
 # cell state over 512 steps) would nest past Python's recursion limit; a cut costs
 # one store and one load per element, nothing next to 64 ops of work.
 MAX_CHAIN = 64
+# The most nodes a loop kernel recomputes to avoid reading one value (step 2c): GELU's
+# tanh from its input is 5; each saves a write and a read of a whole tensor, which in
+# a memory-bound loop cost more than a few arithmetic ops per element.
+MAX_RECOMPUTE = 8
 
 
 def run(module, fuse=True, strided_products=False):
@@ -660,6 +672,85 @@ class Fusion:
                 else:
                     self._merge(gathered, b)
 
+    # ------------------------------------------------------------ recomputation
+    def _recompute_in_readers(self):
+        """Step 2c: a loop kernel recomputes an elementwise value of another loop kernel
+        from what it reads anyway, instead of reading it from memory (see the module
+        docstring)."""
+        for b in sorted(self.groups, key=self.order.__getitem__):
+            if b not in self.groups or self.groups[b].kind != "loop":
+                continue
+            dims = self.loop_dims(self.groups[b].nodes)
+            if dims is None:
+                continue
+            for v in self._stored_reads(b):
+                chain = self._recomputable(v, b, dims)
+                if chain is not None:
+                    self._recompute(chain, self._sole_group(v.node), b, dims)
+
+    def _stored_reads(self, b):
+        """The values group b's nodes read from other loop groups, in module order."""
+        nodes = self.groups[b].nodes
+        found = {v for n in nodes for _, v in self.data_in(n)
+                 if v.node not in nodes and v.node in self.group_of}
+        return sorted(found, key=lambda v: (self.pos[v.node], v.index))
+
+    def _recomputable(self, v, b, dims):
+        """The nodes of v's kernel that group b would compute to get v itself, or None:
+        elementwise nodes over b's loop dims (each computed once per element, never a
+        broadcast value recomputed along an axis), at most MAX_RECOMPUTE of them, read
+        only by their own kernel and b (so no other kernel needs them written), and
+        reading only values that b reads anyway, computes, or that no kernel computes
+        (constants, feeds, variables): b reads nothing new from memory."""
+        a = self._sole_group(v.node)
+        if a is None or a == b or self.groups[a].kind != "loop" or v in self.fetched:
+            return None
+        group_b = self.groups[b].nodes
+        read_by_b = {w for n in group_b for _, w in self.data_in(n)}
+        chain, stack = set(), [v.node]
+        while stack:
+            n = stack.pop()
+            if n in chain:
+                continue
+            if len(chain) == MAX_RECOMPUTE or self.kind(n) != "elementwise" or \
+                    self._sole_group(n) != a or len(n.outputs) != 1 or \
+                    not dims_equal(n.outputs[0].dims, dims) or \
+                    n.outputs[0] in self.fetched or any(
+                        not self.group_of[u] <= {a, b} for u in self.users.get(n.outputs[0], [])):
+                return None
+            chain.add(n)
+            for _, w in self.data_in(n):
+                if w.node in self.group_of and w not in read_by_b and \
+                        w.node not in group_b:
+                    stack.append(w.node)
+        return chain
+
+    def _recompute(self, chain, a, b, dims):
+        """Copies `chain` into group b; a keeps the nodes it reads itself. Undone when the
+        kernels would form a cycle or a loop nest would change."""
+        ga, gb = self.groups[a], self.groups[b]
+        a_dims = self.loop_dims(ga.nodes)
+        if self._split_required(chain, gb.nodes) or \
+                not _same_dims(self.loop_dims(gb.nodes | chain, copies=chain), dims):
+            return False
+        saved = (set(ga.nodes), set(gb.nodes), {n: set(self.group_of[n]) for n in chain})
+        gb.nodes |= chain
+        for n in chain:
+            self.group_of[n].add(b)
+        # users first: a node stays in a while a node left there reads it
+        for n in sorted(chain, key=self.pos.__getitem__, reverse=True):
+            if not any(a in self.group_of[u] for u in self.users.get(n.outputs[0], [])):
+                ga.nodes.discard(n)
+                self.group_of[n].discard(a)
+        self._update_edges([a, b])
+        if ga.nodes and _same_dims(self.loop_dims(ga.nodes), a_dims) and \
+                self._repair_numbering([a, b]):
+            return True
+        ga.nodes, gb.nodes = saved[0], saved[1]
+        self.group_of.update(saved[2])
+        self._update_edges([a, b])
+        return False
+
     def _is_cheap(self, gid):
         g = self.groups[gid]
         return all(self.kind(n) in CHEAP_KINDS for n in g.nodes) and not any(
@@ -780,6 +871,7 @@ class Fusion:
             while self._merge_round(shared_cheap=True):
                 pass
             self._merge_siblings()
+            self._recompute_in_readers()
             self._fuse_scatter_updates()
         out = []
         for gid in self._schedule():
@@ -862,6 +954,11 @@ class Fusion:
                     if indeg[s] == 0:
                         heapq.heappush(ready, (key[s], s))
         return sequence
+
+
+def _same_dims(a, b):
+    """Both loop dims exist (a valid loop nest) and are equal."""
+    return a is not None and b is not None and dims_equal(a, b)
 
 
 def _is_bias_add(node, value):
