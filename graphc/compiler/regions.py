@@ -20,9 +20,10 @@ What stays on the host (between native stages, bodies on the reference executor)
   - a body holding a host op (py_func, Print, a string op, a TensorArray that grows
     other than by a loop appending to it: written at another index, read or sized in
     the body, or written in a body nested in the loop (its rows would outlive the
-    body's entry); its gradient, for now: the backward loop carries the gradient of the
-    whole array as a loop variable whose rows are the forward trip count, and a loop
-    variable's buffers are sized before the run);
+    body's entry)). The gradient of an appended array compiles: the backward body
+    reads row k of the gradient of the whole array, a captured input on the heap as a
+    stack is (ops/while_v2.py), not a loop variable: a loop variable's buffers are
+    sized before the run, and these rows are the forward trip count;
   - a While keeping stacks for a gradient (attr `saved`) without a bound on its trip
     count known before it runs, where its stacks cannot grow in native code: in a body
     (nested loops: the heap they grow on is freed by the module's entry), on the GPU, or
@@ -30,8 +31,9 @@ What stays on the host (between native stages, bodies on the reference executor)
     it is made in (a fetch, or a backward loop in a later stage after a host op: the
     runtime sizes every output before the run, by the feeds' dims, and this one's rows
     are known only after the loop; no run dim sizes an output), or where the stage's
-    shapes need a guard on the trip count (a broadcast of a stack against a lower rank
-    value guards its rows != 1: guards are checked before the run). The GPU target runs
+    shapes need a guard on the trip count (guards are checked before the run; a
+    broadcast of a stack against a lower rank value needs none: its rows are the
+    result's, 1 or not, framework/tensor_shape.broadcast_shapes). The GPU target runs
     such a loop on the host (growing device buffers is not built).
     The bound is that of a cond testing a counter stepped by 1 against a limit
     (trip_bound, below): maximum_iterations (dynamic_rnn's time steps), map_fn's

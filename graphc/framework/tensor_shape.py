@@ -242,6 +242,12 @@ def _identical(x, y):
     return False
 
 
+def _literal_one(d):
+    """Whether a dim is the number 1 (a missing leading dim of a lower rank shape, say),
+    not a symbol that may be 1."""
+    return isinstance(d, int) and d == 1
+
+
 def broadcast_shapes(a, b):
     """NumPy broadcasting of two static shapes; raises ValueError when they cannot broadcast.
 
@@ -257,6 +263,10 @@ def broadcast_shapes(a, b):
     for x, y in zip(da, db):
         if _identical(x, y):  # whatever its value: no guard on it being 1
             out.append(x)
+        elif _literal_one(y):  # x is the result whether it is 1 or not: no guard on it
+            out.append(x)
+        elif _literal_one(x):
+            out.append(y)
         elif x == 1:
             out.append(y)
         elif y == 1:
