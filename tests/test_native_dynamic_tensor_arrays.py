@@ -292,20 +292,22 @@ def test_comparisons_a_dims_sign_decides_record_no_guard():
         assert len(guards.guards) == 1
 
 
-def test_broadcasting_a_dim_against_itself_or_one_records_no_guard():
-    """A dim against itself, or against the number 1 (a missing leading dim of a lower
-    rank value: a stack's rows times an element), is the result whatever its value: no
-    guard that the run dim could only be checked against once the loop has run."""
+def test_broadcasting_a_run_dim_against_one_records_no_guard():
+    """A dim against itself, or a loop's trip count against the number 1 (a missing
+    leading dim of a lower rank value: a stack's rows times an element), is the result
+    whatever its value: no guard, which could only be checked once the loop has run. A
+    feed's dim against 1 keeps its guard (a batch of 1 runs code of its own)."""
     from graphc.framework.symbolic import GuardSet, SymDim
     from graphc.framework.tensor_shape import broadcast_shapes
-    n, m = SymDim.symbol("n", 5), SymDim.symbol("m", 5)
+    from graphc.compiler.regions import trips_symbol
+    n, trips = SymDim.symbol("n", 5), SymDim.symbol(trips_symbol("while"), 16)
     with GuardSet() as guards:
         assert broadcast_shapes([n, 3], [n, 3]).as_list() == [n, 3]
-        assert broadcast_shapes([n, 3], [3]).as_list() == [n, 3]
-        assert broadcast_shapes([1, 3], [n, 1]).as_list() == [n, 3]
+        assert broadcast_shapes([trips, 3], [3]).as_list() == [trips, 3]
+        assert broadcast_shapes([1, 3], [trips + 1, 1]).as_list() == [trips + 1, 3]
         assert guards.guards == []
-        broadcast_shapes([n, 3], [m, 3])  # n against m: either may be 1
-        assert guards.guards
+        assert broadcast_shapes([n, 3], [3]).as_list() == [n, 3]  # n against 1
+        assert len(guards.guards) == 1
 
 
 def test_no_value_before_the_loop_shares_a_growing_arrays_header():

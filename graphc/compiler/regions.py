@@ -69,7 +69,7 @@ from graphc import errors
 from graphc.framework.func_graph import function_of
 from graphc.framework.op_def import RANDOM_OP_TYPES, ROW_WRITE_OPS, UPDATE_OPS
 from graphc.framework.static_value import constant_value
-from graphc.framework.symbolic import SymDim
+from graphc.framework.symbolic import RUN_DIM_SUFFIX, is_run_dim, set_during_run  # noqa: F401
 
 # op type -> (attr naming each body, the key of its region module)
 REGION_BODIES = {"While": (("cond", "cond"), ("body", "body")),
@@ -205,17 +205,10 @@ def _unbounded_stacks(op):
 # stacks whose rows are a loop's trip count, known only during the run (module docstring)
 GROWABLE_HEADER_BYTES = 16  # the heap pointer, then the rows it has room for (i64)
 GROWABLE_FIRST_ROWS = 16
-_TRIPS_SUFFIX = ":trips"
-
-
 def trips_symbol(while_name):
     """The name of the dim that is the trip count of While `while_name`, set during the
     run by its kernel: the rows of its growable stacks."""
-    return while_name + _TRIPS_SUFFIX
-
-
-def is_run_dim(symbol):
-    return isinstance(symbol, str) and symbol.endswith(_TRIPS_SUFFIX)
+    return while_name + RUN_DIM_SUFFIX
 
 
 def run_dim_loop(expr):
@@ -227,7 +220,7 @@ def run_dim_loop(expr):
         for atom, _ in mono:
             if isinstance(atom, str):
                 if is_run_dim(atom):
-                    return atom[:-len(_TRIPS_SUFFIX)]
+                    return atom[:-len(RUN_DIM_SUFFIX)]
                 continue
             found = run_dim_loop(atom[1]) or run_dim_loop(atom[2])
             if found:
@@ -238,11 +231,6 @@ def run_dim_loop(expr):
 def growable(value):
     """Whether an IR value is a stack growing during the run (its rows a trips_symbol)."""
     return bool(value.dims) and set_during_run(value.dims[0])
-
-
-def set_during_run(dim):
-    """Whether a dim is known only once a loop has run (a trips_symbol in it)."""
-    return isinstance(dim, SymDim) and any(is_run_dim(s) for s in dim.symbols())
 
 
 def _invariants_exact(op):
