@@ -21,10 +21,10 @@ same stacks, the forward op saving what the later one needs besides (two losses,
 optimizer and a summary's gradient norm). An array the loop appends to (compiler/
 regions.py appended_arrays: raw_rnn's emitted outputs) is no loop variable of the
 backward loop: its body reads row k of the array's gradient, captured (TF1's
-TensorArrayGrad reads the gradient of each written index the same way). Loops built with back_prop=False have no
-gradient (None), as TF1. A second derivative through a loop (a gradient reaching a
-backward loop or a forward loop's stacks) is an error, not built (TF1 has none either
-for most loops).
+TensorArrayGrad reads the gradient of each written index the same way). Loops built
+with back_prop=False have no gradient (None), as TF1. A second derivative through a
+loop (a gradient reaching a backward loop or a forward loop's stacks) is an error, not
+built (TF1 has none either for most loops).
 """
 import numpy as np
 
