@@ -208,9 +208,6 @@ def raw_lstm(dtype):
         emit_ta, final_state, _ = gc.nn.raw_rnn(cell, loop_fn)
     outputs = emit_ta.stack()
     r = gc.constant(np.linspace(-1.0, 1.0, B * H).reshape(B, H).astype(dtype))
-    # the outputs summed over time before r broadcasts: a broadcast of [steps, B, H]
-    # against [B, H] guards steps != 1, which the runtime cannot check before the run
-    # (the loop then runs on the host)
     loss = gc.reduce_sum(gc.reduce_sum(outputs, axis=0) * r) + \
         gc.reduce_sum(outputs * outputs) + gc.reduce_sum(final_state.c * final_state.h)
     return (x, lengths), cell, loss
@@ -295,14 +292,21 @@ def test_comparisons_a_dims_sign_decides_record_no_guard():
         assert len(guards.guards) == 1
 
 
-def test_broadcasting_a_dim_against_itself_records_no_guard():
+def test_broadcasting_a_run_dim_against_one_records_no_guard():
+    """A dim against itself, or a loop's trip count against the number 1 (a missing
+    leading dim of a lower rank value: a stack's rows times an element), is the result
+    whatever its value: no guard, which could only be checked once the loop has run. A
+    feed's dim against 1 keeps its guard (a batch of 1 runs code of its own)."""
     from graphc.framework.symbolic import GuardSet, SymDim
     from graphc.framework.tensor_shape import broadcast_shapes
-    n = SymDim.symbol("n", 5)
+    from graphc.compiler.regions import trips_symbol
+    n, trips = SymDim.symbol("n", 5), SymDim.symbol(trips_symbol("while"), 16)
     with GuardSet() as guards:
         assert broadcast_shapes([n, 3], [n, 3]).as_list() == [n, 3]
+        assert broadcast_shapes([trips, 3], [3]).as_list() == [trips, 3]
+        assert broadcast_shapes([1, 3], [trips + 1, 1]).as_list() == [trips + 1, 3]
         assert guards.guards == []
-        broadcast_shapes([n, 3], [3])  # n against 1: a guard on n != 1, as before
+        assert broadcast_shapes([n, 3], [3]).as_list() == [n, 3]  # n against 1
         assert len(guards.guards) == 1
 
 

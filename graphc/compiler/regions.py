@@ -20,9 +20,10 @@ What stays on the host (between native stages, bodies on the reference executor)
   - a body holding a host op (py_func, Print, a string op, a TensorArray that grows
     other than by a loop appending to it: written at another index, read or sized in
     the body, or written in a body nested in the loop (its rows would outlive the
-    body's entry); its gradient, for now: the backward loop carries the gradient of the
-    whole array as a loop variable whose rows are the forward trip count, and a loop
-    variable's buffers are sized before the run);
+    body's entry)). The gradient of an appended array compiles: the backward body
+    reads row k of the gradient of the whole array, a captured input on the heap as a
+    stack is (ops/while_v2.py), not a loop variable: a loop variable's buffers are
+    sized before the run, and these rows are the forward trip count;
   - a While keeping stacks for a gradient (attr `saved`) without a bound on its trip
     count known before it runs, where its stacks cannot grow in native code: in a body
     (nested loops: the heap they grow on is freed by the module's entry), or
@@ -30,8 +31,9 @@ What stays on the host (between native stages, bodies on the reference executor)
     it is made in (a fetch, or a backward loop in a later stage after a host op: the
     runtime sizes every output before the run, by the feeds' dims, and this one's rows
     are known only after the loop; no run dim sizes an output), or where the stage's
-    shapes need a guard on the trip count (a broadcast of a stack against a lower rank
-    value guards its rows != 1: guards are checked before the run). The GPU target
+    shapes need a guard on the trip count (guards are checked before the run; a
+    broadcast of a stack against a lower rank value needs none: its rows are the
+    result's, 1 or not, framework/tensor_shape.broadcast_shapes). The GPU target
     compiles the others, its runtime growing their stacks in device buffers it owns
     between the host-driven iterations (backends/gpu/control_flow.py).
     The bound is that of a cond testing a counter stepped by 1 against a limit
@@ -68,7 +70,7 @@ from graphc import errors
 from graphc.framework.func_graph import function_of
 from graphc.framework.op_def import RANDOM_OP_TYPES, ROW_WRITE_OPS, UPDATE_OPS
 from graphc.framework.static_value import constant_value
-from graphc.framework.symbolic import SymDim
+from graphc.framework.symbolic import RUN_DIM_SUFFIX, is_run_dim, set_during_run  # noqa: F401
 
 # op type -> (attr naming each body, the key of its region module)
 REGION_BODIES = {"While": (("cond", "cond"), ("body", "body")),
@@ -204,17 +206,10 @@ def _unbounded_stacks(op):
 # stacks whose rows are a loop's trip count, known only during the run (module docstring)
 GROWABLE_HEADER_BYTES = 16  # the heap pointer, then the rows it has room for (i64)
 GROWABLE_FIRST_ROWS = 16
-_TRIPS_SUFFIX = ":trips"
-
-
 def trips_symbol(while_name):
     """The name of the dim that is the trip count of While `while_name`, set during the
     run by its kernel: the rows of its growable stacks."""
-    return while_name + _TRIPS_SUFFIX
-
-
-def is_run_dim(symbol):
-    return isinstance(symbol, str) and symbol.endswith(_TRIPS_SUFFIX)
+    return while_name + RUN_DIM_SUFFIX
 
 
 def run_dim_loop(expr):
@@ -226,7 +221,7 @@ def run_dim_loop(expr):
         for atom, _ in mono:
             if isinstance(atom, str):
                 if is_run_dim(atom):
-                    return atom[:-len(_TRIPS_SUFFIX)]
+                    return atom[:-len(RUN_DIM_SUFFIX)]
                 continue
             found = run_dim_loop(atom[1]) or run_dim_loop(atom[2])
             if found:
@@ -237,11 +232,6 @@ def run_dim_loop(expr):
 def growable(value):
     """Whether an IR value is a stack growing during the run (its rows a trips_symbol)."""
     return bool(value.dims) and set_during_run(value.dims[0])
-
-
-def set_during_run(dim):
-    """Whether a dim is known only once a loop has run (a trips_symbol in it)."""
-    return isinstance(dim, SymDim) and any(is_run_dim(s) for s in dim.symbols())
 
 
 def _invariants_exact(op):

@@ -260,6 +260,20 @@ class SymDim:
         return " + ".join(parts)
 
 
+# a dim set during the run (a loop's trip count, the rows of the stacks it grows:
+# compiler/regions.py), which no guard checked before the run can read
+RUN_DIM_SUFFIX = ":trips"
+
+
+def is_run_dim(symbol):
+    return isinstance(symbol, str) and symbol.endswith(RUN_DIM_SUFFIX)
+
+
+def set_during_run(dim):
+    """Whether a dim is known only once a loop has run (a run dim's symbol in it)."""
+    return isinstance(dim, SymDim) and any(is_run_dim(s) for s in dim.symbols())
+
+
 def _dimlike(x):
     return isinstance(x, (int, np.integer, SymDim))
 

@@ -208,9 +208,24 @@ def _if_grad(op, *grads):
 
 def _forward_value(forward, op, branch, t):
     """The tensor giving the forward branch tensor t to a gradient branch: what it
-    captures, or an output of the forward If saving it."""
+    captures, the shape of what it captures (made where the If is), or an output of the
+    forward If saving it."""
     outer = forward.outer_of(t)
-    return outer if outer is not None else save_intermediate(op, branch, t)
+    if outer is not None:
+        return outer
+    if t.op.type in _SHAPE_OPS and forward.outer_of(t.op.inputs[0]) is not None:
+        # the same whichever branch runs: saved, it would be zeros where the other branch
+        # ran, which a gradient taking it for a shape (a TensorArray read's) cannot take,
+        # and data (known only when the If has run) to a compiled gradient
+        source = forward.outer_of(t.op.inputs[0])
+        with source.graph._as_builder():
+            return source.graph.create_op(t.op.type, [source], dict(t.op.attrs),
+                                          t.op.name.rsplit("/", 1)[-1]).outputs[0]
+    return save_intermediate(op, branch, t)
+
+
+# ops whose value depends only on their input's shape
+_SHAPE_OPS = ("Shape", "Size", "Rank")
 
 
 def _trace_grad(name, forward, op, branch, fn):

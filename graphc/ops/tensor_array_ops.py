@@ -209,10 +209,15 @@ def _scatter_grad(op, g_values, g_written):
     values, _, indices, x = op.inputs
     if g_values is None:
         return [None, None, None, None]
+    from graphc.gradients import input_needed
+    gx = reshape(gather(g_values, reshape(indices, [-1])), _forward_shape(x))
+    if not input_needed(values):
+        # an array a loop appends to (while_v2's backward body reads the gradient of its
+        # write only): no gradient of its old values, nor their rows saved each iteration
+        return [None, None, None, gx]
     # an array of one size keeps its rows: the gradient's own shape says how many, and
     # no shape is saved from each iteration of a loop
     rows = _forward_shape(op.inputs[1]) if op.attrs["dynamic_size"] else shape(g_values)[:1]
-    gx = reshape(gather(g_values, reshape(indices, [-1])), _forward_shape(x))
     # after gx's read of g_values: a native loop then zeroes the written rows in g_values'
     # own buffer (control_flow.written_in_place) instead of copying all of it each step
     with g_values.graph.control_dependencies([gx.op]):

@@ -18,10 +18,13 @@ saved values from the stacks, carrying the gradients of the loop variables and s
 those of the captured inputs (variables read in the body included, through their
 snapshots). Each gradients() call through the loop builds its own backward While on the
 same stacks, the forward op saving what the later one needs besides (two losses, an
-optimizer and a summary's gradient norm). Loops built with back_prop=False have no
-gradient (None), as TF1. A second derivative through a loop (a gradient reaching a
-backward loop or a forward loop's stacks) is an error, not built (TF1 has none either
-for most loops).
+optimizer and a summary's gradient norm). An array the loop appends to (compiler/
+regions.py appended_arrays: raw_rnn's emitted outputs) is no loop variable of the
+backward loop: its body reads row k of the array's gradient, captured (TF1's
+TensorArrayGrad reads the gradient of each written index the same way). Loops built
+with back_prop=False have no gradient (None), as TF1. A second derivative through a
+loop (a gradient reaching a backward loop or a forward loop's stacks) is an error, not
+built (TF1 has none either for most loops).
 """
 import numpy as np
 
@@ -337,8 +340,15 @@ def _while_grad(op, *grads):
     # an accumulator for every captured input no x reaches (a loop reading rows of its
     # data, say) would cost a [T, ...] sum per iteration for a gradient nobody reads
     reads = [r for r in reads if r[1].dtype.is_floating and input_needed(op.inputs[r[0]])]
-    var_ids = [i for i in range(n) if op.outputs[i].dtype.is_floating]
-    if not var_ids and not reads:
+    # an array the loop appends to enters empty (a TensorArrayV3, no gradient) and only
+    # the write of iteration k reads it: the backward body reads row k of the gradient of
+    # the whole array, captured, rather than carrying it as a loop variable that zeros
+    # row k each iteration (its rows are the forward trip count, known only once the
+    # forward loop has run: no loop variable's buffer can be sized before the run)
+    arrays = _appended_arrays(op)
+    appended = {jv: grads[jv] for jv in arrays if grads[jv] is not None}
+    var_ids = [i for i in range(n) if op.outputs[i].dtype.is_floating and i not in arrays]
+    if not var_ids and not reads and not appended:
         return [None] * len(op.inputs)
     from graphc.ops.array_ops import zeros_like
     init = [op.outputs[n]]
@@ -351,7 +361,8 @@ def _while_grad(op, *grads):
     with g.name_scope("while_grad") as scope:
         back_cond, pred = trace("cond", _counter_positive, specs)
         set_outputs(back_cond, [pred])
-        back_body = _backward_body("body", op, body_g, var_ids, [r[2] for r in reads], specs)
+        back_body = _backward_body("body", op, body_g, var_ids, [r[2] for r in reads], specs,
+                                   appended)
         back = make_while(init, back_cond, back_body, shapes, False, scope[:-1] + "/")
     results = iter(back.outputs[1:1 + len(var_ids) + len(reads)])
     in_grads = [None] * len(op.inputs)
@@ -372,14 +383,23 @@ def _forward_name(op):
     return _forward_name(loops[0]) if loops else op.name
 
 
+def _appended_arrays(op):
+    """The loop variables holding the values of the arrays While `op` appends to (compiler/
+    regions.py owns which those are: the forward loop compiles them as stacks)."""
+    from graphc.compiler.regions import appended_arrays
+    return appended_arrays(op)
+
+
 def _counter_positive(k, *rest):
     from graphc.ops import math_ops
     return math_ops.greater(k, 0)
 
 
-def _backward_body(name, op, body_g, var_ids, read_tensors, specs):
+def _backward_body(name, op, body_g, var_ids, read_tensors, specs, appended):
     """One backward iteration: the gradient of the forward body at iteration k - 1, its
-    forward values popped from the stacks."""
+    forward values popped from the stacks. appended: {loop variable: the gradient of the
+    whole array after the loop} of the arrays the loop appends to, which the body reads
+    (captured) as the gradient of its write."""
     from graphc.gradients import gradients
     from graphc.ops import array_ops, math_ops
     from graphc.ops.constant_ops import convert_to_tensor
@@ -396,9 +416,10 @@ def _backward_body(name, op, body_g, var_ids, read_tensors, specs):
         back.intermediate_source = lambda t: _forward_value(back, op, body_g, t, k)
         var_grads = back.inputs[1:1 + len(var_ids)]
         accs = back.inputs[1 + len(var_ids):]
-        ys = [body_g.outputs[i] for i in var_ids]
+        ys = [body_g.outputs[i] for i in var_ids] + [body_g.outputs[i] for i in appended]
+        grad_ys = list(var_grads) + [back.capture(g) for g in appended.values()]
         xs = [body_g.inputs[i] for i in var_ids] + list(read_tensors)
-        dxs = gradients(ys, xs, grad_ys=var_grads) if ys else [None] * len(xs)
+        dxs = gradients(ys, xs, grad_ys=grad_ys) if ys and xs else [None] * len(xs)
         outs = [k]
         for d, gv in zip(dxs[:len(var_ids)], var_grads):
             outs.append(array_ops.zeros_like(gv) if d is None else convert_to_tensor(d))

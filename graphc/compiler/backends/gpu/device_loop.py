@@ -177,6 +177,11 @@ class DeviceLoop:
                     json = storage_json(body, storage)
                     if json[0] in ("var", "const"):
                         self.ref(json)
+            # an If's inputs the kernel reads itself (_branch): a constant of the body
+            # among them (a captured shape a gradient branch reads)
+            for key in (key for k in kernels if hasattr(k, "bodies") for key in k.inputs):
+                if key[0] in ("var", "const"):
+                    self.ref(list(key))
             for j, value in enumerate(body.module.outputs):
                 source = body.fetch_source(value)
                 if source["source"] in ("variable", "constant"):
