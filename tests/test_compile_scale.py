@@ -415,15 +415,15 @@ def test_a_compile_verifies_the_module_once_unless_asked_after_every_stage(monke
 
 
 def _lstm_fusion(steps, spy_check):
-    """Schedules the 16-unit LSTM gradient of `steps` steps with spy_check(fusion, nodes,
-    facts) called at each of fusion's loop checks before it runs; fusion's stats."""
+    """Schedules the 4-unit LSTM gradient of `steps` steps with spy_check(the check)
+    called at each of fusion's loop checks before it runs; fusion's stats."""
     from graphc.compiler import lower
     from graphc.compiler.driver import schedule_module
     from graphc.compiler.schedule import fusion
     check = fusion._LoopCheck.dims
 
     def spied(self):
-        spy_check(self.f, self.set, self.facts)
+        spy_check(self)
         return check(self)
     with gc.Graph().as_default():
         x, _, _, grads, _, _ = _lstm_steps(steps, gc.float32, np.random.default_rng(0))
@@ -444,15 +444,20 @@ def _longest_path(f, nodes):
 
 def test_fusion_keeps_each_groups_facts_without_walking_its_nodes(monkeypatch):
     """Each loop check of a merge gets the merged group's facts (a bound on its longest
-    path, whether it is plain) combined from its parts' facts: the facts hold at every
-    check, and no path is measured in an LSTM's step kernels (all within MAX_CHAIN nodes)
-    where every candidate merge measured the merged group's before."""
+    path, whether it is plain) and its outputs combined from its parts' (their outputs,
+    not their nodes): these hold at every check, no path is measured in an LSTM's step
+    kernels (all within MAX_CHAIN nodes), and most checks get their outputs from their
+    parts' rather than from the merged nodes, each of which every check walked before."""
     from graphc.compiler.schedule import fusion
-    measured, checked = [], []
+    measured, checked, given = [], [], []
 
-    def spy_check(f, nodes, facts):
+    def spy_check(check):
+        f, nodes, facts = check.f, check.set, check.facts
         assert _longest_path(f, nodes) <= max(facts.chain or 0, len(nodes))
         assert facts.plain == all(f.plain_node(n) for n in nodes)
+        if check.outputs is not None:
+            assert check.outputs == f.outputs_of(nodes, check.copies)
+            given.append(len(nodes))
         checked.append(len(nodes))
         if len(checked) % 25 == 0:
             for g in f.groups.values():
@@ -468,3 +473,4 @@ def test_fusion_keeps_each_groups_facts_without_walking_its_nodes(monkeypatch):
     _lstm_fusion(12, spy_check)
     assert len(checked) > 100 and max(checked) > 10, checked
     assert measured == []
+    assert len(given) > 0.9 * len(checked), (len(given), len(checked))

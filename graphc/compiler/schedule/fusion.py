@@ -129,6 +129,9 @@ class _Group:
         self.nodes = set(nodes)
         self.main = main
         self.facts = facts
+        # outputs_of(nodes) while group_of holds, as a set; None: not known. Unlike the
+        # facts it changes when a node's copies come or go (_forget_outputs)
+        self.outputs = None
 
 
 class _Facts:
@@ -492,15 +495,23 @@ class Fusion:
             self.order[g] = number
 
     def _split_required(self, nodes_a, nodes_b):
-        return any(self.strict.get(n, set()) & nodes_b for n in nodes_a)
+        # strict pairs are few and symmetric: look only at the smaller side's nodes that
+        # have one (every candidate merge walked the larger group's nodes)
+        small, large = (nodes_a, nodes_b) if len(nodes_a) <= len(nodes_b) else \
+            (nodes_b, nodes_a)
+        return any(not self.strict[n].isdisjoint(large)
+                   for n in self.strict.keys() & small)
 
-    def _merge(self, a, b, facts=None):
-        """Merges group b into group a; facts: their _Facts together, if known."""
+    def _merge(self, a, b, facts=None, outputs=None):
+        """Merges group b into group a; facts, outputs: the merged group's, if known."""
         facts = facts or self._joined_facts(a, b)
         self._renumber_merged(a, b)
         ga, gb = self.groups[a], self.groups.pop(b)
+        # a node in both loses a copy: it may be an output's producer now
+        shared = not ga.nodes.isdisjoint(gb.nodes)
         ga.nodes |= gb.nodes
         ga.facts = facts
+        ga.outputs = None if shared or outputs is None else set(outputs)
         for n in gb.nodes:
             s = self.group_of[n]
             s.discard(b)
@@ -517,11 +528,13 @@ class Fusion:
         ga, gb = self.groups[a], self.groups[b]
         if self._split_required(ga.nodes, gb.nodes) or self._creates_cycle(a, b):
             return False
-        facts = self._joined_facts(a, b)
+        facts, outputs = self._joined_facts(a, b), None
         if ga.kind == "loop" and gb.kind == "loop":
-            if self.loop_dims(ga.nodes | gb.nodes, facts=facts) is None:
+            nodes = ga.nodes | gb.nodes
+            outputs = self._outputs_together(a, b, nodes)
+            if self.loop_dims(nodes, facts=facts, outputs=outputs) is None:
                 return False
-        self._merge(a, b, facts)
+        self._merge(a, b, facts, outputs)
         return True
 
     # -------------------------------------------------------------- epilogues
@@ -572,6 +585,7 @@ class Fusion:
         targets = {self._sole_group(r) for r in readers}
         for n in chain:
             self.group_of[n] = set(targets)
+        self._forget_outputs(chain)
         for gid in targets:
             g = self.groups[gid]
             g.nodes.update(chain)
@@ -598,8 +612,9 @@ class Fusion:
             facts = {c: self._joined_facts(c, g) for c in loops}
             if not loops or len(loops) == len(consumers) or any(
                     self._split_required({n}, self.groups[c].nodes) or
-                    self.loop_dims(self.groups[c].nodes | {n}, copies={n},
-                                   facts=facts[c]) is None
+                    self.loop_dims(self.groups[c].nodes | {n}, copies={n}, facts=facts[c],
+                                   outputs=self._outputs_together(
+                                       c, g, self.groups[c].nodes | {n}, {n})) is None
                     for c in loops):
                 continue
             saved = {c: self.groups[c].facts for c in loops}
@@ -607,6 +622,7 @@ class Fusion:
                 self.groups[c].nodes.add(n)
                 self.groups[c].facts = facts[c]
                 self.group_of[n].add(c)
+            self._forget_outputs([n])
             self._update_edges(loops + [g])
             if self._repair_numbering(loops + [g]):
                 self.pinned_aliases.add(g)
@@ -614,6 +630,7 @@ class Fusion:
             for c in loops:
                 self.groups[c].nodes.discard(n)
                 self.groups[c].facts = saved[c]
+            self._forget_outputs([n])
             self.group_of[n] = {g}
             self._update_edges(loops + [g])
 
@@ -707,13 +724,15 @@ class Fusion:
             for b in rest:
                 merged = self.groups[gathered].nodes | self.groups[b].nodes
                 facts = self._joined_facts(gathered, b)
-                if not dims_equal(self.loop_dims(merged, facts=facts), v.dims) or \
+                outputs = self._outputs_together(gathered, b, merged)
+                if not dims_equal(self.loop_dims(merged, facts=facts, outputs=outputs),
+                                  v.dims) or \
                         self._split_required(self.groups[gathered].nodes, self.groups[b].nodes):
                     continue
                 if self._creates_cycle(gathered, b):
                     gathered = b
                 else:
-                    self._merge(gathered, b, facts)
+                    self._merge(gathered, b, facts, outputs)
 
     def _is_cheap(self, gid):
         return self.groups[gid].facts.cheap
@@ -756,7 +775,8 @@ class Fusion:
             if self._split_required(needed, cn):
                 return None
             facts = self._joined_facts(c, gid)
-            if self.loop_dims(cn | needed, copies=needed, facts=facts) is None:
+            outputs = self._outputs_together(c, gid, cn | needed, needed)
+            if self.loop_dims(cn | needed, copies=needed, facts=facts, outputs=outputs) is None:
                 return None
             duplication[c] = (needed, facts)
         return duplication
@@ -789,37 +809,63 @@ class Fusion:
             self.groups[c].facts = facts
             for n in needed:
                 self.group_of[n].add(c)
+        self._forget_outputs(g.nodes)
         self._update_edges(list(duplication), removed=[gid])
         if self._repair_numbering(duplication):
             del self.order[gid]
             return True
         for c, (nodes, facts) in saved.items():
             self.groups[c].nodes, self.groups[c].facts = nodes, facts
+        self._forget_outputs(g.nodes)
         self.groups[gid] = g
         for n in g.nodes:
             self.group_of[n] = saved_of[n]
+        self._forget_outputs(g.nodes)
         self._update_edges(list(duplication) + [gid])
         return False
 
     # --------------------------------------------------------------- loop nest
     def outputs_of(self, nodes, copies=()):
         """Values computed by `nodes` that are needed outside them, in module order."""
-        out = []
-        for n in sorted(nodes, key=self.pos.__getitem__):
-            if n in copies or len(self.group_of.get(n, ())) > 1:
-                continue  # a duplicated node: every user computes it itself
-            for v in n.outputs:
-                # a user outside, or a duplicated user whose copies in other kernels read v
-                if v in self.fetched or any(u not in nodes or len(self.group_of.get(u, ())) > 1
-                                            for u in self.users.get(v, [])):
-                    out.append(v)
-        return out
+        return [v for n in sorted(nodes, key=self.pos.__getitem__) for v in n.outputs
+                if self._needed_outside(v, nodes, copies)]
 
-    def loop_dims(self, nodes, copies=(), facts=None):
+    def _group_outputs(self, gid):
+        g = self.groups[gid]
+        if g.outputs is None:
+            g.outputs = set(self.outputs_of(g.nodes))
+        return g.outputs
+
+    def _forget_outputs(self, nodes):
+        """Drops the known outputs of the groups holding `nodes`, whose copies changed:
+        a copied node's values are no group's outputs, and a value read by a copied
+        node is one of each group computing both."""
+        for n in nodes:
+            for gid in self.group_of.get(n, ()):
+                self.groups[gid].outputs = None
+
+    def _outputs_together(self, a, b, nodes, copies=()):
+        """outputs_of(nodes, copies) for `nodes` within groups a's and b's: a value needed
+        outside them is needed outside its own group, so it is one of theirs (a walk of
+        their outputs, not of every node: fusion's most repeated question)."""
+        candidates = self._group_outputs(a) | self._group_outputs(b)
+        out = [v for v in candidates if self._needed_outside(v, nodes, copies)]
+        return sorted(out, key=lambda v: (self.pos[v.node], v.index))
+
+    def _needed_outside(self, v, nodes, copies=()):
+        """Whether value v, computed in `nodes`, is an output of them (outputs_of)."""
+        n = v.node
+        if n in copies or len(self.group_of.get(n, ())) > 1:
+            return False  # a duplicated node: every user computes it itself
+        # a user outside, or a duplicated user whose copies in other kernels read v
+        return v in self.fetched or any(u not in nodes or len(self.group_of.get(u, ())) > 1
+                                        for u in self.users.get(v, []))
+
+    def loop_dims(self, nodes, copies=(), facts=None, outputs=None):
         """The loop dims of a valid loop nest computing `nodes`, or None (see the module
         docstring for the rules). facts: the _Facts of `nodes`, if known (a chain the
-        check measures is kept there)."""
-        return _LoopCheck(self, nodes, copies, facts).dims()
+        check measures is kept there); outputs: outputs_of(nodes, copies), if known."""
+        return _LoopCheck(self, nodes, copies, facts, outputs).dims()
 
     # ---------------------------------------------------------------- result
     def kernels(self):
@@ -965,8 +1011,9 @@ class _LoopCheck:
     """Checks one candidate loop kernel. Each value computed from a hoisted reduction gets
     an alignment: per axis, the loop axis that indexes it, or None for a size-1 axis."""
 
-    def __init__(self, fusion, nodes, copies, facts=None):
+    def __init__(self, fusion, nodes, copies, facts=None, outputs=None):
         self.f = fusion
+        self.outputs = outputs
         self.nodes = sorted(nodes, key=fusion.pos.__getitem__)
         self.set = set(nodes)
         self.copies = copies
@@ -982,7 +1029,9 @@ class _LoopCheck:
             return n.inputs[info[0]].dims if reduces else n.outputs[0].dims
         if not self._chain_within_bound():
             return None
-        outputs = self.f.outputs_of(self.set, self.copies)
+        outputs = self.outputs
+        if outputs is None:
+            outputs = self.f.outputs_of(self.set, self.copies)
         if self.facts.plain:  # what the rules below come to without hoisting or updates
             D = outputs[0].dims if outputs else None
             if D is None or not all(dims_equal(v.dims, D) for v in outputs):
