@@ -1014,15 +1014,21 @@ class _LoopCheck:
     def __init__(self, fusion, nodes, copies, facts=None, outputs=None):
         self.f = fusion
         self.outputs = outputs
-        self.nodes = sorted(nodes, key=fusion.pos.__getitem__)
         self.set = set(nodes)
         self.copies = copies
-        self.facts = facts or _Facts(None, all(fusion.plain_node(n) for n in self.nodes), None)
+        self.facts = facts or _Facts(None, all(fusion.plain_node(n) for n in self.set), None)
+
+    @property
+    def nodes(self):
+        """The nodes in module order, sorted once and only for the rules that walk them
+        (a plain candidate's check does not)."""
+        if not hasattr(self, "_ordered"):
+            self._ordered = sorted(self.set, key=self.f.pos.__getitem__)
+        return self._ordered
 
     def dims(self):
-        nodes = self.nodes
-        if len(nodes) == 1:
-            n = nodes[0]
+        if len(self.set) == 1:
+            (n,) = self.set
             info = reduction_axes(n) if self.f.kind(n) == "reduction" else None
             reduces = info is not None and (info[1] or n.type in ROW_NORMALIZERS or
                                             n.type == "SparseSoftmaxCrossEntropyWithLogits")
@@ -1037,6 +1043,7 @@ class _LoopCheck:
             if D is None or not all(dims_equal(v.dims, D) for v in outputs):
                 return None
             return D
+        nodes = self.nodes
         reds = [(n, reduction_axes(n)) for n in nodes if self.f.kind(n) == "reduction"]
         reds = [(n, info) for n, info in reds if info[1] or n.type in ROW_NORMALIZERS or
                 n.type == "SparseSoftmaxCrossEntropyWithLogits"]
@@ -1095,7 +1102,7 @@ class _LoopCheck:
         """No path of data edges longer than MAX_CHAIN, measured only when the facts'
         bound (or the number of nodes) does not settle it; a measured chain is kept."""
         facts = self.facts
-        if len(self.nodes) <= MAX_CHAIN or (facts.chain is not None and
+        if len(self.set) <= MAX_CHAIN or (facts.chain is not None and
                                             facts.chain <= MAX_CHAIN):
             return True
         facts.chain = self._chain_length()
