@@ -5,9 +5,13 @@ a deep model's repeated layers still cost their full Python-side IR building (mo
 codegen's time). Here a kernel gets a structural key first, everything its lowering reads
 of it: kind, dims, each node's op type and attrs, the dtype and dims of each value, the
 in-kernel wiring (values numbered in order of first use), which values it outputs, and of
-each value computed outside it the producer's op type and attrs (a scalar Const is inlined
-in the code). A kernel whose key was seen reuses the earlier kernel's function with its
-own buffers.
+each value computed outside it by a producer the lowerings look at (_PRODUCERS_READ and
+updates: a scalar Const is inlined in the code, a constant's array read, a feed's or
+variable's storage named by it) the producer's op type and attrs. Any other producer's
+value is read through its buffer alone, so its op type is left out: an unrolled LSTM's
+backward step kernels read the cell state's gradient from an AddN in some steps and a
+Mul in another, and were built and compiled once more for it. A kernel whose key was
+seen reuses the earlier kernel's function with its own buffers.
 
 Its buffers are found by asking the Program the storage questions (storage_of,
 stores_of, and scratch_of of the kernel itself: a conv's im2col buffer) the first lowering
@@ -33,7 +37,7 @@ differs).
 """
 import numpy as np
 
-from graphc.compiler.ir import Value
+from graphc.compiler.ir import PARAMETER, Value
 from graphc.compiler.loops.expr import dim_key
 from graphc.framework.op_def import RANDOM_OP_TYPES, UPDATE_OPS, OpTypes
 from graphc.framework.symbolic import SymDim
@@ -42,6 +46,10 @@ _ROW_ORDER_KEEPING = OpTypes("aliases_input")  # input 0's elements in the same 
 _SPLITS = ("Split", "Unpack")  # equal pieces, each a row of the input (_row_stride)
 
 REUSABLE_KINDS = ("loop", "gemm", "conv")
+# producers of a kernel's outside values whose op type or attrs its lowering reads (views
+# and Program.storage_of): constants, feeds and variables, and updates (their value is
+# their variable's)
+_PRODUCERS_READ = ("Const", PARAMETER, "VariableV2")
 _ASKED = ("storage_of", "stores_of", "scratch_of")
 _KERNEL = "kernel"  # the number of the kernel itself in a lowering's log (scratch_of's)
 _NOT_REUSABLE = "not reusable"
@@ -304,6 +312,8 @@ def _object_key(obj, inside, attrs):
         return key
     if id(node) in inside:
         return key + (obj.index,)
+    if node.type not in _PRODUCERS_READ and node.type not in UPDATE_OPS:
+        return key + ("stored",)
     return key + (obj.index, node.type, _canonical_attrs(node, attrs))
 
 
