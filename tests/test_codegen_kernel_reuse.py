@@ -353,6 +353,28 @@ def test_unrolled_step_gradients_reading_rows_backwards_match_finite_differences
         np.testing.assert_allclose(grad, want, rtol=1e-6, atol=1e-8)
 
 
+@pytest.mark.parametrize("split", [False, True])
+def test_step_kernels_keys_find_each_splits_row_stride_once(reuses, monkeypatch, split):
+    """The Unpack (or Split) of an unrolled RNN's input is copied into every step's
+    kernel: the keys and lowerings of a module find its row stride once, not once per
+    step kernel and again per lowering (each a walk of all its outputs)."""
+    strides = []
+    row_stride = kernel_reuse._row_stride
+
+    def counted(node):
+        strides.append(node)
+        return row_stride(node)
+    monkeypatch.setattr(kernel_reuse, "_row_stride", counted)
+    steps = 9
+    shape = (steps, 3, 4) if split else (3, steps, 4)
+    with gc.Graph().as_default():
+        x, w = gc.placeholder(gc.float32, shape), gc.placeholder(gc.float32, (4, 5))
+        kernels = _kernels([x, w], [shape, (4, 5)], [_step_graph(x, w, split)])
+    splits = {n for k in kernels for n in k.nodes if n.type in ("Split", "Unpack")}
+    assert sum(any(n in splits for n in k.nodes) for k in kernels) >= steps - 1
+    assert strides and len(strides) == len(set(strides)) <= len(splits)
+
+
 def test_a_row_read_whose_source_is_read_otherwise_is_not_moved(reuses):
     """Steps that read their row and another part of the stacked input (its first row, a
     strided slice in each step's kernel): moving the pointer would move that read too,
