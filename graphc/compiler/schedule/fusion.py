@@ -685,7 +685,7 @@ class Fusion:
                 a = self._sole_group(p)
                 if a is None or self.groups[a].kind != "loop":
                     continue
-                if not shared_cheap and self._is_cheap(a) and len(self._consumers(a)) > 1:
+                if not shared_cheap and self._is_cheap(a) and self._several_consumers(a):
                     continue  # offered for duplication first
                 if any(self._try_merge(b, a) for b in self._merge_targets(c, a)):
                     changed = True
@@ -745,6 +745,21 @@ class Fusion:
                 for u in self.users.get(v, []):
                     out |= self.group_of[u] - {gid}
         return out
+
+    def _several_consumers(self, gid):
+        """len(self._consumers(gid)) > 1, stopping at the second consumer: asked of a
+        producer per input of each of its readers in every merge round."""
+        first = None
+        for n in self.groups[gid].nodes:
+            for v in n.outputs:
+                for u in self.users.get(v, ()):
+                    for c in self.group_of[u]:
+                        if c == gid or c == first:
+                            continue
+                        if first is not None:
+                            return True
+                        first = c
+        return False
 
     def _duplicate_round(self):
         changed = False
