@@ -113,8 +113,15 @@ class _Lowering:
     def reusable(self):
         if self.new_sites or any(number is None for _, number, _ in self.log):
             return False
-        roles, _ = _pattern(self.log, self.objects)
+        roles, _ = self._own_pattern()
         return all(s in roles for s in self.result[1])
+
+    def _own_pattern(self):
+        """_pattern of this lowering's log, made once: every replay compares with it (an
+        unrolled RNN's step kernels replay one lowering per step)."""
+        if not hasattr(self, "_roles_and_pattern"):
+            self._roles_and_pattern = _pattern(self.log, self.objects)
+        return self._roles_and_pattern
 
     def _moved_role(self, read, roles):
         """The role of the storage a row read's pointer moves: its stored source's, a
@@ -143,7 +150,7 @@ class _Lowering:
                    for q, n, _ in self.log]
         except LookupError:  # no buffer where the first had one: its own lowering says why
             return None
-        roles, pattern = _pattern(self.log, self.objects)
+        roles, pattern = self._own_pattern()
         their_roles, their_pattern = _pattern(log, objects)
         if pattern != their_pattern:
             return None
