@@ -137,6 +137,34 @@ def test_reused_update_kernels_update_their_own_variables(reuses):
     assert max(r.reused for r in reuses) >= 3
 
 
+@pytest.mark.parametrize("dtype", [gc.float32, gc.float64])
+def test_kernels_reading_stored_values_of_different_producers_share_one_function(reuses,
+                                                                                 dtype):
+    """A value computed by another kernel is read through its buffer alone: kernels
+    differing only in its producer (a product, a column sum) are lowered once, each
+    reading its own buffer (a constant producer is in the key: see the tests above)."""
+    rng = np.random.default_rng(5)
+    np_dtype = dtype.as_numpy_dtype
+    xv, wv = rng.standard_normal((4, 3)), rng.standard_normal((3, 2))
+    x = gc.placeholder(dtype, [4, 3])
+    w = gc.Variable(wv.astype(np_dtype))
+    product = gc.matmul(x, w)
+    column_sums = gc.reduce_sum(gc.reshape(x, [4, 3, 1]) * gc.reshape(w, [1, 3, 2]), axis=1)
+    outs = [gc.sin(v) * 3.0 for v in (product, column_sums)]
+    keys = [kernel_reuse.structural_key(k) for k in _kernels([x], [(4, 3)], outs)
+            if [n.type for n in k.nodes] == ["Sin", "Mul"]]
+    assert len(keys) == 2 and keys[0] == keys[1]
+    with gc.Session() as sess:
+        sess.run(gc.global_variables_initializer())
+        got = sess.run(outs, {x: xv.astype(np_dtype)})
+    want = xv.astype(np_dtype) @ wv.astype(np_dtype)
+    rtol = 1e-5 if dtype == gc.float32 else 1e-12
+    for g in got:
+        assert g.dtype == np_dtype
+        np.testing.assert_allclose(g, np.sin(want) * 3.0, rtol=rtol, atol=rtol)
+    assert max(r.reused for r in reuses) >= 1
+
+
 def test_canonical_attrs_tell_apart_what_lowers_differently():
     c = kernel_reuse.canonical
     assert c(0.0) != c(-0.0)
@@ -323,6 +351,28 @@ def test_unrolled_step_gradients_reading_rows_backwards_match_finite_differences
             array[i] = keep
             want[i] = (up - down) / (2 * eps)
         np.testing.assert_allclose(grad, want, rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("split", [False, True])
+def test_step_kernels_keys_find_each_splits_row_stride_once(reuses, monkeypatch, split):
+    """The Unpack (or Split) of an unrolled RNN's input is copied into every step's
+    kernel: the keys and lowerings of a module find its row stride once, not once per
+    step kernel and again per lowering (each a walk of all its outputs)."""
+    strides = []
+    row_stride = kernel_reuse._row_stride
+
+    def counted(node):
+        strides.append(node)
+        return row_stride(node)
+    monkeypatch.setattr(kernel_reuse, "_row_stride", counted)
+    steps = 9
+    shape = (steps, 3, 4) if split else (3, steps, 4)
+    with gc.Graph().as_default():
+        x, w = gc.placeholder(gc.float32, shape), gc.placeholder(gc.float32, (4, 5))
+        kernels = _kernels([x, w], [shape, (4, 5)], [_step_graph(x, w, split)])
+    splits = {n for k in kernels for n in k.nodes if n.type in ("Split", "Unpack")}
+    assert sum(any(n in splits for n in k.nodes) for k in kernels) >= steps - 1
+    assert strides and len(strides) == len(set(strides)) <= len(splits)
 
 
 def test_a_row_read_whose_source_is_read_otherwise_is_not_moved(reuses):

@@ -412,3 +412,65 @@ def test_a_compile_verifies_the_module_once_unless_asked_after_every_stage(monke
     from graphc.compiler.pipeline import STAGE_NAMES
     assert _verifications(monkeypatch, every_stage=False) == 1
     assert _verifications(monkeypatch, every_stage=True) == len(STAGE_NAMES)
+
+
+def _lstm_fusion(steps, spy_check):
+    """Schedules the 4-unit LSTM gradient of `steps` steps with spy_check(the check)
+    called at each of fusion's loop checks before it runs; fusion's stats."""
+    from graphc.compiler import lower
+    from graphc.compiler.driver import schedule_module
+    from graphc.compiler.schedule import fusion
+    check = fusion._LoopCheck.dims
+
+    def spied(self):
+        spy_check(self)
+        return check(self)
+    with gc.Graph().as_default():
+        x, _, _, grads, _, _ = _lstm_steps(steps, gc.float32, np.random.default_rng(0))
+        module = lower([x], grads, [], [(2, steps, 3)])
+    fusion._LoopCheck.dims = spied
+    try:
+        return schedule_module(module)["fusion"]
+    finally:
+        fusion._LoopCheck.dims = check
+
+
+def _longest_path(f, nodes):
+    length = {}
+    for n in sorted(nodes, key=f.pos.__getitem__):
+        length[n] = 1 + max((length.get(v.node, 0) for _, v in f.data_in(n)), default=0)
+    return max(length.values())
+
+
+def test_fusion_keeps_each_groups_facts_without_walking_its_nodes(monkeypatch):
+    """Each loop check of a merge gets the merged group's facts (a bound on its longest
+    path, whether it is plain) and its outputs combined from its parts' (their outputs,
+    not their nodes): these hold at every check, no path is measured in an LSTM's step
+    kernels (all within MAX_CHAIN nodes), and most checks get their outputs from their
+    parts' rather than from the merged nodes, each of which every check walked before."""
+    from graphc.compiler.schedule import fusion
+    measured, checked, given = [], [], []
+
+    def spy_check(check):
+        f, nodes, facts = check.f, check.set, check.facts
+        assert _longest_path(f, nodes) <= max(facts.chain or 0, len(nodes))
+        assert facts.plain == all(f.plain_node(n) for n in nodes)
+        if check.outputs is not None:
+            assert check.outputs == f.outputs_of(nodes, check.copies)
+            given.append(len(nodes))
+        checked.append(len(nodes))
+        if len(checked) % 25 == 0:
+            for g in f.groups.values():
+                assert g.facts.cheap == all(
+                    f.kind(n) in fusion.CHEAP_KINDS and not set(n.outputs) & f.fetched
+                    for n in g.nodes)
+    chain_length = fusion._LoopCheck._chain_length
+
+    def measure(self):
+        measured.append(len(self.nodes))
+        return chain_length(self)
+    monkeypatch.setattr(fusion._LoopCheck, "_chain_length", measure)
+    _lstm_fusion(12, spy_check)
+    assert len(checked) > 100 and max(checked) > 10, checked
+    assert measured == []
+    assert len(given) > 0.9 * len(checked), (len(given), len(checked))

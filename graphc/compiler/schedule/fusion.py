@@ -135,11 +135,40 @@ def data_inputs(node):
 
 
 class _Group:
-    def __init__(self, gid, kind, nodes, main=None):
+    def __init__(self, gid, kind, nodes, main=None, facts=None):
         self.gid = gid
         self.kind = kind
         self.nodes = set(nodes)
         self.main = main
+        self.facts = facts
+        # outputs_of(nodes) while group_of holds, as a set; None: not known. Unlike the
+        # facts it changes when a node's copies come or go (_forget_outputs)
+        self.outputs = None
+
+
+class _Facts:
+    """What fusion asks of a group's nodes that combines on a merge without walking
+    them: `chain`, an upper bound on the nodes of one path of data edges among them
+    (None: unknown, the loop check measures it); `plain`, no reduction, window or
+    variable update among them (nothing hoisted, aligned or ordered: the outputs alone
+    fix the loop); `cheap`, elementwise and index nodes only, none fetched (offered for
+    duplication). Walking the merged nodes per candidate merge made a 32-step LSTM's
+    fusion quadratic in its step kernels' size (half of fusion's time)."""
+
+    __slots__ = ("chain", "plain", "cheap")
+
+    def __init__(self, chain, plain, cheap):
+        self.chain = chain
+        self.plain = plain
+        self.cheap = cheap
+
+    def joined(self, other, one_crossing):
+        """The facts of both groups' nodes together. one_crossing: a path of data edges
+        among them crosses from one group to the other at most once (then its nodes are
+        a path in each, one after the other)."""
+        chain = self.chain + other.chain if one_crossing and None not in (
+            self.chain, other.chain) else None
+        return _Facts(chain, self.plain and other.plain, self.cheap and other.cheap)
 
 
 class Fusion:
@@ -323,10 +352,28 @@ class Fusion:
     # ---------------------------------------------------------------- groups
     def _new_group(self, kind, nodes, main=None):
         gid = self._next_gid = getattr(self, "_next_gid", -1) + 1
-        g = self.groups[gid] = _Group(gid, kind, nodes, main)
+        g = self.groups[gid] = _Group(gid, kind, nodes, main, self._facts_of(nodes))
         for n in nodes:
             self.group_of.setdefault(n, set()).add(gid)
         return g
+
+    def _facts_of(self, nodes):
+        # a path of data edges visits each node once: their number bounds its length
+        return _Facts(len(nodes), all(self.plain_node(n) for n in nodes),
+                      all(self.kind(n) in CHEAP_KINDS and
+                          not any(v in self.fetched for v in n.outputs) for n in nodes))
+
+    def plain_node(self, node):
+        return self.kind(node) not in ("reduction", "window") and node.type not in UPDATE_OPS
+
+    def _joined_facts(self, a, b):
+        """The _Facts of groups a's and b's nodes together (b's bound those of any part
+        of b). A path among them crosses between the groups once when they share no node
+        and their kernel-graph edges go one way: a data edge from a node of one to a
+        node of the other is an edge of the kernel graph."""
+        ga, gb = self.groups[a], self.groups[b]
+        one_way = not (b in self.succ[a] and a in self.succ[b])
+        return ga.facts.joined(gb.facts, one_way and ga.nodes.isdisjoint(gb.nodes))
 
     def _rebuild_edges(self):
         """The kernel graph: ga -> gb for each node edge a -> b with a in ga, b in gb
@@ -460,13 +507,23 @@ class Fusion:
             self.order[g] = number
 
     def _split_required(self, nodes_a, nodes_b):
-        return any(self.strict.get(n, set()) & nodes_b for n in nodes_a)
+        # strict pairs are few and symmetric: look only at the smaller side's nodes that
+        # have one (every candidate merge walked the larger group's nodes)
+        small, large = (nodes_a, nodes_b) if len(nodes_a) <= len(nodes_b) else \
+            (nodes_b, nodes_a)
+        return any(not self.strict[n].isdisjoint(large)
+                   for n in self.strict.keys() & small)
 
-    def _merge(self, a, b):
-        """Merges group b into group a."""
+    def _merge(self, a, b, facts=None, outputs=None):
+        """Merges group b into group a; facts, outputs: the merged group's, if known."""
+        facts = facts or self._joined_facts(a, b)
         self._renumber_merged(a, b)
         ga, gb = self.groups[a], self.groups.pop(b)
+        # a node in both loses a copy: it may be an output's producer now
+        shared = not ga.nodes.isdisjoint(gb.nodes)
         ga.nodes |= gb.nodes
+        ga.facts = facts
+        ga.outputs = None if shared or outputs is None else set(outputs)
         for n in gb.nodes:
             s = self.group_of[n]
             s.discard(b)
@@ -483,10 +540,13 @@ class Fusion:
         ga, gb = self.groups[a], self.groups[b]
         if self._split_required(ga.nodes, gb.nodes) or self._creates_cycle(a, b):
             return False
+        facts, outputs = self._joined_facts(a, b), None
         if ga.kind == "loop" and gb.kind == "loop":
-            if self.loop_dims(ga.nodes | gb.nodes) is None:
+            nodes = ga.nodes | gb.nodes
+            outputs = self._outputs_together(a, b, nodes)
+            if self.loop_dims(nodes, facts=facts, outputs=outputs) is None:
                 return False
-        self._merge(a, b)
+        self._merge(a, b, facts, outputs)
         return True
 
     # -------------------------------------------------------------- epilogues
@@ -537,8 +597,11 @@ class Fusion:
         targets = {self._sole_group(r) for r in readers}
         for n in chain:
             self.group_of[n] = set(targets)
+        self._forget_outputs(chain)
         for gid in targets:
-            self.groups[gid].nodes.update(chain)
+            g = self.groups[gid]
+            g.nodes.update(chain)
+            g.facts = g.facts.joined(self._facts_of(chain), one_crossing=False)
         for gid in old:
             del self.groups[gid]
             del self.order[gid]
@@ -558,20 +621,28 @@ class Fusion:
                 continue
             consumers = self._consumers(g)
             loops = [c for c in consumers if self.groups[c].kind == "loop"]
+            facts = {c: self._joined_facts(c, g) for c in loops}
             if not loops or len(loops) == len(consumers) or any(
                     self._split_required({n}, self.groups[c].nodes) or
-                    self.loop_dims(self.groups[c].nodes | {n}, copies={n}) is None
+                    self.loop_dims(self.groups[c].nodes | {n}, copies={n}, facts=facts[c],
+                                   outputs=self._outputs_together(
+                                       c, g, self.groups[c].nodes | {n}, {n})) is None
                     for c in loops):
                 continue
+            saved = {c: self.groups[c].facts for c in loops}
             for c in loops:
                 self.groups[c].nodes.add(n)
+                self.groups[c].facts = facts[c]
                 self.group_of[n].add(c)
+            self._forget_outputs([n])
             self._update_edges(loops + [g])
             if self._repair_numbering(loops + [g]):
                 self.pinned_aliases.add(g)
                 continue
             for c in loops:
                 self.groups[c].nodes.discard(n)
+                self.groups[c].facts = saved[c]
+            self._forget_outputs([n])
             self.group_of[n] = {g}
             self._update_edges(loops + [g])
 
@@ -626,7 +697,7 @@ class Fusion:
                 a = self._sole_group(p)
                 if a is None or self.groups[a].kind != "loop":
                     continue
-                if not shared_cheap and self._is_cheap(a) and len(self._consumers(a)) > 1:
+                if not shared_cheap and self._is_cheap(a) and self._several_consumers(a):
                     continue  # offered for duplication first
                 if any(self._try_merge(b, a) for b in self._merge_targets(c, a)):
                     changed = True
@@ -664,13 +735,16 @@ class Fusion:
             gathered, *rest = sorted(readers, key=self.order.__getitem__)
             for b in rest:
                 merged = self.groups[gathered].nodes | self.groups[b].nodes
-                if not dims_equal(self.loop_dims(merged), v.dims) or \
+                facts = self._joined_facts(gathered, b)
+                outputs = self._outputs_together(gathered, b, merged)
+                if not dims_equal(self.loop_dims(merged, facts=facts, outputs=outputs),
+                                  v.dims) or \
                         self._split_required(self.groups[gathered].nodes, self.groups[b].nodes):
                     continue
                 if self._creates_cycle(gathered, b):
                     gathered = b
                 else:
-                    self._merge(gathered, b)
+                    self._merge(gathered, b, facts, outputs)
 
     # ------------------------------------------------------------ recomputation
     def _recompute_in_readers(self):
@@ -752,9 +826,7 @@ class Fusion:
         return False
 
     def _is_cheap(self, gid):
-        g = self.groups[gid]
-        return all(self.kind(n) in CHEAP_KINDS for n in g.nodes) and not any(
-            v in self.fetched for n in g.nodes for v in n.outputs)
+        return self.groups[gid].facts.cheap
 
     def _consumers(self, gid):
         g = self.groups[gid]
@@ -764,6 +836,21 @@ class Fusion:
                 for u in self.users.get(v, []):
                     out |= self.group_of[u] - {gid}
         return out
+
+    def _several_consumers(self, gid):
+        """len(self._consumers(gid)) > 1, stopping at the second consumer: asked of a
+        producer per input of each of its readers in every merge round."""
+        first = None
+        for n in self.groups[gid].nodes:
+            for v in n.outputs:
+                for u in self.users.get(v, ()):
+                    for c in self.group_of[u]:
+                        if c == gid or c == first:
+                            continue
+                        if first is not None:
+                            return True
+                        first = c
+        return False
 
     def _duplicate_round(self):
         changed = False
@@ -784,8 +871,8 @@ class Fusion:
         return changed
 
     def _duplication(self, gid, consumers):
-        """{consumer: the nodes of group gid it needs}, or None if some consumer cannot
-        compute them itself."""
+        """{consumer: (the nodes of group gid it needs, the _Facts of its nodes with
+        them)}, or None if some consumer cannot compute them itself."""
         g = self.groups[gid]
         duplication = {}
         for c in consumers:
@@ -793,9 +880,11 @@ class Fusion:
             needed = self._needed_from(g.nodes, cn)
             if self._split_required(needed, cn):
                 return None
-            if self.loop_dims(cn | needed, copies=needed) is None:
+            facts = self._joined_facts(c, gid)
+            outputs = self._outputs_together(c, gid, cn | needed, needed)
+            if self.loop_dims(cn | needed, copies=needed, facts=facts, outputs=outputs) is None:
                 return None
-            duplication[c] = needed
+            duplication[c] = (needed, facts)
         return duplication
 
     def _needed_from(self, source, consumer_nodes):
@@ -815,46 +904,74 @@ class Fusion:
         """Moves group gid's nodes into its consumers; undone (returns False) if that
         would make a cycle of kernels (a copy inherits the group's ordering edges)."""
         g = self.groups.pop(gid)
-        saved = {c: set(self.groups[c].nodes) for c in duplication}
+        saved = {c: (set(self.groups[c].nodes), self.groups[c].facts) for c in duplication}
         # a node of g may already have copies in other kernels (GELU's x*x, which both its
         # tanh chain and its gradient read): those stay
         saved_of = {n: set(self.group_of[n]) for n in g.nodes}
         for n in g.nodes:
             self.group_of[n].discard(gid)
-        for c, needed in duplication.items():
+        for c, (needed, facts) in duplication.items():
             self.groups[c].nodes |= needed
+            self.groups[c].facts = facts
             for n in needed:
                 self.group_of[n].add(c)
+        self._forget_outputs(g.nodes)
         self._update_edges(list(duplication), removed=[gid])
         if self._repair_numbering(duplication):
             del self.order[gid]
             return True
-        for c, nodes in saved.items():
-            self.groups[c].nodes = nodes
+        for c, (nodes, facts) in saved.items():
+            self.groups[c].nodes, self.groups[c].facts = nodes, facts
+        self._forget_outputs(g.nodes)
         self.groups[gid] = g
         for n in g.nodes:
             self.group_of[n] = saved_of[n]
+        self._forget_outputs(g.nodes)
         self._update_edges(list(duplication) + [gid])
         return False
 
     # --------------------------------------------------------------- loop nest
     def outputs_of(self, nodes, copies=()):
         """Values computed by `nodes` that are needed outside them, in module order."""
-        out = []
-        for n in sorted(nodes, key=self.pos.__getitem__):
-            if n in copies or len(self.group_of.get(n, ())) > 1:
-                continue  # a duplicated node: every user computes it itself
-            for v in n.outputs:
-                # a user outside, or a duplicated user whose copies in other kernels read v
-                if v in self.fetched or any(u not in nodes or len(self.group_of.get(u, ())) > 1
-                                            for u in self.users.get(v, [])):
-                    out.append(v)
-        return out
+        return [v for n in sorted(nodes, key=self.pos.__getitem__) for v in n.outputs
+                if self._needed_outside(v, nodes, copies)]
 
-    def loop_dims(self, nodes, copies=()):
+    def _group_outputs(self, gid):
+        g = self.groups[gid]
+        if g.outputs is None:
+            g.outputs = set(self.outputs_of(g.nodes))
+        return g.outputs
+
+    def _forget_outputs(self, nodes):
+        """Drops the known outputs of the groups holding `nodes`, whose copies changed:
+        a copied node's values are no group's outputs, and a value read by a copied
+        node is one of each group computing both."""
+        for n in nodes:
+            for gid in self.group_of.get(n, ()):
+                self.groups[gid].outputs = None
+
+    def _outputs_together(self, a, b, nodes, copies=()):
+        """outputs_of(nodes, copies) for `nodes` within groups a's and b's: a value needed
+        outside them is needed outside its own group, so it is one of theirs (a walk of
+        their outputs, not of every node: fusion's most repeated question)."""
+        candidates = self._group_outputs(a) | self._group_outputs(b)
+        out = [v for v in candidates if self._needed_outside(v, nodes, copies)]
+        return sorted(out, key=lambda v: (self.pos[v.node], v.index))
+
+    def _needed_outside(self, v, nodes, copies=()):
+        """Whether value v, computed in `nodes`, is an output of them (outputs_of)."""
+        n = v.node
+        if n in copies or len(self.group_of.get(n, ())) > 1:
+            return False  # a duplicated node: every user computes it itself
+        # a user outside, or a duplicated user whose copies in other kernels read v
+        return v in self.fetched or any(u not in nodes or len(self.group_of.get(u, ())) > 1
+                                        for u in self.users.get(v, []))
+
+    def loop_dims(self, nodes, copies=(), facts=None, outputs=None):
         """The loop dims of a valid loop nest computing `nodes`, or None (see the module
-        docstring for the rules)."""
-        return _LoopCheck(self, nodes, copies).dims()
+        docstring for the rules). facts: the _Facts of `nodes`, if known (a chain the
+        check measures is kept there); outputs: outputs_of(nodes, copies), if known."""
+        return _LoopCheck(self, nodes, copies, facts, outputs).dims()
 
     # ---------------------------------------------------------------- result
     def kernels(self):
@@ -880,7 +997,7 @@ class Fusion:
                 continue
             nodes = sorted(g.nodes, key=self.pos.__getitem__)
             if g.kind == "loop":
-                dims = self.loop_dims(g.nodes)
+                dims = self.loop_dims(g.nodes, facts=g.facts)
                 assert dims is not None, f"fusion made an invalid loop kernel of {nodes}"
             else:
                 dims = g.main.outputs[0].dims
@@ -1006,23 +1123,42 @@ class _LoopCheck:
     """Checks one candidate loop kernel. Each value computed from a hoisted reduction gets
     an alignment: per axis, the loop axis that indexes it, or None for a size-1 axis."""
 
-    def __init__(self, fusion, nodes, copies):
+    def __init__(self, fusion, nodes, copies, facts=None, outputs=None):
         self.f = fusion
-        self.nodes = sorted(nodes, key=fusion.pos.__getitem__)
+        self.outputs = outputs
         self.set = set(nodes)
         self.copies = copies
+        self.facts = facts or _Facts(None, all(fusion.plain_node(n) for n in self.set), None)
+
+    @property
+    def nodes(self):
+        """The nodes in module order, sorted once and only for the rules that walk them
+        (a plain candidate's check does not)."""
+        if not hasattr(self, "_ordered"):
+            self._ordered = sorted(self.set, key=self.f.pos.__getitem__)
+        return self._ordered
 
     def dims(self):
+        if len(self.set) == 1:
+            (n,) = self.set
+            info = reduction_axes(n) if self.f.kind(n) == "reduction" else None
+            reduces = info is not None and (info[1] or n.type in ROW_NORMALIZERS or
+                                            n.type == "SparseSoftmaxCrossEntropyWithLogits")
+            return n.inputs[info[0]].dims if reduces else n.outputs[0].dims
+        if not self._chain_within_bound():
+            return None
+        outputs = self.outputs
+        if outputs is None:
+            outputs = self.f.outputs_of(self.set, self.copies)
+        if self.facts.plain:  # what the rules below come to without hoisting or updates
+            D = outputs[0].dims if outputs else None
+            if D is None or not all(dims_equal(v.dims, D) for v in outputs):
+                return None
+            return D
         nodes = self.nodes
         reds = [(n, reduction_axes(n)) for n in nodes if self.f.kind(n) == "reduction"]
         reds = [(n, info) for n, info in reds if info[1] or n.type in ROW_NORMALIZERS or
                 n.type == "SparseSoftmaxCrossEntropyWithLogits"]
-        if len(nodes) == 1:
-            n = nodes[0]
-            return n.inputs[reds[0][1][0]].dims if reds else n.outputs[0].dims
-        if self._chain_length() > MAX_CHAIN:
-            return None
-        outputs = self.f.outputs_of(self.set, self.copies)
         updates = [n for n in nodes if n.type in UPDATE_OPS]
         cands = [n.inputs[info[0]].dims for n, info in reds]
         if not cands:
@@ -1073,6 +1209,16 @@ class _LoopCheck:
         if not self._state_safe(updates):
             return None
         return D
+
+    def _chain_within_bound(self):
+        """No path of data edges longer than MAX_CHAIN, measured only when the facts'
+        bound (or the number of nodes) does not settle it; a measured chain is kept."""
+        facts = self.facts
+        if len(self.set) <= MAX_CHAIN or (facts.chain is not None and
+                                            facts.chain <= MAX_CHAIN):
+            return True
+        facts.chain = self._chain_length()
+        return facts.chain <= MAX_CHAIN
 
     def _chain_length(self):
         """The most nodes on one path of data edges inside the kernel."""

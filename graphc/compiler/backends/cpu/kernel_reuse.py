@@ -5,9 +5,13 @@ a deep model's repeated layers still cost their full Python-side IR building (mo
 codegen's time). Here a kernel gets a structural key first, everything its lowering reads
 of it: kind, dims, each node's op type and attrs, the dtype and dims of each value, the
 in-kernel wiring (values numbered in order of first use), which values it outputs, and of
-each value computed outside it the producer's op type and attrs (a scalar Const is inlined
-in the code). A kernel whose key was seen reuses the earlier kernel's function with its
-own buffers.
+each value computed outside it by a producer the lowerings look at (_PRODUCERS_READ and
+updates: a scalar Const is inlined in the code, a constant's array read, a feed's or
+variable's storage named by it) the producer's op type and attrs. Any other producer's
+value is read through its buffer alone, so its op type is left out: an unrolled LSTM's
+backward step kernels read the cell state's gradient from an AddN in some steps and a
+Mul in another, and were built and compiled once more for it. A kernel whose key was
+seen reuses the earlier kernel's function with its own buffers.
 
 Its buffers are found by asking the Program the storage questions (storage_of,
 stores_of, and scratch_of of the kernel itself: a conv's im2col buffer) the first lowering
@@ -33,7 +37,7 @@ differs).
 """
 import numpy as np
 
-from graphc.compiler.ir import Value
+from graphc.compiler.ir import PARAMETER, Value
 from graphc.compiler.loops.expr import dim_key
 from graphc.framework.op_def import RANDOM_OP_TYPES, UPDATE_OPS, OpTypes
 from graphc.framework.symbolic import SymDim
@@ -42,6 +46,10 @@ _ROW_ORDER_KEEPING = OpTypes("aliases_input")  # input 0's elements in the same 
 _SPLITS = ("Split", "Unpack")  # equal pieces, each a row of the input (_row_stride)
 
 REUSABLE_KINDS = ("loop", "gemm", "conv")
+# producers of a kernel's outside values whose op type or attrs its lowering reads (views
+# and Program.storage_of): constants, feeds and variables, and updates (their value is
+# their variable's)
+_PRODUCERS_READ = ("Const", PARAMETER, "VariableV2")
 _ASKED = ("storage_of", "stores_of", "scratch_of")
 _KERNEL = "kernel"  # the number of the kernel itself in a lowering's log (scratch_of's)
 _NOT_REUSABLE = "not reusable"
@@ -54,19 +62,17 @@ class KernelReuse:
         self.program = program
         self._seen = {}  # structural key -> _Lowering or _NOT_REUSABLE
         self.reused = 0
-        # a node's canonical attrs, made once: a value is in the key of its producer's
-        # kernel and of each reader's, and the keys were a quarter of depth 256's codegen
-        self._attrs = {}
+        self._memo = KeyMemo()
 
     def lower(self, lower, kernel, name, scalar_ops, rules):
-        key = structural_key(kernel, self._attrs)
+        key = structural_key(kernel, self._memo)
         seen = self._seen.get(key) if key is not None else None
         if isinstance(seen, _Lowering):
-            result = seen.replay(self.program, kernel)
+            result = seen.replay(self.program, kernel, self._memo)
             if result is not None:
                 self.reused += 1
                 return result
-        first = _Lowering(kernel)
+        first = _Lowering(kernel, self._memo)
         result = first.run(self.program, lower, name, scalar_ops, rules)
         if key is not None and seen is None:
             self._seen[key] = first if first.reusable() else _NOT_REUSABLE
@@ -76,10 +82,10 @@ class KernelReuse:
 class _Lowering:
     """One kernel's lowering, with the storage questions it asked by value number."""
 
-    def __init__(self, kernel):
+    def __init__(self, kernel, memo):
         self.kernel = kernel
         self.objects, self.index = _objects(kernel)
-        self.row_reads = row_reads(kernel)
+        self.row_reads = memo.row_reads(kernel)
         self.log = []  # (question, value number or None, answer)
         self.result = None
         self.new_sites = 0
@@ -107,8 +113,15 @@ class _Lowering:
     def reusable(self):
         if self.new_sites or any(number is None for _, number, _ in self.log):
             return False
-        roles, _ = _pattern(self.log, self.objects)
+        roles, _ = self._own_pattern()
         return all(s in roles for s in self.result[1])
+
+    def _own_pattern(self):
+        """_pattern of this lowering's log, made once: every replay compares with it (an
+        unrolled RNN's step kernels replay one lowering per step)."""
+        if not hasattr(self, "_roles_and_pattern"):
+            self._roles_and_pattern = _pattern(self.log, self.objects)
+        return self._roles_and_pattern
 
     def _moved_role(self, read, roles):
         """The role of the storage a row read's pointer moves: its stored source's, a
@@ -129,7 +142,7 @@ class _Lowering:
                 return None
         return roles[key]
 
-    def replay(self, program, kernel):
+    def replay(self, program, kernel, memo):
         """(function, storages) for `kernel`, or None when its buffers' pattern differs."""
         objects, _ = _objects(kernel)
         try:
@@ -137,12 +150,12 @@ class _Lowering:
                    for q, n, _ in self.log]
         except LookupError:  # no buffer where the first had one: its own lowering says why
             return None
-        roles, pattern = _pattern(self.log, self.objects)
+        roles, pattern = self._own_pattern()
         their_roles, their_pattern = _pattern(log, objects)
         if pattern != their_pattern:
             return None
         key_of_role = {role: key for key, role in their_roles.items()}
-        theirs = row_reads(kernel)
+        theirs = memo.row_reads(kernel)
         if len(theirs) != len(self.row_reads):
             return None
         for mine, their in zip(self.row_reads, theirs):
@@ -196,20 +209,59 @@ def _objects(kernel):
     return objects, index
 
 
-def structural_key(kernel, attrs=None):
+class KeyMemo:
+    """What the keys of one module's kernels ask again, made once: a value is in the key
+    of its producer's kernel and of each reader's (the keys were a quarter of depth 256's
+    codegen), and an unrolled RNN's Unpack of its input is copied into every step's
+    kernel, each key walking its outputs (a 32-step LSTM's keys were a fifth of its
+    codegen). By id: the module's nodes, values and kernels live as long as the memo."""
+
+    def __init__(self):
+        self._attrs, self._objects, self._strides, self._reads = {}, {}, {}, {}
+
+    def attrs(self, node):
+        found = self._attrs.get(id(node))
+        if found is None:
+            found = self._attrs[id(node)] = canonical(node.attrs)
+        return found
+
+    def object_key(self, obj, inside):
+        node = getattr(obj, "node", None)
+        computed_inside = node is not None and id(node) in inside
+        found = self._objects.get((id(obj), computed_inside))
+        if found is None:
+            found = self._objects[id(obj), computed_inside] = _object_key(
+                obj, computed_inside, self)
+        return found
+
+    def row_stride(self, node):
+        if node.type not in _SPLITS:
+            return None
+        if id(node) not in self._strides:
+            self._strides[id(node)] = _row_stride(node)
+        return self._strides[id(node)]
+
+    def row_reads(self, kernel):
+        if id(kernel) not in self._reads:
+            self._reads[id(kernel)] = row_reads(kernel, self)
+        return self._reads[id(kernel)]
+
+
+def structural_key(kernel, memo=None):
     """A hashable key equal for kernels whose lowerings build the same code up to buffer
-    names, or None when the kernel is never reused. attrs: {id(node): canonical attrs}
-    kept between the kernels of one module (their nodes live as long)."""
-    attrs = {} if attrs is None else attrs
+    names, or None when the kernel is never reused. memo: the KeyMemo of the kernels of
+    one module."""
+    memo = KeyMemo() if memo is None else memo
     if kernel.kind not in REUSABLE_KINDS or any(n.type in RANDOM_OP_TYPES
                                                 for n in kernel.nodes):
         return None
     objects, index = _objects(kernel)
     inside = {id(n): k for k, n in enumerate(kernel.nodes)}
     # a row read's output counts as the split's first: the replay moves the pointer
-    read_as = {id(r.node.outputs[r.output]): r.node.outputs[0] for r in row_reads(kernel)}
+    read_as = {id(r.node.outputs[r.output]): r.node.outputs[0]
+               for r in memo.row_reads(kernel)}
     try:
-        nodes = tuple((n.type, _canonical_attrs(n, attrs),
+        nodes = tuple((n.type, memo.attrs(n),
                        tuple(index[id(read_as.get(id(i), i))] for i in n.inputs),
                        tuple(index[id(o)] for o in n.outputs)) for n in kernel.nodes)
         outputs = tuple(index[id(v)] for v in kernel.outputs)
@@ -220,7 +272,7 @@ def structural_key(kernel, attrs=None):
     if main is None:
         return None
     return (kernel.kind, _dims(kernel.dims), main, nodes, outputs, inputs,
-            tuple(_object_key(o, inside, attrs) for o in objects))
+            tuple(memo.object_key(o, inside) for o in objects))
 
 
 class RowRead:
@@ -234,8 +286,9 @@ class RowRead:
         self.stride_bytes = stride_bytes
 
 
-def row_reads(kernel):
+def row_reads(kernel, memo=None):
     """The kernel's RowReads (see the module docstring), in node order."""
+    memo = KeyMemo() if memo is None else memo
     if not any(n.type in _SPLITS for n in kernel.nodes):
         return []  # most kernels: no use list to build (every kernel's key asks)
     users, stored = {}, {id(v) for v in kernel.outputs}
@@ -245,9 +298,11 @@ def row_reads(kernel):
     inside = {id(n) for n in kernel.nodes}
     reads = []
     for n in kernel.nodes:
-        stride = _row_stride(n)
+        stride = memo.row_stride(n)
+        if stride is None:
+            continue
         read = [k for k, v in enumerate(n.outputs) if id(v) in users]
-        if stride is None or len(read) != 1 or any(id(v) in stored for v in n.outputs):
+        if len(read) != 1 or any(id(v) in stored for v in n.outputs):
             continue
         source = _stored_source(n, users, stored, inside)
         if source is not None:
@@ -296,22 +351,17 @@ def _stored_source(node, users, stored, inside):
     return v
 
 
-def _object_key(obj, inside, attrs):
+def _object_key(obj, computed_inside, memo):
     dtype = getattr(obj.dtype, "name", obj.dtype)
     key = (type(obj).__name__, str(dtype), _dims(obj.dims))
     node = getattr(obj, "node", None)
     if node is None:
         return key
-    if id(node) in inside:
+    if computed_inside:
         return key + (obj.index,)
-    return key + (obj.index, node.type, _canonical_attrs(node, attrs))
-
-
-def _canonical_attrs(node, attrs):
-    found = attrs.get(id(node))
-    if found is None:
-        found = attrs[id(node)] = canonical(node.attrs)
-    return found
+    if node.type not in _PRODUCERS_READ and node.type not in UPDATE_OPS:
+        return key + ("stored",)
+    return key + (obj.index, node.type, memo.attrs(node))
 
 
 def _dims(dims):
