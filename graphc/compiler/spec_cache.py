@@ -36,6 +36,8 @@ import hashlib
 import json
 import os
 import platform
+import weakref
+from typing import NamedTuple
 
 import numpy as np
 
@@ -49,7 +51,8 @@ _SOURCES = None
 # environment settings the passes and codegen read: part of the key
 _CODEGEN_ENV = ("GRAPHC_DISABLE_PASSES", "GRAPHC_PARALLEL", "GRAPHC_PARALLEL_MIN_WORK",
                 "GRAPHC_PARALLEL_DEBUG")
-stats = {"hits": 0, "misses": 0, "stores": 0}
+# graph_summaries: walks of a graph's ops for a key (_summarize)
+stats = {"hits": 0, "misses": 0, "stores": 0, "graph_summaries": 0}
 # the packages whose code is in every key (hashed sources; NumPy by its version)
 _KEYED_PACKAGES = frozenset({"graphc", "kernels", "numpy"})
 
@@ -94,15 +97,11 @@ def signature_key(feeds, fetches, targets, feed_shapes, feed_values, variable_sh
     arguments, `ops` pruned), computed from the graph without lowering it; None when an
     op's attrs have no plain-data form or its code is not in the key (an op type a script
     registers): the lowered module's key is used then."""
-    digest = _GraphDigest()
-    try:
-        digest.add_ops(_ancestors(ops, feeds))
-        graph = digest.hexdigest()
-    except (TypeError, ValueError):
-        return None
-    if not all(map(_code_in_key, digest.op_types)):
+    summary = _graph_summary(ops, feeds)
+    if summary is None or not all(map(_code_in_key, summary.op_types)):
         return None
     candidates = feed_values if feed_values is not None else [None] * len(feeds)
+    held = variable_shapes or {}
     # whether a feed may be specialized on: such a feed looks like a Const to shape
     # inference even when its value is never read
     run = {"feeds": [[t.name, t.dtype.name, _static_shape(t), t.op.location,
@@ -110,8 +109,66 @@ def signature_key(feeds, fetches, targets, feed_shapes, feed_values, variable_sh
                      for t, shape, value in zip(feeds, feed_shapes, candidates)],
            "fetches": [t.name for t in fetches], "targets": [op.name for op in targets],
            "exclude": sorted(op.name for op in exclude),
-           "variables": digest.variable_shapes(variable_shapes or {})}
-    return _digest(["signature", json.dumps(run), graph], disable, target)
+           "variables": [[name, None if held.get(name) is None else
+                          [int(d) for d in held[name]]]
+                         for name in summary.variables]}
+    return _digest(["signature", json.dumps(run), summary.digest], disable, target)
+
+
+class _GraphSummary(NamedTuple):
+    """What a signature's key reads of the graph: the digest of its ops (_GraphDigest),
+    their types and the names of the variables among them, in order."""
+    digest: str
+    op_types: frozenset
+    variables: tuple
+
+
+# graph -> (its state, {(ops, fed tensors), as ids: _GraphSummary or None}): a graph's
+# ops are never removed, so their ids name them while the graph lives
+_SUMMARIES = weakref.WeakKeyDictionary()
+
+
+def _graph_summary(ops, feeds):
+    """The _GraphSummary of the signature of `ops` cut at `feeds` (None: an attr without
+    a plain-data form), summarized once per state of the graph: a Session's next
+    variant, another Session over the same graph, skip the walk of every op. The state
+    (_graph_state) changes with anything that changes an op's line."""
+    graph = ops[0].graph if ops else None
+    if graph is None:
+        return _summarize(ops, feeds)
+    state = _graph_state(graph)
+    known = _SUMMARIES.get(graph)
+    if known is None or known[0] != state:
+        known = _SUMMARIES[graph] = (state, {})
+    signature = (tuple(map(id, ops)), tuple(map(id, feeds)))
+    if signature not in known[1]:
+        known[1][signature] = _summarize(ops, feeds)
+    return known[1][signature]
+
+
+def _graph_state(graph):
+    """The graph's ops (version) and edits to them (edits), with those of the bodies its
+    ops name, nested ones included (a body is a graph of its own)."""
+    state, pending, seen = [], [graph], set()
+    while pending:
+        g = pending.pop()
+        if id(g) in seen:
+            continue
+        seen.add(id(g))
+        state.append((id(g), g.version, g.edits))
+        pending.extend(getattr(g, "_functions", {}).values())
+    return tuple(state)
+
+
+def _summarize(ops, feeds):
+    stats["graph_summaries"] += 1
+    digest = _GraphDigest()
+    try:
+        digest.add_ops(_ancestors(ops, feeds))
+        text = digest.hexdigest()
+    except (TypeError, ValueError):
+        return None
+    return _GraphSummary(text, frozenset(digest.op_types), tuple(sorted(digest.variables)))
 
 
 def _digest(parts, disable, target):
@@ -145,20 +202,24 @@ def _ancestors(ops, fed):
 
 
 class _GraphDigest:
-    """A SHA-256 of ops as lowering sees them, with the bodies their attrs name."""
+    """A SHA-256 of ops as lowering sees them, with the bodies their attrs name.
+
+    Each op is one tuple of plain values (str, int, float, bool, None and containers of
+    them, dicts in a fixed order), the whole written once by repr at the end: repr of
+    such values is exact and, unlike a json.dumps per op, one C call. A creation site is
+    a number into a table of the sites (its file's path repeated per op was a sixth of
+    the text)."""
 
     def __init__(self):
-        self._lines = []  # one JSON text at the end: a dumps per op cost a third of the key
+        self._lines = []
         self._functions = set()
-        self._variables = set()
+        self.variables = set()
+        self._sites = {}  # creation site -> its number in the lines
         self.op_types = set()
 
     def hexdigest(self):
-        return hashlib.sha256(json.dumps(self._lines, sort_keys=True).encode()).hexdigest()
-
-    def variable_shapes(self, held):
-        return [[name, None if held.get(name) is None else [int(d) for d in held[name]]]
-                for name in sorted(self._variables)]
+        text = repr((self._lines, list(self._sites)))
+        return hashlib.sha256(text.encode()).hexdigest()
 
     def add_ops(self, ops):
         for op in ops:
@@ -167,15 +228,15 @@ class _GraphDigest:
     def _add_op(self, op):
         self.op_types.add(op.type)
         if op.type == "VariableV2":
-            self._variables.add(op.name)
+            self.variables.add(op.name)
+        sites = self._sites
         forward = op.forward_op
-        self._lines.append([
-            op.name, op.type, [t.name for t in op.inputs],
-            [c.name for c in op.control_inputs],
-            {k: _attr_form(v) for k, v in op.attrs.items()}, op.device, op.location,
-            [t.dtype.name for t in op.outputs],
-            [_static_shape(t) for t in op.outputs],
-            None if forward is None else [forward.name, forward.type, forward.location]])
+        self._lines.append((
+            op.name, op.type, [t.name for t in op.inputs], [c.name for c in op.control_inputs],
+            _attrs_form(op.attrs), op.device, sites.setdefault(op.location, len(sites)),
+            [(t.dtype.name, t.shape.as_tuple_or_none()) for t in op.outputs],
+            None if forward is None else
+            (forward.name, forward.type, sites.setdefault(forward.location, len(sites)))))
         for body in _bodies(op):
             self._add_function(body)
 
@@ -183,12 +244,12 @@ class _GraphDigest:
         if body.name in self._functions:
             return
         self._functions.add(body.name)
-        self._lines.append(["function", body.name, [t.name for t in body.inputs],
+        self._lines.append(("function", body.name, [t.name for t in body.inputs],
                             [t.name for t in body.outputs],
-                            [[o.name, i.name] for o, i in body.captures],
-                            [[o.name, i.name] for o, i in body.ref_captures],
+                            [(o.name, i.name) for o, i in body.captures],
+                            [(o.name, i.name) for o, i in body.ref_captures],
                             [op.name for op in body.control_captures],
-                            [g.name for g in body.forward_graphs]])
+                            [g.name for g in body.forward_graphs]))
         self.add_ops(sorted(body.get_operations(), key=lambda op: op._id))
 
 
@@ -214,6 +275,15 @@ def _bodies(op):
         return []
     return [library[v] for _, v in sorted(op.attrs.items())
             if isinstance(v, str) and v in library]
+
+
+_PLAIN_ATTRS = frozenset({bool, int, float, str, type(None)})
+
+
+def _attrs_form(attrs):
+    """An op's attrs as (name, plain form) pairs in name order."""
+    return tuple((k, v if type(v) in _PLAIN_ATTRS else _attr_form(v))
+                 for k, v in sorted(attrs.items()))
 
 
 def _attr_form(value):
