@@ -22,6 +22,9 @@ that a key changes whenever the lowered module, and so the generated code, could
     the compiling machine's cores as codegen uses them (gemm_team.MAX_UNITS: products
     are cut into at most that many units, so a spec made on 2 cores runs a 16-core
     machine's products on 2 units).
+The graph's part (the walk of the ops) is made once per state of the graph
+(_graph_summary: Graph.version and Graph.edits, the bodies' too) for each set of ops
+and feeds; the rest is read on every key.
 An op type registered outside graphc (a script's, a plugin's) has inference code the key
 cannot see: such a signature is keyed on its lowered module instead, as before.
 Fed VALUES are not in the key: lowering reads only those of the small integer feeds
