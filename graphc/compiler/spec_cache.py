@@ -198,8 +198,11 @@ def _ancestors(ops, fed):
     seen, stack = {id(op): op for op in ops}, list(ops)
     while stack:
         op = stack.pop()
-        for producer in [t.op for t in op.inputs if id(t) not in fed_ids] + \
-                op.control_inputs:
+        for t in op.inputs:
+            if id(t) not in fed_ids and id(t.op) not in seen:
+                seen[id(t.op)] = t.op
+                stack.append(t.op)
+        for producer in op.control_inputs:
             if id(producer) not in seen:
                 seen[id(producer)] = producer
                 stack.append(producer)
@@ -233,19 +236,20 @@ class _GraphDigest:
             self._add_op(op)
 
     def _add_op(self, op):
-        self.op_types.add(op.type)
-        if op.type == "VariableV2":
+        kind, attrs, sites, forward = op.type, op.attrs, self._sites, op.forward_op
+        self.op_types.add(kind)
+        if kind == "VariableV2":
             self.variables.add(op.name)
-        sites = self._sites
-        forward = op.forward_op
         self._lines.append((
-            op.name, op.type, [t.name for t in op.inputs], [c.name for c in op.control_inputs],
-            _attrs_form(op.attrs), op.device, sites.setdefault(op.location, len(sites)),
+            op.name, kind, [t.name for t in op.inputs], [c.name for c in op.control_inputs],
+            _attrs_form(attrs) if attrs else None, op.device,
+            sites.setdefault(op.location, len(sites)),
             [(t.dtype.name, t.shape.as_tuple_or_none()) for t in op.outputs],
             None if forward is None else
             (forward.name, forward.type, sites.setdefault(forward.location, len(sites)))))
-        for body in _bodies(op):
-            self._add_function(body)
+        if attrs:
+            for body in _bodies(op):
+                self._add_function(body)
 
     def _add_function(self, body):
         if body.name in self._functions:
