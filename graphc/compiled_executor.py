@@ -140,6 +140,14 @@ def _plan_stages(ops, fed, feeds, fetches, targets, session, device,
     stage of its kind not before the stages of its inputs and control inputs.
     host_regions: While and If ops to run on the host; exclude: ops that earlier stages
     of the run have run."""
+    on_cpu = device is None
+    if not any(t.dtype.name == "string" for t in fetches) and not any(
+            is_host_op(op, True, host_regions, on_cpu=on_cpu) for op in ops
+            if op.type not in _STAGE_FREE):
+        # every op native (most signatures): the numbering below would put each in
+        # stage 0, a walk of every op's inputs that a warm first run paid for nothing
+        return [_whole_native_stage(ops, feeds, fetches, targets, session, device,
+                                    host_regions, exclude)]
     stage_of = {}
     ready_at = {}  # a stage-free op (constant, variable) -> the stage its control inputs end
     for op in ops:  # creation order is topological
@@ -149,7 +157,7 @@ def _plan_stages(ops, fed, feeds, fetches, targets, session, device,
         if op.type in _STAGE_FREE:
             ready_at[op] = s
             continue
-        if (s % 2 == 1) != is_host_op(op, True, host_regions, on_cpu=device is None):
+        if (s % 2 == 1) != is_host_op(op, True, host_regions, on_cpu=on_cpu):
             s += 1
         stage_of[op] = s
     # every control input must run in its stage, whoever waits for it (an op of a later
@@ -166,10 +174,8 @@ def _plan_stages(ops, fed, feeds, fetches, targets, session, device,
         if numbers == [1]:
             return [HostStage(_stage_feeds(feeds, HostStage), fetches, targets, exclude,
                               ops, session, device)]
-        # the whole signature in one stage: its ops are the ones lowering needs
-        return [NativeStage(_stage_feeds(feeds, NativeStage), fetches, targets, exclude,
-                            ops, session, device, lowering_ops=None if exclude else ops,
-                            host_regions=host_regions)]
+        return [_whole_native_stage(ops, feeds, fetches, targets, session, device,
+                                    host_regions, exclude)]
     stages, done = [], set()
     for i, number in enumerate(numbers):
         mine = [op for op in ops if stage_of.get(op) == number]
@@ -188,6 +194,14 @@ def _plan_stages(ops, fed, feeds, fetches, targets, session, device,
                            **({"host_regions": host_regions} if kind is NativeStage else {})))
         done |= mine_set
     return stages
+
+
+def _whole_native_stage(ops, feeds, fetches, targets, session, device, host_regions,
+                        exclude):
+    """The whole signature in one native stage: its ops are the ones lowering needs."""
+    return NativeStage(_stage_feeds(feeds, NativeStage), fetches, targets, exclude, ops,
+                       session, device, lowering_ops=None if exclude else ops,
+                       host_regions=host_regions)
 
 
 def _stage_feeds(feeds, kind):

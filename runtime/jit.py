@@ -326,15 +326,17 @@ _gomp_path = False  # not looked for yet
 
 
 def _gomp_candidates():
-    found = []
+    """Names and paths to load libgomp by, tried in turn until one loads. The names the
+    loader finds by itself come first: find_library runs `ldconfig -p` in a subprocess,
+    ~10 ms of a warm process's first run (it gives the same soname where the loader
+    searches)."""
+    yield from ("libgomp.so.1", "libgomp.so", "libgomp.1.dylib")
     name = ctypes.util.find_library("gomp")
     if name:
-        found.append(name)
-    found += ["libgomp.so.1", "libgomp.so", "libgomp.1.dylib"]
+        yield name
     for lib_dir in ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64",
                     "/usr/lib", "/usr/local/lib"):
-        found += sorted(glob.glob(os.path.join(lib_dir, "libgomp.so*")))
-    return found
+        yield from sorted(glob.glob(os.path.join(lib_dir, "libgomp.so*")))
 
 
 # How long (iterations of a pause loop: 10000 took 130-170 us on the 2-core VM, a pause

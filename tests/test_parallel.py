@@ -187,6 +187,20 @@ def test_libgomp_is_used_when_present():
     assert "GOMP_parallel" in executables(sess)[0].optimized_ir()
 
 
+
+def test_libgomp_is_found_without_a_subprocess(monkeypatch):
+    """The loader finds libgomp by its soname: find_library (which runs `ldconfig -p`, a
+    process started in every warm first run) is the fallback only."""
+    if jit.openmp_library() is None:
+        pytest.skip("no libgomp on this machine: the serial shim is what runs")
+    import ctypes.util
+
+    def no_subprocess(name):
+        raise AssertionError(f"find_library({name!r}) was called")
+    monkeypatch.setattr(ctypes.util, "find_library", no_subprocess)
+    monkeypatch.setattr(jit, "_gomp_path", False)  # not looked for yet
+    assert jit.openmp_library() is not None
+
 def gather_build():
     params = gc.placeholder(gc.float32, [None, None])
     idx = gc.placeholder(gc.int32, [None])

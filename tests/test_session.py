@@ -409,3 +409,29 @@ def test_run_time_errors_end_at_the_users_call(backend, monkeypatch):
     with pytest.raises(gc.errors.InvalidArgumentError) as info:
         sess.run(out, feed)
     assert len(traceback.extract_tb(info.value.__traceback__)) > 2
+
+
+@pytest.mark.backends("compiled", "gpu_emulated")
+def test_a_signature_is_planned_and_keyed_once_for_its_variants(backend, monkeypatch):
+    """Feeds of new shapes (a batch of 1, an empty one) compile new variants of the
+    signature's stage; its stages are planned, and the graph walked for the spec cache's
+    key, once."""
+    from graphc import compiled_executor
+    from graphc.compiler import spec_cache
+    plans = []
+    original = compiled_executor._plan_stages
+    monkeypatch.setattr(compiled_executor, "_plan_stages",
+                        lambda *a, **k: plans.append(1) or original(*a, **k))
+    g = gc.Graph()
+    with g.as_default():
+        x = gc.placeholder(gc.float64, [None, 3])
+        y = gc.reduce_sum(x * x, axis=1) + gc.reduce_max(x)
+    walks = spec_cache.stats["graph_summaries"]
+    with gc.Session(graph=g) as sess:
+        for rows in (4, 1, 0, 7):
+            a = np.arange(rows * 3, dtype=np.float64).reshape(rows, 3) / 5 - 1
+            expected = (a * a).sum(axis=1) + (a.max() if rows else 0.0)  # 0 rows: empty
+            np.testing.assert_allclose(sess.run(y, {x: a}), expected, rtol=1e-12)
+        assert sess.compile_count >= 2
+    assert len(plans) == 1
+    assert spec_cache.stats["graph_summaries"] == walks + 1

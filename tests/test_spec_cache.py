@@ -416,3 +416,159 @@ def test_the_compiling_machines_core_count_changes_the_key(monkeypatch):
         monkeypatch.setattr(gemm_team, "MAX_UNITS", units)
         keys.add(sig.key())
     assert len(keys) == 2
+
+
+# ------------------------------------- the graph's part of a key, once per graph state
+def _walks():
+    return spec_cache.stats["graph_summaries"]
+
+
+def test_the_graph_is_walked_once_for_keys_of_one_signature():
+    sig = _Signature()
+    before = _walks()
+    first = sig.key()
+    # what is not the graph's (fed shapes, held shapes, the target) is read each time
+    assert sig.key(rows=5) != first
+    assert sig.key(variable_shapes={"v": (1,)}) != first
+    assert sig.key(disable={"cse"}) != first
+    assert sig.key() == first
+    assert _walks() == before + 1
+    sig.key(fetches=[sig.y.op.inputs[0]])  # other ops (the loop's alone): another walk
+    assert _walks() == before + 2
+
+
+def test_an_op_added_after_a_key_walks_again():
+    sig = _Signature()
+    first = sig.key()
+    before = _walks()
+    with sig.graph.as_default():
+        gc.constant(1.0, name="unread")
+    assert sig.key() == first  # an op the signature does not read: the same key
+    assert _walks() == before + 1
+
+
+def test_a_static_shape_narrowed_after_a_key_changes_it():
+    # set_shape adds no op: the graph's edits, not its version, say it changed
+    sig = _Signature()
+    first = sig.key()
+    sig.y.set_shape([4, 3])  # not a feed: only the graph's part of the key says it
+    assert sig.key() != first
+
+
+def test_a_control_input_added_after_a_key_changes_it():
+    sig = _Signature()
+    first = sig.key()
+    # an op that exists (a fed one: the ops to lower stay the same): no op added
+    sig.y.op._add_control_input(sig.labels.op)
+    assert sig.key() != first
+
+
+def test_a_loop_gradient_built_after_a_key_changes_the_loops_key():
+    # the gradient makes the forward While save its body's values: new outputs and
+    # attrs of an op that existed before
+    g = gc.Graph()
+    with g.as_default():
+        x = gc.placeholder(gc.float64, [3], name="x")
+        _, y = gc.while_loop(lambda i, a: i < 3, lambda i, a: (i + 1, gc.sin(a) * x),
+                             [gc.constant(0), gc.ones([3], gc.float64)])
+
+    def key():
+        from graphc.compiler.lower import ops_to_lower
+        return spec_cache.signature_key([x], [y], [], [(3,)], None, {}, frozenset(),
+                                        ops_to_lower([y], [], [x]), frozenset(),
+                                        {"triple": "t"})
+    first = key()
+    with g.as_default():
+        gc.gradients(y, x)
+    assert key() != first
+
+
+def _scaled_sum_graph():
+    g = gc.Graph()
+    with g.as_default():
+        x = gc.placeholder(gc.float64, [None, 3], name="x")
+        v = gc.Variable(np.arange(3, dtype=np.float64), name="v", validate_shape=False)
+        y = gc.reduce_sum(x * 2.0, axis=1) + gc.reduce_sum(v)
+    return g, x, v, y
+
+
+_XS = np.arange(12, dtype=np.float64).reshape(4, 3) / 7
+
+
+@pytest.mark.backends("compiled", "reference", "gpu_emulated")
+def test_a_second_session_over_a_graph_reuses_its_walk(tmp_path, monkeypatch, backend):
+    monkeypatch.setenv("GRAPHC_CACHE_DIR", str(tmp_path))
+    g, x, v, y = _scaled_sum_graph()
+    expected = (_XS * 2).sum(axis=1) + 3.0
+    before = dict(spec_cache.stats)
+    for _ in range(2):
+        with gc.Session(graph=g) as sess:
+            sess.run(v.initializer)
+            np.testing.assert_allclose(sess.run(y, {x: _XS}), expected, rtol=1e-12)
+    compiled = backend != "reference"
+    # the sum's signature walked once, hit by the second Session (the initializer,
+    # validate_shape=False, runs on the host)
+    assert _walks() == before["graph_summaries"] + compiled
+    assert spec_cache.stats["hits"] == before["hits"] + compiled
+
+
+@pytest.mark.backends("compiled", "reference", "gpu_emulated")
+def test_a_graph_edited_between_sessions_misses_with_right_values(tmp_path, monkeypatch,
+                                                                   backend):
+    monkeypatch.setenv("GRAPHC_CACHE_DIR", str(tmp_path))
+    g, x, v, y = _scaled_sum_graph()
+    with gc.Session(graph=g) as sess:
+        sess.run(v.initializer)
+        sess.run(y, {x: _XS})
+    x.set_shape([4, 3])  # the rows a constant of the code now
+    with g.as_default():
+        z = y * gc.reduce_max(x)  # and an op added
+    before = dict(spec_cache.stats)
+    with gc.Session(graph=g) as sess:
+        sess.run(v.initializer)
+        got_y, got_z = sess.run([y, z], {x: _XS})
+        if backend != "reference":
+            assert spec_cache.stats["misses"] == before["misses"] + 1
+            assert spec_cache.stats["hits"] == before["hits"]
+        expected = (_XS * 2).sum(axis=1) + 3.0
+        np.testing.assert_allclose(got_y, expected, rtol=1e-12)
+        np.testing.assert_allclose(got_z, expected * _XS.max(), rtol=1e-12)
+
+
+@pytest.mark.backends("compiled", "reference", "gpu_emulated")
+def test_a_variable_reshaped_between_runs_misses_with_right_values(tmp_path, monkeypatch,
+                                                                    backend):
+    monkeypatch.setenv("GRAPHC_CACHE_DIR", str(tmp_path))
+    g, x, v, y = _scaled_sum_graph()
+    with g.as_default():
+        grow = gc.assign(v, gc.ones([5], gc.float64), validate_shape=False)
+    with gc.Session(graph=g) as sess:
+        sess.run(v.initializer)
+        np.testing.assert_allclose(sess.run(y, {x: _XS}), (_XS * 2).sum(axis=1) + 3.0,
+                                   rtol=1e-12)
+        sess.run(grow)
+        before = dict(spec_cache.stats)
+        np.testing.assert_allclose(sess.run(y, {x: _XS}), (_XS * 2).sum(axis=1) + 5.0,
+                                   rtol=1e-12)
+        if backend != "reference":
+            assert spec_cache.stats["misses"] == before["misses"] + 1
+            assert _walks() == before["graph_summaries"]  # the held shapes are outside it
+
+
+@pytest.mark.backends("compiled", "reference", "gpu_emulated")
+def test_a_codegen_setting_changed_between_sessions_misses_with_right_values(
+        tmp_path, monkeypatch, backend):
+    monkeypatch.setenv("GRAPHC_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("GRAPHC_PARALLEL_MIN_WORK", raising=False)
+    g, x, v, y = _scaled_sum_graph()
+    expected = (_XS * 2).sum(axis=1) + 3.0
+    for setting in (None, "0"):
+        if setting is not None:
+            monkeypatch.setenv("GRAPHC_PARALLEL_MIN_WORK", setting)
+        before = dict(spec_cache.stats)
+        with gc.Session(graph=g) as sess:
+            sess.run(v.initializer)
+            np.testing.assert_allclose(sess.run(y, {x: _XS}), expected, rtol=1e-12)
+        if backend != "reference":
+            assert spec_cache.stats["hits"] == before["hits"]
+            assert spec_cache.stats["misses"] == before["misses"] + 1

@@ -22,6 +22,9 @@ that a key changes whenever the lowered module, and so the generated code, could
     the compiling machine's cores as codegen uses them (gemm_team.MAX_UNITS: products
     are cut into at most that many units, so a spec made on 2 cores runs a 16-core
     machine's products on 2 units).
+The graph's part (the walk of the ops) is made once per state of the graph
+(_graph_summary: Graph.version and Graph.edits, the bodies' too) for each set of ops
+and feeds; the rest is read on every key.
 An op type registered outside graphc (a script's, a plugin's) has inference code the key
 cannot see: such a signature is keyed on its lowered module instead, as before.
 Fed VALUES are not in the key: lowering reads only those of the small integer feeds
@@ -34,8 +37,11 @@ recompiled. Nothing is pickled: a spec is JSON plus its constants' raw bytes.
 """
 import hashlib
 import json
+import marshal
 import os
 import platform
+import weakref
+from typing import NamedTuple
 
 import numpy as np
 
@@ -46,10 +52,12 @@ from graphc.framework.op_def import OP_DEFS
 from runtime import compile_cache, file_format, jit
 
 _SOURCES = None
+_MARSHAL_FORMAT = 2  # the last without references (3 added them): see _GraphDigest
 # environment settings the passes and codegen read: part of the key
 _CODEGEN_ENV = ("GRAPHC_DISABLE_PASSES", "GRAPHC_PARALLEL", "GRAPHC_PARALLEL_MIN_WORK",
                 "GRAPHC_PARALLEL_DEBUG")
-stats = {"hits": 0, "misses": 0, "stores": 0}
+# graph_summaries: walks of a graph's ops for a key (_summarize)
+stats = {"hits": 0, "misses": 0, "stores": 0, "graph_summaries": 0}
 # the packages whose code is in every key (hashed sources; NumPy by its version)
 _KEYED_PACKAGES = frozenset({"graphc", "kernels", "numpy"})
 
@@ -94,15 +102,11 @@ def signature_key(feeds, fetches, targets, feed_shapes, feed_values, variable_sh
     arguments, `ops` pruned), computed from the graph without lowering it; None when an
     op's attrs have no plain-data form or its code is not in the key (an op type a script
     registers): the lowered module's key is used then."""
-    digest = _GraphDigest()
-    try:
-        digest.add_ops(_ancestors(ops, feeds))
-        graph = digest.hexdigest()
-    except (TypeError, ValueError):
-        return None
-    if not all(map(_code_in_key, digest.op_types)):
+    summary = _graph_summary(ops, feeds)
+    if summary is None or not all(map(_code_in_key, summary.op_types)):
         return None
     candidates = feed_values if feed_values is not None else [None] * len(feeds)
+    held = variable_shapes or {}
     # whether a feed may be specialized on: such a feed looks like a Const to shape
     # inference even when its value is never read
     run = {"feeds": [[t.name, t.dtype.name, _static_shape(t), t.op.location,
@@ -110,8 +114,66 @@ def signature_key(feeds, fetches, targets, feed_shapes, feed_values, variable_sh
                      for t, shape, value in zip(feeds, feed_shapes, candidates)],
            "fetches": [t.name for t in fetches], "targets": [op.name for op in targets],
            "exclude": sorted(op.name for op in exclude),
-           "variables": digest.variable_shapes(variable_shapes or {})}
-    return _digest(["signature", json.dumps(run), graph], disable, target)
+           "variables": [[name, None if held.get(name) is None else
+                          [int(d) for d in held[name]]]
+                         for name in summary.variables]}
+    return _digest(["signature", json.dumps(run), summary.digest], disable, target)
+
+
+class _GraphSummary(NamedTuple):
+    """What a signature's key reads of the graph: the digest of its ops (_GraphDigest),
+    their types and the names of the variables among them, in order."""
+    digest: str
+    op_types: frozenset
+    variables: tuple
+
+
+# graph -> (its state, {(ops, fed tensors), as ids: _GraphSummary or None}): a graph's
+# ops are never removed, so their ids name them while the graph lives
+_SUMMARIES = weakref.WeakKeyDictionary()
+
+
+def _graph_summary(ops, feeds):
+    """The _GraphSummary of the signature of `ops` cut at `feeds` (None: an attr without
+    a plain-data form), summarized once per state of the graph: a Session's next
+    variant, another Session over the same graph, skip the walk of every op. The state
+    (_graph_state) changes with anything that changes an op's line."""
+    graph = ops[0].graph if ops else None
+    if graph is None:
+        return _summarize(ops, feeds)
+    state = _graph_state(graph)
+    known = _SUMMARIES.get(graph)
+    if known is None or known[0] != state:
+        known = _SUMMARIES[graph] = (state, {})
+    signature = (tuple(map(id, ops)), tuple(map(id, feeds)))
+    if signature not in known[1]:
+        known[1][signature] = _summarize(ops, feeds)
+    return known[1][signature]
+
+
+def _graph_state(graph):
+    """The graph's ops (version) and edits to them (edits), with those of the bodies its
+    ops name, nested ones included (a body is a graph of its own)."""
+    state, pending, seen = [], [graph], set()
+    while pending:
+        g = pending.pop()
+        if id(g) in seen:
+            continue
+        seen.add(id(g))
+        state.append((id(g), g.version, g.edits))
+        pending.extend(getattr(g, "_functions", {}).values())
+    return tuple(state)
+
+
+def _summarize(ops, feeds):
+    stats["graph_summaries"] += 1
+    digest = _GraphDigest()
+    try:
+        digest.add_ops(_ancestors(ops, feeds))
+        text = digest.hexdigest()
+    except (TypeError, ValueError):
+        return None
+    return _GraphSummary(text, frozenset(digest.op_types), tuple(sorted(digest.variables)))
 
 
 def _digest(parts, disable, target):
@@ -136,8 +198,11 @@ def _ancestors(ops, fed):
     seen, stack = {id(op): op for op in ops}, list(ops)
     while stack:
         op = stack.pop()
-        for producer in [t.op for t in op.inputs if id(t) not in fed_ids] + \
-                op.control_inputs:
+        for t in op.inputs:
+            if id(t) not in fed_ids and id(t.op) not in seen:
+                seen[id(t.op)] = t.op
+                stack.append(t.op)
+        for producer in op.control_inputs:
             if id(producer) not in seen:
                 seen[id(producer)] = producer
                 stack.append(producer)
@@ -145,50 +210,57 @@ def _ancestors(ops, fed):
 
 
 class _GraphDigest:
-    """A SHA-256 of ops as lowering sees them, with the bodies their attrs name."""
+    """A SHA-256 of ops as lowering sees them, with the bodies their attrs name.
+
+    Each op is one tuple of plain values (str, int, float, bool, None and containers of
+    them, dicts in a fixed order), the whole written once at the end by marshal (format
+    2: no references between objects, so equal values give equal bytes whatever their
+    identity): exact, loadable back to the same values, a third of repr's time and a
+    ninth of json.dumps's; a value of another type is a ValueError. A creation site is a
+    number into a table of the sites (its file's path repeated per op was a sixth of the
+    text)."""
 
     def __init__(self):
-        self._lines = []  # one JSON text at the end: a dumps per op cost a third of the key
+        self._lines = []
         self._functions = set()
-        self._variables = set()
+        self.variables = set()
+        self._sites = {}  # creation site -> its number in the lines
         self.op_types = set()
 
     def hexdigest(self):
-        return hashlib.sha256(json.dumps(self._lines, sort_keys=True).encode()).hexdigest()
-
-    def variable_shapes(self, held):
-        return [[name, None if held.get(name) is None else [int(d) for d in held[name]]]
-                for name in sorted(self._variables)]
+        text = marshal.dumps((self._lines, list(self._sites)), _MARSHAL_FORMAT)
+        return hashlib.sha256(text).hexdigest()
 
     def add_ops(self, ops):
         for op in ops:
             self._add_op(op)
 
     def _add_op(self, op):
-        self.op_types.add(op.type)
-        if op.type == "VariableV2":
-            self._variables.add(op.name)
-        forward = op.forward_op
-        self._lines.append([
-            op.name, op.type, [t.name for t in op.inputs],
-            [c.name for c in op.control_inputs],
-            {k: _attr_form(v) for k, v in op.attrs.items()}, op.device, op.location,
-            [t.dtype.name for t in op.outputs],
-            [_static_shape(t) for t in op.outputs],
-            None if forward is None else [forward.name, forward.type, forward.location]])
-        for body in _bodies(op):
-            self._add_function(body)
+        kind, attrs, sites, forward = op.type, op.attrs, self._sites, op.forward_op
+        self.op_types.add(kind)
+        if kind == "VariableV2":
+            self.variables.add(op.name)
+        self._lines.append((
+            op.name, kind, [t.name for t in op.inputs], [c.name for c in op.control_inputs],
+            _attrs_form(attrs) if attrs else None, op.device,
+            sites.setdefault(op.location, len(sites)),
+            [(t.dtype.name, t.shape.as_tuple_or_none()) for t in op.outputs],
+            None if forward is None else
+            (forward.name, forward.type, sites.setdefault(forward.location, len(sites)))))
+        if attrs:
+            for body in _bodies(op):
+                self._add_function(body)
 
     def _add_function(self, body):
         if body.name in self._functions:
             return
         self._functions.add(body.name)
-        self._lines.append(["function", body.name, [t.name for t in body.inputs],
+        self._lines.append(("function", body.name, [t.name for t in body.inputs],
                             [t.name for t in body.outputs],
-                            [[o.name, i.name] for o, i in body.captures],
-                            [[o.name, i.name] for o, i in body.ref_captures],
+                            [(o.name, i.name) for o, i in body.captures],
+                            [(o.name, i.name) for o, i in body.ref_captures],
                             [op.name for op in body.control_captures],
-                            [g.name for g in body.forward_graphs]])
+                            [g.name for g in body.forward_graphs]))
         self.add_ops(sorted(body.get_operations(), key=lambda op: op._id))
 
 
@@ -214,6 +286,15 @@ def _bodies(op):
         return []
     return [library[v] for _, v in sorted(op.attrs.items())
             if isinstance(v, str) and v in library]
+
+
+_PLAIN_ATTRS = frozenset({bool, int, float, str, type(None)})
+
+
+def _attrs_form(attrs):
+    """An op's attrs as (name, plain form) pairs in name order."""
+    return [(k, v if type(v) in _PLAIN_ATTRS else _attr_form(v))
+            for k, v in sorted(attrs.items())]
 
 
 def _attr_form(value):

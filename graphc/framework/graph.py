@@ -82,6 +82,7 @@ class Tensor:
 
     def set_shape(self, shape):
         self._shape = self._shape.merge_with(as_shape(shape))
+        self._op.graph.edits += 1
 
     def consumers(self):
         return [op for op in self.graph.get_operations() if self in op.inputs]
@@ -148,6 +149,7 @@ class Operation:
     def _add_control_input(self, op):
         if op not in self._control_inputs:
             self._control_inputs.append(op)
+            self.graph.edits += 1
 
     def run(self, feed_dict=None, session=None):
         session_for(session, self.graph).run(self, feed_dict)
@@ -223,6 +225,10 @@ class Graph:
         self._functions = {}  # name -> FuncGraph: bodies of If/While ops (func_graph.py)
         self._lock = threading.Lock()
         self.version = 0
+        # changes to ops already created (a static shape narrowed, a control input
+        # added): they add no op, so version (an op count, graph_io's from_version) does
+        # not count them; memos of what the graph holds are keyed on both
+        self.edits = 0
 
     def _next_id(self):
         self._last_id += 1
