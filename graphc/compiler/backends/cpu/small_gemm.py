@@ -12,7 +12,7 @@ are contiguous along N, so there is nothing to pack); the team splits C by colum
 
     tile      fn(ptr a, ptr b, ptr c, ptr bias): rows x vectors of lanes, all of k
     columns   fn(ptr a, ptr b, ptr c, ptr bias, i64 lo, i64 hi): C[:, lo:hi], all rows
-    task      the team's: thread t runs `columns` on units of columns t, t + T, ...
+    task      the team's: claims units of columns and runs `columns` on each
 
 Every function is named after its static facts (dtype, sizes, flags) and emitted once
 per LLVM module: lstm_train's 63 products are of two shapes, two sets of functions
@@ -27,6 +27,7 @@ a gather or a pack) and dense operands; anything else stays on BLAS (gemm_team.p
 from llvmlite import ir
 
 from graphc.compiler.backends.cpu import gemm_team, parallel
+from graphc.compiler.backends.cpu.conv_team import claim_loop
 from kernels import dtypes as kd
 from kernels import parallel as kp
 from kernels.loops import I32, I64, PTR, CarriedLoop, entry_alloca, for_range
@@ -77,10 +78,11 @@ def emit_product(b, node, a_ptr, b_ptr, c_ptr, bias_ptr=None):
         b.call(columns, [a_ptr, b_ptr, c_ptr, bias, ir.Constant(I64, 0),
                          ir.Constant(I64, shape.n)])
         return
-    layout = parallel.Layout(ir.LiteralStructType([PTR] * 4))  # a, b, c, bias
+    # a, b, c, bias, the next unit (the shared counter)
+    layout = parallel.Layout(ir.LiteralStructType([PTR] * 4 + [I64]))
     task = _task_function(b.module, shape, columns, layout, units, block)
     data = entry_alloca(b, layout.type, "small_gemm.team.data")
-    for k, v in enumerate([a_ptr, b_ptr, c_ptr, bias]):
+    for k, v in enumerate([a_ptr, b_ptr, c_ptr, bias, ir.Constant(I64, 0)]):
         b.store(v, layout.address(b, data, k))
     team = kp.emit_team_size(b, b.load(kp.threads_global(b.module), typ=I32),
                              ir.Constant(I64, units))
@@ -136,22 +138,19 @@ def _function(module, name, arg_types):
 
 
 def _task_function(module, shape, columns, layout, units, block):
-    """The team's task: thread t of T runs units t, t + T, ... A fixed split, not units
-    claimed from a counter: the recurrence runs the same product every step, and each
-    thread keeping its own columns of B (half of W_h for two threads) finds them in its
-    core's L2 the next step."""
+    """The team's task: claims units of columns from the shared counter and runs
+    `columns` on each. The thread that calls the team claims first, so when all threads
+    run, thread t mostly gets unit t every step and finds its columns of B (half of W_h
+    for two) in its core's L2; when the OS holds a thread back, another takes its unit."""
     fn, new = _function(module, f"graphc.small_gemm.{shape.key()}.u{units}.task", [PTR])
     if not new:
         return fn
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     data = fn.args[0]
     pointers = [layout.load(b, data, k) for k in range(4)]
-    thread = b.sext(b.call(kp.thread_num_fn(module), []), I64)
-    team = b.sext(b.call(kp.num_threads_fn(module), []), I64)
-    mine = parallel.ceil_div(b, b.sub(ir.Constant(I64, units), thread), team)
     n = ir.Constant(I64, shape.n)
-    with for_range(b, mine, name="unit") as i:
-        lo = b.mul(b.add(thread, b.mul(i, team)), ir.Constant(I64, block))
+    with claim_loop(b, layout.address(b, data, 4), ir.Constant(I64, units)) as u:
+        lo = b.mul(u, ir.Constant(I64, block))
         hi = b.add(lo, ir.Constant(I64, block))
         b.call(columns, pointers + [lo, b.select(b.icmp_signed("<", hi, n), hi, n)])
     kp.count_task(b)
