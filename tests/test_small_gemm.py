@@ -28,11 +28,11 @@ def tiled(monkeypatch):
     emitted = []
     emit = small_gemm.emit_product
 
-    def recording(b, node, a_ptr, b_ptr, c_ptr, bias_ptr=None):
+    def recording(b, node, a_ptr, b_ptr, c_ptr, bias_ptr, m):
         shape = small_gemm._Shape(node, bias_ptr is not None)
         emitted.append((shape.m, shape.n, shape.k, node.attrs["transpose_a"],
                         bias_ptr is not None))
-        emit(b, node, a_ptr, b_ptr, c_ptr, bias_ptr)
+        emit(b, node, a_ptr, b_ptr, c_ptr, bias_ptr, m)
     monkeypatch.setattr(small_gemm, "emit_product", recording)
     return emitted
 
@@ -127,10 +127,39 @@ def test_the_thread_count_changes_no_bit(tiled, dtype):
     assert len(tiled) == 3
 
 
-def _lstm_step_ir(batch, steps, width, hidden):
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_rows_known_at_run_time(tiled, dtype, with_bias):
+    """A [None, K] operand (the batch of most TF1 scripts): one compile serves every
+    number of rows, full tiles then a partial one, and the same rows give the same bits
+    as when M is static; beyond MAX_ROWS the tiles are slower than BLAS, never wrong."""
+    k, n = 37, 70
+    rng = np.random.default_rng(8)
+    w = rng.standard_normal((k, n)).astype(dtype)
+    bias = rng.standard_normal(n).astype(dtype)
     g = gc.Graph()
     with g.as_default():
-        x = gc.placeholder(gc.float32, [batch, steps, width], name="x")
+        x = gc.placeholder(dtype, [None, k])
+        y = gc.matmul(x, gc.constant(w))
+        if with_bias:
+            y = gc.nn.bias_add(y, gc.constant(bias))
+        with gc.Session(graph=g) as sess:
+            for m in (32, 0, 1, 7, 8, 9, 63, 64, 100):
+                a = rng.standard_normal((m, k)).astype(dtype)
+                got = sess.run(y, {x: a})
+                _assert_product(got, a, w, bias=bias if with_bias else None)
+                if m == 9:
+                    np.testing.assert_array_equal(
+                        got, _product(a, w, bias=bias if with_bias else None))
+    run_time = [t for t in tiled if not isinstance(t[0], int)]
+    assert len(run_time) == 1 and run_time[0][1:] == (n, k, False, with_bias)
+
+
+def _lstm_step_ir(batch, steps, width, hidden, static_batch=True):
+    g = gc.Graph()
+    with g.as_default():
+        x = gc.placeholder(gc.float32, [batch if static_batch else None, steps, width],
+                           name="x")
         cell = rnn_cell.BasicLSTMCell(hidden)
         outputs, _ = gc.nn.static_rnn(cell, gc.unstack(x, axis=1), dtype=gc.float32)
         loss = gc.reduce_sum(gc.square(gc.stack(outputs, axis=1)))
@@ -139,18 +168,22 @@ def _lstm_step_ir(batch, steps, width, hidden):
         return module, compile_module(module).spec["llvm_ir"]
 
 
-def test_lstm_recurrent_products_run_on_the_tiles(monkeypatch):
+@pytest.mark.parametrize("static_batch", [True, False])
+def test_lstm_recurrent_products_run_on_the_tiles(monkeypatch, static_batch):
     """lstm_train's cell (batch 32, input 128, hidden 256) over 9 steps: the forward
     h_t . W_h and the backward dG_t . W_h^T are tile products, and W_h^T is made once
     per run (one Transpose for the 8 steps' products: shared_transposes), the tiles'
-    layout of B."""
+    layout of B. With a batch of None too (its rows known at run time)."""
     monkeypatch.setenv("GRAPHC_CACHE_DIR", "off")
     steps = 9
-    module, ir_text = _lstm_step_ir(32, steps, 128, 256)
+    module, ir_text = _lstm_step_ir(32, steps, 128, 256, static_batch)
     columns = set(re.findall(r'define [^@]*@"?graphc\.small_gemm\.([\w.]+)\.columns', ir_text))
-    assert "float32.m32.n1024.k256.a256_1" in columns    # forward
-    assert "float32.m32.n256.k1024.a1024_1" in columns   # backward
-    products = [n for n in module.nodes if n.type == "MatMul" and n.outputs[0].dims[0] == 32]
+    m = "m32" if static_batch else "m_run"
+    assert f"float32.{m}.n1024.k256.a256_1" in columns    # forward
+    assert f"float32.{m}.n256.k1024.a1024_1" in columns   # backward
+    products = [n for n in module.nodes
+                if n.type == "MatMul" and getattr(n.outputs[0].dims[0], "hint",
+                                                  n.outputs[0].dims[0]) == 32]
     assert len(products) == 2 * steps - 1
     assert not any(n.attrs["transpose_b"] for n in products)
     w_h_t = {n.inputs[1] for n in products if n.outputs[0].dims[1] == 256}

@@ -68,7 +68,8 @@ def lower_gemm_kernel(program, kernel, name, scalar_ops, rules):
         if small:
             small_gemm.emit_product(builder, mm, buffers[a_key], buffers[b_key],
                                     buffers[c_key],
-                                    None if bias is None else buffers[bias_key])
+                                    None if bias is None else buffers[bias_key],
+                                    program.emit_dim(builder, product.dims[0], syms))
             return
         gemm_team.emit_product(builder, program, mm, gemm_fn, buffers[a_key], buffers[b_key],
                                buffers[c_key], syms, name, batch_positions,

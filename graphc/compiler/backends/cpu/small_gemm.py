@@ -20,9 +20,11 @@ per LLVM module: lstm_train's 63 products are of two shapes, two sets of functio
 
 Results: every element of C is one chain of fused multiply-adds over k in order from 0,
 then + bias, whatever tile, tail or unit it falls in, so the thread count and the split
-never change a bit. Used for MatMuls (not batched) of float32/float64 with static dims,
-B not transposed (a transposed B would be read across its rows: the vectors would need
-a gather or a pack) and dense operands; anything else stays on BLAS (gemm_team.py).
+never change a bit. Used for MatMuls (not batched) of float32/float64 with static N and
+K, B not transposed (a transposed B would be read across its rows: the vectors would need
+a gather or a pack) and dense operands; anything else stays on BLAS (gemm_team.py). M may
+be known only at run time (a batch of None, A not transposed): then the last rows are a
+partial tile, and M is judged at its hint.
 """
 from llvmlite import ir
 
@@ -59,30 +61,39 @@ def applies(node, views):
     if out.dtype.name not in DTYPES or views.result is not None or \
             any(s is not None for _, s in views.operands):
         return False
-    dims = list(out.dims) + list(node.inputs[0].dims)
-    if not all(isinstance(d, int) for d in dims):
+    m, n = out.dims
+    k = node.inputs[0].dims[0 if node.attrs["transpose_a"] else 1]
+    if not isinstance(n, int) or not isinstance(k, int):
         return False
+    if not isinstance(m, int) and (node.attrs["transpose_a"] or not hasattr(m, "hint")):
+        return False   # a run-time M is a number of rows of A, not its row stride
     # narrower than a panel, every column would be a scalar one (a weight gradient
-    # x^T . g of few classes): BLAS does better
+    # x^T . g of few classes): BLAS does better. A run-time M is judged at its hint: the
+    # choice changes the speed, never the result (the tiles take any M), so no guard.
     lanes = VECTOR_BYTES // kd.itemsize(out.dtype.name)
-    return out.dims[0] <= MAX_ROWS and out.dims[1] >= COLS * lanes
+    return _hint(m) <= MAX_ROWS and n >= COLS * lanes
 
 
-def emit_product(b, node, a_ptr, b_ptr, c_ptr, bias_ptr=None):
-    """C = op(A) @ B (+ the bias row) for MatMul `node` (applies(node) holds)."""
+def _hint(d):
+    return d if isinstance(d, int) else d.hint
+
+
+def emit_product(b, node, a_ptr, b_ptr, c_ptr, bias_ptr, m):
+    """C = op(A) @ B (+ the bias row) for MatMul `node` (applies(node) holds); m: C's
+    rows, an i64 value of the caller's."""
     shape = _Shape(node, bias_ptr is not None)
     columns = _columns_function(b.module, shape)
     bias = ir.Constant(PTR, None) if bias_ptr is None else bias_ptr
     units, block = _units(shape)
     if units == 1 or not parallel.enabled():
         b.call(columns, [a_ptr, b_ptr, c_ptr, bias, ir.Constant(I64, 0),
-                         ir.Constant(I64, shape.n)])
+                         ir.Constant(I64, shape.n), m])
         return
-    # a, b, c, bias, the next unit (the shared counter)
-    layout = parallel.Layout(ir.LiteralStructType([PTR] * 4 + [I64]))
+    # a, b, c, bias, the next unit (the shared counter), m
+    layout = parallel.Layout(ir.LiteralStructType([PTR] * 4 + [I64, I64]))
     task = _task_function(b.module, shape, columns, layout, units, block)
     data = entry_alloca(b, layout.type, "small_gemm.team.data")
-    for k, v in enumerate([a_ptr, b_ptr, c_ptr, bias, ir.Constant(I64, 0)]):
+    for k, v in enumerate([a_ptr, b_ptr, c_ptr, bias, ir.Constant(I64, 0), m]):
         b.store(v, layout.address(b, data, k))
     team = kp.emit_team_size(b, b.load(kp.threads_global(b.module), typ=I32),
                              ir.Constant(I64, units))
@@ -99,7 +110,7 @@ class _Shape:
     def __init__(self, node, has_bias):
         out = node.outputs[0]
         self.dtype = out.dtype.name
-        self.m, self.n = out.dims
+        self.m, self.n = out.dims   # m: an int, or a SymDim (known at run time)
         a_dims = node.inputs[0].dims
         transpose_a = node.attrs["transpose_a"]
         self.k = a_dims[0] if transpose_a else a_dims[1]
@@ -111,7 +122,8 @@ class _Shape:
         self.panel = COLS * self.lanes   # columns per tile of full vectors
 
     def key(self):
-        return (f"{self.dtype}.m{self.m}.n{self.n}.k{self.k}.a{self.row_step}_{self.k_step}"
+        m = self.m if isinstance(self.m, int) else "_run"
+        return (f"{self.dtype}.m{m}.n{self.n}.k{self.k}.a{self.row_step}_{self.k_step}"
                 f"{'.bias' if self.has_bias else ''}")
 
 
@@ -119,7 +131,7 @@ def _units(shape):
     """(units, columns per unit): whole panels, at most one unit per core of the
     compiling machine (gemm_team.MAX_UNITS), one for a small product."""
     panels = -(-shape.n // shape.panel)
-    if shape.m * shape.n * shape.k < MIN_MACS or panels < 2:
+    if _hint(shape.m) * shape.n * shape.k < MIN_MACS or panels < 2:
         return 1, shape.n
     units = min(gemm_team.MAX_UNITS, panels)
     block = -(-panels // units) * shape.panel
@@ -148,11 +160,12 @@ def _task_function(module, shape, columns, layout, units, block):
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     data = fn.args[0]
     pointers = [layout.load(b, data, k) for k in range(4)]
+    m = layout.load(b, data, 5)
     n = ir.Constant(I64, shape.n)
     with claim_loop(b, layout.address(b, data, 4), ir.Constant(I64, units)) as u:
         lo = b.mul(u, ir.Constant(I64, block))
         hi = b.add(lo, ir.Constant(I64, block))
-        b.call(columns, pointers + [lo, b.select(b.icmp_signed("<", hi, n), hi, n)])
+        b.call(columns, pointers + [lo, b.select(b.icmp_signed("<", hi, n), hi, n), m])
     kp.count_task(b)
     b.ret_void()
     return fn
@@ -163,13 +176,13 @@ def _columns_function(module, shape):
     single columns (scalar lanes). lo is a multiple of the panel and hi one too or N, so
     only the widths that N's last panel needs are emitted (compile time)."""
     fn, new = _function(module, f"graphc.small_gemm.{shape.key()}.columns",
-                        [PTR] * 4 + [I64, I64])
+                        [PTR] * 4 + [I64, I64, I64])
     if not new:
         return fn
     for arg in fn.args[:3]:
         arg.add_attribute("noalias")
     b = ir.IRBuilder(fn.append_basic_block("entry"))
-    lo, hi = fn.args[4:]
+    lo, hi, m = fn.args[4:]
     col = lo
     rest = shape.n % shape.panel
     widths = [(COLS, shape.lanes)] + [(1, shape.lanes)] * (rest >= shape.lanes) + \
@@ -178,14 +191,18 @@ def _columns_function(module, shape):
         width = ir.Constant(I64, vectors * lanes)
         count = b.sdiv(b.sub(hi, col), width)
         with for_range(b, count, name=f"cols{vectors * lanes}") as i:
-            _emit_rows(b, shape, fn.args[:4], b.add(col, b.mul(i, width)), vectors, lanes)
+            _emit_rows(b, shape, fn.args[:4], b.add(col, b.mul(i, width)), vectors, lanes, m)
         col = b.add(col, b.mul(count, width))
     b.ret_void()
     return fn
 
 
-def _emit_rows(b, shape, pointers, col, vectors, lanes):
-    """Every row of C's columns [col, col + vectors * lanes): full tiles, then the rest."""
+def _emit_rows(b, shape, pointers, col, vectors, lanes, m):
+    """Every row of C's columns [col, col + vectors * lanes): full tiles, then the rest
+    (a tile of its own rows for a static M, else a partial tile)."""
+    if not isinstance(shape.m, int):
+        _emit_run_time_rows(b, shape, pointers, col, vectors, lanes, m)
+        return
     a_ptr, b_ptr, c_ptr, bias_ptr = pointers
     at = lambda p, offset: b.gep(p, [offset], source_etype=shape.elem)  # noqa: E731
     b_at, bias_at = at(b_ptr, col), at(bias_ptr, col)
@@ -204,13 +221,33 @@ def _emit_rows(b, shape, pointers, col, vectors, lanes):
                       at(c_ptr, b.add(ir.Constant(I64, row * shape.n), col)), bias_at])
 
 
-def _tile_function(module, shape, rows, vectors, lanes):
+def _emit_run_time_rows(b, shape, pointers, col, vectors, lanes, m):
+    """_emit_rows for a run-time M: m // ROWS full tiles, then one partial tile."""
+    a_ptr, b_ptr, c_ptr, bias_ptr = pointers
+    at = lambda p, offset: b.gep(p, [offset], source_etype=shape.elem)  # noqa: E731
+    b_at, bias_at = at(b_ptr, col), at(bias_ptr, col)
+    rows = ir.Constant(I64, ROWS)
+    full, rest = b.udiv(m, rows), b.urem(m, rows)
+
+    def a_c_at(row):
+        return [at(a_ptr, b.mul(row, ir.Constant(I64, shape.row_step))), b_at,
+                at(c_ptr, b.add(b.mul(row, ir.Constant(I64, shape.n)), col)), bias_at]
+    tile = _tile_function(b.module, shape, ROWS, vectors, lanes)
+    with for_range(b, full, name="rows") as r:
+        b.call(tile, a_c_at(b.mul(r, rows)))
+    with b.if_then(b.icmp_signed(">", rest, ir.Constant(I64, 0))):
+        partial = _tile_function(b.module, shape, ROWS, vectors, lanes, partial=True)
+        b.call(partial, a_c_at(b.mul(full, rows)) + [rest])
+
+
+def _tile_function(module, shape, rows, vectors, lanes, partial=False):
     """C[rows, vectors * lanes] = A[rows, :] . B[:, the columns] (+ bias), the accumulators
     carried in registers through the k loop; a, b, c and bias point at the tile's first
-    row / column."""
-    fn, new = _function(module,
-                        f"graphc.small_gemm.{shape.key()}.tile{rows}x{vectors}x{lanes}",
-                        [PTR] * 4)
+    row / column. partial: fn(..., i64 valid) computes only the first `valid` rows (1 to
+    rows - 1): the others read A's last valid row and store nothing, so each row's
+    multiply-adds are those of a full tile."""
+    fn, new = _function(module, f"graphc.small_gemm.{shape.key()}.tile{rows}x{vectors}x"
+                        f"{lanes}{'.partial' if partial else ''}", [PTR] * 4 + [I64] * partial)
     if not new:
         return fn
     for arg in fn.args[:3]:
@@ -222,8 +259,16 @@ def _tile_function(module, shape, rows, vectors, lanes):
 class _Tile:
     def __init__(self, fn, shape, rows, vectors, lanes):
         self.b = ir.IRBuilder(fn.append_basic_block("entry"))
-        self.a, self.bm, self.c, self.bias = fn.args
+        self.a, self.bm, self.c, self.bias = fn.args[:4]
+        self.valid = fn.args[4] if len(fn.args) > 4 else None
         self.shape, self.rows, self.vectors, self.lanes = shape, rows, vectors, lanes
+        # A's row r at this offset: r itself, or the last valid row for the rows after it
+        self.row_at = [ir.Constant(I64, r * shape.row_step) for r in range(rows)]
+        if self.valid is not None:
+            b, last = self.b, self.b.sub(self.valid, ir.Constant(I64, 1))
+            self.row_at = [b.mul(b.select(b.icmp_signed("<", ir.Constant(I64, r), last),
+                                          ir.Constant(I64, r), last),
+                                 ir.Constant(I64, shape.row_step)) for r in range(rows)]
         elem = shape.elem
         self.vec = elem if lanes == 1 else ir.VectorType(elem, lanes)
         suffix = f"f{kd.bits(shape.dtype)}" if lanes == 1 else \
@@ -270,7 +315,7 @@ class _Tile:
         a_col = self._at(self.a, b.mul(k, ir.Constant(I64, shape.k_step)))
         out = []
         for r in range(self.rows):
-            x = b.load(self._at(a_col, ir.Constant(I64, r * shape.row_step)),
+            x = b.load(self._at(a_col, self.row_at[r]),
                        typ=shape.elem, align=size)
             splat = x if self.lanes == 1 else _splat(b, self.vec, x)
             out += [b.call(self.fma, [splat, taps[v], acc[r * self.vectors + v]])
@@ -284,12 +329,20 @@ class _Tile:
         bias = [b.load(self._at(self.bias, o), typ=self.vec, align=size) for o in offsets] \
             if shape.has_bias else None
         for r in range(self.rows):
-            row = self._at(self.c, ir.Constant(I64, r * shape.n))
-            for v, o in enumerate(offsets):
-                value = acc[r * self.vectors + v]
-                if bias is not None:
-                    value = b.fadd(value, bias[v])
-                b.store(value, self._at(row, o), align=size)
+            if self.valid is None:
+                self._store_row(acc, r, offsets, bias)
+                continue
+            with b.if_then(b.icmp_signed("<", ir.Constant(I64, r), self.valid)):
+                self._store_row(acc, r, offsets, bias)
+
+    def _store_row(self, acc, r, offsets, bias):
+        b, shape = self.b, self.shape
+        row = self._at(self.c, ir.Constant(I64, r * shape.n))
+        for v, o in enumerate(offsets):
+            value = acc[r * self.vectors + v]
+            if bias is not None:
+                value = b.fadd(value, bias[v])
+            b.store(value, self._at(row, o), align=kd.itemsize(shape.dtype))
 
 
 def _splat(b, vec, x):
