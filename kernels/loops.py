@@ -46,6 +46,55 @@ def for_range(builder, stop, start=None, name="i"):
     builder.position_at_end(done)
 
 
+class CarriedLoop:
+    """for_range's loop with values carried from one iteration to the next as phis (the
+    accumulator registers of a register tile: built as SSA, LLVM has no stack slots to
+    promote, which made most of its time on such functions).
+
+        loop = CarriedLoop(b, stop, values, name)
+        with loop as (i, values):
+            ...
+            loop.carry(new_values)
+        loop.results    # the values after the last iteration"""
+
+    def __init__(self, b, stop, values, name):
+        self.b, self.stop, self.values, self.name = b, stop, list(values), name
+
+    def __enter__(self):
+        b = self.b
+        pre = b.block
+        self.header = b.append_basic_block(f"{self.name}.header")
+        body = b.append_basic_block(f"{self.name}.body")
+        self.done = b.append_basic_block(f"{self.name}.done")
+        b.branch(self.header)
+        b.position_at_end(self.header)
+        self.index = b.phi(I64, name=self.name)
+        self.index.add_incoming(ir.Constant(I64, 0), pre)
+        self.results = []
+        for value in self.values:
+            phi = b.phi(value.type)
+            phi.add_incoming(value, pre)
+            self.results.append(phi)
+        b.cbranch(b.icmp_signed("<", self.index, self.stop), body, self.done)
+        b.position_at_end(body)
+        return self.index, list(self.results)
+
+    def carry(self, values):
+        self.carried = list(values)
+
+    def __exit__(self, *exc):
+        if exc[0] is not None:
+            return False
+        b = self.b
+        following = b.add(self.index, ir.Constant(I64, 1), flags=("nsw",))
+        self.index.add_incoming(following, b.block)
+        for phi, value in zip(self.results, self.carried):
+            phi.add_incoming(value, b.block)
+        b.branch(self.header)
+        b.position_at_end(self.done)
+        return False
+
+
 def entry_alloca(builder, type_, name=""):
     """A stack slot in the function's entry block (where SROA promotes it to registers)."""
     fn_entry = builder.function.entry_basic_block

@@ -57,11 +57,11 @@ def test_a_large_product_is_one_unit_per_core(sgemm_calls):
     assert sorted(sgemm_calls) == [(2048 // units, 1024, 256, 256, 1024, 1024)] * units
 
 
-@pytest.mark.parametrize("rows, inner, halves", [(32, 1024, True), (16, 512, False)])
+@pytest.mark.parametrize("rows, inner, halves", [(96, 256, True), (72, 128, False)])
 def test_a_narrow_product_worth_two_halves_is_cut_in_two(sgemm_calls, rows, inner, halves):
     """C of 256 columns is one MIN_BLOCK wide: one unit, one thread computing it, unless
-    its multiply-adds reach 2 * HALF_MACS (lstm_train's recurrent input gradient, [32,
-    1024] . [1024, 256]): then two halves of 128 columns."""
+    its multiply-adds reach 2 * HALF_MACS: then two halves of 128 columns. (More rows
+    than small_gemm.MAX_ROWS: lstm_train's [32, 1024] . [1024, 256] runs on its tiles.)"""
     rng = np.random.default_rng(2)
     a = rng.standard_normal((rows, inner)).astype(np.float32)
     w = rng.standard_normal((inner, 256)).astype(np.float32)

@@ -28,7 +28,7 @@ the tile sizes the rows need are emitted (row_tiles).
 from llvmlite import ir
 
 from kernels import dtypes as kd
-from kernels.loops import I64, PTR, for_range
+from kernels.loops import I64, PTR, CarriedLoop, for_range
 
 # One AVX-512 register; on narrower targets LLVM splits each vector (still correct).
 VECTOR_BYTES = 64
@@ -201,9 +201,9 @@ class _Tiles:
         b = self.b
         zero = ir.Constant(self.vec, [ir.Constant(self.elem, 0.0)] * self.lanes)
         acc = [zero] * (pixels * self.block)   # acc[p * block + v]
-        rows = _CarriedLoop(b, self.kh, acc, "kh")
+        rows = CarriedLoop(b, self.kh, acc, "kh")
         with rows as (kh, acc):
-            cols = _CarriedLoop(b, self.kw, acc, "kw")
+            cols = CarriedLoop(b, self.kw, acc, "kw")
             with cols as (kw, acc):
                 cell = b.mul(b.add(b.mul(kh, self.wp), kw), self.ci)
                 x_base = b.gep(self.xp, [cell], source_etype=self.elem)
@@ -224,7 +224,7 @@ class _Tiles:
         b = self.b
         steps, rest = divmod(self.channels, UNROLL)
         if steps:
-            loop = _CarriedLoop(b, self.c(steps), acc, "cis")
+            loop = CarriedLoop(b, self.c(steps), acc, "cis")
             with loop as (k, acc):
                 first = b.mul(k, self.c(UNROLL))
                 x_at = b.gep(x_base, [first], source_etype=self.elem)
@@ -254,55 +254,6 @@ class _Tiles:
             out += [b.call(self.fma, [splat, taps[v], acc[p * self.block + v]])
                     for v in range(self.block)]
         return out
-
-
-class _CarriedLoop:
-    """for_range's loop with values carried from one iteration to the next as phis (the
-    accumulator registers: built as SSA, LLVM has no stack slots to promote, which made
-    most of its time on these functions).
-
-        loop = _CarriedLoop(b, stop, values, name)
-        with loop as (i, values):
-            ...
-            loop.carry(new_values)
-        loop.results    # the values after the last iteration"""
-
-    def __init__(self, b, stop, values, name):
-        self.b, self.stop, self.values, self.name = b, stop, list(values), name
-
-    def __enter__(self):
-        b = self.b
-        pre = b.block
-        self.header = b.append_basic_block(f"{self.name}.header")
-        body = b.append_basic_block(f"{self.name}.body")
-        self.done = b.append_basic_block(f"{self.name}.done")
-        b.branch(self.header)
-        b.position_at_end(self.header)
-        self.index = b.phi(I64, name=self.name)
-        self.index.add_incoming(ir.Constant(I64, 0), pre)
-        self.results = []
-        for value in self.values:
-            phi = b.phi(value.type)
-            phi.add_incoming(value, pre)
-            self.results.append(phi)
-        b.cbranch(b.icmp_signed("<", self.index, self.stop), body, self.done)
-        b.position_at_end(body)
-        return self.index, list(self.results)
-
-    def carry(self, values):
-        self.carried = list(values)
-
-    def __exit__(self, *exc):
-        if exc[0] is not None:
-            return False
-        b = self.b
-        following = b.add(self.index, ir.Constant(I64, 1), flags=("nsw",))
-        self.index.add_incoming(following, b.block)
-        for phi, value in zip(self.results, self.carried):
-            phi.add_incoming(value, b.block)
-        b.branch(self.header)
-        b.position_at_end(self.done)
-        return False
 
 
 def filter_tile_of(block, channels):
@@ -372,13 +323,13 @@ class _FilterTiles(_Tiles):
         size = kd.itemsize(self.dtype)
         acc = [b.load(self._dw_at(t, v), typ=self.vec, align=size)
                for t in range(self.tile) for v in range(self.block)]   # acc[t * block + v]
-        rows = _CarriedLoop(b, self.oh, acc, "oh")
+        rows = CarriedLoop(b, self.oh, acc, "oh")
         with rows as (oh, acc):
             x_row = b.gep(self.xp, [b.mul(b.mul(b.mul(oh, self.sh), self.wp), self.ci)],
                           source_etype=self.elem)
             dy_row = b.gep(self.dy, [b.mul(b.mul(oh, self.ow), self.co)],
                            source_etype=self.elem)
-            cols = _CarriedLoop(b, self.ow, acc, "ow")
+            cols = CarriedLoop(b, self.ow, acc, "ow")
             with cols as (ow, acc):
                 x_at = b.gep(x_row, [b.mul(ow, self.c(self.stride * self.channels))],
                              source_etype=self.elem)

@@ -12,7 +12,7 @@ the product into it (beta = 1), while the block is in cache; a pass over C after
 product read and wrote all of C again (a transformer step's dense layers: 26 MB each way).
 Integer products have no BLAS: such kernels are lowered as loop kernels (a reduction).
 """
-from graphc.compiler.backends.cpu import gemm_team
+from graphc.compiler.backends.cpu import gemm_team, small_gemm
 from graphc.compiler.backends.cpu.loop_kernel import emit_loop_function
 from graphc.compiler.loops.emitter import kernel_targets, group_nests, storages_used
 from graphc.compiler.loops.expr import dims_key
@@ -60,10 +60,17 @@ def lower_gemm_kernel(program, kernel, name, scalar_ops, rules):
     bias_key = None if bias is None else program.storage_of(bias)
     storages = list(dict.fromkeys([c_key, a_key, b_key] + [bias_key] * (bias is not None) +
                                   storages_used(nests)))
-    gemm_fn = gemm.declare_gemm(program.llvm, jit.blas_symbol(routine), dtype,
-                                jit.blas_int_bits())
+    small = small_gemm.applies(mm, views)
+    gemm_fn = None if small else gemm.declare_gemm(program.llvm, jit.blas_symbol(routine),
+                                                   dtype, jit.blas_int_bits())
 
     def prologue(builder, buffers, syms):
+        if small:
+            small_gemm.emit_product(builder, mm, buffers[a_key], buffers[b_key],
+                                    buffers[c_key],
+                                    None if bias is None else buffers[bias_key],
+                                    program.emit_dim(builder, product.dims[0], syms))
+            return
         gemm_team.emit_product(builder, program, mm, gemm_fn, buffers[a_key], buffers[b_key],
                                buffers[c_key], syms, name, batch_positions,
                                bias_ptr=None if bias is None else buffers[bias_key],
