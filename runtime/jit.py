@@ -864,8 +864,10 @@ def _compile_at_once(parts, queue, here, target, speed_level):
                     j = next(taken, None)
                 if j is None:
                     return
+                # (a library group counts toward IN_PROCESS_COMPILES as a part does: O3
+                # leaks on it, and new conv sizes make new groups)
                 if k < here:
-                    made[j] = _library_in_process(queue[j], target, speed_level)
+                    made[j] = _part_in_process(queue[j], target, speed_level)
                 else:
                     made[j] = _compile_in_worker(queue[j], target, speed_level)
         except BaseException as e:  # noqa: BLE001 -- raised again by the caller's thread
@@ -895,16 +897,6 @@ def _part_in_process(llvm_ir, target, speed_level):
         return None  # compiled whole next, which reports it
     _count_optimization()
     return obj
-
-
-def _library_in_process(llvm_ir, target, speed_level):
-    """Not counted as an optimization toward IN_PROCESS_COMPILES: what the O3 pipeline
-    leaks on a library group, a process leaks once per group (library_cache keeps the
-    code), not once per graph."""
-    try:
-        return object_code(llvm_ir, target, speed_level)
-    except RuntimeError:
-        return None  # the module is compiled whole next, which reports it
 
 
 def _engine_of_objects(objects, tm):

@@ -12,10 +12,11 @@ the graph's code still calls them directly (the loader resolves the names), and 
 still one native entry call per run. Files and specs keep the whole IR, so what
 runtime/verify.py checks is unchanged, and a loaded file uses this cache too.
 
-Key: compile_cache.make_key of the group's own text (its functions and the declarations
-they call), the target and the toolchain (LLVM, llvmlite, optimization settings, speed
-level), with this module's format in the toolchain string: a change of the generated
-code, of LLVM or of the CPU features is a new key. Entries live in the `library`
+Key: compile_cache.make_key of the group's own text (its functions, specialized on the
+sizes every call of the graph passes alike, and the declarations they call), the target
+and the toolchain (LLVM, llvmlite, optimization settings, speed level), with this
+module's format in the toolchain string: a change of the generated code, of LLVM or of
+the CPU features is a new key. Entries live in the `library`
 folder of the compile cache's directory (GRAPHC_CACHE_DIR; "" or "off" disables the disk
 copy) as compile_cache entries: a header with the key's digest and the payload's
 SHA-256, written atomically, a corrupt or foreign entry deleted and compiled again,
@@ -24,12 +25,13 @@ next graph of the process reuses them with the disk cache off as well.
 """
 import collections
 import os
+import re
 import threading
 
 from . import compile_cache, module_split
 
 LIBRARY_PREFIX = "graphc_conv_"
-FORMAT = "graphc-library 1"
+FORMAT = "graphc-library 2"
 MEMORY_MAX_BYTES = 16 * 2**20
 
 # Counters for this process (tests and tools/compile_time.py read them): "compiled"
@@ -47,11 +49,76 @@ def is_library(name):
 
 def separate(llvm_ir):
     """(graph IR, [library group texts]) of a module, or None when it has no closed
-    library group (or its text is not one module_split reads)."""
+    library group (or its text is not one module_split reads). Each group's entry points
+    are specialized on the arguments that every call of the graph passes as the same
+    constant (`specialize`)."""
     separated = module_split.separate(llvm_ir, is_library)
     if separated is None or not separated[1]:
         return None
-    return separated
+    rest, groups = separated
+    return rest, [specialize(group, rest) for group in groups]
+
+
+# Within one module LLVM's interprocedural constant propagation (IPSCCP) puts the sizes
+# that all of a conv function's calls pass (a ResNet stage's convs share their image and
+# channel sizes) into its body: constant trip counts and strides. A group compiled alone
+# gets the same code by having those constants written into it here (with the sizes left
+# as arguments, resnet_train's step measured 184-198 ms against 140-157 before, three
+# interleaved runs of tools/bench.py on the loaded 2-core machine). They are part of the
+# group's text, so of its key: graphs whose convs have the same sizes share the code.
+_CALL = re.compile(r'\bcall void (@(?:"[^"\\]*"|[-\w$.]+))\(([^()\n]*)\)')
+_CONSTANT_ARG = re.compile(r"^i64 (-?\d+)$")
+
+
+def specialize(group, rest):
+    """The group's text with the constant arguments of its entry points' calls in `rest`
+    (the same integer at every call) in place of the parameters' uses."""
+    for name in module_split.defined_functions(group):
+        ref = f'@"{name}"' if f'@"{name}"(' in group else f"@{name}"  # as the IR spells it
+        calls = [m.group(2) for m in _CALL.finditer(rest) if m.group(1) == ref]
+        uses = len(re.findall(re.escape(ref) + r'(?![-\w$."])', rest))
+        if not calls or len(calls) != uses - rest.count("declare void " + ref + "("):
+            continue  # not called, or referred to otherwise than by these calls
+        constants = _common_constants(calls)
+        if constants:
+            group = _with_constants(group, ref, constants)
+    return group
+
+
+def _common_constants(calls):
+    """{argument position: integer text} of the i64 literals every call passes alike."""
+    rows = [[a.strip() for a in args.split(",")] for args in calls]
+    if len({len(r) for r in rows}) != 1:
+        return {}
+    out = {}
+    for k, first in enumerate(rows[0]):
+        m = _CONSTANT_ARG.match(first)
+        if m and all(r[k] == first for r in rows):
+            out[k] = m.group(1)
+    return out
+
+
+def _with_constants(group, ref, constants):
+    """`ref`'s definition in the group with the uses of parameter k replaced by
+    constants[k] (the parameters stay: its callers' code is unchanged)."""
+    start = group.find("define ")
+    while start >= 0 and group.find(ref + "(", start, group.find("\n", start)) < 0:
+        start = group.find("define ", start + 1)
+    if start < 0:
+        return group
+    open_at = group.index(ref + "(", start) + len(ref)
+    close_at = group.index(")", open_at)
+    params = [p.strip().split(" ")[-1] for p in group[open_at + 1:close_at].split(",")]
+    body_at = group.index("{\n", close_at)
+    end = group.find("\n}\n", body_at)
+    end = len(group) if end < 0 else end
+    body = group[body_at:end]
+    for k, value in constants.items():
+        if k >= len(params) or not params[k].startswith("%"):
+            return group
+        body = re.sub(re.escape(params[k]) + (r"" if params[k].endswith('"')
+                                               else r"(?![-\w$.])"), value, body)
+    return group[:body_at] + body + group[end:]
 
 
 def make_key(group_text, target, toolchain):

@@ -103,9 +103,10 @@ def separate(llvm_ir, wanted):
     tiles); it is closed when its functions refer to nothing but each other and functions
     the module only declares (intrinsics, libm), so it compiles alone to the same code
     whatever module it came from. Each group is a module text of its own (the declarations
-    it calls, then its functions by name, none internal: the rest calls them across
-    objects); `rest` declares the groups' functions in their place. A wanted function that
-    refers to a global or to a function outside its group stays in `rest`."""
+    it calls, then its functions by name; those the rest calls lose `internal`, since it
+    calls them across objects); `rest` declares the groups' functions in their place. A
+    wanted function that refers to a global or to a function outside its group stays in
+    `rest`."""
     functions = _functions(llvm_ir)
     if functions is None:
         return None
@@ -131,14 +132,21 @@ def separate(llvm_ir, wanted):
         for f in group:
             f.part = k
     rest = _part_text(llvm_ir, functions, refs, globals_, header, 0)
-    return rest, [_closed_text(llvm_ir, group, refs, declared) for group in groups]
+    called = {r for f in functions if f.part == 0 for r in refs[f.name]}
+    return rest, [_closed_text(llvm_ir, group, refs, declared, called) for group in groups]
 
 
-def _closed_text(llvm_ir, group, refs, declared):
+def _closed_text(llvm_ir, group, refs, declared, called):
+    """The group as a module: its entry points (what `called` names) lose `internal`, its
+    other functions keep it, so that LLVM still sees all their callers."""
     names = {f.name for f in group}
     calls = sorted({r for f in group for r in refs[f.name]} - names)
-    texts = ["define " + _LOCAL_LINKAGE.sub("", llvm_ir[f.start:f.end][len("define "):],
-                                            count=1) for f in group]
+    texts = []
+    for f in group:
+        text = llvm_ir[f.start:f.end]
+        if f.name in called:
+            text = "define " + _LOCAL_LINKAGE.sub("", text[len("define "):], count=1)
+        texts.append(text)
     return "".join(declared[name] for name in calls) + "".join(texts)
 
 

@@ -81,8 +81,9 @@ def delta(before):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_second_graph_finds_the_library_on_disk(cache_dir, dtype):
-    """A different conv graph (other batch and height, same conv functions) compiles no library
-    function: they come from the disk (the process's copies dropped first)."""
+    """A different conv graph (another batch: the same conv functions, specialized on the
+    same image sizes) compiles no library function: they come from the disk (the
+    process's copies dropped first)."""
     before = counts()
     got, want = conv_step((2, 8, 8, 16), 16, dtype)
     check(got, want, dtype)
@@ -90,7 +91,7 @@ def test_second_graph_finds_the_library_on_disk(cache_dir, dtype):
     assert os.listdir(cache_dir / "library")
     library_cache.forget_memory()
     before = counts()
-    got, want = conv_step((3, 6, 8, 16), 16, dtype, seed=1)
+    got, want = conv_step((3, 8, 8, 16), 16, dtype, seed=1)
     check(got, want, dtype)
     assert delta(before)["compiled"] == 0 and delta(before)["disk_hits"] > 0
 
@@ -103,7 +104,7 @@ def test_second_graph_in_a_process_uses_its_memory_with_the_cache_off(monkeypatc
     check(*conv_step((1, 5, 7, 16), 16, np.float32), np.float32)
     assert delta(before)["compiled"] > 0 and delta(before)["disk_hits"] == 0
     before = counts()
-    check(*conv_step((2, 3, 7, 16), 16, np.float32, seed=2), np.float32)
+    check(*conv_step((2, 5, 7, 16), 16, np.float32, seed=2), np.float32)
     assert delta(before) == {"compiled": 0, "memory_hits": delta(before)["memory_hits"],
                              "disk_hits": 0}
     assert delta(before)["memory_hits"] > 0
@@ -151,8 +152,8 @@ def test_conv_values_match_numpy(backend, dtype, shape, co):
 
 def test_module_keeps_library_groups_whole_and_calls_them_directly():
     """separate() takes out each closed group (a conv function with its tiles) and leaves
-    the graph's functions calling them by name; a wanted function that reads a global
-    stays."""
+    the graph's functions calling them by name (one engine links the objects); a wanted
+    function that reads a global stays."""
     text = textwrap.dedent("""\
         @g = global double 3.0
         declare double @llvm.fabs.f64(double)
@@ -184,12 +185,43 @@ def test_module_keeps_library_groups_whole_and_calls_them_directly():
     assert "declare void @graphc_conv_a(ptr %p)" in rest
     assert [module_split.defined_functions(g) for g in groups] == \
         [["graphc_conv_a", "graphc_conv_a.tile1"]]
-    assert "internal" not in groups[0] and groups[0].startswith("declare double @llvm.fabs")
+    # the entry point is called across objects; its tile, only within the group
+    assert "define void @graphc_conv_a(ptr %p)" in groups[0]
+    assert "define internal void @graphc_conv_a.tile1(ptr %p)" in groups[0]
+    assert groups[0].startswith("declare double @llvm.fabs")
     compiled = jit.CompiledModule(text)
     cell = (ctypes.c_double * 1)(-2.5)
     ctypes.CFUNCTYPE(None, ctypes.c_void_p)(compiled.address("kernel"))(
         ctypes.addressof(cell))
     assert compiled.parts == 2 and cell[0] == 5.5  # |-2.5| + 3
+
+
+def test_other_image_sizes_compile_their_own_specialization(cache_dir):
+    before = counts()
+    check(*conv_step((1, 6, 8, 16), 16, np.float32), np.float32)
+    first = delta(before)["compiled"]
+    before = counts()
+    check(*conv_step((1, 9, 8, 16), 16, np.float32, seed=5), np.float32)
+    assert first > 0 and delta(before)["compiled"] > 0
+
+
+def test_entry_points_take_the_constants_every_call_passes():
+    group = textwrap.dedent("""\
+        define void @f(ptr %p, i64 %n, i64 %m) {
+          %a = add i64 %n, %m
+          %nn = mul i64 %n, %n
+          store i64 %a, ptr %p
+          ret void
+        }
+        """)
+    same = "call void @f(ptr %a, i64 7, i64 1)\ncall void @f(ptr %b, i64 7, i64 2)\n"
+    got = library_cache.specialize(group, "declare void @f(ptr %p, i64 %n, i64 %m)\n" + same)
+    assert "%a = add i64 7, %m" in got and "%nn = mul i64 7, 7" in got
+    assert got.startswith("define void @f(ptr %p, i64 %n, i64 %m) {")
+    differ = "call void @f(ptr %a, i64 7, i64 1)\ncall void @f(ptr %b, i64 8, i64 2)\n"
+    assert library_cache.specialize(group, differ) == group
+    # a use of its address besides the calls: left generic
+    assert library_cache.specialize(group, same + "store ptr @f, ptr %q\n") == group
 
 
 def test_exported_conv_file_runs_in_the_runtime_alone(tmp_path):
