@@ -56,7 +56,8 @@ def separate(llvm_ir):
     if separated is None or not separated[1]:
         return None
     rest, groups = separated
-    return rest, [specialize(group, rest) for group in groups]
+    sites = CallSites(rest)
+    return rest, [specialize(group, sites) for group in groups]
 
 
 # Within one module LLVM's interprocedural constant propagation (IPSCCP) puts the sizes
@@ -67,19 +68,37 @@ def separate(llvm_ir):
 # interleaved runs of tools/bench.py on the loaded 2-core machine). They are part of the
 # group's text, so of its key: graphs whose convs have the same sizes share the code.
 _CALL = re.compile(r'\bcall void (@(?:"[^"\\]*"|[-\w$.]+))\(([^()\n]*)\)')
+_REF = re.compile(r'@(?:"[^"\\]*"|[-\w$.]+)')
+_DECLARED = re.compile(r'^declare [^\n]*?(@(?:"[^"\\]*"|[-\w$.]+))\(', re.M)
 _CONSTANT_ARG = re.compile(r"^i64 (-?\d+)$")
 
 
-def specialize(group, rest):
-    """The group's text with the constant arguments of its entry points' calls in `rest`
-    (the same integer at every call) in place of the parameters' uses."""
+class CallSites:
+    """The calls a module's text makes, read in one pass: {callee: [argument texts]},
+    and how often each name appears otherwise than in its declaration."""
+
+    def __init__(self, text):
+        self.calls = collections.defaultdict(list)
+        for m in _CALL.finditer(text):
+            self.calls[m.group(1)].append(m.group(2))
+        self.uses = collections.Counter(_REF.findall(text))
+        self.uses.subtract(_DECLARED.findall(text))
+
+    def only_called(self, ref):
+        """[argument texts of each call] of `ref` ("@name" as the IR spells it), or None
+        when it is not called, or referred to otherwise (its address taken)."""
+        calls = self.calls.get(ref)
+        return calls if calls and len(calls) == self.uses[ref] else None
+
+
+def specialize(group, sites):
+    """The group's text with the constant arguments of its entry points' calls (the
+    same integer at every call; sites: CallSites of the graph's text) in place of the
+    parameters' uses."""
     for name in module_split.defined_functions(group):
         ref = f'@"{name}"' if f'@"{name}"(' in group else f"@{name}"  # as the IR spells it
-        calls = [m.group(2) for m in _CALL.finditer(rest) if m.group(1) == ref]
-        uses = len(re.findall(re.escape(ref) + r'(?![-\w$."])', rest))
-        if not calls or len(calls) != uses - rest.count("declare void " + ref + "("):
-            continue  # not called, or referred to otherwise than by these calls
-        constants = _common_constants(calls)
+        calls = sites.only_called(ref)
+        constants = _common_constants(calls) if calls else None
         if constants:
             group = _with_constants(group, ref, constants)
     return group

@@ -215,13 +215,15 @@ def test_entry_points_take_the_constants_every_call_passes():
         }
         """)
     same = "call void @f(ptr %a, i64 7, i64 1)\ncall void @f(ptr %b, i64 7, i64 2)\n"
-    got = library_cache.specialize(group, "declare void @f(ptr %p, i64 %n, i64 %m)\n" + same)
+    sites = library_cache.CallSites
+    got = library_cache.specialize(group, sites("declare void @f(ptr %p, i64 %n, i64 %m)\n"
+                                                + same))
     assert "%a = add i64 7, %m" in got and "%nn = mul i64 7, 7" in got
     assert got.startswith("define void @f(ptr %p, i64 %n, i64 %m) {")
     differ = "call void @f(ptr %a, i64 7, i64 1)\ncall void @f(ptr %b, i64 8, i64 2)\n"
-    assert library_cache.specialize(group, differ) == group
+    assert library_cache.specialize(group, sites(differ)) == group
     # a use of its address besides the calls: left generic
-    assert library_cache.specialize(group, same + "store ptr @f, ptr %q\n") == group
+    assert library_cache.specialize(group, sites(same + "store ptr @f, ptr %q\n")) == group
 
 
 def test_exported_conv_file_runs_in_the_runtime_alone(tmp_path):
