@@ -58,9 +58,9 @@ _memory = collections.OrderedDict()  # key -> object bytes, least recently used 
 _memory_bytes = 0
 
 
-def _count(name, n=1):
+def _count(name, n=1, counters=None):
     with _stats_lock:
-        stats[name] += n
+        (stats if counters is None else counters)[name] += n
 
 
 def cache_dir():
@@ -152,9 +152,12 @@ def default_cache():
 
 
 class ObjectCache:
-    def __init__(self, directory, max_bytes=DEFAULT_MAX_MB * 2**20):
+    def __init__(self, directory, max_bytes=DEFAULT_MAX_MB * 2**20, stats=None):
+        """stats: the counters to add to (default: this module's `stats`; the library
+        cache keeps its own, runtime/library_cache.py)."""
         self.directory = directory
         self.max_bytes = max_bytes
+        self.stats = stats
 
     def path(self, key):
         return os.path.join(self.directory, key + _SUFFIX)
@@ -168,19 +171,19 @@ class ObjectCache:
             with open(path, "rb") as f:
                 blob = f.read()
         except OSError:
-            _count("misses")
+            _count("misses", counters=self.stats)
             return None
         payload = _unpack(blob, key)
         if payload is None:
-            _count("rejected")
-            _count("misses")
+            _count("rejected", counters=self.stats)
+            _count("misses", counters=self.stats)
             _remove(path)
             return None
         try:
             os.utime(path)  # least recently used eviction goes by mtime
         except OSError:
             pass
-        _count("hits")
+        _count("hits", counters=self.stats)
         return payload
 
     # ----------------------------------------------------------------- write
@@ -195,12 +198,12 @@ class ObjectCache:
             os.replace(tmp, self.path(key))
             tmp = None
         except OSError:
-            _count("errors")
+            _count("errors", counters=self.stats)
             return False
         finally:
             if tmp is not None:
                 _remove(tmp)
-        _count("stores")
+        _count("stores", counters=self.stats)
         self.evict()
         return True
 
@@ -228,7 +231,7 @@ class ObjectCache:
             if total <= self.max_bytes:
                 break
             if _remove(path):
-                _count("evicted")
+                _count("evicted", counters=self.stats)
             total -= size
 
     def entries(self):

@@ -26,7 +26,7 @@ import llvmlite
 import llvmlite.binding as llvm
 import numpy as np
 
-from . import compile_cache, module_split
+from . import compile_cache, library_cache, module_split
 from .errors import BlasUnavailable, TargetMismatch
 
 _lock = threading.RLock()
@@ -562,7 +562,7 @@ class CompiledModule:
             if obj is not None and cache is not None:
                 cache.store(key, obj)  # the disk's entry went (evicted, corrupt): renew it
         if obj is None:
-            objects = _compile_parts(llvm_ir, target, speed_level)
+            objects = _compile_parts(llvm_ir, target, speed_level, tm_target)
             if objects is not None:
                 obj = compile_cache.pack_objects(objects)
                 _store(cache, key, obj)
@@ -800,42 +800,96 @@ def _workers_allowed():
                                                                         "no")
 
 
-def _compile_parts(llvm_ir, target, speed_level):
-    """[object code of each part] of a big module compiled in parts at once, or None
-    when it is not split, or a part failed (the caller then compiles the module whole,
-    which reports the error as it always did)."""
+def _compile_parts(llvm_ir, target, speed_level, tm_target):
+    """[object code of each part, then of each library group] of a module compiled in
+    parts at once and linked with its library functions' code (runtime/library_cache.py),
+    or None when it is neither split nor has a library group, or a compile failed (the
+    caller then compiles the module whole, which reports the error as it always did).
+
+    A big module is cut into one part per free core (each part's process its own); else
+    the module is one part, compiled here (or in a worker, jit.IN_PROCESS_COMPILES past).
+    The library groups not cached yet are compiled by the same processes, each taking
+    the next from a shared queue once its part is done."""
+    toolchain = toolchain_id() + ("" if speed_level == 3 else f" O{speed_level}")
+    separated = library_cache.separate(llvm_ir)
+    graph_ir, groups = separated if separated is not None else (llvm_ir, [])
+    keys = [library_cache.make_key(g, tm_target, toolchain) for g in groups]
+    library = [library_cache.load(k) for k in keys]
+    missing = sorted((k for k, obj in enumerate(library) if obj is None),
+                     key=lambda k: -len(groups[k]))
+    here = 0 if _worker_due() else 1  # parts compiled by this process (not its leak)
+    parts = _split_over_workers(graph_ir, here)
+    if parts is None:
+        if not groups:
+            return None
+        parts = [graph_ir]
+    compiled = _compile_at_once(parts, [groups[k] for k in missing], here, target,
+                                speed_level)
+    if compiled is None:
+        return None
+    objects, made = compiled
+    for k, obj in zip(missing, made):
+        library[k] = obj
+        library_cache.store(keys[k], obj)
+    return objects + library
+
+
+def _split_over_workers(llvm_ir, here):
+    """The module's parts, one per free core, or None when it stays whole."""
     count = compile_part_count()
     if count < 2 or not _workers_allowed():
         return None
-    here = 0 if _worker_due() else 1  # parts compiled by this process (not its leak)
     idle = _idle_worker_count()
     loads = [0] * here + [0 if k < idle else WORKER_START_WEIGHT
                           for k in range(count - here)]
-    parts = module_split.split(llvm_ir, loads, SPLIT_MIN_WEIGHT)
-    if parts is None:
-        return None
+    return module_split.split(llvm_ir, loads, SPLIT_MIN_WEIGHT)
+
+
+def _compile_at_once(parts, queue, here, target, speed_level):
+    """([object code of each part], [object code of each module of `queue`]), or None
+    when one failed: part k is compiled by this process when k < here, else by a worker
+    of its own; each process then takes the queue's next module until none is left."""
     objects = [None] * len(parts)
+    made = [None] * len(queue)
+    taken = iter(range(len(queue)))
+    taking = threading.Lock()
     raised = []
 
-    def in_worker(k):
+    def run(k):
         try:
-            objects[k] = _compile_in_worker(parts[k], target, speed_level)
+            if k < here:
+                objects[k] = _part_in_process(parts[k], target, speed_level)
+            else:
+                objects[k] = _compile_in_worker(parts[k], target, speed_level)
+            while True:
+                with taking:
+                    j = next(taken, None)
+                if j is None:
+                    return
+                # (a library group counts toward IN_PROCESS_COMPILES as a part does: O3
+                # leaks on it, and new conv sizes make new groups)
+                if k < here:
+                    made[j] = _part_in_process(queue[j], target, speed_level)
+                else:
+                    made[j] = _compile_in_worker(queue[j], target, speed_level)
         except BaseException as e:  # noqa: BLE001 -- raised again by the caller's thread
             raised.append(e)
 
-    threads = [threading.Thread(target=in_worker, args=(k,), daemon=True)
+    threads = [threading.Thread(target=run, args=(k,), daemon=True)
                for k in range(here, len(parts))]
     for thread in threads:
         thread.start()
     try:
         if here:
-            objects[0] = _part_in_process(parts[0], target, speed_level)
+            run(0)
     finally:
         for thread in threads:
             thread.join()
     if raised:
         raise raised[0]
-    return objects if all(o is not None for o in objects) else None
+    if any(o is None for o in objects + made):
+        return None
+    return objects, made
 
 
 def _part_in_process(llvm_ir, target, speed_level):

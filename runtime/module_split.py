@@ -31,6 +31,7 @@ _OPTNONE_WEIGHT = 0.25
 
 _DEFINE = re.compile(r'^define ([^\n]*?)@("[^"\\]*"|[-\w$.]+)\(([^\n]*)\n?\{\n', re.M)
 _ANY_DEFINE = re.compile(r"^define ", re.M)
+_DECLARE = re.compile(r'^declare [^\n]*?@("[^"\\]*"|[-\w$.]+)\([^\n]*\n?', re.M)
 _NAME_REF = re.compile(r'@("[^"]*"|[-\w$.]+)')
 _GLOBAL = re.compile(r'^@("[^"\\]*"|[-\w$.]+) = ([^\n]*)$', re.M)
 _LOCAL_LINKAGE = re.compile(r"\b(internal|private)\s+")
@@ -92,6 +93,61 @@ def split(llvm_ir, loads, min_weight=0):
         f.part = renumber[f.part]
     return [_part_text(llvm_ir, functions, refs, globals_, header, p)
             for p in range(len(used))]
+
+
+def separate(llvm_ir, wanted):
+    """(rest, groups): the module's text without the closed groups of the functions that
+    `wanted(name)` selects, or None when it holds something this does not parse.
+
+    A group is a set of wanted functions that refer to each other (a conv function and its
+    tiles); it is closed when its functions refer to nothing but each other and functions
+    the module only declares (intrinsics, libm), so it compiles alone to the same code
+    whatever module it came from. Each group is a module text of its own (the declarations
+    it calls, then its functions by name; those the rest calls lose `internal`, since it
+    calls them across objects); `rest` declares the groups' functions in their place. A
+    wanted function that refers to a global or to a function outside its group stays in
+    `rest`."""
+    functions = _functions(llvm_ir)
+    if functions is None:
+        return None
+    header = _header(llvm_ir, functions)
+    globals_ = _globals(header)
+    if globals_ is None or _UNSPLITTABLE_HEADER.search(header):
+        return None
+    by_name = {f.name: f for f in functions}
+    declared = {_unquote(m.group(1)): m.group(0) for m in _DECLARE.finditer(header)}
+    refs = {f.name: _references(llvm_ir[f.start:f.end], by_name, f.name)
+            for f in functions}
+    chosen = [f for f in functions if wanted(f.name)]
+    groups = []
+    for group in _groups(chosen, refs, shared_max=None):
+        names = {f.name for f in group}
+        if all(r in names or r in declared for f in group for r in refs[f.name]):
+            groups.append(sorted(group, key=lambda f: f.name))
+    if not groups:
+        return llvm_ir, []
+    for f in functions:
+        f.part = 0
+    for k, group in enumerate(groups, start=1):
+        for f in group:
+            f.part = k
+    rest = _part_text(llvm_ir, functions, refs, globals_, header, 0)
+    called = {r for f in functions if f.part == 0 for r in refs[f.name]}
+    return rest, [_closed_text(llvm_ir, group, refs, declared, called) for group in groups]
+
+
+def _closed_text(llvm_ir, group, refs, declared, called):
+    """The group as a module: its entry points (what `called` names) lose `internal`, its
+    other functions keep it, so that LLVM still sees all their callers."""
+    names = {f.name for f in group}
+    calls = sorted({r for f in group for r in refs[f.name]} - names)
+    texts = []
+    for f in group:
+        text = llvm_ir[f.start:f.end]
+        if f.name in called:
+            text = "define " + _LOCAL_LINKAGE.sub("", text[len("define "):], count=1)
+        texts.append(text)
+    return "".join(declared[name] for name in calls) + "".join(texts)
 
 
 def weight(llvm_ir, function):
@@ -206,9 +262,10 @@ def _references(body, by_name, own):
 
 
 # ------------------------------------------------------------------ grouping
-def _groups(functions, refs):
+def _groups(functions, refs, shared_max=SHARED_MAX):
     """The functions in groups that stay together: union-find over the references that
-    tie a caller to its callee (see the module's docstring)."""
+    tie a caller to its callee (see the module's docstring; shared_max None: every
+    reference ties)."""
     by_name = {f.name: f for f in functions}
     referrers = {f.name: 0 for f in functions}
     for f in functions:
@@ -227,7 +284,7 @@ def _groups(functions, refs):
         if "optnone" in f.signature:
             continue
         for name in refs[f.name]:
-            if name in by_name and referrers[name] <= SHARED_MAX:
+            if name in by_name and (shared_max is None or referrers[name] <= shared_max):
                 parent[find(name)] = find(f.name)
     groups = {}
     for f in functions:

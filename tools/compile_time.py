@@ -35,6 +35,13 @@ JAX with peers_bench.py, one process each, in the same sitting, for the table of
 
     python tools/compile_time.py --scale --warm --depths 8,64,256 --extra lstm_train,resnet_train \
         --peers /tmp/peers-venv/bin/python
+
+--library adds a row "WORKLOAD lib" per workload: the first run in a fresh process over a
+cache that holds only the library functions (runtime/library_cache.py: the conv
+microkernels) its cold run compiled, the graph's own compiled modules and specs deleted, as
+on a machine that compiled some conv graph before; the cold run then starts from an empty
+on-disk cache (which it fills) instead of none. The CPU row says how many library groups
+LLVM compiled and how many came from the cache.
 """
 import argparse
 import json
@@ -174,12 +181,14 @@ def scale_child(workload, profile=False):
     ops = len(sess.graph.get_operations())
     from runtime import jit
     jit._close_workers()  # a child's CPU time is counted once it has been waited for
+    from runtime import library_cache
     workers = resource.getrusage(resource.RUSAGE_CHILDREN)
     print(json.dumps({"build": build, "first": first, "ops": ops, "stages": times,
                       "workers_cpu": workers.ru_utime + workers.ru_stime,
                       "build_cpu": build_cpu, "first_cpu": first_cpu,
                       "stages_cpu": cpu_times, "peak_mb": peak,
-                      "first_peak_rise_mb": max(0.0, peak - rss_before)}))
+                      "first_peak_rise_mb": max(0.0, peak - rss_before),
+                      "library": library_cache.stats}))
 
 
 def llvm_functions_child(workload):
@@ -302,7 +311,30 @@ def growth_exponent(depths, seconds):
     return float(np.polyfit(np.log(depths), np.log(seconds), 1)[0])
 
 
-def scale(depths, extra, warm=False, peers=None):
+def print_stage_rows(label, r):
+    """The wall and CPU rows of one first run: its stages, the rest, memory or workers."""
+    for clock, suffix in (("wall", ""), ("cpu", "_cpu")):
+        st = r["stages" + suffix]
+        rest = r["first" + suffix] - sum(st.get(s, 0.0) for s in STAGES)
+        memory = f" {r['peak_mb']:5.0f}+{r['first_peak_rise_mb']:.0f}" if clock == "wall" \
+            else f" workers {r.get('workers_cpu', 0.0):.2f}"
+        if clock == "cpu" and "library" in r:
+            memory += " library compiled {compiled} reused {disk_hits}".format(**r["library"])
+        print(f"{label + ' ' + clock:24s} {r['ops']:6d} {r['build' + suffix]:6.2f} "
+              f"{r['first' + suffix]:7.2f} " +
+              " ".join(f"{st.get(s, 0.0):8.3f}" for s in STAGES) + f" {rest:6.2f}" +
+              memory, flush=True)
+
+
+def _forget_all_but_the_library(cache_dir):
+    """Deletes the cache's entries (compiled modules, specs) but its library folder: the
+    next run compiles the graph as never seen, on a machine that compiled a conv before."""
+    for entry in os.scandir(cache_dir):
+        if entry.is_file():
+            os.remove(entry.path)
+
+
+def scale(depths, extra, warm=False, peers=None, library=False):
     names = [f"compile_scale_{d}" for d in depths] + extra
     head = f"{'workload, clock':24s} {'ops':>6s} {'build':>6s} {'first':>7s} " + \
         " ".join(f"{s[:8]:>8s}" for s in STAGES) + f" {'rest':>6s} {'peak MB':>8s}"
@@ -310,23 +342,22 @@ def scale(depths, extra, warm=False, peers=None):
           "this process's CPU time (workers: the LLVM worker processes' CPU time, beside "
           "it); peak MB: the process's peak resident memory (+ the first run's rise of it)",
           flush=True)
+    if library:
+        print("... lib: the first run again in a fresh process over an on-disk cache that "
+              "holds only the library functions the cold run compiled (runtime/"
+              "library_cache.py; the graph's own modules and specs deleted)", flush=True)
     print(head, flush=True)
     cold, warm_runs = {}, {}
     for name in names:
         with tempfile.TemporaryDirectory(prefix="graphc_cache_") as cache_dir:
-            r = cold[name] = spawn_scale(name, cache_dir=cache_dir if warm else "off")
+            r = cold[name] = spawn_scale(name, cache_dir=cache_dir if warm or library
+                                         else "off")
             if warm:
                 warm_runs[name] = spawn_scale(name, cache_dir=cache_dir)
-        for clock, suffix in (("wall", ""), ("cpu", "_cpu")):
-            st = r["stages" + suffix]
-            rest = r["first" + suffix] - sum(st.get(s, 0.0) for s in STAGES)
-            label = f"{name} {clock}"
-            memory = f" {r['peak_mb']:5.0f}+{r['first_peak_rise_mb']:.0f}" if clock == "wall" \
-                else f" workers {r.get('workers_cpu', 0.0):.2f}"
-            print(f"{label:24s} {r['ops']:6d} {r['build' + suffix]:6.2f} "
-                  f"{r['first' + suffix]:7.2f} " +
-                  " ".join(f"{st.get(s, 0.0):8.3f}" for s in STAGES) + f" {rest:6.2f}" +
-                  memory, flush=True)
+            print_stage_rows(name, r)
+            if library:
+                _forget_all_but_the_library(cache_dir)
+                print_stage_rows(name + " lib", spawn_scale(name, cache_dir=cache_dir))
     if len(depths) > 1:
         secs = [cold[f"compile_scale_{d}"]["first"] for d in depths]
         cpus = [cold[f"compile_scale_{d}"]["first_cpu"] for d in depths]
@@ -417,6 +448,9 @@ def main(argv=None):
     ap.add_argument("--profile", help="cProfile the first run of this scale workload")
     ap.add_argument("--warm", action="store_true",
                     help="--scale: also the warm first run over the cold run's cache")
+    ap.add_argument("--library", action="store_true",
+                    help="--scale: also the first run over a cache holding only the library "
+                         "functions (conv microkernels) the cold run compiled")
     ap.add_argument("--peers", metavar="PYTHON",
                     help="--scale: the peers' first calls, run by this Python")
     ap.add_argument("--llvm-functions", metavar="WORKLOAD",
@@ -443,7 +477,7 @@ def main(argv=None):
     if args.scale:
         depths = [int(d) for d in args.depths.split(",") if d]
         return scale(depths, [w for w in args.extra.split(",") if w], warm=args.warm,
-                     peers=args.peers)
+                     peers=args.peers, library=args.library)
     for model in args.models.split(","):
         cold, warm, hits = [], [], []
         for _ in range(args.repeats):
