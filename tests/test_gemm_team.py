@@ -198,8 +198,7 @@ def _product_results(dtype, m, k, n, transpose_a, transpose_b, bias, threads):
     (0, 5, 7), (7, 0, 9), (1, 1, 1), (7, 1023, 7), (1, 1023, 1023), (1023, 1023, 1),
     (33, 1023, 1023), (1023, 7, 1023), (64, 4096, 40), (1023, 1023, 1023)])
 @pytest.mark.parametrize("transpose_a, transpose_b, bias", [
-    (False, False, False), (False, True, False), (True, False, False), (True, True, True),
-    (False, False, True)])
+    (False, False, True), (False, True, False), (True, False, False), (True, True, True)])
 def test_products_match_numpy_and_one_thread_bit_for_bit(dtype, m, k, n, transpose_a,
                                                          transpose_b, bias):
     """Products cut in units or not (odd and empty sizes) equal NumPy's, and 2 threads

@@ -10,12 +10,20 @@ the spread (max/min of the reps' medians) as a noise figure.
 
     python tools/gemm_shapes.py                       # the workloads' shapes (SHAPES)
     python tools/gemm_shapes.py 64x256x256:NN 7x1023x1:TN --reps 5
+    python tools/gemm_shapes.py --calls transformer_train
+
+--calls W prints instead the BLAS calls one training step of workload W (tools/peers_bench.py)
+makes, with their counts: how the team cut its products, which does not depend on the
+machine's load (compare two checkouts' listings to see what a change of the split rule
+changes).
 
 A shape is MxKxN:XY, C[M, N] = op(A) op(B) with inner size K; X, Y are N (as stored) or
 T (transposed), as MatMul's transpose_a / transpose_b. The 2-thread peak of the machine
 is ~303 GFLOP/s (tools/peers_bench.py --machine).
 """
 import argparse
+import collections
+import ctypes
 import os
 import statistics
 import sys
@@ -96,12 +104,65 @@ def numpy_run(a, b, out, threads, limits):
         return (time.perf_counter() - start) * 1e3
 
 
+def blas_calls(workload):
+    """Counter of (M, N, K, op(A), op(B)) over the BLAS calls of one step of `workload`
+    (after a first, compiling step): the compiled code's ?gemm is swapped for a recording
+    one that forwards each call (llvm.add_symbol: the JIT binds names when it loads)."""
+    import argparse as _argparse
+
+    import llvmlite.binding as llvm
+
+    import bench
+    from runtime import jit
+    os.environ["GRAPHC_CACHE_DIR"] = "off"  # compiled afresh, by this checkout's rule
+    jit.initialize()
+    calls, callbacks = collections.Counter(), []
+    size = ctypes.c_int64 if jit.blas_int_bits() == 64 else ctypes.c_int32
+    for routine, scalar in (("cblas_sgemm", ctypes.c_float), ("cblas_dgemm", ctypes.c_double)):
+        name = jit.blas_symbol(routine)
+        ptr, enum = ctypes.c_void_p, ctypes.c_int
+        proto = ctypes.CFUNCTYPE(None, enum, enum, enum, size, size, size, scalar, ptr, size,
+                                 ptr, size, scalar, ptr, size)
+        real = proto(llvm.address_of_symbol(name))
+
+        def recording(order, ta, tb, m, n, k, *rest, real=real):
+            calls[(m, n, k, "NT"[ta == 112], "NT"[tb == 112])] += 1  # CblasTrans is 112
+            real(order, ta, tb, m, n, k, *rest)
+        callbacks.append(proto(recording))
+        llvm.add_symbol(name, ctypes.cast(callbacks[-1], ctypes.c_void_p).value)
+    pb = bench.load_peers_bench(os.path.join(bench.REPO, "tools", "peers_bench.py"))
+    bench.install_tensorflow_shim("compiled")
+    spec = pb.build_tf1(workload, pb.make_data(workload), _argparse.Namespace(feed=False),
+                        xla=False)
+    if spec.get("pre"):
+        spec["pre"]()
+    spec["fn"]()
+    calls.clear()
+    spec["fn"]()
+    return calls
+
+
+def print_calls(workload):
+    calls = blas_calls(workload)
+    total = sum(2.0 * m * n * k * c for (m, n, k, _, _), c in calls.items())
+    print(f"{workload}: {sum(calls.values())} BLAS calls per step, {total / 1e9:.3f} GFLOP")
+    print(f"{'M':>6}{'N':>6}{'K':>6}  op  calls  share")
+    for (m, n, k, ta, tb), c in sorted(calls.items(), key=lambda kv: -kv[0][0] * kv[0][1] *
+                                       kv[0][2] * kv[1]):
+        print(f"{m:6d}{n:6d}{k:6d}  {ta}{tb}  {c:5d}  {200.0 * m * n * k * c / total:4.1f}%")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("shapes", nargs="*", help="MxKxN:XY (default: the workloads' shapes)")
     ap.add_argument("--reps", type=int, default=5, help="rounds of the four systems")
-    ap.add_argument("--calls", type=int, default=20, help="calls per system per round")
+    ap.add_argument("--calls", metavar="WORKLOAD",
+                    help="print the BLAS calls of one step of WORKLOAD instead")
+    ap.add_argument("--per-round", type=int, default=20, help="calls per system per round")
     args = ap.parse_args(argv)
+    if args.calls:
+        print_calls(args.calls)
+        return
     import numpy as np
     from threadpoolctl import threadpool_limits
 
@@ -134,7 +195,7 @@ def main(argv=None):
         for _ in range(args.reps):
             for key, run in runs.items():
                 run()  # warm
-                medians[key].append(statistics.median(run() for _ in range(args.calls)))
+                medians[key].append(statistics.median(run() for _ in range(args.per_round)))
         flop = 2.0 * m * k * n
         cells = []
         for key in runs:
