@@ -33,18 +33,19 @@ from kernels.loops import I32, I64, PTR, entry_alloca, for_range
 
 # Multiply-adds of one unit, at least: ~17 us of one core's BLAS (~120 GFLOP/s on the
 # 2-core VM for the workloads' shapes, tools/gemm_shapes.py), several times what a region
-# of the team costs when its threads spin between products (tools/team_dispatch.py), and
-# enough that a unit more (its BLAS call packs the uncut operand again: 3-7% of a
-# product's one-thread time per halving, measured for the transformer's and the MLPs'
-# shapes) is paid back by the second core. So a product is cut only from 2 * UNIT_MACS on.
+# costs while the team's threads still spin (~3 us: parallel.py's MIN_WORK note;
+# tools/team_dispatch.py measures it), and enough that a unit more (its BLAS call packs
+# the uncut operand again: 3-7% more one-thread time per halving, measured for the
+# transformer's and the MLPs' shapes) is paid back by the second core. So a product is
+# cut only from 2 * UNIT_MACS on.
 UNIT_MACS = 1 << 20
 # Rows or columns of a unit, at least: two 16-wide micro-tiles of OpenBLAS's sgemm kernels;
-# 32-column units of a [64, 256] . [256, 256] product still ran at 75-90% of the rate of
-# the whole (a wide product's cut pays well before its units get this narrow).
+# 32-column units of [64, 256] . [256, 256] products still ran at ~80% of the rate of the
+# whole (NN, NT and TN), so two of them on two cores beat one.
 MIN_BLOCK = 32
 # Units start at multiples of this many elements of the cut side: 16 floats = one cache
-# line of a row of C (4 float64s more: half a line), so the threads writing two
-# neighbouring column blocks of C do not share its lines at the boundary of every row.
+# line of a row of C (16 float64s: two), so the threads writing two neighbouring column
+# blocks of C do not share a line at the boundary in every row.
 ALIGN = 16
 
 
