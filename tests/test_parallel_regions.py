@@ -31,7 +31,7 @@ def session(threads):
     return gc.Session(config=gc.ConfigProto(intra_op_parallelism_threads=threads))
 
 
-# [ROWS, WIDTH] @ [WIDTH, WIDTH]: 16.8M multiply-adds (gemm_team.MIN_MACS is 1M), and
+# [ROWS, WIDTH] @ [WIDTH, WIDTH]: 16.8M multiply-adds (gemm_team.UNIT_MACS is 1M), and
 # WIDTH columns make two of gemm_team's units, so two threads share each product
 ROWS, WIDTH, TRIPS = 64, 512, 3
 

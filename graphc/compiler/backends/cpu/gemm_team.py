@@ -11,7 +11,14 @@ call on a block, claimed by the team's threads from a shared counter:
 The units are a function of the sizes (and the compiling machine's cores: MAX_UNITS) alone,
 never of the team, and each element of C
 is computed by one BLAS call whatever the team, so results do not depend on the thread
-count. Products below MIN_MACS multiply-adds are one call, with no team.
+count.
+
+How many units (_units): as many as the work pays for, UNIT_MACS multiply-adds each at
+least, no narrower than MIN_BLOCK rows or columns, at most MAX_UNITS; a product below
+2 * UNIT_MACS is one call, with no team. The rule depends on the work, not on which side
+is cut: a [64, 256] . [256, 256] layer (4.2M multiply-adds) is two units whether its C is
+cut in rows or in columns. Blocks start at multiples of ALIGN elements, so two threads
+never write one cache line of C.
 """
 import os
 
@@ -24,9 +31,22 @@ from kernels import gemm
 from kernels import parallel as kp
 from kernels.loops import I32, I64, PTR, entry_alloca, for_range
 
-MIN_MACS = 1 << 20   # below: one BLAS call (a team costs more than it gains)
-MIN_BLOCK = 256      # columns or rows per unit, at least (smaller units were slower in
-                     # tools/bench.py's mlp_train workload)
+# Multiply-adds of one unit, at least: ~17 us of one core's BLAS (~120 GFLOP/s on the
+# 2-core VM for the workloads' shapes, tools/gemm_shapes.py), several times what a region
+# costs while the team's threads still spin (~3 us: parallel.py's MIN_WORK note;
+# tools/team_dispatch.py measures it), and enough that a unit more (its BLAS call packs
+# the uncut operand again: 3-7% more one-thread time per halving, measured for the
+# transformer's and the MLPs' shapes) is paid back by the second core. So a product is
+# cut only from 2 * UNIT_MACS on.
+UNIT_MACS = 1 << 20
+# Rows or columns of a unit, at least: two 16-wide micro-tiles of OpenBLAS's sgemm kernels;
+# 32-column units of [64, 256] . [256, 256] products still ran at ~80% of the rate of the
+# whole (NN, NT and TN), so two of them on two cores beat one.
+MIN_BLOCK = 32
+# Units start at multiples of this many elements of the cut side: 16 floats = one cache
+# line of a row of C (16 float64s: two), so the threads writing two neighbouring column
+# blocks of C do not share a line at the boundary in every row.
+ALIGN = 16
 
 
 def host_cores():
@@ -40,17 +60,11 @@ def host_cores():
 # Units per product, at most: one per core of the compiling machine (2 to 16). Each unit's
 # BLAS call packs all of the operand it does not cut (B for blocks of rows), so a unit more
 # is a pack more: on the 2-core machine, transformer_train's [2048, *] products cut in 2
-# units instead of 8 (2048 / MIN_BLOCK) took a step from 127.7 to 121.2 CPU-ms on one
+# units instead of 8 (of 256 rows) took a step from 127.7 to 121.2 CPU-ms on one
 # thread. Claimed units still even out a thread the OS holds back by at most one unit.
 # The team size (set when the code is loaded) is never an input, so results do not depend
 # on the thread count.
 MAX_UNITS = min(16, max(2, host_cores()))
-# A product narrower than 2 * MIN_BLOCK along its split side but of at least 2 * HALF_MACS
-# is cut in two halves all the same (blocks of at least HALF_BLOCK): else it is one unit
-# and one thread computes it while the others wait. lstm_train's recurrent input gradient,
-# [32, 1024] . [1024, 256], 8.4M multiply-adds 31 times a step, was one unit.
-HALF_MACS = 1 << 21
-HALF_BLOCK = 64
 
 
 def emit_product(b, program, node, gemm_fn, a_ptr, b_ptr, c_ptr, syms, name, batch_positions,
@@ -69,10 +83,7 @@ def emit_product(b, program, node, gemm_fn, a_ptr, b_ptr, c_ptr, syms, name, bat
     mode = "batch" if shape.batch else _split(node)
     extent = shape.extent(mode)
     macs = b.mul(b.mul(b.mul(shape.m, shape.n), shape.k), shape.count)
-    units = _units(b, extent, macs, 1 if mode == "batch" else MIN_BLOCK)
-    block = b.udiv(b.add(extent, b.sub(units, ir.Constant(I64, 1))), units)
-    units = b.udiv(b.add(extent, b.sub(block, ir.Constant(I64, 1))), b.select(
-        b.icmp_signed(">", block, ir.Constant(I64, 0)), block, ir.Constant(I64, 1)))
+    units, block = _units(b, extent, macs, mode)
     # a, b, c, syms, units, block, next unit (shared counter), bias (or null)
     layout = parallel.Layout(ir.LiteralStructType([PTR, PTR, PTR, PTR, I64, I64, I64, PTR]))
     task = _emit_task(program, node, gemm_fn, mode, layout, name, batch_positions,
@@ -116,18 +127,23 @@ class _Shape:
         return {"cols": self.n, "rows": self.m, "batch": self.count}[mode]
 
 
-def _units(b, extent, macs, min_block):
-    """min(ceil(extent / min_block), MAX_UNITS), 2 for a narrow product worth two halves
-    (HALF_MACS), and 1 for a small product."""
-    units = b.udiv(b.add(extent, ir.Constant(I64, min_block - 1)), ir.Constant(I64, min_block))
-    cap = ir.Constant(I64, MAX_UNITS)
-    units = b.select(b.icmp_signed("<", units, cap), units, cap)
-    one, two = ir.Constant(I64, 1), ir.Constant(I64, 2)
+def _units(b, extent, macs, mode):
+    """(units, block) of a product whose cut side has `extent` rows, columns or batch
+    entries: min(macs / UNIT_MACS, extent / MIN_BLOCK (1 for "batch"), MAX_UNITS) units,
+    at least 1, of `block` entries each (the last one fewer), block a multiple of ALIGN
+    unless cut by the batch; i64 values of the run-time sizes."""
+    one = ir.Constant(I64, 1)
+    least = lambda x, y: b.select(b.icmp_signed("<", x, y), x, y)  # noqa: E731
+    units = least(b.udiv(macs, ir.Constant(I64, UNIT_MACS)), ir.Constant(I64, MAX_UNITS))
+    if mode != "batch":
+        units = least(units, b.udiv(extent, ir.Constant(I64, MIN_BLOCK)))
     units = b.select(b.icmp_signed("<", units, one), one, units)
-    halves = b.and_(b.icmp_signed(">=", macs, ir.Constant(I64, 2 * HALF_MACS)),
-                    b.icmp_signed(">=", extent, ir.Constant(I64, 2 * HALF_BLOCK)))
-    units = b.select(b.and_(halves, b.icmp_signed("<", units, two)), two, units)
-    return b.select(b.icmp_signed("<", macs, ir.Constant(I64, MIN_MACS)), one, units)
+    block = parallel.ceil_div(b, extent, units)
+    if mode != "batch":
+        block = b.mul(parallel.ceil_div(b, block, ir.Constant(I64, ALIGN)),
+                      ir.Constant(I64, ALIGN))
+    block = parallel.at_least_one(b, block)
+    return parallel.ceil_div(b, extent, block), block
 
 
 def _emit_task(program, node, gemm_fn, mode, layout, name, batch_positions, has_bias,
