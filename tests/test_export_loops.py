@@ -260,3 +260,29 @@ def test_a_fetched_stack_names_the_loop_and_the_line(tmp_path):
         export(sess, str(tmp_path / "a.gcx"), {"x": x, "lengths": lengths},
                {"outputs": stacked})
     assert not os.path.exists(tmp_path / "a.gcx")
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_a_loop_over_an_input_of_unknown_dims_unstacked_exports(dtype, tmp_path):
+    """TensorArray(size=n).unstack(x) for x [None, None, 3]: the array takes its element
+    dims from x at run time (a tensor of them), so the loop reading it is native and the
+    file runs any batch and length, its gradient too."""
+    g = gc.Graph()
+    with g.as_default():
+        x = gc.placeholder(dtype, [None, None, 3], name="x")
+        n = gc.shape(x)[0]
+        ta = gc.TensorArray(dtype, size=n).unstack(x)
+        _, acc = gc.while_loop(lambda i, a: i < n, lambda i, a: (i + 1, a + gc.tanh(ta.read(i))),
+                               [gc.constant(0), gc.zeros_like(x[0])])
+        out = gc.reduce_sum(acc * acc)
+        dx = gc.gradients(out, [x])[0]
+        sess = gc.Session(graph=g)
+    m = runtime.load(export(sess, str(tmp_path / "sum.gcx"), {"x": x}, {"out": out, "dx": dx}))
+    for shape in [(7, 2, 3), (1, 4, 3), (1, 1, 3)]:
+        xv = np.random.default_rng(len(shape)).standard_normal(shape).astype(dtype)
+        got = m.run({"x": xv})
+        x64 = xv.astype(np.float64)
+        acc64 = np.tanh(x64).sum(0)
+        np.testing.assert_allclose(got["out"], (acc64 * acc64).sum(), **tol(dtype))
+        np.testing.assert_allclose(got["dx"], 2 * acc64 * (1 - np.tanh(x64) ** 2), **tol(dtype))
+        np.testing.assert_allclose(got["dx"], sess.run(dx, {x: xv}), **tol(dtype))
