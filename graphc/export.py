@@ -15,6 +15,15 @@ compiled under guards on those dims (size 1 broadcasts differently, so the compi
 a batch is not 1), a second executable with every unknown dim set to 1 is stored too; the
 loaded Model runs the first one whose guards the inputs satisfy.
 
+Loops export as they run in a Session's native stage: arrays a loop grows (raw_rnn's
+emitted outputs, a dynamic_size TensorArray it appends to, the values a loop with no bound
+on its trip count keeps for its gradient) have its trip count for rows, a run dim the
+loop's code sets, and live on the heap of the one entry (graphc/compiler/regions.py).
+Such an array cannot itself be an output, nor may a guard read its rows: the runtime
+sizes outputs and checks guards before the run, before the trip count exists. A Session
+then runs that loop on the host between native stages; export raises a ValueError naming
+the loop and the op and line that take the rows out (fetch a reduction of them instead).
+
 target="gpu" compiles the same pipeline with the GPU codegen: the file's executables are
 GPU specs (PTX for `arch`, the kernels' CPU emulation, the launches), which runtime.load
 runs on a GPU through pycuda, or on the host with runtime.load(path, device="emulated").
@@ -29,7 +38,7 @@ import numpy as np
 from graphc import errors
 from graphc.compiler.driver import GPU_ARCH, compile_module, compile_options, gpu_target
 from graphc.compiler.ir import VariableRef
-from graphc.compiler.lower import lower
+from graphc.compiler.lower import RegionOnHost, lower
 from graphc.compiler.pipeline import STAGE_NAMES
 from graphc.framework.graph import Tensor
 from graphc.framework.op_def import UPDATE_OPS
@@ -114,7 +123,13 @@ def _hint_shape(t, hint):
 def _compile(sess, feeds, fetches, shapes, target, with_debug):
     """(spec, state to store) of one executable for feed shapes `shapes`."""
     from graphc.compiler.backends.cpu import LoweringError  # llvmlite loads when first needed
-    module = lower(feeds, fetches, [], shapes)
+    where = " for the GPU" if target.get("kind") == "gpu" else ""
+    try:
+        module = lower(feeds, fetches, [], shapes)
+    except RegionOnHost as e:
+        # a Session runs such a loop on the host between native stages; a file is one
+        raise ValueError(f"export: the subgraph cannot be one native executable{where}: "
+                         f"{e}; a Session runs that loop on the host, a file cannot") from None
     state = _freeze_read_only_variables(module, sess._state.variables)
     before = module.to_dict() if with_debug else None
     # never from the spec cache: the debug info describes the stages this compile ran
@@ -122,7 +137,6 @@ def _compile(sess, feeds, fetches, shapes, target, with_debug):
     try:
         result = compile_module(module, target, options)
     except LoweringError as e:
-        where = " for the GPU" if target.get("kind") == "gpu" else ""
         raise ValueError(f"export: the subgraph cannot be compiled{where} yet: {e}") from None
     spec = result.spec
     spec["debug"] = _debug_info(module, before, result.pass_stats, result.dumps or {},

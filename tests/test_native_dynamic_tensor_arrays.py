@@ -191,13 +191,13 @@ def test_the_emulated_gpu_gives_the_same_numbers(monkeypatch, dtype):
 T, B, D, H = 6, 3, 4, 5
 
 
-def raw_lstm(dtype):
+def raw_lstm(dtype, element_shape=None):
     """raw_rnn over an LSTM, fed [T, B, D] inputs and each example's length: the loop
     runs until every example has finished (max(lengths) steps), emitting the cell's
     outputs (zeros past an example's length)."""
     x = gc.placeholder(dtype, [T, B, D])
     lengths = gc.placeholder(gc.int32, [B])
-    inputs_ta = gc.TensorArray(dtype, size=T).unstack(x)
+    inputs_ta = gc.TensorArray(dtype, size=T, element_shape=element_shape).unstack(x)
     cell = rnn_cell.BasicLSTMCell(H)
 
     def loop_fn(time, cell_output, cell_state, loop_state):
@@ -248,6 +248,25 @@ def test_raw_rnn_with_an_lstm_on_variable_lengths_runs_natively(native, monkeypa
                            feed[x].astype(np.float64), feed[lengths])
         np.testing.assert_allclose(g[0], want, **tol(dtype))
         np.testing.assert_allclose(g[0], r[0], **tol(dtype))
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_raw_rnn_over_an_array_of_known_elements_is_one_native_stage(native, dtype):
+    """With the inputs' element shape given, the unstack, the loop and the stack of its
+    outputs are one native stage: the stack's size (a Shape of the emitted array, the
+    loop's trip count) and its Range run after the loop that sets that count."""
+    (x, lengths), cell, loss = raw_lstm(dtype, element_shape=[B, D])
+    rng = np.random.default_rng(6)
+    feed_list = [{x: rng.standard_normal((T, B, D)).astype(dtype), lengths: np.array(lv, np.int32)}
+                 for lv in LENGTHS]
+    got = run_all([loss], feed_list)
+    with gc.Session() as sess:
+        sess.run(gc.global_variables_initializer())
+        w = weights(sess, cell, "raw/rnn/basic_lstm_cell/")
+    for feed, g in zip(feed_list, got):
+        want = np_raw_lstm({k: v.astype(np.float64) for k, v in w.items()},
+                           feed[x].astype(np.float64), feed[lengths])
+        np.testing.assert_allclose(g[0], want, **tol(dtype))
 
 
 @pytest.mark.parametrize("lv", LENGTHS)

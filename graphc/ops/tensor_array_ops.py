@@ -63,6 +63,17 @@ def _elements(values):
     return values[1:] if values.ndims is not None else TensorShape(None)
 
 
+def _rows(values, written):
+    """The size of an array that does not grow. The written flow holds it even when the
+    values' rank is unknown (an array made without element_shape): the rows of an
+    unstack into such an array are then known before it runs."""
+    rows = TensorShape([None])
+    for flow in (values, written):
+        if flow.ndims is not None:
+            rows = rows.merge_with(flow[:1])
+    return rows
+
+
 def _scatter_infer(inputs, a):
     values, written, indices, x = inputs
     if x.dtype != values.dtype:
@@ -73,8 +84,7 @@ def _scatter_infer(inputs, a):
     if not elem.is_compatible_with(given):
         raise ValueError(f"Inconsistent shapes: saw {given} but expected {elem}")
     elem = elem.merge_with(given)
-    rows = values.shape[:1] if values.shape.ndims is not None and not a["dynamic_size"] \
-        else TensorShape([None])
+    rows = TensorShape([None]) if a["dynamic_size"] else _rows(values.shape, written.shape)
     out = rows.concatenate(elem) if elem.ndims is not None else TensorShape(None)
     return [(out, values.dtype), (rows, dtypes.bool)]
 
@@ -334,11 +344,29 @@ class TensorArray:
         from graphc.ops.constant_ops import convert_to_tensor
         indices = convert_to_tensor(indices, dtype=dtypes.int32)
         value = convert_to_tensor(value, dtype=self._dtype)
-        values, written = self._flows
+        values, written = self._flows_shaped_by(value)
         op = values.graph.create_op("TensorArrayScatterV3", [values, written, indices, value],
                                     {"dynamic_size": self._dynamic_size},
                                     name or "TensorArrayScatter")
         return self.with_flows(op.outputs)
+
+    def _flows_shaped_by(self, value):
+        """The flows to write `value`'s rows into. An array made without element_shape
+        takes its shape from its first write (TF1's infer_shape), as the reference's
+        scatter does when it runs; made anew here with that shape, its values have dims
+        before the run, which compiled code (and an exported file) needs."""
+        from graphc.ops.array_ops import shape
+        values, written = self._flows
+        if values.shape.ndims is not None or values.op.type != "TensorArrayV3" or \
+                value.shape.ndims is None or value.shape.ndims == 0:
+            return self._flows
+        create = values.op
+        elem = value.shape[1:]
+        fresh = TensorArray(self._dtype, size=create.inputs[0],
+                            dynamic_size=create.attrs["dynamic_size"], element_shape=elem,
+                            element_dims=None if elem.is_fully_defined() else shape(value)[1:],
+                            name=create.name)
+        return fresh._flows
 
     def write(self, index, value, name=None):
         from graphc.ops.array_ops import expand_dims, reshape

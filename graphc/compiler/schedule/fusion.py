@@ -88,9 +88,10 @@ import heapq
 from graphc.compiler.ir import Value, VariableRef
 from graphc.compiler.op_kinds import (ROW_NORMALIZERS, is_batched_product, kind_of,
                                       reduction_axes, shape_only_inputs, view_perm)
-from graphc.compiler.regions import updated_in_regions
+from graphc.compiler.regions import run_dim_loop, updated_in_regions
 from graphc.compiler.schedule.kernel import Kernel, dim_is, dims_equal
 from graphc.framework.op_def import ROW_WRITE_OPS, UPDATE_OPS, OpTypes
+from graphc.framework.symbolic import set_during_run
 
 # The op facts fusion reads, as views of the registry (declared where each op is defined)
 ACTIVATIONS = OpTypes("epilogue")  # may follow a MatMul/Conv2D in its epilogue
@@ -300,6 +301,8 @@ class Fusion:
             for d in self._control_deps(n):
                 if d in computed and not self._implied(d, producers, dep_sets):
                     add(d, n)
+        for loop, n in self._run_dim_readers(computed):
+            add(loop, n)
         # other state (iterators, samplers): side effects keep their module order
         others = [n for n in self.compute if n.has_side_effect and
                   self.kind(n) not in ("random", "state")]
@@ -325,6 +328,23 @@ class Fusion:
                     if nxt is not None:
                         add(r, nxt, must_split=split)
         return edges, strict
+
+    def _run_dim_readers(self, computed):
+        """(While, node) for each node whose dims read the While's trip count (a run dim,
+        regions.py) without reading its data: Shape or Range of a stack the loop grew, a
+        OnesLike of it. The count exists only once the While's kernel has run, and no
+        data edge says so."""
+        loops = {n.name: n for n in self.compute if n.type == "While" and n in computed}
+        if not loops or not self.module.run_dims:
+            return []
+        pairs = []
+        for n in self.compute:
+            values = [v for v in n.inputs if isinstance(v, Value)] + list(n.outputs)
+            names = {run_dim_loop(d.to_json()) for v in values for d in v.dims
+                     if set_during_run(d)}
+            pairs += [(loops[name], n) for name in names
+                      if name in loops and loops[name] is not n]
+        return pairs
 
     def _implied(self, dep, producers, dep_sets):
         """Whether a computed producer of n's data is `dep` or waits for it itself: then
