@@ -43,3 +43,61 @@ def run_in_one_stage(fetches, feed_list, backend="compiled", monkeypatch=None,
             if backend == "compiled" and compiles is not None:
                 assert sess.compile_count - before == compiles
     return out
+
+
+def raw_lstm(dtype, shape, units, element_shape=None):
+    """raw_rnn over a BasicLSTMCell of `units` on inputs of `shape` [steps, batch, depth]
+    read from an unstacked TensorArray (made with `element_shape`, or without one), until
+    every example's length has passed; the loss of the emitted outputs (zeros past a
+    length) and of the final state, np_raw_lstm's. -> (x, lengths, cell, loss, final h)"""
+    from graphc.ops import rnn_cell
+    steps, batch, _ = shape
+    x = gc.placeholder(dtype, shape, name="x")
+    lengths = gc.placeholder(gc.int32, [batch], name="lengths")
+    inputs_ta = gc.TensorArray(dtype, size=steps, element_shape=element_shape).unstack(x)
+    cell = rnn_cell.BasicLSTMCell(units)
+
+    def loop_fn(time, cell_output, cell_state, loop_state):
+        state = cell.zero_state(batch, dtype) if cell_output is None else cell_state
+        return (gc.greater_equal(time, lengths), inputs_ta.read(gc.minimum(time, steps - 1)),
+                state, None, loop_state)
+    with gc.variable_scope("raw", initializer=gc.random_uniform_initializer(-0.5, 0.5, seed=3)):
+        emit_ta, final_state, _ = gc.nn.raw_rnn(cell, loop_fn)
+    outputs = emit_ta.stack()
+    r = gc.constant(_output_weights(batch, units).astype(dtype))
+    loss = gc.reduce_sum(gc.reduce_sum(outputs, axis=0) * r) + \
+        gc.reduce_sum(outputs * outputs) + gc.reduce_sum(final_state.c * final_state.h)
+    return x, lengths, cell, loss, final_state.h
+
+
+def _output_weights(batch, units):
+    """What raw_lstm's loss weighs the sum of each example's outputs by."""
+    return np.linspace(-1.0, 1.0, batch * units).reshape(batch, units)
+
+
+def np_raw_lstm(w, xv, lv):
+    """(loss, final h) of raw_lstm in NumPy; w: the cell's {"kernel", "bias"}."""
+    from tests.test_dynamic_rnn import np_dynamic_lstm
+    batch, units = xv.shape[1], w["bias"].shape[0] // 4
+    zeros = np.zeros((batch, units), xv.dtype)
+    outs, c, h = np_dynamic_lstm(w, xv.transpose(1, 0, 2), np.array(lv), zeros, zeros)
+    outs = outs[:, :int(max(lv))]
+    loss = (outs.sum(1) * _output_weights(batch, units)).sum() + (outs * outs).sum() + \
+        (c * h).sum()
+    return loss, h
+
+
+def np_raw_lstm_gradients(xv, w, lv, eps=1e-6):
+    """Central differences of np_raw_lstm's loss with respect to the inputs, the kernel
+    and the bias (float64)."""
+    arrays = [xv, w["kernel"], w["bias"]]
+    numeric = [np.zeros_like(a) for a in arrays]
+    for k, array in enumerate(arrays):
+        for idx in np.ndindex(array.shape):
+            args = [a.copy() for a in arrays]
+            args[k][idx] += eps
+            up = np_raw_lstm({"kernel": args[1], "bias": args[2]}, args[0], lv)[0]
+            args[k][idx] -= 2 * eps
+            down = np_raw_lstm({"kernel": args[1], "bias": args[2]}, args[0], lv)[0]
+            numeric[k][idx] = (up - down) / (2 * eps)
+    return numeric

@@ -16,16 +16,15 @@ import pytest
 import graphc as gc
 import runtime
 from graphc.export import export
-from graphc.ops import rnn_cell
 from runtime import file_format
-from tests.test_dynamic_rnn import np_dynamic_lstm, weights
+from tests.native_loops import np_raw_lstm, raw_lstm
+from tests.test_dynamic_rnn import weights
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 T, B, D, H = 7, 3, 4, 5
 FLOATS = [np.float32, np.float64]
 # the loop runs max(lengths) times: trip counts 0, 1 and 7
 LENGTHS = {0: [0, 0, 0], 1: [1, 0, 1], 7: [7, 3, 0]}
-R = np.linspace(-1.0, 1.0, B * H).reshape(B, H)
 
 
 @pytest.fixture(autouse=True)
@@ -37,35 +36,6 @@ def tol(dtype):
     return dict(rtol=2e-5, atol=1e-5) if dtype == np.float32 else dict(rtol=1e-11, atol=1e-12)
 
 
-def raw_lstm(dtype):
-    """raw_rnn over an LSTM on [T, B, D] inputs read from an unstacked TensorArray (made
-    without element_shape), until every example's length has passed; loss of the
-    emitted outputs (zeros past a length) and the final state."""
-    x = gc.placeholder(dtype, [T, B, D], name="x")
-    lengths = gc.placeholder(gc.int32, [B], name="lengths")
-    inputs_ta = gc.TensorArray(dtype, size=T).unstack(x)
-    cell = rnn_cell.BasicLSTMCell(H)
-
-    def loop_fn(time, cell_output, cell_state, loop_state):
-        state = cell.zero_state(B, dtype) if cell_output is None else cell_state
-        return (gc.greater_equal(time, lengths), inputs_ta.read(gc.minimum(time, T - 1)),
-                state, None, loop_state)
-    with gc.variable_scope("raw", initializer=gc.random_uniform_initializer(-0.5, 0.5, seed=3)):
-        emit_ta, final_state, _ = gc.nn.raw_rnn(cell, loop_fn)
-    outputs = emit_ta.stack()
-    loss = gc.reduce_sum(gc.reduce_sum(outputs, axis=0) * gc.constant(R.astype(dtype))) + \
-        gc.reduce_sum(outputs * outputs) + gc.reduce_sum(final_state.c * final_state.h)
-    return x, lengths, cell, loss, final_state.h
-
-
-def np_raw_lstm(w, xv, lv):
-    """(loss, final h) of raw_lstm in NumPy."""
-    zeros = np.zeros((B, H), xv.dtype)
-    outs, c, h = np_dynamic_lstm(w, xv.transpose(1, 0, 2), np.array(lv), zeros, zeros)
-    outs = outs[:, :int(max(lv))]
-    return (outs.sum(1) * R).sum() + (outs * outs).sum() + (c * h).sum(), h
-
-
 def feeds(dtype, trips):
     xv = np.random.default_rng(trips).standard_normal((T, B, D)).astype(dtype)
     return {"x": xv, "lengths": np.array(LENGTHS[trips], np.int32)}
@@ -74,7 +44,7 @@ def feeds(dtype, trips):
 def session_and_weights(dtype):
     g = gc.Graph()
     with g.as_default():
-        x, lengths, cell, loss, h = raw_lstm(dtype)
+        x, lengths, cell, loss, h = raw_lstm(dtype, (T, B, D), H)
         grads = gc.gradients(loss, [x] + cell.variables)
         sess = gc.Session(graph=g)
         sess.run(gc.global_variables_initializer())
@@ -142,7 +112,7 @@ def test_raw_rnn_training_step_file_updates_its_state_as_the_session(dtype, tmp_
     run one step, as the Session's steps."""
     g = gc.Graph()
     with g.as_default():
-        x, lengths, cell, loss, _ = raw_lstm(dtype)
+        x, lengths, cell, loss, _ = raw_lstm(dtype, (T, B, D), H)
         train = gc.train.GradientDescentOptimizer(0.1).minimize(loss)
         with gc.control_dependencies([train]):
             stepped = gc.identity(loss)
@@ -255,8 +225,9 @@ def test_a_fetched_stack_names_the_loop_and_the_line(tmp_path):
     would need before the run to size the fetch: refused, naming the op and line."""
     sess, x, lengths, *_ = session_and_weights(np.float32)
     stacked = sess.graph.get_tensor_by_name("TensorArrayStack:0")
+    # the line that made the stack: raw_lstm's emit_ta.stack(), in tests/native_loops.py
     with pytest.raises(ValueError, match=r"(?s)raw/rnn/while.*TensorArrayStack.*"
-                                         r"test_export_loops.py"):
+                                         r"native_loops.py\", line \d+, in raw_lstm"):
         export(sess, str(tmp_path / "a.gcx"), {"x": x, "lengths": lengths},
                {"outputs": stacked})
     assert not os.path.exists(tmp_path / "a.gcx")

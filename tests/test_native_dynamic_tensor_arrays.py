@@ -13,9 +13,8 @@ import numpy as np
 import pytest
 
 import graphc as gc
-from graphc.ops import rnn_cell
-from tests.native_loops import run_in_one_stage
-from tests.test_dynamic_rnn import np_dynamic_lstm, weights
+from tests.native_loops import np_raw_lstm, np_raw_lstm_gradients, raw_lstm, run_in_one_stage
+from tests.test_dynamic_rnn import weights
 from tests.test_native_unbounded_stacks import _rss_bytes
 
 FLOATS = [np.float32, np.float64]
@@ -191,43 +190,12 @@ def test_the_emulated_gpu_gives_the_same_numbers(monkeypatch, dtype):
 T, B, D, H = 6, 3, 4, 5
 
 
-def raw_lstm(dtype, element_shape=None):
-    """raw_rnn over an LSTM, fed [T, B, D] inputs and each example's length: the loop
-    runs until every example has finished (max(lengths) steps), emitting the cell's
-    outputs (zeros past an example's length)."""
-    x = gc.placeholder(dtype, [T, B, D])
-    lengths = gc.placeholder(gc.int32, [B])
-    inputs_ta = gc.TensorArray(dtype, size=T, element_shape=element_shape).unstack(x)
-    cell = rnn_cell.BasicLSTMCell(H)
-
-    def loop_fn(time, cell_output, cell_state, loop_state):
-        state = cell.zero_state(B, dtype) if cell_output is None else cell_state
-        return (gc.greater_equal(time, lengths), inputs_ta.read(gc.minimum(time, T - 1)),
-                state, None, loop_state)
-    with gc.variable_scope("raw", initializer=gc.random_uniform_initializer(-0.5, 0.5, seed=3)):
-        emit_ta, final_state, _ = gc.nn.raw_rnn(cell, loop_fn)
-    outputs = emit_ta.stack()
-    r = gc.constant(np.linspace(-1.0, 1.0, B * H).reshape(B, H).astype(dtype))
-    loss = gc.reduce_sum(gc.reduce_sum(outputs, axis=0) * r) + \
-        gc.reduce_sum(outputs * outputs) + gc.reduce_sum(final_state.c * final_state.h)
-    return (x, lengths), cell, loss
-
-
-def np_raw_lstm(w, xv, lv):
-    zeros = np.zeros((B, H), xv.dtype)
-    outs, c, h = np_dynamic_lstm(w, xv.transpose(1, 0, 2), lv, zeros, zeros)
-    r = np.linspace(-1.0, 1.0, B * H).reshape(B, H)
-    steps = int(max(lv))
-    outs = outs[:, :steps]
-    return (outs.sum(1) * r).sum() + (outs * outs).sum() + (c * h).sum()
-
-
 LENGTHS = [[0, 0, 0], [1, 1, 1], [6, 3, 0], [2, 5, 4]]
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_raw_rnn_with_an_lstm_on_variable_lengths_runs_natively(native, monkeypatch, dtype):
-    (x, lengths), cell, loss = raw_lstm(dtype)
+    x, lengths, cell, loss, _ = raw_lstm(dtype, (T, B, D), H)
     rng = np.random.default_rng(4)
     feed_list = [{x: rng.standard_normal((T, B, D)).astype(dtype), lengths: np.array(lv, np.int32)}
                  for lv in LENGTHS]
@@ -244,8 +212,8 @@ def test_raw_rnn_with_an_lstm_on_variable_lengths_runs_natively(native, monkeypa
         sess.run(gc.global_variables_initializer())
         w = weights(sess, cell, "raw/rnn/basic_lstm_cell/")
     for feed, g, r in zip(feed_list, got, reference):
-        want = np_raw_lstm({k: v.astype(np.float64) for k, v in w.items()},
-                           feed[x].astype(np.float64), feed[lengths])
+        want, _ = np_raw_lstm({k: v.astype(np.float64) for k, v in w.items()},
+                              feed[x].astype(np.float64), feed[lengths])
         np.testing.assert_allclose(g[0], want, **tol(dtype))
         np.testing.assert_allclose(g[0], r[0], **tol(dtype))
 
@@ -255,7 +223,7 @@ def test_raw_rnn_over_an_array_of_known_elements_is_one_native_stage(native, dty
     """With the inputs' element shape given, the unstack, the loop and the stack of its
     outputs are one native stage: the stack's size (a Shape of the emitted array, the
     loop's trip count) and its Range run after the loop that sets that count."""
-    (x, lengths), cell, loss = raw_lstm(dtype, element_shape=[B, D])
+    x, lengths, cell, loss, _ = raw_lstm(dtype, (T, B, D), H, element_shape=[B, D])
     rng = np.random.default_rng(6)
     feed_list = [{x: rng.standard_normal((T, B, D)).astype(dtype), lengths: np.array(lv, np.int32)}
                  for lv in LENGTHS]
@@ -264,8 +232,8 @@ def test_raw_rnn_over_an_array_of_known_elements_is_one_native_stage(native, dty
         sess.run(gc.global_variables_initializer())
         w = weights(sess, cell, "raw/rnn/basic_lstm_cell/")
     for feed, g in zip(feed_list, got):
-        want = np_raw_lstm({k: v.astype(np.float64) for k, v in w.items()},
-                           feed[x].astype(np.float64), feed[lengths])
+        want, _ = np_raw_lstm({k: v.astype(np.float64) for k, v in w.items()},
+                              feed[x].astype(np.float64), feed[lengths])
         np.testing.assert_allclose(g[0], want, **tol(dtype))
 
 
@@ -273,7 +241,7 @@ def test_raw_rnn_over_an_array_of_known_elements_is_one_native_stage(native, dty
 def test_raw_rnn_gradient_against_central_differences(lv):
     """d loss / d (inputs, kernel, bias) in float64 against central differences of the
     NumPy loss."""
-    (x, lengths), cell, loss = raw_lstm(np.float64)
+    x, lengths, cell, loss, _ = raw_lstm(np.float64, (T, B, D), H)
     grads = gc.gradients(loss, [x] + cell.variables)
     rng = np.random.default_rng(5)
     xv = rng.standard_normal((T, B, D))
@@ -282,17 +250,7 @@ def test_raw_rnn_gradient_against_central_differences(lv):
         sess.run(gc.global_variables_initializer())
         w = weights(sess, cell, "raw/rnn/basic_lstm_cell/")
         got = sess.run(grads, {x: xv, lengths: lv})
-    arrays = [xv, w["kernel"], w["bias"]]
-    for k, (array, g) in enumerate(zip(arrays, got)):
-        numeric = np.zeros_like(array)
-        eps = 1e-6
-        for idx in np.ndindex(array.shape):
-            args = [a.copy() for a in arrays]
-            args[k][idx] += eps
-            up = np_raw_lstm({"kernel": args[1], "bias": args[2]}, args[0], lv)
-            args[k][idx] -= 2 * eps
-            down = np_raw_lstm({"kernel": args[1], "bias": args[2]}, args[0], lv)
-            numeric[idx] = (up - down) / (2 * eps)
+    for g, numeric in zip(got, np_raw_lstm_gradients(xv, w, lv)):
         np.testing.assert_allclose(g, numeric, rtol=1e-5, atol=1e-8)
 
 
