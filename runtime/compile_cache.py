@@ -52,10 +52,48 @@ _MODULE_ID = re.compile(r"\A; ModuleID = [^\n]*\n?")
 
 # Counters for this process (tests and tools/compile_time.py read them).
 stats = {"hits": 0, "misses": 0, "stores": 0, "rejected": 0, "errors": 0, "evicted": 0}
-memory_stats = {"hits": 0, "misses": 0, "stores": 0, "evicted": 0}
 _stats_lock = threading.Lock()
-_memory = collections.OrderedDict()  # key -> object bytes, least recently used first
-_memory_bytes = 0
+
+
+class MemoryCache:
+    """Object bytes this process keeps under their keys, the least recently used dropped
+    first past a bound in bytes (given per store: tests narrow the module's bound)."""
+
+    def __init__(self):
+        self.stats = {"hits": 0, "misses": 0, "stores": 0, "evicted": 0}
+        self._entries = collections.OrderedDict()  # key -> bytes, least recently used first
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def load(self, key):
+        with self._lock:
+            payload = self._entries.get(key)
+            self.stats["misses" if payload is None else "hits"] += 1
+            if payload is not None:
+                self._entries.move_to_end(key)
+            return payload
+
+    def store(self, key, payload, max_bytes):
+        payload = bytes(payload)
+        with self._lock:
+            if key in self._entries or len(payload) > max_bytes:
+                return
+            self._entries[key] = payload
+            self._bytes += len(payload)
+            self.stats["stores"] += 1
+            while self._bytes > max_bytes:
+                _, old = self._entries.popitem(last=False)
+                self._bytes -= len(old)
+                self.stats["evicted"] += 1
+
+    def clear(self):
+        with self._lock:
+            self._entries.clear()
+            self._bytes = 0
+
+
+_memory = MemoryCache()
+memory_stats = _memory.stats
 
 
 def _count(name, n=1, counters=None):
@@ -122,27 +160,11 @@ def unpack_objects(payload):
 
 def memory_load(key):
     """The object bytes this process compiled under `key`, or None."""
-    with _stats_lock:
-        payload = _memory.get(key)
-        memory_stats["misses" if payload is None else "hits"] += 1
-        if payload is not None:
-            _memory.move_to_end(key)
-        return payload
+    return _memory.load(key)
 
 
 def memory_store(key, payload):
-    global _memory_bytes
-    payload = bytes(payload)
-    with _stats_lock:
-        if key in _memory or len(payload) > MEMORY_MAX_BYTES:
-            return
-        _memory[key] = payload
-        _memory_bytes += len(payload)
-        memory_stats["stores"] += 1
-        while _memory_bytes > MEMORY_MAX_BYTES:
-            _, old = _memory.popitem(last=False)
-            _memory_bytes -= len(old)
-            memory_stats["evicted"] += 1
+    _memory.store(key, payload, MEMORY_MAX_BYTES)
 
 
 def default_cache():

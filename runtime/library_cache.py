@@ -41,8 +41,7 @@ MEMORY_MAX_BYTES = 16 * 2**20
 stats = {"compiled": 0, "memory_hits": 0, "disk_hits": 0}
 disk_stats = {"hits": 0, "misses": 0, "stores": 0, "rejected": 0, "errors": 0, "evicted": 0}
 _lock = threading.Lock()
-_memory = collections.OrderedDict()  # key -> object bytes, least recently used first
-_memory_bytes = 0
+_memory = compile_cache.MemoryCache()
 
 
 def is_library(name):
@@ -161,12 +160,11 @@ def _disk():
 
 def load(key):
     """The object code of the library group stored under `key`, or None."""
-    with _lock:
-        obj = _memory.get(key)
-        if obj is not None:
-            _memory.move_to_end(key)
+    obj = _memory.load(key)
+    if obj is not None:
+        with _lock:
             stats["memory_hits"] += 1
-            return obj
+        return obj
     disk = _disk()
     obj = disk.load(key) if disk is not None else None
     if obj is not None:
@@ -187,21 +185,9 @@ def store(key, obj):
 
 
 def _remember(key, obj):
-    global _memory_bytes
-    obj = bytes(obj)
-    with _lock:
-        if key in _memory or len(obj) > MEMORY_MAX_BYTES:
-            return
-        _memory[key] = obj
-        _memory_bytes += len(obj)
-        while _memory_bytes > MEMORY_MAX_BYTES:
-            _, old = _memory.popitem(last=False)
-            _memory_bytes -= len(old)
+    _memory.store(key, obj, MEMORY_MAX_BYTES)
 
 
 def forget_memory():
     """Drops the in-memory copies (tests: the next load goes to the disk)."""
-    global _memory_bytes
-    with _lock:
-        _memory.clear()
-        _memory_bytes = 0
+    _memory.clear()
