@@ -21,7 +21,8 @@ that a key changes whenever the lowered module, and so the generated code, could
     the thread count is set when the code is loaded, Executable.set_num_threads), and
     the compiling machine's cores as codegen uses them (gemm_team.MAX_UNITS: products
     are cut into at most that many units, so a spec made on 2 cores runs a 16-core
-    machine's products on 2 units).
+    machine's products on 2 units) and its cache size (loop_kernel.stream_threshold: which
+    outputs are written past the caches).
 The graph's part (the walk of the ops) is made once per state of the graph
 (_graph_summary: Graph.version and Graph.edits, the bodies' too) for each set of ops
 and feeds; the rest is read on every key.
@@ -45,7 +46,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from graphc.compiler.backends.cpu import gemm_team
+from graphc.compiler.backends.cpu import gemm_team, loop_kernel
 from graphc.compiler.ir import encode_attr
 from graphc.compiler.lower import specializable
 from graphc.framework.op_def import OP_DEFS
@@ -183,7 +184,8 @@ def _digest(parts, disable, target):
                  f"numpy {np.__version__} python {platform.python_version()}",
                  json.dumps(target, sort_keys=True), ",".join(sorted(disable or ())),
                  json.dumps(settings, sort_keys=True),
-                 f"product units {gemm_team.MAX_UNITS}"] + parts:
+                 f"product units {gemm_team.MAX_UNITS}",
+                 f"stream bytes {loop_kernel.stream_threshold()}"] + parts:
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()  # hex, as the object cache expects; the prefix above separates them

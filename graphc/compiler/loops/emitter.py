@@ -32,6 +32,9 @@ from kernels.loops import (I32, I64, arg_better, combine_reduction, entry_alloca
 _ASSIGNS = OpTypes(lambda d: d.kind == "state" and d.updates_variable is not None)
 # expression kinds whose operands are emitted inside a loop of their own
 _OWN_LOOPS = ("reduce", "argreduce")
+# A streamed target is written in whole cache lines of this many bytes, each at an
+# address that is a multiple of it (Emitter._emit_streaming).
+LINE_BYTES = 64
 
 
 def _i64(value):
@@ -163,10 +166,13 @@ class Emitter:
     emitted here, sequentially.
 
     piecewise: a loop is cut where a concatenation changes pieces (loops/pieces.py), each
-    piece its own loop with its selects folded away."""
+    piece its own loop with its selects folded away.
+
+    streamed: the storages whose stores bypass the caches (the CPU's choice:
+    backends/cpu/loop_kernel.py), each a target over its whole nest."""
 
     def __init__(self, builder, views, buffers, syms, dim_emitter, scalar_ops,
-                 loop_splitter=None, piecewise=False):
+                 loop_splitter=None, piecewise=False, streamed=frozenset()):
         self.b = builder
         self.views = views
         self.x = views.x
@@ -182,12 +188,15 @@ class Emitter:
         self.detail_base = views.detail_base
         self.loop_splitter = loop_splitter
         self.piecewise = piecewise
+        self.streamed = streamed
+        self.staged = {}  # streamed storage -> (its line's block, the element's slot)
+        self.looping = False  # inside a loop emitted by emit_loop
 
     def fork(self, builder, buffers, syms):
         """An emitter of the same kernel's views into another function (a split loop's
         body), with no values emitted yet and no splitter (the body's loops are inner)."""
         return Emitter(builder, self.views, buffers, syms, self.dim_emitter, self.scalar,
-                       piecewise=self.piecewise)
+                       piecewise=self.piecewise, streamed=self.streamed)
 
     # ---------------------------------------------------------------- nests
     def emit_nest(self, nest):
@@ -218,21 +227,120 @@ class Emitter:
     def emit_loop(self, nest, level, by_level, deepest, start=None, stop=None):
         """Loop `level` of `nest` over [start, stop) (i64 values; None: its whole range),
         with what is inside it. Piecewise, it is cut into one loop per concatenated piece
-        where loops/pieces.py finds that pays, each clipped to [start, stop)."""
-        var = nest.vars[level]
+        where loops/pieces.py finds that pays, each clipped to [start, stop) (and then
+        not streamed: three loops a piece)."""
+        outermost = not self.looping
+        self.looping = True
         cut = self._cut(nest, level, by_level, deepest) if self.piecewise else None
         if cut is None:
-            with self.loop(var, start, stop):
-                self.emit_level(nest, level, by_level, deepest)
-            return
-        for lo, hi, narrowed in cut:
+            self._emit_range(nest, level, by_level, deepest, start, stop, self.streamed)
+        for lo, hi, narrowed in cut or ():
             lo, hi = ir.Constant(I64, lo), ir.Constant(I64, hi)
             if start is not None:
                 lo = self.b.select(self.b.icmp_signed(">", start, lo), start, lo)
             if stop is not None:
                 hi = self.b.select(self.b.icmp_signed("<", stop, hi), stop, hi)
-            with self.loop(var, lo, hi):
-                self.emit_level(nest, level, narrowed, deepest)
+            self._emit_range(nest, level, narrowed, deepest, lo, hi, frozenset())
+        self.looping = not outermost
+        if outermost and self.streamed and any(
+                t.storage in self.streamed for ts in by_level.values() for t in ts):
+            # nontemporal stores are weakly ordered: they reach memory before whatever
+            # follows the loop (the team's join, the next kernel) reads them
+            self.b.fence("seq_cst")
+
+    def _emit_range(self, nest, level, by_level, deepest, start, stop, streamed):
+        streamed = [t for t in by_level.get(level, ()) if t.storage in streamed]
+        if streamed and level == deepest:
+            self._emit_streaming(nest, level, by_level, streamed, start, stop)
+            return
+        with self.loop(nest.vars[level], start, stop):
+            self.emit_level(nest, level, by_level, deepest)
+
+    # ------------------------------------------------------------- streaming
+    def _emit_streaming(self, nest, level, by_level, streamed, start, stop):
+        """The innermost loop with the `streamed` targets written by nontemporal stores of
+        whole lines: a plain store first reads the line it writes into the cache (a
+        fourth stream of memory traffic for out = f(a, b, c)) and then evicts lines that
+        are still to be read. A line is computed element by element into a block on the
+        stack (LLVM vectorizes that loop and keeps the block in a register), then stored
+        at once. The elements before the lead target's first aligned line and after its
+        last whole one are stored as usual; so are all of them when its address is not a
+        multiple of its element size. emit_loop fences after the outermost loop."""
+        var = nest.vars[level]
+        start = ir.Constant(I64, 0) if start is None else _i64(start)
+        stop = self.value(var.extent) if stop is None else _i64(stop)
+        lead = min(streamed, key=lambda t: kd.itemsize(t.dtype))
+        width = LINE_BYTES // kd.itemsize(lead.dtype)
+        first = self._first_aligned(nest, level, lead, start, stop)
+        lines = self.b.udiv(self.b.sub(stop, first), ir.Constant(I64, width))
+        end = self.b.add(first, self.b.mul(lines, ir.Constant(I64, width)))
+        with self.loop(var, start, first):
+            self.emit_level(nest, level, by_level, level)
+        blocks = {t.storage: self._line_block(t, width) for t in streamed}
+        with for_range(self.b, lines, name="line") as line:
+            at = self.b.add(first, self.b.mul(line, ir.Constant(I64, width)))
+            with self._line_loop(var, at, width) as slot:
+                self.staged = {storage: (block, slot) for storage, block in blocks.items()}
+                self.emit_level(nest, level, by_level, level)
+                self.staged = {}
+            for t in streamed:
+                self._store_line(t, nest, level, blocks[t.storage], at, width, t is lead)
+        with self.loop(var, end, stop):
+            self.emit_level(nest, level, by_level, level)
+
+    @contextmanager
+    def _line_loop(self, var, at, width):
+        """`var` over [at, at + width), counted from 0 so that LLVM sees the constant trip
+        count (and vectorizes the loop into one vector); yields the count."""
+        with for_range(self.b, ir.Constant(I64, width), name="lane") as slot:
+            self.var_values[var.id] = self.b.add(at, slot, flags=("nsw",))
+            self.defined.add(var.id)
+            self.scopes.append({})
+            yield slot
+            self.scopes.pop()
+            self.defined.discard(var.id)
+
+    def _address_at(self, t, nest, level, at):
+        """The address of target t's element where loop `level`'s variable is `at` (an
+        i64 value), through a variable of its own: values cached for the loop's variable
+        belong to its iterations."""
+        var, e = self.x.var(self.x.dim(nest.dims[level]), "at")
+        self.var_values[var.id] = at
+        index = list(t.index)
+        index[level] = e
+        position = self.value(self.x.linear(index, t.dims))
+        return kd.element_pointer(self.b, self.buffers[t.storage], position, t.dtype)
+
+    def _first_aligned(self, nest, level, lead, start, stop):
+        """The first index in [start, stop] whose element of `lead` starts a line; stop
+        when none does."""
+        size = kd.itemsize(lead.dtype)
+        address = self.b.ptrtoint(self._address_at(lead, nest, level, start), I64)
+        gap = self.b.and_(self.b.neg(address), ir.Constant(I64, LINE_BYTES - 1))
+        first = self.b.add(start, self.b.udiv(gap, ir.Constant(I64, size)))
+        whole = self.b.icmp_signed("==", self.b.and_(address, ir.Constant(I64, size - 1)),
+                                   ir.Constant(I64, 0))
+        first = self.b.select(whole, first, stop)
+        return self.b.select(self.b.icmp_signed("<", first, stop), first, stop)
+
+    def _line_block(self, t, width):
+        fn_entry = self.b.function.entry_basic_block
+        saved = self.b.block
+        self.b.position_before(fn_entry.instructions[0])
+        block = self.b.alloca(kd.memory_type(t.dtype), size=width, name="line")
+        block.align = LINE_BYTES
+        self.b.position_at_end(saved)
+        return block
+
+    def _store_line(self, t, nest, level, block, at, width, aligned):
+        """Stores target t's computed block at its element `at`: aligned to a line where
+        t is the lead target, else only as its element size guarantees."""
+        vector = ir.VectorType(kd.memory_type(t.dtype), width)
+        size = kd.itemsize(t.dtype)
+        values = self.b.load(block, typ=vector, align=LINE_BYTES)
+        store = self.b.store(values, self._address_at(t, nest, level, at),
+                             align=LINE_BYTES if aligned else size)
+        store.set_metadata("nontemporal", self.b.module.add_metadata([ir.Constant(I32, 1)]))
 
     def _cut(self, nest, level, by_level, deepest):
         """[(lo, hi, by_level with the targets inside the loop specialized to [lo, hi))],
@@ -259,6 +367,12 @@ class Emitter:
     def store_target(self, t, value, position):
         """Stores (or folds, for an accumulating target) one element of target t (the GPU
         codegen overrides this to fold with atomics)."""
+        staged = self.staged.get(t.storage)
+        if staged is not None:  # a streamed target: into its line's block (_emit_streaming)
+            block, slot = staged
+            kd.store_scalar(self.b, value, kd.element_pointer(self.b, block, slot, t.dtype),
+                            t.dtype)
+            return
         ptr = kd.element_pointer(self.b, self.buffers[t.storage], position, t.dtype)
         if t.accumulate:
             old = kd.load_scalar(self.b, ptr, t.dtype)

@@ -76,6 +76,8 @@ class Program:
         self.header_readers = set()
         self.arena_bytes = plan.arena_bytes if plan is not None else 0
         self._arena_offsets = {}
+        self._in_body = enclosing is not None
+        self._read_by_kernels = None
 
     # ------------------------------------------------------------- storages
     def storage_of(self, value):
@@ -106,6 +108,28 @@ class Program:
         if value in self.buffers:
             out.append(self._arena(value))
         return out
+
+    def unread_stores(self, value):
+        """The stores of `value` (a kernel output) that no kernel of the run reads: fetch
+        arrays that only the caller reads, after the run. None in a While's or If's body,
+        whose outputs the next iteration reads. A store no kernel reads soon need not keep
+        its lines in the caches (backends/cpu/loop_kernel.py streams the large ones)."""
+        if self._in_body or self._runtime_fetch(value) or value in self._values_read():
+            return []
+        return [("fetch", j) for j in self._fetches.get(value, [])]
+
+    def _values_read(self):
+        """Every value some kernel reads from a buffer (computed outside it), and the
+        values whose buffer those alias."""
+        if self._read_by_kernels is None:
+            read = set()
+            for kernel in getattr(self.module, "kernels", None) or ():
+                computed = {v for n in kernel.nodes for v in n.outputs}
+                for node in kernel.nodes:
+                    read.update(v for v in node.inputs if v not in computed)
+            read.update(self.aliases.get(v) for v in list(read))
+            self._read_by_kernels = read
+        return self._read_by_kernels
 
     def scratch_of(self, kernel):
         """The storage key ("arena", offset) of a kernel's scratch buffer (the memory

@@ -14,7 +14,8 @@ Mul in another, and were built and compiled once more for it. A kernel whose key
 seen reuses the earlier kernel's function with its own buffers.
 
 Its buffers are found by asking the Program the storage questions (storage_of,
-stores_of, and scratch_of of the kernel itself: a conv's im2col buffer) the first lowering
+stores_of, unread_stores: which stores may stream past the caches, and scratch_of of the
+kernel itself: a conv's im2col buffer) the first lowering
 asked, of the corresponding values. Reuse happens only when
 the answers have the same pattern (which are equal, their kinds, how many stores) and
 every pointer the first function takes is one of those answers or a variable the key
@@ -50,7 +51,8 @@ REUSABLE_KINDS = ("loop", "gemm", "conv")
 # and Program.storage_of): constants, feeds and variables, and updates (their value is
 # their variable's)
 _PRODUCERS_READ = ("Const", PARAMETER, "VariableV2")
-_ASKED = ("storage_of", "stores_of", "scratch_of")
+_ASKED = ("storage_of", "stores_of", "scratch_of", "unread_stores")
+_LISTS = ("stores_of", "unread_stores")  # questions answered with a list of storage keys
 _KERNEL = "kernel"  # the number of the kernel itself in a lowering's log (scratch_of's)
 _NOT_REUSABLE = "not reusable"
 
@@ -137,7 +139,7 @@ class _Lowering:
         if key[0] == "var" or key not in self.result[1]:
             return None
         for question, n, answer in self.log:
-            answers = answer if question == "stores_of" else [answer]
+            answers = answer if question in _LISTS else [answer]
             if n != number and key in answers:
                 return None
         return roles[key]
@@ -176,7 +178,7 @@ def _pattern(log, objects):
     patterns have their keys in one-to-one correspondence."""
     roles, pattern = {}, []
     for question, number, answer in log:
-        keys = list(answer) if question == "stores_of" else [] if answer is None else [answer]
+        keys = list(answer) if question in _LISTS else [] if answer is None else [answer]
         for slot, key in enumerate(keys):
             roles.setdefault(key, (question, number, slot, key[0]))
         pattern.append((question, number, tuple(roles[k] for k in keys)))
