@@ -14,6 +14,7 @@ import pytest
 
 import graphc as gc
 from graphc.compiler.backends.cpu import loop_kernel
+from graphc.compiler.loops.emitter import PEEL_BYTES
 from runtime.executable import Executable
 
 NT = "!nontemporal"
@@ -120,15 +121,15 @@ def test_output_the_kernel_reads_back_is_not_streamed(monkeypatch):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("n", [0, 1, 7, 1023, 2 ** 22 + 3])
 def test_values_at_odd_sizes(backend, dtype, n, monkeypatch):
-    """Streamed from 0 bytes on (GRAPHC_STREAM_BYTES=0), so that the tiny sizes run the
-    head and tail loops alone and the large one every part."""
+    """Streamed from 0 bytes on (GRAPHC_STREAM_BYTES=0): the sizes whose loop is shorter
+    than PEEL_BYTES are stored as usual, the largest runs every part."""
     monkeypatch.setenv("GRAPHC_STREAM_BYTES", "0")
     arrays = data(n, dtype, seed=n)
     (got,), ir = run_w1(arrays)
     assert got.dtype == dtype and got.shape == (n,)
     np.testing.assert_allclose(got, w1_numpy(*arrays), **tolerance(dtype))
-    if backend == "compiled" and n > 64 // np.dtype(dtype).itemsize:
-        assert NT in ir  # (fewer elements than a line: LLVM drops the loop over lines)
+    if backend == "compiled":  # streamed where the loop spans PEEL_BYTES
+        assert (NT in ir) == (n * np.dtype(dtype).itemsize >= PEEL_BYTES)
     if backend == "gpu_emulated":
         assert NT not in ir
 
@@ -159,11 +160,12 @@ def test_one_and_two_threads_give_the_same_bits(dtype, monkeypatch):
 def test_every_misalignment_of_the_output(dtype, monkeypatch):
     """The fetch array at each offset from a line (multiples of the element size: the
     head loop runs up to the first line; else no element starts a line and all of them
-    are stored as usual), each on one thread and on two (each chunk aligns itself)."""
+    are stored as usual), each on one thread and on two (each chunk aligns itself, and a
+    chunk shorter than PEEL_BYTES that would need a head or a tail is stored as usual)."""
     size = np.dtype(dtype).itemsize
     monkeypatch.setenv("GRAPHC_STREAM_BYTES", "0")
     monkeypatch.setenv("GRAPHC_PARALLEL_MIN_WORK", "0")
-    n = 4099
+    n = 2 * PEEL_BYTES // size + 11  # chunks of the team: some streamed, some too short
     arrays = data(n, dtype)
     want = w1_numpy(*arrays)
     offsets = list(range(0, 64, size)) + [size // 2]
@@ -189,14 +191,15 @@ def test_every_misalignment_of_the_output(dtype, monkeypatch):
 
 
 @pytest.mark.parametrize("offset", [0, 4, 36])
-def test_rows_and_outputs_of_two_element_sizes(offset, monkeypatch):
-    """A 2-d nest streams each row (1001 columns: every row starts at another place in
-    its line), and a kernel storing a float32 and a float64 output lines up its lines on
-    the float32 one (the lead) and stores the float64 one's, twice as long, as aligned
-    as its element size guarantees."""
+def test_long_rows_and_outputs_of_two_element_sizes(offset, monkeypatch):
+    """A 2-d nest streams each row that spans PEEL_BYTES (16411 columns: every row starts
+    at another place in its line), and a kernel storing a float32 and a float64 output
+    lines up its lines on the float32 one (the lead) and stores the float64 one's, twice
+    as long, as aligned as its element size guarantees."""
     monkeypatch.setenv("GRAPHC_STREAM_BYTES", "0")
-    x = data((257, 1001), np.float32)[0]
-    bias = np.linspace(-1, 1, 1001).astype(np.float32)
+    columns = PEEL_BYTES // 4 + 27
+    x = data((5, columns), np.float32)[0]
+    bias = np.linspace(-1, 1, columns).astype(np.float32)
 
     def fetch_at(self, fetch_alloc):
         outs = []
@@ -218,7 +221,25 @@ def test_rows_and_outputs_of_two_element_sizes(offset, monkeypatch):
         sess.run(init)
         got, got_wide = sess.run([y, wide])
         ir = "\n".join(e.optimized_ir() for e in executables(sess))
-    assert NT in ir
+    assert "store <16 x float>" in ir and "store <16 x double>" in ir and NT in ir
     want = np.tanh(x.astype(np.float64) + bias) * 3.0
     np.testing.assert_allclose(got, want, rtol=2e-6, atol=2e-6)
     np.testing.assert_allclose(got_wide, got.astype(np.float64) * 0.25 + 1.0, rtol=1e-15)
+
+
+def test_short_rows_are_not_streamed(monkeypatch):
+    """Rows of 1024 floats (layer norm's) are not: numpy puts a large fetch array 16
+    bytes past a line, and each row's elements outside whole lines, stored one by one,
+    cost what the streamed lines saved."""
+    monkeypatch.setenv("GRAPHC_STREAM_BYTES", "0")
+    x = data((64, 1024), np.float32)[0]
+    g = gc.Graph()
+    with g.as_default():
+        y = gc.sigmoid(gc.Variable(x)) * 2.0
+        init = gc.global_variables_initializer()
+    with gc.Session(graph=g) as sess:
+        sess.run(init)
+        got = sess.run(y)
+        ir = "\n".join(e.optimized_ir() for e in executables(sess))
+    assert NT not in ir
+    np.testing.assert_allclose(got, 2 / (1 + np.exp(-x.astype(np.float64))), rtol=2e-6)

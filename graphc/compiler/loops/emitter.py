@@ -35,6 +35,9 @@ _OWN_LOOPS = ("reduce", "argreduce")
 # A streamed target is written in whole cache lines of this many bytes, each at an
 # address that is a multiple of it (Emitter._emit_streaming).
 LINE_BYTES = 64
+# A streamed range needing elements stored one by one before its first line or after its
+# last is streamed only from this many bytes of the lead target on (_first_aligned).
+PEEL_BYTES = 64 << 10
 
 
 def _i64(value):
@@ -271,7 +274,7 @@ class Emitter:
         stop = self.value(var.extent) if stop is None else _i64(stop)
         lead = min(streamed, key=lambda t: kd.itemsize(t.dtype))
         width = LINE_BYTES // kd.itemsize(lead.dtype)
-        first = self._first_aligned(nest, level, lead, start, stop)
+        first = self._first_aligned(nest, level, lead, start, stop, width)
         lines = self.b.udiv(self.b.sub(stop, first), ir.Constant(I64, width))
         end = self.b.add(first, self.b.mul(lines, ir.Constant(I64, width)))
         with self.loop(var, start, first):
@@ -311,17 +314,28 @@ class Emitter:
         position = self.value(self.x.linear(index, t.dims))
         return kd.element_pointer(self.b, self.buffers[t.storage], position, t.dtype)
 
-    def _first_aligned(self, nest, level, lead, start, stop):
-        """The first index in [start, stop] whose element of `lead` starts a line; stop
-        when none does."""
+    def _first_aligned(self, nest, level, lead, start, stop, width):
+        """The first index in [start, stop] whose element of `lead` starts a line, or stop
+        (all of the range stored as usual) when none does, or when the range is shorter
+        than PEEL_BYTES and would need elements stored as usual before or after its lines:
+        those run one at a time, and a misaligned row of 1024 floats (layer norm's, in a
+        fetch array 16 bytes past a line) ran its 12 + 4 of them about as long as its 64
+        lines took."""
         size = kd.itemsize(lead.dtype)
         address = self.b.ptrtoint(self._address_at(lead, nest, level, start), I64)
         gap = self.b.and_(self.b.neg(address), ir.Constant(I64, LINE_BYTES - 1))
         first = self.b.add(start, self.b.udiv(gap, ir.Constant(I64, size)))
         whole = self.b.icmp_signed("==", self.b.and_(address, ir.Constant(I64, size - 1)),
                                    ir.Constant(I64, 0))
-        first = self.b.select(whole, first, stop)
-        return self.b.select(self.b.icmp_signed("<", first, stop), first, stop)
+        first = self.b.select(self.b.icmp_signed("<", first, stop), first, stop)
+        clean = self.b.and_(
+            self.b.icmp_signed("==", first, start),
+            self.b.icmp_signed("==", self.b.urem(self.b.sub(stop, first),
+                                                 ir.Constant(I64, width)),
+                               ir.Constant(I64, 0)))
+        long = self.b.icmp_signed(">=", self.b.sub(stop, start),
+                                  ir.Constant(I64, PEEL_BYTES // size))
+        return self.b.select(self.b.and_(whole, self.b.or_(clean, long)), first, stop)
 
     def _line_block(self, t, width):
         fn_entry = self.b.function.entry_basic_block

@@ -19,8 +19,8 @@ import numpy as np
 from llvmlite import ir
 
 from graphc.compiler.backends.cpu import parallel
-from graphc.compiler.loops.emitter import (Emitter, StoreTarget, kernel_targets, group_nests,
-                                           storages_used)
+from graphc.compiler.loops.emitter import (PEEL_BYTES, Emitter, StoreTarget, group_nests,
+                                           kernel_targets, storages_used)
 from graphc.compiler.loops.expr import dims_key, loaded_storages, walk
 from graphc.compiler.loops.views import KernelViews
 from graphc.compiler.op_kinds import reduction_axes
@@ -83,8 +83,9 @@ def streamed_storages(program, kernel, stored, nests):
     """The storages of `stored` (the kernel's outputs) written with nontemporal stores:
     those no kernel of the run reads afterwards (Program.unread_stores: a fetch only the
     caller reads), stored element by element over the whole of their nest (contiguous in
-    its innermost loop) and not read by the kernel itself, when the kernel's inputs and
-    outputs (sizes known at compile time) are at least stream_threshold() bytes."""
+    its innermost loop, over rows of at least PEEL_BYTES) and not read by the kernel
+    itself, when the kernel's inputs and outputs (sizes known at compile time) are at
+    least stream_threshold() bytes."""
     unread = {s for v in stored for s in program.unread_stores(v)}
     touched = _static_bytes(list(kernel.inputs) + list(stored)) if unread else None
     if touched is None or touched < stream_threshold():
@@ -96,9 +97,20 @@ def streamed_storages(program, kernel, stored, nests):
     for nest in nests:
         for t in nest.targets:
             whole = (t.place is None and t.accumulate is None and t.dtype in _STREAMABLE
-                     and dims_key(t.dims) == nest.key)
+                     and dims_key(t.dims) == nest.key and _long_rows(t))
             (fit if whole else unfit).add(t.storage)
     return frozenset((fit & unread) - unfit - loaded)
+
+
+def _long_rows(target):
+    """Whether the innermost loop over `target` spans PEEL_BYTES: a row's elements before
+    its first line and after its last are stored one by one, which rows of 1024 floats
+    (layer norm's) did not win back. numpy puts a large array 16 bytes past a line, so
+    the rows of a [N, 1024] fetch all need them; a flat loop (W1's) needs them once per
+    chunk of the team."""
+    inner = target.dims[-1] if target.dims else 1
+    return isinstance(inner, (int, np.integer)) and \
+        int(inner) * np.dtype(target.dtype).itemsize >= PEEL_BYTES
 
 
 def _static_bytes(values):
