@@ -243,3 +243,33 @@ def test_short_rows_are_not_streamed(monkeypatch):
         ir = "\n".join(e.optimized_ir() for e in executables(sess))
     assert NT not in ir
     np.testing.assert_allclose(got, 2 / (1 + np.exp(-x.astype(np.float64))), rtol=2e-6)
+
+
+@pytest.mark.parametrize("read_first", [False, True])
+def test_equal_kernels_stream_only_the_unread_output(read_first):
+    """Two kernels equal up to their buffers, one output fetched only, the other also
+    read by a product: kernel reuse (kernel_reuse.py) asks Program.unread_stores again
+    for the second, so the one read later never runs the first one's streaming code, nor
+    the other way round."""
+    n = 2 * threshold_elements(4) // 64 * 64
+    first, second = data(n, np.float32, seed=1), data(n, np.float32, seed=2)
+    weights = np.linspace(-1, 1, 64 * 3).reshape(64, 3).astype(np.float32)
+    g = gc.Graph()
+    with g.as_default():
+        outs = [w1(*(gc.Variable(x) for x in arrays)) for arrays in (first, second)]
+        read = outs[0] if read_first else outs[1]
+        product = gc.matmul(gc.reshape(read, [-1, 64]), weights)
+        init = gc.global_variables_initializer()
+    with gc.Session(graph=g) as sess:
+        sess.run(init)
+        got = sess.run(outs + [product])
+        ir = "\n".join(e.optimized_ir() for e in executables(sess))
+    bodies = [f for f in ir.split("\ndefine ")[1:] if "_loop_" in f.split("(")[0]]
+    streaming = [f for f in bodies if NT in f]
+    plain = [f for f in bodies if NT not in f and "fmul" in f]
+    assert streaming and plain
+    wants = [w1_numpy(*first), w1_numpy(*second)]
+    for out, want in zip(got[:2], wants):
+        np.testing.assert_allclose(out, want, **tolerance(np.float32))
+    np.testing.assert_allclose(got[2], wants[0 if read_first else 1].reshape(-1, 64) @ weights,
+                               rtol=1e-4, atol=1e-3)
