@@ -105,18 +105,16 @@ def _llvm_ir(build, shapes):
         return jit.link_parallel_runtime(cpu_backend.generate(module)["llvm_ir"])
 
 
-def _gated_layers(count, width=64, batch=32):
-    """`count` layers h = sigmoid(h @ w) * tanh(h @ w), each of its own width (a multiple
-    of 64 floats: vector loops with no scalar remainder), so that each is a kernel of its
-    own that no other kernel's code serves (kernel_reuse)."""
+def _gates(count, width=64, batch=32):
+    """`count` gates sigmoid(x) * tanh(x) of inputs of their own widths (multiples of 64
+    floats: vector loops with no scalar remainder): `count` loop kernels that no other
+    kernel's code serves (kernel_reuse)."""
+    shapes = [(batch, width * (k + 1)) for k in range(count)]
+
     def build():
-        x = gc.placeholder(gc.float32, [batch, width])
-        h = x
-        for k in range(count):
-            w = gc.constant(np.full((h.shape[1], width * (k + 1)), 0.01, np.float32))
-            h = gc.sigmoid(gc.matmul(h, w)) * gc.tanh(gc.matmul(h, w))
-        return [x], [h]
-    return build
+        xs = [gc.placeholder(gc.float32, list(shape)) for shape in shapes]
+        return xs, [gc.sigmoid(x) * gc.tanh(x) for x in xs]
+    return build, shapes
 
 
 def _optimized(text):
@@ -134,7 +132,7 @@ _VECTOR_CALL = re.compile(r'call <\d+ x float> @"?graphc\.math\.(sigmoid|tanh)\.
 
 
 def test_each_function_is_defined_once_and_vectorized_loops_call_its_variants():
-    text = _llvm_ir(_gated_layers(4), [(32, 64)])
+    text = _llvm_ir(*_gates(4))
     for name in ("graphc.math.sigmoid.float32", "graphc.math.tanh.float32"):
         assert len(re.findall(_DEFINE.format(name=re.escape(name)), text, re.M)) == 1
     bodies = _kernel_bodies(text)
@@ -146,7 +144,7 @@ def test_each_function_is_defined_once_and_vectorized_loops_call_its_variants():
 
 
 def test_a_module_in_parts_declares_the_variants_where_it_calls_the_function():
-    text = _llvm_ir(_gated_layers(6), [(32, 64)])
+    text = _llvm_ir(*_gates(6))
     parts = module_split.split(text, [0, 0])
     assert parts is not None and len(parts) == 2
     defined = [n for p in parts for n in module_split.defined_functions(p)]
@@ -191,3 +189,13 @@ def test_a_softmax_counts_its_exp_of_each_input_element():
     big = _llvm_ir(build(65), [(65, 1024)])  # one Softmax node: 66560 exps a run
     assert "graphc.math.exp.float32.nonpositive_True" in small
     assert "graphc.math.exp" not in big
+
+
+def test_a_gemm_epilogue_keeps_the_inline_code():
+    def build():
+        x = gc.placeholder(gc.float32, [8, 16])
+        w = gc.constant(np.full((16, 32), 0.1, np.float32))
+        return [x], [gc.sigmoid(gc.matmul(x, w))]
+    text = _llvm_ir(build, [(8, 16)])
+    assert "graphc.math" not in text
+    assert "0x3ff7154760000000" in text  # exp's log2(e), inline in the epilogue

@@ -149,10 +149,11 @@ def lower_kernels(program, prefix=""):
 
 
 def _scalar_ops_of(kernel):
-    """What the kernel's elementwise ops are emitted with: loop and gemm kernels (their
-    elementwise loops) small enough call the module's shared exp/tanh/sigmoid functions
-    (math_library.py)."""
-    if kernel.kind in ("loop", "gemm") and shares_math(kernel):
+    """What the kernel's elementwise ops are emitted with: loop kernels small enough call
+    the module's shared exp/tanh/sigmoid functions (math_library.py). Not gemm and conv
+    kernels: their epilogues may be straight-line tile code, where no loop vectorizer
+    would turn the calls into vector calls."""
+    if kernel.kind == "loop" and shares_math(kernel):
         return ScalarOpsWithSharedMath(scalar_ops)
     return scalar_ops
 

@@ -2,19 +2,19 @@
 
 Each loop kernel used to carry its own inline copy of every exp, tanh and sigmoid it
 computes (25-40 instructions each), which LLVM then vectorized, optimized and emitted once
-per copy: the 32-step LSTM's training step held about 45 copies in 20 loop kernels, half
-of their IR and of their LLVM time. Here such an op is a call of one function per (op
-type, dtype, the attrs its emitter reads) in the module, `graphc.math.<op>.<dtype>`,
-whose attribute `vector-function-abi-variant` (LLVM's vector function ABI, as clang
-declares `#pragma omp declare simd` functions) names its vector variants: LLVM's loop
-vectorizer widens the call in a vectorized loop to one call of the variant as wide as the
-loop. The variants are the same emitters (kernels/math_approx.py) on vector types, so
-every lane computes what the inline scalar code computed, bit for bit.
+per copy: the 32-step LSTM's training step held about 45 copies in 10 loop kernels, and
+their LLVM time fell by a third without them. Here such an op is a call of one function
+per (op type, dtype, the attrs its emitter reads) in the module,
+`graphc.math.<op>.<dtype>`, whose attribute `vector-function-abi-variant` (LLVM's vector
+function ABI, as clang declares `#pragma omp declare simd` functions) names its vector
+variants: LLVM's loop vectorizer widens the call in a vectorized loop to one call of the
+variant as wide as the loop. The variants are the same emitters (kernels/math_approx.py)
+on vector types, so every lane computes what the inline scalar code computed, bit for bit.
 
 The functions are `noinline`: inlined, each kernel would hold its copy again. The call
 costs run time: the caller spills its vector registers around it and the function loads
-its constants on each call, about 6% of a kernel that does little but exp or tanh on 8M
-floats (tools/bench.py's layernorm_gelu). So only a kernel whose ops of SHARED_OPS compute at
+its constants on each call: 6% more time for a kernel that does little but exp or a
+tanh-GELU on 8M floats. So only a kernel whose ops of SHARED_OPS compute at
 most SHARED_MAX_ELEMENTS elements a run calls them (`shares_math`): the calls then cost a
 few microseconds a run, and the compile time they save (several milliseconds a copy)
 the run time of thousands of runs; a bigger kernel, or one whose size is known at run
