@@ -37,6 +37,8 @@ I64 = ir.IntType(64)
 
 # --------------------------------------------------------------------------- helpers
 def _suffix(ty):
+    if isinstance(ty, ir.VectorType):
+        return f"v{ty.count}{_suffix(ty.element)}"
     if isinstance(ty, ir.FloatType):
         return "f32"
     if isinstance(ty, ir.DoubleType):
@@ -58,13 +60,15 @@ def intrinsic(builder, name, args, ret=None):
 
 
 class FloatOps:
-    """Arithmetic on one float type with Python-number constants, to keep formulas short."""
+    """Arithmetic on one float type with Python-number constants, to keep formulas short.
+    The type may be a vector of floats (a shared function's vector variant:
+    backends/cpu/math_library.py); constants are then splats and integers vectors too."""
 
     def __init__(self, builder, ty):
         self.b = builder
         self.ty = ty
-        self.is64 = isinstance(ty, ir.DoubleType)
-        self.ity = I64 if self.is64 else I32
+        self.is64 = isinstance(_element(ty), ir.DoubleType)
+        self.ity = _like(ty, I64 if self.is64 else I32)
         self.mant_bits = 52 if self.is64 else 23
         self.bias = 1023 if self.is64 else 127
 
@@ -153,14 +157,23 @@ def _ops(builder, x):
     return FloatOps(builder, x.type)
 
 
+def _element(ty):
+    return ty.element if isinstance(ty, ir.VectorType) else ty
+
+
+def _like(ty, scalar):
+    """`scalar` (a type), or a vector of it as long as `ty` when `ty` is a vector."""
+    return ir.VectorType(scalar, ty.count) if isinstance(ty, ir.VectorType) else scalar
+
+
 def _via_double(builder, fn, *args):
     """Runs a float64 implementation on float32 arguments and rounds the result."""
-    wide = [builder.fpext(a, F64) for a in args]
+    wide = [builder.fpext(a, _like(a.type, F64)) for a in args]
     return builder.fptrunc(fn(builder, *wide), args[0].type)
 
 
 def _is_f32(x):
-    return isinstance(x.type, ir.FloatType)
+    return isinstance(_element(x.type), ir.FloatType)
 
 
 # ---------------------------------------------------------------------- exp and expm1

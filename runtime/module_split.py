@@ -43,6 +43,9 @@ _UNSPLITTABLE_HEADER = re.compile(r"^(\$|@[^\n]* = [^\n]*\b(alias|ifunc)\b)|\bco
                                   re.M)
 _UNSPLITTABLE_SIGNATURE = re.compile(r"\b(personality|prefix|prologue|comdat|section|gc)\b")
 _OPEN, _CLOSE = "[{<(", "]}>)"
+_VECTOR_RETURN = re.compile(r"<[^<>]*>\s*$")
+_VARIANTS = re.compile(r'"vector-function-abi-variant"="([^"]*)"')
+_VARIANT_NAME = re.compile(r"\(([-\w$.]+)\)")
 
 
 class _Function:
@@ -74,8 +77,7 @@ def split(llvm_ir, loads, min_weight=0):
     by_name = {f.name: f for f in functions}
     if globals_ is None or any(_unquote(n) in by_name for n in _NAME_REF.findall(header)):
         return None  # (a global's initializer naming a function would tie it to part 0)
-    refs = {f.name: _references(llvm_ir[f.start:f.end], by_name, f.name)
-            for f in functions}
+    refs = _all_references(llvm_ir, functions, by_name)
     groups = _groups(functions, refs)
     if len(groups) < 2:
         return None
@@ -116,8 +118,7 @@ def separate(llvm_ir, wanted):
         return None
     by_name = {f.name: f for f in functions}
     declared = {_unquote(m.group(1)): m.group(0) for m in _DECLARE.finditer(header)}
-    refs = {f.name: _references(llvm_ir[f.start:f.end], by_name, f.name)
-            for f in functions}
+    refs = _all_references(llvm_ir, functions, by_name)
     chosen = [f for f in functions if wanted(f.name)]
     groups = []
     for group in _groups(chosen, refs, shared_max=None):
@@ -169,8 +170,9 @@ def _unquote(name):
 def _functions(llvm_ir):
     out = []
     for m in _DEFINE.finditer(llvm_ir):
+        prefix = _VECTOR_RETURN.sub("vector", m.group(1))  # one word, as other types
         if _UNSPLITTABLE_SIGNATURE.search(m.group(3)) or \
-                not set(m.group(1).split()[:-1]) <= _FUNCTION_PREFIX | _ATTRIBUTE_WORDS or \
+                not set(prefix.split()[:-1]) <= _FUNCTION_PREFIX | _ATTRIBUTE_WORDS or \
                 m.group(2).isdigit():
             return None
         end = llvm_ir.find("\n}\n", m.end() - 1)
@@ -259,6 +261,23 @@ def _references(body, by_name, own):
     names = {_unquote(n) for n in _NAME_REF.findall(body)}
     names.discard(own)
     return names
+
+
+def _all_references(llvm_ir, functions, by_name):
+    """{function: the names it refers to}. A function with vector variants (LLVM's vector
+    function ABI attribute: graphc/compiler/backends/cpu/math_library.py) is called as
+    a variant wherever the loop vectorizer widens a call of it, so a caller refers to
+    its variants too: a part declares them beside it, else its loops call the scalar
+    function once per element."""
+    refs = {f.name: _references(llvm_ir[f.start:f.end], by_name, f.name)
+            for f in functions}
+    variants = {f.name: set(_VARIANT_NAME.findall(m.group(1)))
+                for f in functions for m in _VARIANTS.finditer(f.signature)}
+    if variants:
+        for f in functions:
+            for name in list(refs[f.name]):
+                refs[f.name] |= variants.get(name, set()) - {f.name}
+    return refs
 
 
 # ------------------------------------------------------------------ grouping

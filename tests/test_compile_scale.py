@@ -337,6 +337,32 @@ def test_lstm_gradient_emits_as_many_loops_at_any_number_of_steps():
     assert loops[0] == loops[1], loops
 
 
+def test_lstm_kernels_share_one_function_per_activation_at_any_number_of_steps():
+    """An unrolled LSTM's sigmoid and tanh are calls of one function each that the module
+    defines (backends/cpu/math_library.py), not an inline copy per use in each step
+    kernel: the functions and their callers do not grow with the steps, and no kernel
+    holds exp's code. Its values are checked by the tests above and tests/test_shared_math.py."""
+    import re
+    from graphc.compiler import lower
+    from graphc.compiler.backends.cpu import generate
+    from graphc.compiler.driver import schedule_module
+    counts = []
+    for steps in (12, 16):
+        with gc.Graph().as_default():
+            x, _, _, grads, _, _ = _lstm_steps(steps, gc.float32, np.random.default_rng(0))
+            module = lower([x], grads, [], [(2, steps, 3)])
+            schedule_module(module)
+            ir = generate(module)["llvm_ir"]
+        kernels = [ir[m.end():ir.find("\n}\n", m.end())]
+                   for m in re.finditer(r'^define i32 @"kernel_\w+"', ir, re.M)]
+        assert not any("0x3ff7154760000000" in k for k in kernels)  # exp's log2(e)
+        defined = {name: len(re.findall(rf'^define [^\n]*@"graphc\.math\.{name}\.float32"\(',
+                                        ir, re.M)) for name in ("sigmoid", "tanh")}
+        assert defined == {"sigmoid": 1, "tanh": 1}
+        counts.append(sum("@\"graphc.math." in k for k in kernels))
+    assert counts[0] == counts[1] > 0, counts
+
+
 def _mlp_module(depth, batch=BATCH):
     """The lowered (unoptimized) training step of the MLP's first `depth` layers and its
     classifier, batch fed as BATCH rows (`batch`: the graph's static batch, or None)."""

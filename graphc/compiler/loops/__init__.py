@@ -10,7 +10,7 @@ fields; products.py holds a product kernel's facts. Backends turn the nests into
 emitter.Emitter: backends/cpu into x86 loop nests, backends/gpu into PTX launches.
 """
 from graphc.compiler.loops import random, window_rules
-from graphc.compiler.loops.op_lowering import LOOP_RULES
+from graphc.compiler.loops.op_lowering import EXP_OF_EACH_INPUT, LOOP_RULES
 from graphc.compiler.loops.scan import cumsum_nests
 from graphc.compiler.loops.scatter import gather_grad_nests, scatter_nests
 from graphc.compiler.loops.views import LoweringError
@@ -28,4 +28,4 @@ OPAQUE_NESTS = {
     "ScatterSub": scatter_nests,
 }
 
-__all__ = ["LOOP_RULES", "OPAQUE_NESTS", "LoweringError"]
+__all__ = ["EXP_OF_EACH_INPUT", "LOOP_RULES", "OPAQUE_NESTS", "LoweringError"]

@@ -286,6 +286,12 @@ def _row_stats(v, x, axis, index):
     return row_max, row_sum
 
 
+# op types whose rule computes an exp of each element of input 0 (_exp_shifted), though
+# no Exp node stands for it: how much exp a kernel computes counts them
+# (backends/cpu/math_library.py)
+EXP_OF_EACH_INPUT = frozenset({"Softmax", "LogSoftmax", "SparseSoftmaxCrossEntropyWithLogits"})
+
+
 def _exp_shifted(v, x_minus_max, dtype):
     """exp(x - row max): the argument is <= 0 (or nan), which the scalar code exploits."""
     return v.x.op("Exp", [x_minus_max], dtype, {"nonpositive": True})

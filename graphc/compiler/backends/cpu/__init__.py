@@ -58,6 +58,7 @@ from graphc.compiler.backends.cpu.dedupe import merge_identical_kernels, merge_o
 from graphc.compiler.backends.cpu.entry import cpu_spec, emit_entry
 from graphc.compiler.backends.cpu.gemm_kernel import has_blas_gemm, lower_gemm_kernel
 from graphc.compiler.backends.cpu.kernel_reuse import KernelReuse
+from graphc.compiler.backends.cpu.math_library import ScalarOpsWithSharedMath, shares_math
 from graphc.compiler.backends.cpu.loop_kernel import emit_nests, lower_loop_kernel
 from graphc.compiler.backends.cpu.scratch import scratch_bytes
 from graphc.compiler.backends.cpu.tensor_arrays import TENSOR_ARRAY_LOWERINGS
@@ -142,9 +143,19 @@ def lower_kernels(program, prefix=""):
             raise LoweringError(f"no codegen for {kernel.kind} kernels yet "
                                 f"({', '.join(n.type for n in kernel.nodes)})")
         name = f"{prefix}kernel_{number}_{_label(kernel)}"
-        calls.append(reuse.lower(lower, kernel, name, scalar_ops, LOOP_RULES))
+        calls.append(reuse.lower(lower, kernel, name, _scalar_ops_of(kernel), LOOP_RULES))
         names.append(f"{name} [{kernel.kind}: {', '.join(n.type for n in kernel.nodes)}]")
     return calls, names
+
+
+def _scalar_ops_of(kernel):
+    """What the kernel's elementwise ops are emitted with: loop kernels small enough call
+    the module's shared exp/tanh/sigmoid functions (math_library.py). Not gemm and conv
+    kernels: their epilogues may be straight-line tile code, where no loop vectorizer
+    would turn the calls into vector calls."""
+    if kernel.kind == "loop" and shares_math(kernel):
+        return ScalarOpsWithSharedMath(scalar_ops)
+    return scalar_ops
 
 
 def _lower_region(program, kernel, name, scalar_ops, rules):
