@@ -369,8 +369,16 @@ def declare_or_emit_pad(module, dtype):
     fn.attributes.add("nounwind")
     for arg in fn.args[:2]:
         arg.add_attribute("noalias")
-    src, dst, h, w, c, hp, wp, top, left = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
+    emit_pad(b, dtype, *fn.args)
+    b.ret_void()
+    return fn
+
+
+def emit_pad(b, dtype, src, dst, h, w, c, hp, wp, top, left):
+    """The pad function's copy at the builder (conv_images.py's tasks pad each image
+    themselves: a call of the one shared function would tie every library group that
+    makes it into one group)."""
     size = ir.Constant(I64, kd.itemsize(dtype))
     zero = ir.Constant(I64, 0)
     first = _clamp(b, left, zero, wp)                     # the columns src covers
@@ -389,8 +397,6 @@ def declare_or_emit_pad(module, dtype):
         _memset0(b, row, bytes_of(lo))
         _memcpy(b, at(lo), cells, bytes_of(b.sub(hi, lo)))
         _memset0(b, at(hi), bytes_of(b.sub(wp, hi)))
-    b.ret_void()
-    return fn
 
 
 def _clamp(b, x, lo, hi):
