@@ -360,6 +360,29 @@ def test_direct_pad_function_matches_numpy(dtype, h, w, c, hp, wp, top, left):
     np.testing.assert_array_equal(got, _numpy_pad(src, hp, wp, top, left))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("kh,kw,ci,co", [(3, 3, 16, 32), (1, 2, 3, 5), (5, 4, 1, 1),
+                                         (0, 3, 2, 2), (2, 2, 0, 3), (2, 3, 4, 0)])
+def test_flip_function_matches_numpy(dtype, kh, kw, ci, co):
+    """conv_direct's flip: out[j, i, o, c] = w[kh-1-j, kw-1-i, c, o], every cell set."""
+    import ctypes
+
+    from llvmlite import ir
+
+    from graphc.compiler.backends.cpu import conv_direct
+    from runtime import jit
+    module = ir.Module("flip")
+    fn = conv_direct.declare_or_emit_flip(module, np.dtype(dtype).name)
+    fn.linkage = "external"   # so that the test can look it up
+    compiled = jit.CompiledModule(str(module), None)
+    call = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p,
+                            *[ctypes.c_int64] * 4)(compiled.address(fn.name))
+    w = rand(kh, kw, ci, co, dtype=dtype)
+    out = np.full((kh, kw, co, ci), np.nan, dtype)
+    call(w.ctypes.data, out.ctypes.data, kh, kw, ci, co)
+    np.testing.assert_array_equal(out, w[::-1, ::-1].transpose(0, 1, 3, 2))
+
+
 def _llvm_ir(build, shapes, dtype=gc.float32):
     from graphc.compiler.backends.cpu import generate
     from graphc.compiler.driver import schedule_module
@@ -413,7 +436,9 @@ def test_direct_convs_on_the_team_have_library_tasks_of_their_shape(dtype, monke
     functions = _defined(ir_text)
     library = sorted(n for n in functions if n.startswith(conv_images.NAME_PREFIX))
     assert len(library) == 4
-    assert {n.split("_")[3] for n in library} == {"conv", "filter", "input"}
+    # the input gradient's task is a conv's: the kernel flips the filter for it
+    assert sorted(n.split("_")[3] for n in library) == ["conv", "conv", "filter", "filter"]
+    assert ir_text.count(f'call void @"graphc_conv_flip_{dtype.name}"(') == 1
     for name in library:   # started on the team, or called alone
         assert ir_text.count(f'@"{name}"') == 3
         assert "graphc_conv_pad_" not in functions[name]

@@ -399,6 +399,43 @@ def emit_pad(b, dtype, src, dst, h, w, c, hp, wp, top, left):
         _memset0(b, at(hi), bytes_of(b.sub(wp, hi)))
 
 
+def declare_or_emit_flip(module, dtype):
+    """The input gradient's filter, flipped, emitted once per module:
+
+        fn(ptr w, ptr out, i64 kh, i64 kw, i64 ci, i64 co) -> void
+        out[j, i, o, c] = w[kh-1-j, kw-1-i, c, o] for w [kh, kw, ci, co], out [kh, kw, co, ci]
+
+    (the input gradient of a stride-1 conv is the conv of dy, co its input channels, with
+    this filter). Once per run of a kernel on the team, so its sizes are arguments: as
+    loops of each conv's constant sizes inside conv_images.py's tasks, LLVM spent 20 ms
+    more on each of them."""
+    name = f"graphc_conv_flip_{dtype}"
+    if name in module.globals:
+        return module.globals[name]
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR, PTR] + [I64] * 4), name)
+    fn.linkage = "internal"
+    fn.attributes.add("nounwind")
+    for arg in fn.args[:2]:
+        arg.add_attribute("noalias")
+    w, out, kh, kw, ci, co = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    elem = kd.memory_type(dtype)
+    one = ir.Constant(I64, 1)
+    taps = b.mul(ci, co)
+    with for_range(b, kh, name="j") as j, for_range(b, kw, name="i") as i:
+        tap = b.add(b.mul(b.sub(b.sub(kh, one), j), kw), b.sub(b.sub(kw, one), i))
+        source = b.gep(w, [b.mul(tap, taps)], source_etype=elem)
+        target = b.gep(out, [b.mul(b.add(b.mul(j, kw), i), taps)], source_etype=elem)
+        with for_range(b, co, name="o") as o:
+            row = b.gep(target, [b.mul(o, ci)], source_etype=elem)
+            with for_range(b, ci, name="c") as c:
+                value = b.load(b.gep(source, [b.add(b.mul(c, co), o)], source_etype=elem),
+                               typ=elem)
+                b.store(value, b.gep(row, [c], source_etype=elem))
+    b.ret_void()
+    return fn
+
+
 def _clamp(b, x, lo, hi):
     x = b.select(b.icmp_signed("<", x, lo), lo, x)
     return b.select(b.icmp_signed(">", x, hi), hi, x)

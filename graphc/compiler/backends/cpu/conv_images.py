@@ -9,9 +9,8 @@ When a chunk's work is only those calls (no epilogue fused into each chunk), the
 here does it itself:
 
     task(ptr data) -> void     data: LAYOUT (filled by conv_team.emit_images)
-        allocates its scratch (cache-line aligned); for the input gradient, flips the
-        filter into it after the padded image; claims units (runs of chunks) from the
-        shared counter; pads each image of its chunks and calls the direct function on
+        allocates its scratch (cache-line aligned); claims units (runs of chunks) from
+        the shared counter; pads each image of its chunks and calls the direct function on
         it: the filter gradient's unit u sums into its own partial filter, out + u *
         stride bytes; then counts itself (kernels/parallel.py's task counter, whose
         address the kernel passes: a library function refers to no global)
@@ -22,7 +21,9 @@ function's loops as it did from the chunk body (library_cache.specialize says wh
 matters), while the buffers and the counts of chunks and units come in `data`. Each image
 is padded and convolved by the same calls as in the chunk body, so the results are the
 same bits. The kernel keeps the rest of the team's work: the team size, the partial
-filters and their fold.
+filters and their fold, and the input gradient's flipped filter (conv_direct's flip
+function, once per run: the input gradient of a stride-1 conv is a conv of dy, whose task
+is the forward conv's of those sizes).
 """
 from typing import NamedTuple
 
@@ -39,15 +40,14 @@ NAME_PREFIX = "graphc_conv_images_"
 # chunks per unit, units, next unit (the shared counter), scratch bytes, bytes between two
 # units' partial filters
 LAYOUT = parallel.Layout(ir.LiteralStructType([PTR] * 4 + [I64] * 6))
-OPS = ("conv", "filter", "input")
 
 
 class Images(NamedTuple):
     """The per-image work of a direct conv kernel: everything its task's text depends on.
 
-    op: "conv" (out[image] = conv(pad(src[image]), w)), "filter" (out += conv of
-    pad(src[image]) with w[image], w being dy) or "input" (out[image] = conv(pad(src[image]),
-    w flipped), src being dy); block, channels (in) and stride (of the width):
+    op: "conv" (out[image] = conv(pad(src[image]), w); the input gradient's too, of dy and
+    the flipped filter) or "filter" (out += conv of pad(src[image]) with w[image], w being
+    dy); block, channels (in) and stride (of the width):
     conv_direct.declare_or_emit's; out_channels, source (h, w of an image of src), padded
     (hp, wp), at (where src's cell (0, 0) lands in the padded copy), size (the rows and
     columns of an image of out, or of dy for "filter": their width picks the direct
@@ -119,9 +119,6 @@ class _Task:
         b, m = self.b, self.images
         raw, scratch = parallel.aligned_malloc(b, self.scratch_bytes)
         w = self.w
-        if m.op == "input":
-            w = b.gep(scratch, [self.c(m.images * m.per_image())], source_etype=self.elem)
-            self._flip(self.w, w)
         direct = conv_direct.declare_or_emit(b.module, m.dtype, m.block, m.channels, m.stride,
                                              m.op == "filter", width=m.size[1])
         sizes = [self.c(n) for n in (m.padded[1], *m.size, m.out_channels, *m.taps,
@@ -145,21 +142,3 @@ class _Task:
                     b.call(direct, [scratch, w, self.at(out, i, m.per_out())] + sizes)
         b.call(parallel.libc(b.module, "free"), [raw])
         b.atomic_rmw("add", self.tasks, self.c(1), "monotonic")
-
-    def _flip(self, w, flipped):
-        """flipped[j, i, co, ci] = w[KH-1-j, KW-1-i, ci, co] (the input gradient is the
-        conv of dy, co its input channels, with this filter)."""
-        b, m = self.b, self.images
-        kh, kw = m.taps
-        co, ci = m.channels, m.out_channels
-        with for_range(b, self.c(kh), name="flip.j") as j, \
-                for_range(b, self.c(kw), name="flip.i") as i:
-            tap = b.add(b.mul(b.sub(self.c(kh - 1), j), self.c(kw)), b.sub(self.c(kw - 1), i))
-            source = self.at(w, tap, ci * co)
-            target = self.at(flipped, b.add(b.mul(j, self.c(kw)), i), co * ci)
-            with for_range(b, self.c(co), name="flip.co") as o:
-                row = self.at(target, o, ci)
-                with for_range(b, self.c(ci), name="flip.ci") as k:
-                    value = b.load(self.at(source, b.add(b.mul(k, self.c(co)), o), 1),
-                                   typ=self.elem)
-                    b.store(value, b.gep(row, [k], source_etype=self.elem))

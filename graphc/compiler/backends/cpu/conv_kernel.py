@@ -482,8 +482,14 @@ class _ConvLowering:
                                          self.dtype, _blas_bits())
         images = self._images()
         if images is not None and conv_team.available():
+            src, w, out = self._images_buffers()
+            flipped = None
+            if self.shape.flipped:
+                flipped, w = self._flipped_filter(w)
             conv_team.emit_images(self, conv_images.task_function(program.llvm, images),
-                                  conv_images.LAYOUT, *self._images_buffers())
+                                  conv_images.LAYOUT, src, w, out)
+            if flipped is not None:
+                b.call(parallel.libc(program.llvm, "free"), [flipped])
         else:
             if self.direct is not None:
                 self.direct_fn = conv_direct.declare_or_emit(
@@ -506,8 +512,7 @@ class _ConvLowering:
         shape = self.shape
         if self.direct is None or self.chunk_epilogue:
             return None
-        op = "input" if shape.flipped else \
-            "filter" if self.node.type == "Conv2DBackpropFilter" else "conv"
+        op = "filter" if self.node.type == "Conv2DBackpropFilter" else "conv"
         return conv_images.Images(
             self.dtype, op, self.direct, shape.direct_in, shape.direct_strides[1],
             shape.direct_out, shape.source_size, shape.padded,
@@ -522,6 +527,18 @@ class _ConvLowering:
             (ins[0], ins[2]) if self.node.type == "Conv2DBackpropFilter" else (ins[0], ins[1])
         return (self.buffers[self.program.storage_of(src)],
                 self.buffers[self.program.storage_of(w)], self.buffers[self.c_key])
+
+    def _flipped_filter(self, w):
+        """(the malloc'd pointer to free, the input gradient's filter w flipped into it)."""
+        b, shape = self.b, self.shape
+        kh, kw = self.g.taps
+        const = lambda value: ir.Constant(I64, value)  # noqa: E731
+        raw, flipped = parallel.aligned_malloc(
+            b, const(shape.flipped_filter() * kd.itemsize(self.dtype)))
+        b.call(conv_direct.declare_or_emit_flip(self.program.llvm, self.dtype),
+               [w, flipped, const(kh), const(kw), const(shape.direct_out),
+                const(shape.direct_in)])
+        return raw, flipped
 
     def _sizes(self, syms):
         """The gemm sizes of one chunk as i64 values of the current function."""
