@@ -287,6 +287,32 @@ def test_direct_conv_on_the_thread_team(monkeypatch, case, dtype, chunk):
         np.testing.assert_allclose(g_, w_, rtol=eps, atol=eps * np.abs(w_).max())
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_direct_conv_tasks_give_the_same_bits_with_any_team(monkeypatch, dtype):
+    """conv_images' tasks on 1, 2 and 3 threads: each image by the same calls, the filter
+    gradient's partial filters folded in unit order, so the same bits."""
+    monkeypatch.setenv("GRAPHC_PARALLEL_MIN_WORK", "0")
+    x_shape, w_shape, strides, padding = DIRECT_CASES[0]
+    x, w = rand(5, *x_shape[1:], dtype=dtype), rand(*w_shape, seed=1, dtype=dtype)
+    outs = []
+    for threads in (1, 2, 3):
+        g = gc.Graph()
+        with g.as_default():
+            xp, wp = gc.placeholder(gc.as_dtype(dtype), x.shape), \
+                gc.placeholder(gc.as_dtype(dtype), w.shape)
+            y = gc.nn.conv2d(xp, wp, [1, *strides, 1], padding)
+            fetches = [y] + gc.gradients(gc.reduce_sum(y * y), [xp, wp])
+            config = gc.ConfigProto(intra_op_parallelism_threads=threads)
+            with gc.Session(graph=g, config=config) as sess:
+                outs.append(sess.run(fetches, {xp: x, wp: w}))
+    for got in outs[1:]:
+        for a, b in zip(got, outs[0]):
+            np.testing.assert_array_equal(a, b)
+    np.testing.assert_allclose(outs[0][0], ref_conv(x, w, strides, padding),
+                               rtol=2e-5 if dtype == np.float32 else 1e-12,
+                               atol=2e-5 if dtype == np.float32 else 1e-12)
+
+
 @pytest.mark.parametrize("x_shape", [(0, 6, 5, 16), (2, 0, 5, 16), (2, 4, 0, 16)])
 def test_direct_conv_zero_sizes(x_shape):
     """No pixels: an empty output and input gradient, a zero filter gradient."""

@@ -394,9 +394,9 @@ def emit_pad(b, dtype, src, dst, h, w, c, hp, wp, top, left):
         at = lambda column: b.gep(row, [b.mul(column, c)],   # noqa: E731
                                   source_etype=kd.memory_type(dtype))
         bytes_of = lambda columns: b.mul(b.mul(columns, c), size)   # noqa: E731
-        _memset0(b, row, bytes_of(lo))
+        memset0(b, row, bytes_of(lo))
         _memcpy(b, at(lo), cells, bytes_of(b.sub(hi, lo)))
-        _memset0(b, at(hi), bytes_of(b.sub(wp, hi)))
+        memset0(b, at(hi), bytes_of(b.sub(wp, hi)))
 
 
 def declare_or_emit_flip(module, dtype):
@@ -441,7 +441,7 @@ def _clamp(b, x, lo, hi):
     return b.select(b.icmp_signed(">", x, hi), hi, x)
 
 
-def _memset0(b, ptr, nbytes):
+def memset0(b, ptr, nbytes):
     name = "llvm.memset.p0.i64"
     fn = b.module.globals.get(name) or ir.Function(
         b.module, ir.FunctionType(ir.VoidType(), [PTR, ir.IntType(8), I64, ir.IntType(1)]), name)

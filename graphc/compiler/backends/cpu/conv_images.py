@@ -84,6 +84,9 @@ class Images(NamedTuple):
     def per_out(self):
         return self.size[0] * self.size[1] * self.out_channels
 
+    def filter_elements(self):
+        return self.taps[0] * self.taps[1] * self.channels * self.out_channels
+
 
 def task_function(module, images):
     """The team task of `images` in `module`, emitted once per module."""
@@ -128,8 +131,10 @@ class _Task:
             hi = b.add(lo, self.unit)
             hi = b.select(b.icmp_signed("<", hi, self.n_chunks), hi, self.n_chunks)
             out = self.out
-            if m.op == "filter":   # unit u sums into its own partial filter
+            if m.op == "filter":   # unit u sums into its own partial filter, zeroed first
                 out = b.gep(out, [b.mul(u, self.stride)], source_etype=ir.IntType(8))
+                conv_direct.memset0(b, out, self.c(m.filter_elements() *
+                                                   kd.itemsize(m.dtype)))
             per_chunk = self.c(m.images)
             with for_range(b, b.mul(hi, per_chunk), start=b.mul(lo, per_chunk),
                            name="image") as i:
@@ -142,3 +147,35 @@ class _Task:
                     b.call(direct, [scratch, w, self.at(out, i, m.per_out())] + sizes)
         b.call(parallel.libc(b.module, "free"), [raw])
         b.atomic_rmw("add", self.tasks, self.c(1), "monotonic")
+
+
+def fold_function(module, dtype):
+    """The filter gradient's fold of its units' partial filters, emitted once per module:
+
+        fn(ptr partials, i64 units, i64 stride, ptr out, i64 elems) -> void
+        out[e] = 0 + partial 0 [e] + ... + partial units-1 [e], in unit order, partial u
+        at partials + u * stride bytes
+
+    (the order and the bits of the kernel's fold into its zeroed result). Its sizes are
+    arguments: as the kernel's own loops, fills and folds were a quarter of its LLVM
+    time."""
+    name = f"graphc_conv_fold_{dtype}"
+    if name in module.globals:
+        return module.globals[name]
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR, I64, I64, PTR, I64]), name)
+    fn.linkage = "internal"
+    fn.attributes.add("nounwind")
+    for k in (0, 3):
+        fn.args[k].add_attribute("noalias")
+    partials, units, stride, out, elems = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    elem = kd.memory_type(dtype)
+    conv_direct.memset0(b, out, b.mul(elems, ir.Constant(I64, kd.itemsize(dtype))))
+    with for_range(b, units, name="unit") as u:
+        partial = b.gep(partials, [b.mul(u, stride)], source_etype=ir.IntType(8))
+        with for_range(b, elems, name="e") as e:
+            at = b.gep(out, [e], source_etype=elem)
+            b.store(b.fadd(b.load(at, typ=elem),
+                           b.load(b.gep(partial, [e], source_etype=elem), typ=elem)), at)
+    b.ret_void()
+    return fn

@@ -476,18 +476,21 @@ class _ConvLowering:
         self.b, self.em, self.buffers = b, em, buffers
         self.storages = storages
         self._sizes(syms)
-        for nest in self.zero:
+        images = self._images()
+        on_images_team = images is not None and conv_team.available()
+        for nest in [] if on_images_team else self.zero:   # (there the fold sets dW)
             em.emit_nest(nest)
         self.gemm_fn = gemm.declare_gemm(program.llvm, _blas(BLAS_DTYPES[self.dtype]),
                                          self.dtype, _blas_bits())
-        images = self._images()
-        if images is not None and conv_team.available():
+        if on_images_team:
             src, w, out = self._images_buffers()
             flipped = None
             if self.shape.flipped:
                 flipped, w = self._flipped_filter(w)
             conv_team.emit_images(self, conv_images.task_function(program.llvm, images),
-                                  conv_images.LAYOUT, src, w, out)
+                                  conv_images.LAYOUT, src, w, out,
+                                  conv_images.fold_function(program.llvm, self.dtype)
+                                  if images.op == "filter" else None)
             if flipped is not None:
                 b.call(parallel.libc(program.llvm, "free"), [flipped])
         else:

@@ -52,30 +52,39 @@ def emit(conv, emit_chunks):
     _start(conv, task, layout, buffers + [
         em.syms, units.n_chunks, units.unit, units.n_units, ir.Constant(I64, 0), status,
         conv.scratch_bytes_value(), units.stride()], units)
+    if units.fold is not None:
+        units.fold.fold_into_target(units.n_units)
     failed = b.load(status, typ=I32)
     with b.if_then(b.icmp_signed("!=", failed, ir.Constant(I32, 0))):
         b.ret(failed)  # the failing thread left its details in syms
 
 
-def emit_images(conv, task, layout, src, w, out):
+def emit_images(conv, task, layout, src, w, out, fold_fn=None):
     """The chunk loop of `conv` on a team whose task is conv_images.py's library function
     `task` (data: `layout`; it cannot fail, so no status), given the buffers the images
-    are read from and written to (`out` the product's: the filter gradient's partial
-    filters stand in for it)."""
+    are read from and written to (`out` the product's). The filter gradient's units sum
+    into partial filters that the task zeroes, and fold_fn (conv_images.fold_function)
+    sets `out` to their sum."""
     b = conv.b
-    units = _Units(conv)
+    units = _Units(conv, fill=False)
+    result = out
     if units.fold is not None:
         out = units.fold.base
     _start(conv, task, layout, [
         src, w, out, kp.tasks_global(b.module), units.n_chunks, units.unit, units.n_units,
         ir.Constant(I64, 0), conv.scratch_bytes_value(), units.stride()], units)
+    if units.fold is not None:
+        fold = units.fold
+        b.call(fold_fn, [fold.base, units.n_units, fold.stride, result, fold.elems])
+        b.call(parallel.libc(b.module, "free"), [fold.raw])
 
 
 class _Units:
     """How the chunks are shared out: runs of `unit` chunks, `n_units` of them; the filter
     gradient's (`fold`) fixed by the batch alone, each summing into a partial filter."""
 
-    def __init__(self, conv):
+    def __init__(self, conv, fill=True):
+        """fill: the partial filters filled with zeros here (else by the task)."""
         b, em = conv.b, conv.em
         self.n_chunks = conv.chunk_count()
         self.fold = None
@@ -90,16 +99,19 @@ class _Units:
         self.unit = parallel.at_least_one(b, parallel.ceil_div(
             b, self.n_chunks, parallel.at_least_one(b, n_units)))
         self.n_units = parallel.ceil_div(b, self.n_chunks, self.unit)
-        if self.fold is not None:
+        if self.fold is not None and fill:
             self.fold.allocate(self.n_units)
+        elif self.fold is not None:
+            self.fold.raw, self.fold.base = parallel.aligned_malloc(
+                b, b.mul(self.n_units, self.fold.stride))
 
     def stride(self):
         return self.fold.stride if self.fold is not None else ir.Constant(I64, 0)
 
 
 def _start(conv, task, layout, fields, units):
-    """Fills the task's data, runs the task on the team (or alone: one thread, or too
-    little work) and folds the partial filters into the result."""
+    """Fills the task's data and runs the task on the team (or alone: one thread, or too
+    little work)."""
     b = conv.b
     data = entry_alloca(b, layout.type, "conv.team.data")
     for k, v in enumerate(fields):
@@ -112,8 +124,6 @@ def _start(conv, task, layout, fields, units):
             b.call(kp.parallel_fn(b.module), [task, data, team])
         with alone:
             b.call(task, [data])
-    if units.fold is not None:
-        units.fold.fold_into_target(units.n_units)
 
 
 def _emit_body(conv, storages, emit_chunks):
