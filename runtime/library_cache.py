@@ -1,10 +1,12 @@
 """The machine code of the conv library functions, compiled once per machine.
 
 Codegen emits some functions whose text depends only on their own parameters, never on
-the graph: the convolutions' register-tiled microkernels, their filter gradients and the
-per-image copies (graphc/compiler/backends/cpu/conv_direct.py and conv_kernel.py, all
-named LIBRARY_PREFIX...). A ResNet's module spends about a quarter of its LLVM time on
-them, and every new graph with the same conv shapes compiled them again. (What is cached
+the graph: the convolutions' register-tiled microkernels, their filter gradients, the
+per-image copies, the direct convs' team tasks of each conv shape, the filter flip and the
+partial filters' fold (graphc/compiler/backends/cpu/conv_direct.py, conv_images.py and
+conv_kernel.py, all named LIBRARY_PREFIX...). resnet_train's module spends about a third
+of its LLVM time on them, and every new graph with the same conv shapes compiled them
+again. (What is cached
 is each group specialized on the sizes its calls pass alike, see `specialize`: a new
 graph reuses it when its convs have those sizes.) runtime/jit.py
 takes them out of a module it has to compile (module_split.separate: only a group of them
