@@ -77,10 +77,6 @@ class Images(NamedTuple):
     def per_source(self):
         return self.source[0] * self.source[1] * self.channels
 
-    def per_image(self):
-        """Elements of one padded image."""
-        return self.padded[0] * self.padded[1] * self.channels
-
     def per_out(self):
         return self.size[0] * self.size[1] * self.out_channels
 
@@ -121,7 +117,6 @@ class _Task:
     def emit(self):
         b, m = self.b, self.images
         raw, scratch = parallel.aligned_malloc(b, self.scratch_bytes)
-        w = self.w
         direct = conv_direct.declare_or_emit(b.module, m.dtype, m.block, m.channels, m.stride,
                                              m.op == "filter", width=m.size[1])
         sizes = [self.c(n) for n in (m.padded[1], *m.size, m.out_channels, *m.taps,
@@ -142,9 +137,9 @@ class _Task:
                                      scratch, *(self.c(n) for n in (
                                          *m.source, m.channels, *m.padded, *m.at)))
                 if m.op == "filter":
-                    b.call(direct, [scratch, self.at(w, i, m.per_out()), out] + sizes)
+                    b.call(direct, [scratch, self.at(self.w, i, m.per_out()), out] + sizes)
                 else:
-                    b.call(direct, [scratch, w, self.at(out, i, m.per_out())] + sizes)
+                    b.call(direct, [scratch, self.w, self.at(out, i, m.per_out())] + sizes)
         b.call(parallel.libc(b.module, "free"), [raw])
         b.atomic_rmw("add", self.tasks, self.c(1), "monotonic")
 
