@@ -1,10 +1,12 @@
 """The machine code of the conv library functions, compiled once per machine.
 
 Codegen emits some functions whose text depends only on their own parameters, never on
-the graph: the convolutions' register-tiled microkernels, their filter gradients and the
-per-image copies (graphc/compiler/backends/cpu/conv_direct.py and conv_kernel.py, all
-named LIBRARY_PREFIX...). A ResNet's module spends about a quarter of its LLVM time on
-them, and every new graph with the same conv shapes compiled them again. (What is cached
+the graph: the convolutions' register-tiled microkernels, their filter gradients, the
+per-image copies, the direct convs' team tasks of each conv shape, the filter flip and the
+partial filters' fold (graphc/compiler/backends/cpu/conv_direct.py, conv_images.py and
+conv_kernel.py, all named LIBRARY_PREFIX...). resnet_train's module spends about a third
+of its LLVM time on them, and every new graph with the same conv shapes compiled them
+again. (What is cached
 is each group specialized on the sizes its calls pass alike, see `specialize`: a new
 graph reuses it when its convs have those sizes.) runtime/jit.py
 takes them out of a module it has to compile (module_split.separate: only a group of them
@@ -71,12 +73,13 @@ def separate(llvm_ir):
 _CALL = re.compile(r'\bcall void (@(?:"[^"\\]*"|[-\w$.]+))\(([^()\n]*)\)')
 _REF = re.compile(r'@(?:"[^"\\]*"|[-\w$.]+)')
 _DECLARED = re.compile(r'^declare [^\n]*?(@(?:"[^"\\]*"|[-\w$.]+))\(', re.M)
+_DEFINED = re.compile(r'^define [^\n]*?(@(?:"[^"\\]*"|[-\w$.]+))\(', re.M)
 _CONSTANT_ARG = re.compile(r"^i64 (-?\d+)$")
 
 
 class CallSites:
     """The calls a module's text makes, read in one pass: {callee: [argument texts]},
-    and how often each name appears otherwise than in its declaration."""
+    and how often each name appears otherwise than in its declaration or definition."""
 
     def __init__(self, text):
         self.calls = collections.defaultdict(list)
@@ -84,21 +87,27 @@ class CallSites:
             self.calls[m.group(1)].append(m.group(2))
         self.uses = collections.Counter(_REF.findall(text))
         self.uses.subtract(_DECLARED.findall(text))
+        self.uses.subtract(_DEFINED.findall(text))
 
-    def only_called(self, ref):
-        """[argument texts of each call] of `ref` ("@name" as the IR spells it), or None
-        when it is not called, or referred to otherwise (its address taken)."""
-        calls = self.calls.get(ref)
-        return calls if calls and len(calls) == self.uses[ref] else None
+    def only_called(self, ref, *more):
+        """[argument texts of each call] of `ref` ("@name" as the IR spells it) here and
+        in the CallSites `more`, or None when it is not called, or referred to otherwise
+        (its address taken)."""
+        sites = (self,) + more
+        calls = [args for s in sites for args in s.calls.get(ref, ())]
+        uses = sum(s.uses[ref] for s in sites)
+        return calls if calls and len(calls) == uses else None
 
 
 def specialize(group, sites):
     """The group's text with the constant arguments of its entry points' calls (the
     same integer at every call; sites: CallSites of the graph's text) in place of the
-    parameters' uses."""
+    parameters' uses. The group's own calls count too: an entry point that another of
+    its functions calls with other sizes keeps the sizes that differ as parameters."""
+    own = CallSites(group)
     for name in module_split.defined_functions(group):
         ref = f'@"{name}"' if f'@"{name}"(' in group else f"@{name}"  # as the IR spells it
-        calls = sites.only_called(ref)
+        calls = sites.only_called(ref, own)
         constants = _common_constants(calls) if calls else None
         if constants:
             group = _with_constants(group, ref, constants)

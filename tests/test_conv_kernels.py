@@ -264,22 +264,53 @@ def test_max_pool_and_grad_with_ties_and_nan(k, stride, padding):
         np.testing.assert_allclose(g_, w_, rtol=1e-6, atol=1e-6)
 
 
-@pytest.mark.parametrize("case", [DIRECT_CASES[0], DIRECT_CASES[2], DIRECT_CASES[7]])
-def test_direct_conv_on_the_thread_team(monkeypatch, case):
-    """Every conv split (GRAPHC_PARALLEL_MIN_WORK=0): one image per chunk, the filter
-    gradient summed in per-unit partial filters, against NumPy and the reference."""
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("case", DIRECT_CASES)
+@pytest.mark.parametrize("chunk", [1, 2])
+def test_direct_conv_on_the_thread_team(monkeypatch, case, dtype, chunk):
+    """Every conv split (GRAPHC_PARALLEL_MIN_WORK=0): no epilogue, so each direct kernel's
+    task is conv_images' library function (chunks of 1 or 2 images, the filter gradient
+    summed in per-unit partial filters), against NumPy and the reference."""
     monkeypatch.setenv("GRAPHC_PARALLEL_MIN_WORK", "0")
-    monkeypatch.setattr(conv_kernel.ConvShape, "_chunk", lambda self: 1)
+    monkeypatch.setattr(conv_kernel.ConvShape, "_chunk", lambda self: chunk
+                        if dim_n(self) % chunk == 0 else 1)
     x_shape, w_shape, strides, padding = case
-    x, w = rand(*x_shape), rand(*w_shape, seed=1)
+    x, w = rand(*x_shape, dtype=dtype), rand(*w_shape, seed=1, dtype=dtype)
 
     def build(xp, wp):
         y = gc.nn.conv2d(xp, wp, [1, *strides, 1], padding)
         return [y] + gc.gradients(gc.reduce_sum(y * y), [xp, wp])
     got, want = run_both(build, [x, w])
-    np.testing.assert_allclose(got[0], ref_conv(x, w, strides, padding), **F32_TOL)
+    eps = 2e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(got[0], ref_conv(x, w, strides, padding), rtol=eps, atol=eps)
     for g_, w_ in zip(got, want):
-        np.testing.assert_allclose(g_, w_, rtol=2e-5, atol=2e-5 * np.abs(w_).max())
+        np.testing.assert_allclose(g_, w_, rtol=eps, atol=eps * np.abs(w_).max())
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_direct_conv_tasks_give_the_same_bits_with_any_team(monkeypatch, dtype):
+    """conv_images' tasks on 1, 2 and 3 threads: each image by the same calls, the filter
+    gradient's partial filters folded in unit order, so the same bits."""
+    monkeypatch.setenv("GRAPHC_PARALLEL_MIN_WORK", "0")
+    x_shape, w_shape, strides, padding = DIRECT_CASES[0]
+    x, w = rand(5, *x_shape[1:], dtype=dtype), rand(*w_shape, seed=1, dtype=dtype)
+    outs = []
+    for threads in (1, 2, 3):
+        g = gc.Graph()
+        with g.as_default():
+            xp, wp = gc.placeholder(gc.as_dtype(dtype), x.shape), \
+                gc.placeholder(gc.as_dtype(dtype), w.shape)
+            y = gc.nn.conv2d(xp, wp, [1, *strides, 1], padding)
+            fetches = [y] + gc.gradients(gc.reduce_sum(y * y), [xp, wp])
+            config = gc.ConfigProto(intra_op_parallelism_threads=threads)
+            with gc.Session(graph=g, config=config) as sess:
+                outs.append(sess.run(fetches, {xp: x, wp: w}))
+    for got in outs[1:]:
+        for a, b in zip(got, outs[0]):
+            np.testing.assert_array_equal(a, b)
+    np.testing.assert_allclose(outs[0][0], ref_conv(x, w, strides, padding),
+                               rtol=2e-5 if dtype == np.float32 else 1e-12,
+                               atol=2e-5 if dtype == np.float32 else 1e-12)
 
 
 @pytest.mark.parametrize("x_shape", [(0, 6, 5, 16), (2, 0, 5, 16), (2, 4, 0, 16)])
@@ -355,6 +386,29 @@ def test_direct_pad_function_matches_numpy(dtype, h, w, c, hp, wp, top, left):
     np.testing.assert_array_equal(got, _numpy_pad(src, hp, wp, top, left))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("kh,kw,ci,co", [(3, 3, 16, 32), (1, 2, 3, 5), (5, 4, 1, 1),
+                                         (0, 3, 2, 2), (2, 2, 0, 3), (2, 3, 4, 0)])
+def test_flip_function_matches_numpy(dtype, kh, kw, ci, co):
+    """conv_direct's flip: out[j, i, o, c] = w[kh-1-j, kw-1-i, c, o], every cell set."""
+    import ctypes
+
+    from llvmlite import ir
+
+    from graphc.compiler.backends.cpu import conv_direct
+    from runtime import jit
+    module = ir.Module("flip")
+    fn = conv_direct.declare_or_emit_flip(module, np.dtype(dtype).name)
+    fn.linkage = "external"   # so that the test can look it up
+    compiled = jit.CompiledModule(str(module), None)
+    call = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p,
+                            *[ctypes.c_int64] * 4)(compiled.address(fn.name))
+    w = rand(kh, kw, ci, co, dtype=dtype)
+    out = np.full((kh, kw, co, ci), np.nan, dtype)
+    call(w.ctypes.data, out.ctypes.data, kh, kw, ci, co)
+    np.testing.assert_array_equal(out, w[::-1, ::-1].transpose(0, 1, 3, 2))
+
+
 def _llvm_ir(build, shapes, dtype=gc.float32):
     from graphc.compiler.backends.cpu import generate
     from graphc.compiler.driver import schedule_module
@@ -369,20 +423,62 @@ def _llvm_ir(build, shapes, dtype=gc.float32):
 
 
 @pytest.mark.parametrize("dtype", [gc.float32, gc.float64])
-def test_direct_convs_of_every_shape_share_one_pad_function(dtype):
-    """The zero-padded copies of every direct conv of a dtype (forward, filter and input
-    gradients, any image size, padding or stride) are one function taking the sizes:
-    a copy loop per conv shape made each conv kernel a function of its own for LLVM."""
-    def build(x, w1, w2):
-        y = gc.nn.conv2d(x, w1, [1, 1, 1, 1], "SAME")
-        z = gc.nn.conv2d(gc.nn.relu(y), w2, [1, 2, 2, 1], "VALID")
-        return [z] + gc.gradients(gc.reduce_sum(z * z), [x, w1, w2])
-    module, ir_text = _llvm_ir(build, [(2, 9, 7, 16), (3, 3, 16, 16), (2, 2, 16, 32)], dtype)
+def test_direct_convs_of_every_shape_share_one_pad_function(dtype, monkeypatch):
+    """The zero-padded copies of every direct conv of a dtype that pads in its own code
+    (here: the serial kernels, GRAPHC_PARALLEL=0) are one function taking the sizes: a
+    copy loop per conv shape made each conv kernel a function of its own for LLVM."""
+    monkeypatch.setenv("GRAPHC_PARALLEL", "0")
+    module, ir_text = _llvm_ir(_two_convs_step, [(2, 9, 7, 16), (3, 3, 16, 16),
+                                                 (2, 2, 16, 32)], dtype)
     directs = [k for k in module.kernels
                if k.kind == "conv" and conv_kernel.lowering_of(k) == "direct"]
     assert len({conv_kernel._conv_node(k).type for k in directs}) == 3
     assert ir_text.count(f'\ndefine internal void @"graphc_conv_pad_{dtype.name}"') == 1
     assert ir_text.count(f'call void @"graphc_conv_pad_{dtype.name}"') >= len(directs)
+
+
+def _two_convs_step(x, w1, w2):
+    y = gc.nn.conv2d(x, w1, [1, 1, 1, 1], "SAME")
+    z = gc.nn.conv2d(gc.nn.relu(y), w2, [1, 2, 2, 1], "VALID")
+    return [z] + gc.gradients(gc.reduce_sum(z * z), [x, w1, w2])
+
+
+@pytest.mark.parametrize("dtype", [gc.float32, gc.float64])
+def test_direct_convs_on_the_team_have_library_tasks_of_their_shape(dtype, monkeypatch):
+    """On the team, a direct conv kernel whose chunks only pad and convolve images is one
+    function of the graph: its task is a library function named by its shape (LLVM
+    spent 5-7 ms on each chunk body and task of every graph), which the library cache
+    takes out of the graph's module with the direct functions it calls. Only y, whose
+    chunks apply its relu epilogue, keeps a chunk body and task of its own."""
+    from graphc.compiler.backends.cpu import conv_images, conv_team
+    from runtime import library_cache
+    monkeypatch.setattr(conv_team, "available", lambda: True)
+    shapes = [(2, 9, 7, 16), (3, 3, 16, 16), (2, 2, 16, 32)]
+    module, ir_text = _llvm_ir(_two_convs_step, shapes, dtype)
+    tasks = [k for k in module.kernels if k.kind == "conv" and
+             conv_kernel.lowering_of(k) == "direct" and len(k.nodes) == 1]
+    # y's input and filter gradients, z and its filter gradient
+    assert len(tasks) == 4
+    functions = _defined(ir_text)
+    library = sorted(n for n in functions if n.startswith(conv_images.NAME_PREFIX))
+    assert len(library) == 4
+    # the input gradient's task is a conv's: the kernel flips the filter for it
+    assert sorted(n.split("_")[3] for n in library) == ["conv", "conv", "filter", "filter"]
+    assert ir_text.count(f'call void @"graphc_conv_flip_{dtype.name}"(') == 1
+    for name in library:   # started on the team, or called alone
+        assert ir_text.count(f'@"{name}"') == 3
+        assert "graphc_conv_pad_" not in functions[name]
+    rest, groups = library_cache.separate(ir_text)
+    graph_functions = module_split_names(rest)
+    assert not [n for n in graph_functions if n.startswith("graphc_conv_")]
+    assert len([n for n in graph_functions if ".chunks" in n]) == 2   # y's body and task
+    assert sorted(n for g in groups for n in module_split_names(g)
+                  if n.startswith(conv_images.NAME_PREFIX)) == library
+
+
+def module_split_names(text):
+    from runtime import module_split
+    return module_split.defined_functions(text)
 
 
 def _defined(ir_text):

@@ -226,6 +226,30 @@ def test_entry_points_take_the_constants_every_call_passes():
     assert library_cache.specialize(group, sites(same + "store ptr @f, ptr %q\n")) == group
 
 
+def test_an_entry_point_the_group_calls_too_keeps_the_sizes_its_calls_differ_in():
+    """f is called by the graph with n = 7 and by g, in f's own group, with n = 5: its
+    code must serve both, so only m (1 at every call) becomes a constant."""
+    group = textwrap.dedent("""\
+        define void @f(ptr %p, i64 %n, i64 %m) {
+          %a = add i64 %n, %m
+          store i64 %a, ptr %p
+          ret void
+        }
+        define void @g(ptr %p) {
+          call void @f(ptr %p, i64 5, i64 1)
+          ret void
+        }
+        """)
+    rest = ("declare void @f(ptr %p, i64 %n, i64 %m)\ndeclare void @g(ptr %p)\n"
+            "call void @f(ptr %a, i64 7, i64 1)\ncall void @g(ptr %b)\n")
+    got = library_cache.specialize(group, library_cache.CallSites(rest))
+    assert "%a = add i64 %n, 1" in got
+    # its address taken inside the group: left generic
+    taken = group + "define void @h(ptr %q) {\n  store ptr @f, ptr %q\n  ret void\n}\n"
+    assert "%a = add i64 %n, %m" in library_cache.specialize(
+        taken, library_cache.CallSites(rest))
+
+
 def test_exported_conv_file_runs_in_the_runtime_alone(tmp_path):
     """A file of a conv graph verifies and runs where graphc cannot be imported, its
     library functions compiled into, then read from, the library cache."""

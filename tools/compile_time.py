@@ -22,7 +22,8 @@ of each stage's CPU time, over depth (least squares of log time on log depth). -
 WORKLOAD prints cProfile's top functions for one; --llvm-functions WORKLOAD splits the LLVM
 time of its largest module by function family (kernel_N_loop_N, graphc_conv_direct_...):
 each family alone in a copy of the module, the other functions declared, optimized and
-emitted as the compile does, in CPU seconds.
+emitted as the compile does, in CPU seconds, and the sums over the library functions (a
+machine compiles them once: runtime/library_cache.py) and over the graph's own.
 
     python tools/compile_time.py --scale [--depths 8,16,32,64,128,256] [--extra lstm_train,...]
 
@@ -220,13 +221,24 @@ def llvm_functions_child(workload):
         rows.append((opt + emit - sum(base), opt - base[0], emit - base[1], len(members),
                      family))
     rows.sort(reverse=True)
+    from runtime import library_cache
     print(f"{workload}: its largest LLVM module ({len(text) / 1e6:.1f} MB of IR, "
-          f"{len(functions)} functions) by function family, each family alone (CPU-s)")
+          f"{len(functions)} functions) by function family, each family alone (CPU-s); "
+          "lib: library functions (runtime/library_cache.py: compiled once per machine)")
     print(f"{'total':>7s} {'optimize':>9s} {'emit':>6s} {'count':>6s}  family")
     for total, opt, emit, count, family in rows:
-        print(f"{total:7.3f} {opt:9.3f} {emit:6.3f} {count:6d}  {family}")
+        mark = "  lib" if library_cache.is_library(family) else ""
+        print(f"{total:7.3f} {opt:9.3f} {emit:6.3f} {count:6d}  {family}{mark}")
     print(f"{sum(r[0] for r in rows):7.3f} {sum(r[1] for r in rows):9.3f} "
           f"{sum(r[2] for r in rows):6.3f} {len(functions):6d}  (sum)")
+    library = [r for r in rows if library_cache.is_library(r[4])]
+    print(f"{sum(r[0] for r in library):7.3f} {sum(r[1] for r in library):9.3f} "
+          f"{sum(r[2] for r in library):6.3f} {sum(r[3] for r in library):6d}  "
+          "(library functions)")
+    print(f"{sum(r[0] for r in rows if r not in library):7.3f} "
+          f"{sum(r[1] for r in rows if r not in library):9.3f} "
+          f"{sum(r[2] for r in rows if r not in library):6.3f} "
+          f"{len(functions) - sum(r[3] for r in library):6d}  (the graph's own)")
 
 
 _DEFINE = r'^define [^\n]*@("(?:[^"\\]|\\.)*"|[-\w$.]+)\([^\n]*\n?\{\n'

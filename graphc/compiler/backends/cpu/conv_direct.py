@@ -369,8 +369,16 @@ def declare_or_emit_pad(module, dtype):
     fn.attributes.add("nounwind")
     for arg in fn.args[:2]:
         arg.add_attribute("noalias")
-    src, dst, h, w, c, hp, wp, top, left = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
+    emit_pad(b, dtype, *fn.args)
+    b.ret_void()
+    return fn
+
+
+def emit_pad(b, dtype, src, dst, h, w, c, hp, wp, top, left):
+    """The pad function's copy at the builder (conv_images.py's tasks pad each image
+    themselves: a call of the one shared function would tie every library group that
+    makes it into one group)."""
     size = ir.Constant(I64, kd.itemsize(dtype))
     zero = ir.Constant(I64, 0)
     first = _clamp(b, left, zero, wp)                     # the columns src covers
@@ -386,9 +394,44 @@ def declare_or_emit_pad(module, dtype):
         at = lambda column: b.gep(row, [b.mul(column, c)],   # noqa: E731
                                   source_etype=kd.memory_type(dtype))
         bytes_of = lambda columns: b.mul(b.mul(columns, c), size)   # noqa: E731
-        _memset0(b, row, bytes_of(lo))
+        memset0(b, row, bytes_of(lo))
         _memcpy(b, at(lo), cells, bytes_of(b.sub(hi, lo)))
-        _memset0(b, at(hi), bytes_of(b.sub(wp, hi)))
+        memset0(b, at(hi), bytes_of(b.sub(wp, hi)))
+
+
+def declare_or_emit_flip(module, dtype):
+    """The input gradient's filter, flipped, emitted once per module:
+
+        fn(ptr w, ptr out, i64 kh, i64 kw, i64 ci, i64 co) -> void
+        out[j, i, o, c] = w[kh-1-j, kw-1-i, c, o] for w [kh, kw, ci, co], out [kh, kw, co, ci]
+
+    (the input gradient of a stride-1 conv is the conv of dy, co its input channels, with
+    this filter). Once per run of a kernel on the team, so its sizes are arguments: as
+    loops of each conv's constant sizes inside conv_images.py's tasks, LLVM spent 20 ms
+    more on each of them."""
+    name = f"graphc_conv_flip_{dtype}"
+    if name in module.globals:
+        return module.globals[name]
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR, PTR] + [I64] * 4), name)
+    fn.linkage = "internal"
+    fn.attributes.add("nounwind")
+    for arg in fn.args[:2]:
+        arg.add_attribute("noalias")
+    w, out, kh, kw, ci, co = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    elem = kd.memory_type(dtype)
+    one = ir.Constant(I64, 1)
+    taps = b.mul(ci, co)
+    with for_range(b, kh, name="j") as j, for_range(b, kw, name="i") as i:
+        tap = b.add(b.mul(b.sub(b.sub(kh, one), j), kw), b.sub(b.sub(kw, one), i))
+        source = b.gep(w, [b.mul(tap, taps)], source_etype=elem)
+        target = b.gep(out, [b.mul(b.add(b.mul(j, kw), i), taps)], source_etype=elem)
+        with for_range(b, co, name="o") as o:
+            row = b.gep(target, [b.mul(o, ci)], source_etype=elem)
+            with for_range(b, ci, name="c") as c:
+                value = b.load(b.gep(source, [b.add(b.mul(c, co), o)], source_etype=elem),
+                               typ=elem)
+                b.store(value, b.gep(row, [c], source_etype=elem))
     b.ret_void()
     return fn
 
@@ -398,7 +441,7 @@ def _clamp(b, x, lo, hi):
     return b.select(b.icmp_signed(">", x, hi), hi, x)
 
 
-def _memset0(b, ptr, nbytes):
+def memset0(b, ptr, nbytes):
     name = "llvm.memset.p0.i64"
     fn = b.module.globals.get(name) or ir.Function(
         b.module, ir.FunctionType(ir.VoidType(), [PTR, ir.IntType(8), I64, ir.IntType(1)]), name)

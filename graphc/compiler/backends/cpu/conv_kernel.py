@@ -32,13 +32,14 @@ With few input channels (ResNet's 16-64) the columns cost as much as the product
 NHWC Conv2D, its filter gradient and a stride-1 input gradient whose channels fit
 conv_direct.py's register tiles copy each image zero-padded into the scratch instead
 (conv_direct's pad function) and call that kernel ("direct"; the input gradient pads dy and flips the
-filter into the scratch after the image).
+filter into the scratch after the image). On the thread team, such a kernel whose chunks
+do nothing else (no epilogue) runs conv_images.py's task, a library function of its shape.
 """
 from contextlib import nullcontext
 
 from llvmlite import ir
 
-from graphc.compiler.backends.cpu import conv_direct, conv_team, parallel
+from graphc.compiler.backends.cpu import conv_direct, conv_images, conv_team, parallel
 from graphc.compiler.backends.cpu.gemm_kernel import BLAS_DTYPES
 from graphc.compiler.backends.cpu.loop_kernel import emit_loop_function, lower_loop_kernel
 from graphc.compiler.loops.emitter import (Emitter, Nest, StoreTarget, kernel_targets,
@@ -475,24 +476,72 @@ class _ConvLowering:
         self.b, self.em, self.buffers = b, em, buffers
         self.storages = storages
         self._sizes(syms)
-        for nest in self.zero:
+        images = self._images()
+        on_images_team = images is not None and conv_team.available()
+        for nest in [] if on_images_team else self.zero:   # (there the fold sets dW)
             em.emit_nest(nest)
         self.gemm_fn = gemm.declare_gemm(program.llvm, _blas(BLAS_DTYPES[self.dtype]),
                                          self.dtype, _blas_bits())
-        if self.direct is not None:
-            self.direct_fn = conv_direct.declare_or_emit(
-                program.llvm, self.dtype, self.direct, self.shape.direct_in,
-                self.shape.direct_strides[1], self.node.type == "Conv2DBackpropFilter",
-                width=self.shape.direct_size[1])
-            self.pad_fn = conv_direct.declare_or_emit_pad(program.llvm, self.dtype)
-        if self.n_var is not None and conv_team.available():
-            conv_team.emit(self, self._team_chunks)
+        if on_images_team:
+            src, w, out = self._images_buffers()
+            flipped = None
+            if self.shape.flipped:
+                flipped, w = self._flipped_filter(w)
+            conv_team.emit_images(self, conv_images.task_function(program.llvm, images),
+                                  conv_images.LAYOUT, src, w, out,
+                                  conv_images.fold_function(program.llvm, self.dtype)
+                                  if images.op == "filter" else None)
+            if flipped is not None:
+                b.call(parallel.libc(program.llvm, "free"), [flipped])
         else:
-            self._serial_chunks()
+            if self.direct is not None:
+                self.direct_fn = conv_direct.declare_or_emit(
+                    program.llvm, self.dtype, self.direct, self.shape.direct_in,
+                    self.shape.direct_strides[1], self.node.type == "Conv2DBackpropFilter",
+                    width=self.shape.direct_size[1])
+                self.pad_fn = conv_direct.declare_or_emit_pad(program.llvm, self.dtype)
+            if self.n_var is not None and conv_team.available():
+                conv_team.emit(self, self._team_chunks)
+            else:
+                self._serial_chunks()
         for nest in self.epilogue_nests:
             em.emit_nest(nest)
         b.ret(em.status())
         return fn
+
+    def _images(self):
+        """conv_images' description of a direct kernel's chunk work, or None when it is no
+        direct kernel or its chunks do more than their images' calls (an epilogue)."""
+        shape = self.shape
+        if self.direct is None or self.chunk_epilogue:
+            return None
+        op = "filter" if self.node.type == "Conv2DBackpropFilter" else "conv"
+        return conv_images.Images(
+            self.dtype, op, self.direct, shape.direct_in, shape.direct_strides[1],
+            shape.direct_out, shape.source_size, shape.padded,
+            shape.source_at, shape.direct_size, tuple(self.g.taps),
+            shape.direct_strides[0], self.B)
+
+    def _images_buffers(self):
+        """(src, w, out) of conv_images' task: the images padded, the filter (dy for the
+        filter gradient: the operand read per image) and the product."""
+        ins = self.node.inputs
+        src, w = (ins[2], ins[1]) if self.shape.flipped else \
+            (ins[0], ins[2]) if self.node.type == "Conv2DBackpropFilter" else (ins[0], ins[1])
+        return (self.buffers[self.program.storage_of(src)],
+                self.buffers[self.program.storage_of(w)], self.buffers[self.c_key])
+
+    def _flipped_filter(self, w):
+        """(the malloc'd pointer to free, the input gradient's filter w flipped into it)."""
+        b, shape = self.b, self.shape
+        kh, kw = self.g.taps
+        const = lambda value: ir.Constant(I64, value)  # noqa: E731
+        raw, flipped = parallel.aligned_malloc(
+            b, const(shape.flipped_filter() * kd.itemsize(self.dtype)))
+        b.call(conv_direct.declare_or_emit_flip(self.program.llvm, self.dtype),
+               [w, flipped, const(kh), const(kw), const(shape.direct_out),
+                const(shape.direct_in)])
+        return raw, flipped
 
     def _sizes(self, syms):
         """The gemm sizes of one chunk as i64 values of the current function."""
@@ -520,8 +569,11 @@ class _ConvLowering:
     def work_value(self):
         """Multiply-adds of the whole conv (i64), to decide whether a team pays."""
         b = self.b
-        chunks = self.em.value(self.n_var.extent)
-        return b.mul(b.mul(b.mul(self.rows, self.K), self.CO), chunks)
+        return b.mul(b.mul(b.mul(self.rows, self.K), self.CO), self.chunk_count())
+
+    def chunk_count(self):
+        """The number of chunks (i64; a batch of one chunk has no chunk variable)."""
+        return ir.Constant(I64, 1) if self.n_var is None else self.em.value(self.n_var.extent)
 
     def _serial_chunks(self):
         b, em, buffers = self.b, self.em, self.buffers

@@ -20,6 +20,8 @@ batch alone (parallel.FOLD_CHUNKS of them at most), each summing into its own pa
 filter, folded into the result in unit order after the team. So every kernel gives the
 same bits with 1 or N threads. Used when the BLAS library lets us set its thread count
 (runtime.jit.blas_thread_symbols) and parallel splitting is on (GRAPHC_PARALLEL).
+A direct conv whose chunks do nothing but its images' calls has no body or task of its
+own: its task is conv_images.py's library function of its shape (emit_images).
 """
 from llvmlite import ir
 
@@ -40,34 +42,81 @@ def emit(conv, emit_chunks):
     b, em = conv.b, conv.em
     storages = conv.storages
     body = _emit_body(conv, storages, emit_chunks)
-    n_chunks = em.value(conv.n_var.extent)
-    fold = None
-    if conv.node.type == "Conv2DBackpropFilter":
-        fold = parallel.FoldPartials(em, parallel.Fold(conv.c_key, "sum", conv.dtype,
-                                                         list(conv.product.dims)))
-        n_units = parallel.fold_chunks(b, n_chunks, [fold])
-    else:
-        n_units = n_chunks
-    # An empty batch has no chunks: a unit of at least one chunk keeps both divisions
-    # defined (x86 traps on a division by 0) and leaves 0 units, so no chunk runs.
-    unit = parallel.at_least_one(b, parallel.ceil_div(b, n_chunks,
-                                                      parallel.at_least_one(b, n_units)))
-    n_units = parallel.ceil_div(b, n_chunks, unit)
-    if fold is not None:
-        fold.allocate(n_units)
+    units = _Units(conv)
     layout = _layout(len(storages))
-    task = _emit_task(conv, body, layout, storages, fold is not None)
-    data = entry_alloca(b, layout.type, "conv.team.data")
+    task = _emit_task(conv, body, layout, storages, units.fold is not None)
     status = entry_alloca(b, I32, "conv.team.status")
     b.store(ir.Constant(I32, 0), status)
-    buffers = [fold.base if fold is not None and s == conv.c_key else em.buffers[s]
-               for s in storages]
-    fields = buffers + [em.syms, n_chunks, unit, n_units, ir.Constant(I64, 0), status,
-                        conv.scratch_bytes_value(),
-                        fold.stride if fold is not None else ir.Constant(I64, 0)]
+    buffers = [units.fold.base if units.fold is not None and s == conv.c_key
+               else em.buffers[s] for s in storages]
+    _start(conv, task, layout, buffers + [
+        em.syms, units.n_chunks, units.unit, units.n_units, ir.Constant(I64, 0), status,
+        conv.scratch_bytes_value(), units.stride()], units)
+    if units.fold is not None:
+        units.fold.fold_into_target(units.n_units)
+    failed = b.load(status, typ=I32)
+    with b.if_then(b.icmp_signed("!=", failed, ir.Constant(I32, 0))):
+        b.ret(failed)  # the failing thread left its details in syms
+
+
+def emit_images(conv, task, layout, src, w, out, fold_fn=None):
+    """The chunk loop of `conv` on a team whose task is conv_images.py's library function
+    `task` (data: `layout`; it cannot fail, so no status), given the buffers the images
+    are read from and written to (`out` the product's). The filter gradient's units sum
+    into partial filters that the task zeroes, and fold_fn (conv_images.fold_function)
+    sets `out` to their sum."""
+    b = conv.b
+    units = _Units(conv, fill=False)
+    result = out
+    if units.fold is not None:
+        out = units.fold.base
+    _start(conv, task, layout, [
+        src, w, out, kp.tasks_global(b.module), units.n_chunks, units.unit, units.n_units,
+        ir.Constant(I64, 0), conv.scratch_bytes_value(), units.stride()], units)
+    if units.fold is not None:
+        fold = units.fold
+        b.call(fold_fn, [fold.base, units.n_units, fold.stride, result, fold.elems])
+        b.call(parallel.libc(b.module, "free"), [fold.raw])
+
+
+class _Units:
+    """How the chunks are shared out: runs of `unit` chunks, `n_units` of them; the filter
+    gradient's (`fold`) fixed by the batch alone, each summing into a partial filter."""
+
+    def __init__(self, conv, fill=True):
+        """fill: the partial filters filled with zeros here (else by the task)."""
+        b, em = conv.b, conv.em
+        self.n_chunks = conv.chunk_count()
+        self.fold = None
+        if conv.node.type == "Conv2DBackpropFilter":
+            self.fold = parallel.FoldPartials(em, parallel.Fold(
+                conv.c_key, "sum", conv.dtype, list(conv.product.dims)))
+            n_units = parallel.fold_chunks(b, self.n_chunks, [self.fold])
+        else:
+            n_units = self.n_chunks
+        # An empty batch has no chunks: a unit of at least one chunk keeps both divisions
+        # defined (x86 traps on a division by 0) and leaves 0 units, so no chunk runs.
+        self.unit = parallel.at_least_one(b, parallel.ceil_div(
+            b, self.n_chunks, parallel.at_least_one(b, n_units)))
+        self.n_units = parallel.ceil_div(b, self.n_chunks, self.unit)
+        if self.fold is not None and fill:
+            self.fold.allocate(self.n_units)
+        elif self.fold is not None:
+            self.fold.raw, self.fold.base = parallel.aligned_malloc(
+                b, b.mul(self.n_units, self.fold.stride))
+
+    def stride(self):
+        return self.fold.stride if self.fold is not None else ir.Constant(I64, 0)
+
+
+def _start(conv, task, layout, fields, units):
+    """Fills the task's data and runs the task on the team (or alone: one thread, or too
+    little work)."""
+    b = conv.b
+    data = entry_alloca(b, layout.type, "conv.team.data")
     for k, v in enumerate(fields):
         b.store(v, layout.address(b, data, k))
-    team = kp.emit_team_size(b, b.load(kp.threads_global(b.module), typ=I32), n_units)
+    team = kp.emit_team_size(b, b.load(kp.threads_global(b.module), typ=I32), units.n_units)
     big = b.icmp_signed(">=", conv.work_value(), ir.Constant(I64, parallel.min_work()))
     team = b.select(big, team, ir.Constant(I32, 1))
     with b.if_else(b.icmp_signed(">", team, ir.Constant(I32, 1))) as (on_team, alone):
@@ -75,11 +124,6 @@ def emit(conv, emit_chunks):
             b.call(kp.parallel_fn(b.module), [task, data, team])
         with alone:
             b.call(task, [data])
-    if fold is not None:
-        fold.fold_into_target(n_units)
-    failed = b.load(status, typ=I32)
-    with b.if_then(b.icmp_signed("!=", failed, ir.Constant(I32, 0))):
-        b.ret(failed)  # the failing thread left its details in syms
 
 
 def _emit_body(conv, storages, emit_chunks):
