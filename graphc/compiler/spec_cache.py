@@ -24,7 +24,8 @@ that a key changes whenever the lowered module, and so the generated code, could
     machine's products on 2 units).
 The graph's part (the walk of the ops) is made once per state of the graph
 (_graph_summary: Graph.version and Graph.edits, the bodies' too) for each set of ops
-and feeds; the rest is read on every key.
+and feeds, each op's part of it (op_form) once per state of the op (kept on the op,
+dropped by every change to it: Operation._changed); the rest is read on every key.
 An op type registered outside graphc (a script's, a plugin's) has inference code the key
 cannot see: such a signature is keyed on its lowered module instead, as before.
 Fed VALUES are not in the key: lowering reads only those of the small integer feeds
@@ -46,9 +47,11 @@ from typing import NamedTuple
 import numpy as np
 
 from graphc.compiler.backends.cpu import gemm_team
+from graphc.dtypes import DType
 from graphc.compiler.ir import encode_attr
 from graphc.compiler.lower import specializable
 from graphc.framework.op_def import OP_DEFS
+from graphc.framework.subgraph import creation_order
 from runtime import compile_cache, file_format, jit
 
 _SOURCES = None
@@ -56,8 +59,9 @@ _MARSHAL_FORMAT = 2  # the last without references (3 added them): see _GraphDig
 # environment settings the passes and codegen read: part of the key
 _CODEGEN_ENV = ("GRAPHC_DISABLE_PASSES", "GRAPHC_PARALLEL", "GRAPHC_PARALLEL_MIN_WORK",
                 "GRAPHC_PARALLEL_DEBUG")
-# graph_summaries: walks of a graph's ops for a key (_summarize)
-stats = {"hits": 0, "misses": 0, "stores": 0, "graph_summaries": 0}
+# graph_summaries: walks of a graph's ops for a key (_summarize); op_forms: ops' forms
+# made by those walks (op_form), once per op while it is unchanged
+stats = {"hits": 0, "misses": 0, "stores": 0, "graph_summaries": 0, "op_forms": 0}
 # the packages whose code is in every key (hashed sources; NumPy by its version)
 _KEYED_PACKAGES = frozenset({"graphc", "kernels", "numpy"})
 
@@ -206,19 +210,21 @@ def _ancestors(ops, fed):
             if id(producer) not in seen:
                 seen[id(producer)] = producer
                 stack.append(producer)
-    return sorted(seen.values(), key=lambda op: op._id)
+    return sorted(seen.values(), key=creation_order)
 
 
 class _GraphDigest:
     """A SHA-256 of ops as lowering sees them, with the bodies their attrs name.
 
-    Each op is one tuple of plain values (str, int, float, bool, None and containers of
-    them, dicts in a fixed order), the whole written once at the end by marshal (format
-    2: no references between objects, so equal values give equal bytes whatever their
+    Each op is its form (op_form: a tuple of plain values, str, int, float, bool, None
+    and containers of them, dicts in a fixed order, written by marshal) with the numbers
+    of its creation sites, the whole written once at the end by marshal (format 2: no
+    references between objects, so equal values give equal bytes whatever their
     identity): exact, loadable back to the same values, a third of repr's time and a
     ninth of json.dumps's; a value of another type is a ValueError. A creation site is a
     number into a table of the sites (its file's path repeated per op was a sixth of the
-    text)."""
+    text). An op's form is kept on the op (Operation._key_form) until the op changes:
+    a key walk after an op was added reads the other ops' forms, not the ops."""
 
     def __init__(self):
         self._lines = []
@@ -236,18 +242,18 @@ class _GraphDigest:
             self._add_op(op)
 
     def _add_op(self, op):
-        kind, attrs, sites, forward = op.type, op.attrs, self._sites, op.forward_op
+        kind, sites, forward = op.type, self._sites, op.forward_op
         self.op_types.add(kind)
         if kind == "VariableV2":
             self.variables.add(op.name)
+        form = op._key_form
+        if form is None:
+            form = op._key_form = op_form(op)
+            stats["op_forms"] += 1
         self._lines.append((
-            op.name, kind, [t.name for t in op.inputs], [c.name for c in op.control_inputs],
-            _attrs_form(attrs) if attrs else None, op.device,
-            sites.setdefault(op.location, len(sites)),
-            [(t.dtype.name, t.shape.as_tuple_or_none()) for t in op.outputs],
-            None if forward is None else
-            (forward.name, forward.type, sites.setdefault(forward.location, len(sites)))))
-        if attrs:
+            form, sites.setdefault(op.location, len(sites)),
+            None if forward is None else sites.setdefault(forward.location, len(sites))))
+        if op.attrs:
             for body in _bodies(op):
                 self._add_function(body)
 
@@ -261,7 +267,20 @@ class _GraphDigest:
                             [(o.name, i.name) for o, i in body.ref_captures],
                             [op.name for op in body.control_captures],
                             [g.name for g in body.forward_graphs]))
-        self.add_ops(sorted(body.get_operations(), key=lambda op: op._id))
+        self.add_ops(sorted(body.get_operations(), key=creation_order))
+
+
+def op_form(op):
+    """What lowering reads of one op but its creation sites (their numbers differ from key
+    to key): name, type, inputs, control inputs, attrs, device, outputs' dtypes and
+    static shapes, forward op; as marshal's bytes. Memoized on the op (Operation._key_form)
+    while the op is unchanged. A ValueError when an attr has no plain form."""
+    attrs, forward = op.attrs, op.forward_op
+    return marshal.dumps((
+        op.name, op.type, [t.name for t in op.inputs],
+        [c.name for c in op._control_inputs], _attrs_form(attrs) if attrs else None,
+        op.device, [(t.dtype.name, t.shape.as_tuple_or_none()) for t in op.outputs],
+        None if forward is None else (forward.name, forward.type)), _MARSHAL_FORMAT)
 
 
 def _static_shape(t):
@@ -293,8 +312,8 @@ _PLAIN_ATTRS = frozenset({bool, int, float, str, type(None)})
 
 def _attrs_form(attrs):
     """An op's attrs as (name, plain form) pairs in name order."""
-    return [(k, v if type(v) in _PLAIN_ATTRS else _attr_form(v))
-            for k, v in sorted(attrs.items())]
+    return [(k, v if type(v) in _PLAIN_ATTRS else {"dtype": v.name} if type(v) is DType
+             else _attr_form(v)) for k, v in sorted(attrs.items())]
 
 
 def _attr_form(value):
