@@ -203,9 +203,10 @@ def _ancestors(ops, fed):
     while stack:
         op = stack.pop()
         for t in op.inputs:
-            if id(t) not in fed_ids and id(t.op) not in seen:
-                seen[id(t.op)] = t.op
-                stack.append(t.op)
+            producer = t.op  # most are seen already (`ops` is most of the signature)
+            if id(producer) not in seen and id(t) not in fed_ids:
+                seen[id(producer)] = producer
+                stack.append(producer)
         for producer in op.control_inputs:
             if id(producer) not in seen:
                 seen[id(producer)] = producer
@@ -278,7 +279,7 @@ def op_form(op):
     attrs, forward = op.attrs, op.forward_op
     return marshal.dumps((
         op.name, op.type, [t.name for t in op.inputs],
-        [c.name for c in op._control_inputs], _attrs_form(attrs) if attrs else None,
+        [c.name for c in op.control_inputs], _attrs_form(attrs) if attrs else None,
         op.device, [(t.dtype.name, t.shape.as_tuple_or_none()) for t in op.outputs],
         None if forward is None else (forward.name, forward.type)), _MARSHAL_FORMAT)
 
