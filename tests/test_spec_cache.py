@@ -661,3 +661,54 @@ def test_a_static_shape_narrowed_after_a_run_misses_with_right_values(tmp_path, 
         assert spec_cache.stats["misses"] == before["misses"] + 1
         assert spec_cache.stats["hits"] == before["hits"]
         assert spec_cache.stats["op_forms"] == before["op_forms"] + 1  # h's op only
+
+
+# ------------------------------------ the sources' hash, kept under their identity
+def _sources_hash(monkeypatch, tree):
+    """The compiler sources' hash as a fresh process computes it, the sources being the
+    .py files under `tree`."""
+    def files():
+        found = []
+        spec_cache._add_sources(str(tree), "pkg", found)
+        return found
+    monkeypatch.setattr(spec_cache, "_source_files", files)
+    monkeypatch.setattr(spec_cache, "_SOURCES", None)
+    return spec_cache._compiler_source_hash()
+
+
+def test_the_sources_hash_is_read_back_until_a_source_changes(tmp_path, monkeypatch):
+    monkeypatch.setenv("GRAPHC_CACHE_DIR", str(tmp_path / "cache"))
+    tree = tmp_path / "src"
+    (tree / "sub" / "__pycache__").mkdir(parents=True)
+    (tree / "a.py").write_text("A = 1\n")
+    (tree / "sub" / "b.py").write_text("B = 2\n")
+    (tree / "sub" / "__pycache__" / "b.cpython-311.pyc").write_bytes(b"not a source")
+    (tree / "notes.txt").write_text("not a source either")
+    first = _sources_hash(monkeypatch, tree)
+    assert first == spec_cache._sources_content_hash(spec_cache._source_files())
+    # the next process reads it back: no source is read
+    reads = []
+    content_hash = spec_cache._sources_content_hash
+    monkeypatch.setattr(spec_cache, "_sources_content_hash",
+                        lambda files: reads.append(1) or content_hash(files))
+    assert _sources_hash(monkeypatch, tree) == first and reads == []
+    # a source written (its size kept, its time moved), one added, one removed
+    b = tree / "sub" / "b.py"
+    st = b.stat()
+    b.write_text("B = 3\n")
+    os.utime(b, ns=(st.st_atime_ns, st.st_mtime_ns + 1000))
+    second = _sources_hash(monkeypatch, tree)
+    assert second != first and reads == [1]
+    assert second == content_hash(spec_cache._source_files())
+    (tree / "c.py").write_text("C = 4\n")
+    third = _sources_hash(monkeypatch, tree)
+    assert third not in (first, second) and reads == [1, 1]
+    (tree / "c.py").unlink()
+    assert _sources_hash(monkeypatch, tree) == second and reads == [1, 1]  # kept before
+
+
+def test_the_sources_hash_without_a_cache_reads_the_sources(tmp_path, monkeypatch):
+    monkeypatch.setenv("GRAPHC_CACHE_DIR", "off")
+    (tmp_path / "a.py").write_text("A = 1\n")
+    assert _sources_hash(monkeypatch, tmp_path) == \
+        spec_cache._sources_content_hash(spec_cache._source_files())
