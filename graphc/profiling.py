@@ -12,6 +12,7 @@ error) or `logging.getLogger("graphc").setLevel(...)` says otherwise:
   DEBUG  every compile's stage times, and compiles answered by the spec cache.
 tf.logging is TF1's "tensorflow" logger: like TF's own C++ messages, graphc's are apart.
 """
+import _thread
 import atexit
 import collections
 import logging
@@ -57,13 +58,18 @@ class CompileWatch:
         self.kernels = None
         self._announced = False
         self._start = time.perf_counter()
-        self._timer = threading.Timer(PROGRESS_AFTER, self._announce)
-        self._timer.daemon = True
+        self._ended = threading.Event()
 
     def __enter__(self):
         self._peak_before = peak_memory_mb()
-        self._timer.start()
+        # not a threading.Timer: its start() waits until the new thread runs, up to 10 ms
+        # on a loaded machine, a share of a warm first run that is not compiling at all
+        _thread.start_new_thread(self._watch, ())
         return self
+
+    def _watch(self):
+        if not self._ended.wait(PROGRESS_AFTER):
+            self._announce()
 
     def stage(self, name):
         return _Stage(self, name)
@@ -77,7 +83,7 @@ class CompileWatch:
         log.info("compiling %s (%d ops)...", self.what, self.ops)
 
     def __exit__(self, exc_type, exc, tb):
-        self._timer.cancel()
+        self._ended.set()
         total = time.perf_counter() - self._start
         if exc_type is not None:
             return False
