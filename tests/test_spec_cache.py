@@ -1,6 +1,7 @@
 """The spec cache: a second compile of the same run signature skips the Python compiler,
 lowering included (its key is made from the graph)."""
 import json
+import marshal
 import os
 import subprocess
 import sys
@@ -712,3 +713,12 @@ def test_the_sources_hash_without_a_cache_reads_the_sources(tmp_path, monkeypatc
     (tmp_path / "a.py").write_text("A = 1\n")
     assert _sources_hash(monkeypatch, tmp_path) == \
         spec_cache._sources_content_hash(spec_cache._source_files())
+
+
+def test_attr_forms_tell_every_value_apart():
+    forms = [spec_cache._attrs_form({"a": v}) for v in (
+        gc.float32, gc.float64, "float32", gc.TensorShape(None), gc.TensorShape([None, 3]),
+        gc.TensorShape([4, 3]), gc.TensorShape([]), [4, 3], (4, 3), None, [gc.float32],
+        ("dtype", "float32"), np.float32(1.0), np.array([4, 3]))]
+    texts = [marshal.dumps(f, 2) for f in forms]  # the bytes a key hashes
+    assert len(set(texts)) == len(texts), forms

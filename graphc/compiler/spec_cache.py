@@ -53,6 +53,7 @@ from graphc.compiler.ir import encode_attr
 from graphc.compiler.lower import specializable
 from graphc.framework.op_def import OP_DEFS
 from graphc.framework.subgraph import creation_order
+from graphc.framework.tensor_shape import TensorShape
 from runtime import compile_cache, file_format, jit
 
 _SOURCES = None
@@ -367,10 +368,20 @@ def _bodies(op):
 _PLAIN_ATTRS = frozenset({bool, int, float, str, type(None)})
 
 
+# the most common attrs' forms, without _attr_form's tests: tuples, which no other
+# attr's form is (_attr_form writes a tuple as {"tuple": ...})
+_QUICK_FORMS = {DType: lambda v: ("dtype", v.name),
+                TensorShape: lambda v: ("shape", v.as_tuple_or_none())}
+
+
 def _attrs_form(attrs):
     """An op's attrs as (name, plain form) pairs in name order."""
-    return [(k, v if type(v) in _PLAIN_ATTRS else {"dtype": v.name} if type(v) is DType
-             else _attr_form(v)) for k, v in sorted(attrs.items())]
+    out = []
+    for k, v in sorted(attrs.items()):
+        kind = type(v)
+        out.append((k, v if kind in _PLAIN_ATTRS else _QUICK_FORMS[kind](v)
+                    if kind in _QUICK_FORMS else _attr_form(v)))
+    return out
 
 
 def _attr_form(value):
