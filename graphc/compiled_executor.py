@@ -76,9 +76,14 @@ def is_host_op(op, native_regions=True, host_regions=frozenset(), on_cpu=True):
     if op.type in HOST_OP_TYPES:
         native = OP_DEFS[op.type].native_on_cpu
         return not (on_cpu and native_regions and native is not None and native.compiles(op))
-    return reshapes_variable(op) \
-        or any(t.dtype.name == "string" for t in op.outputs) \
-        or any(t.dtype.name == "string" for t in op.inputs)
+    return reshapes_variable(op) or _holds_string(op.outputs) or _holds_string(op.inputs)
+
+
+def _holds_string(tensors):
+    for t in tensors:  # a loop, not any(): asked of every op of a signature
+        if t.dtype.name == "string":
+            return True
+    return False
 
 
 def reshapes_variable(op):

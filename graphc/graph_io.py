@@ -562,14 +562,11 @@ class _Importer:
                     t.set_shape(TensorShape(shape))
                 except ValueError:
                     pass  # inference knows better than the file: keep the inferred shape
-        if node.get("device"):
-            op.device = node["device"]
         location = node.get("location")
-        if isinstance(location, list) and len(location) == 3:
-            op.location = tuple(location)
         fwd = node.get("gradient_of")
-        if fwd in self.ops:
-            op.forward_op = self.ops[fwd]
+        op._set_origin(node.get("device") or op.device,
+                       tuple(location) if isinstance(location, list) and len(location) == 3
+                       else op.location, self.ops[fwd] if fwd in self.ops else op.forward_op)
         self.ops[node["name"]] = op
         self.outputs[node["name"]] = list(outputs)
 

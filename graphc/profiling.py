@@ -6,15 +6,18 @@ Messages go to the logger named "graphc" (Python's logging), which prints to std
 through its own handler at level INFO unless GRAPHC_VERBOSITY (debug, info, warning,
 error) or `logging.getLogger("graphc").setLevel(...)` says otherwise:
   INFO   the progress line of a compile that takes longer than PROGRESS_AFTER seconds:
-         what is compiling when it starts to take long, and the stage times and kernel
-         count when it ends. Quick compiles say nothing.
+         what is compiling when it starts to take long, and the stage times, kernel
+         count and peak memory (the process's, and how much the compile raised it) when
+         it ends. Quick compiles say nothing.
   DEBUG  every compile's stage times, and compiles answered by the spec cache.
 tf.logging is TF1's "tensorflow" logger: like TF's own C++ messages, graphc's are apart.
 """
+import _thread
 import atexit
 import collections
 import logging
 import os
+import resource
 import sys
 import threading
 import time
@@ -55,12 +58,18 @@ class CompileWatch:
         self.kernels = None
         self._announced = False
         self._start = time.perf_counter()
-        self._timer = threading.Timer(PROGRESS_AFTER, self._announce)
-        self._timer.daemon = True
+        self._ended = threading.Event()
 
     def __enter__(self):
-        self._timer.start()
+        self._peak_before = peak_memory_mb()
+        # not a threading.Timer: its start() waits until the new thread runs, up to 10 ms
+        # on a loaded machine, a share of a warm first run that is not compiling at all
+        _thread.start_new_thread(self._watch, ())
         return self
+
+    def _watch(self):
+        if not self._ended.wait(PROGRESS_AFTER):
+            self._announce()
 
     def stage(self, name):
         return _Stage(self, name)
@@ -74,17 +83,28 @@ class CompileWatch:
         log.info("compiling %s (%d ops)...", self.what, self.ops)
 
     def __exit__(self, exc_type, exc, tb):
-        self._timer.cancel()
+        self._ended.set()
         total = time.perf_counter() - self._start
         if exc_type is not None:
             return False
         stages = ", ".join(f"{k} {v:.2f} s" for k, v in self.times.items())
         kernels = f", {self.kernels} kernels" if self.kernels is not None else ""
+        peak = peak_memory_mb()
+        # the compile's own peak shows where it raised the process's: below an earlier
+        # peak (a larger compile before) it is not measured, and the rise is 0
+        self.peak_rise_mb = max(0.0, peak - self._peak_before)
         level = logging.INFO if self._announced or total >= PROGRESS_AFTER else logging.DEBUG
-        log.log(level, "compiled %s in %.1f s (%d ops%s: %s)", self.what, total, self.ops,
-                kernels, stages)
-        PROFILE.compiled(self.times, total)
+        log.log(level, "compiled %s in %.1f s (%d ops%s: %s); peak memory %.0f MB (+%.0f MB "
+                "in this compile)", self.what, total, self.ops, kernels, stages, peak,
+                self.peak_rise_mb)
+        PROFILE.compiled(self.times, total, peak, self.peak_rise_mb)
         return False
+
+
+def peak_memory_mb():
+    """The process's peak resident memory so far, in MB (Linux reports KiB, macOS bytes)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / (2 ** 20 if sys.platform == "darwin" else 2 ** 10)
 
 
 class _Stage:
@@ -105,14 +125,17 @@ class _Profile:
     def __init__(self):
         self.compiles, self.cache_hits = 0, 0
         self.compile_seconds = collections.Counter()
+        self.peak_mb = self.largest_peak_rise_mb = 0.0  # the process's; a compile's most
         self.runs = collections.defaultdict(lambda: [0, 0.0])  # signature: [count, seconds]
         self.executables = []
         self._registered = False
 
-    def compiled(self, times, total):
+    def compiled(self, times, total, peak_mb, peak_rise_mb):
         self.compiles += 1
         self.compile_seconds.update(times)
         self.compile_seconds["total"] += total
+        self.peak_mb = peak_mb
+        self.largest_peak_rise_mb = max(self.largest_peak_rise_mb, peak_rise_mb)
         self._register()
 
     def cache_hit(self):
@@ -136,7 +159,9 @@ class _Profile:
     def summary(self, top=10):
         lines = ["graphc profile (GRAPHC_PROFILE=1)",
                  f"  compiles: {self.compiles} ({self.cache_hits} answered by the spec "
-                 f"cache), {self.compile_seconds['total']:.2f} s"]
+                 f"cache), {self.compile_seconds['total']:.2f} s; peak memory "
+                 f"{self.peak_mb:.0f} MB, raised by at most {self.largest_peak_rise_mb:.0f} "
+                 "MB in one compile"]
         for stage in STAGES:
             if stage in self.compile_seconds:
                 lines.append(f"    {stage:<9} {self.compile_seconds[stage]:8.3f} s")

@@ -400,23 +400,26 @@ class Session:
             self._check_placement(ops)
             return self._gpu
         # ConfigProto(device_count={"GPU": 0}) hides the GPU: its placements are soft
-        on_gpu = self.config.gpus_allowed() and any(_is_gpu0(op.device) for op in ops)
+        devices = _devices_of(ops)
+        on_gpu = self.config.gpus_allowed() and any(map(_is_gpu0, devices))
         if on_gpu and self._gpu is None and self.backend == "compiled":
             device = _find_gpu()
             if device is not None:
                 self._attach_gpu(device)
-        self._check_placement(ops)
+        self._check_placement(ops, devices)
         return self._gpu if on_gpu and self.backend == "compiled" else None
 
-    def _check_placement(self, ops):
+    def _check_placement(self, ops, devices=None):
         """Placements on devices this Session lacks (a GPU where there is none, a second
         GPU): soft placement runs them where the signature runs, with one warning per
-        Session; allow_soft_placement=False makes them an error, as TF1's placer."""
-        for op in ops:
-            kind = device_type(op.device)
+        Session; allow_soft_placement=False makes them an error, as TF1's placer.
+        devices: _devices_of(ops), when the caller has it."""
+        for device in _devices_of(ops) if devices is None else devices:
+            kind = device_type(device)
             if kind is None or (kind in self._device_types and
-                                (kind != "GPU" or _is_gpu0(op.device))):
+                                (kind != "GPU" or _is_gpu0(device))):
                 continue
+            op = next(op for op in ops if op.device == device)
             if not self.config.allow_soft_placement:
                 raise errors.InvalidArgumentError(
                     None, op, f"Cannot assign a device for operation {op.name}: {{{{node "
@@ -507,6 +510,12 @@ def _checked_feed_shape(t, arr):
         raise ValueError(f"Cannot feed value of shape {arr.shape} for Tensor '{t.name}', "
                          f"which has shape '{t.shape}'")
     return arr
+
+
+def _devices_of(ops):
+    """The distinct device strings of `ops`, in the order they first appear: a graph has
+    a few (most ops none), so each is parsed once, not once per op."""
+    return list(dict.fromkeys(op.device for op in ops))
 
 
 def _is_gpu0(device):

@@ -197,12 +197,11 @@ def _forget_static_shape(var_t):
     """An assign with validate_shape=False gives the variable the value's shape: as in TF1
     its static shape, and its snapshot's, become unknown, so that what is built on it
     later takes its shape at run time (reads of it compile against the held shape)."""
-    unknown = TensorShape(None)
-    var_t.op.attrs["shape"] = unknown
-    var_t._shape = unknown
+    var_t.op._set_attr("shape", TensorShape(None))
+    var_t._forget_shape()
     for op in var_t.consumers():
         if op.type == "Identity" and op.name == var_t.op.name + "/read":
-            op.outputs[0]._shape = unknown
+            op.outputs[0]._forget_shape()
 
 
 def assign_add(ref, value, use_locking=None, name=None):

@@ -500,3 +500,41 @@ def test_fusion_keeps_each_groups_facts_without_walking_its_nodes(monkeypatch):
     assert len(checked) > 100 and max(checked) > 10, checked
     assert measured == []
     assert len(given) > 0.9 * len(checked), (len(given), len(checked))
+
+
+def _compile_peak(depth):
+    """(ops, the Python heap's peak rise over the first run's compile, in bytes) of the
+    float32 training step at `depth`, compiled from nothing."""
+    import tracemalloc
+    rng = np.random.default_rng(0)
+    shapes = [(WIDTH, WIDTH)] * depth + [(WIDTH, CLASSES)]
+    ws = [rng.standard_normal(s) for s in shapes]
+    bs = [rng.standard_normal(s[1]) for s in shapes]
+    with gc.Graph().as_default() as g:
+        x, y, loss, train, _ = _graph(ws, bs, gc.float32)
+        sess = gc.Session()
+        sess.run(gc.global_variables_initializer())
+        feed = {x: np.ones((BATCH, WIDTH), np.float32), y: np.zeros(BATCH, np.int32)}
+        tracemalloc.start()
+        try:
+            base = tracemalloc.get_traced_memory()[0]
+            sess.run([loss, train], feed)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        return len(g.get_operations()), peak - base
+
+
+def test_a_compiles_peak_memory_grows_linearly_with_the_graph(monkeypatch):
+    """The Python heap a compile peaks at (the lowered module, the passes' and the
+    schedule's structures, the generated IR, garbage the compile leaves to the collector)
+    costs the same per added op from depth 8 to 56, and a few KB: a structure over all
+    pairs of nodes or buffers would raise it with depth. LLVM's own memory is not traced
+    here; tools/compile_time.py --scale and the compile's log line report the process's
+    peak."""
+    monkeypatch.setenv("GRAPHC_CACHE_DIR", "off")
+    (ops_a, peak_a), (ops_b, peak_b), (ops_c, peak_c) = map(_compile_peak, (8, 24, 56))
+    per_op_low = (peak_b - peak_a) / (ops_b - ops_a)
+    per_op_high = (peak_c - peak_b) / (ops_c - ops_b)
+    assert 0 < per_op_high < 1.3 * per_op_low, (per_op_low, per_op_high)
+    assert per_op_high < 16 * 1024, per_op_high  # about 4.3 KB per op (November 2026)

@@ -53,8 +53,10 @@ def test_a_slow_compile_prints_a_progress_line_and_its_stages():
     assert len(done) == 1, err
     # cache: pruning and the spec cache's key and look-up, before lowering
     assert re.search(r"in \d+\.\d s \(\d+ ops, \d+ kernels: cache [\d.]+ s, lower [\d.]+ s, "
-                     r"optimize [\d.]+ s, schedule [\d.]+ s, generate [\d.]+ s, jit [\d.]+ s\)",
-                     done[0]), done[0]
+                     r"optimize [\d.]+ s, schedule [\d.]+ s, generate [\d.]+ s, jit [\d.]+ s\); "
+                     r"peak memory \d+ MB \(\+\d+ MB in this compile\)$", done[0]), done[0]
+    peak = int(re.search(r"peak memory (\d+) MB", done[0]).group(1))
+    assert 10 < peak < 100_000  # the process's resident peak in MB, not in KiB or bytes
 
 
 def test_verbosity_warning_silences_progress_and_debug_shows_every_compile():
@@ -67,7 +69,8 @@ def test_verbosity_warning_silences_progress_and_debug_shows_every_compile():
 def test_profile_summary_at_exit():
     err = _run(GRAPHC_PROFILE="1")
     summary = err[err.index("graphc profile (GRAPHC_PROFILE=1)"):]
-    assert re.search(r"compiles: 2 \(0 answered by the spec cache\)", summary), summary
+    assert re.search(r"compiles: 2 \(0 answered by the spec cache\), [\d.]+ s; peak memory "
+                     r"\d+ MB, raised by at most \d+ MB in one compile$", summary, re.M), summary
     for stage in ("lower", "optimize", "schedule", "generate", "jit"):
         assert re.search(rf"^    {stage} +\d+\.\d{{3}} s$", summary, re.M), stage
     assert "Session.run: 6 runs" in summary

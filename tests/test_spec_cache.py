@@ -1,6 +1,7 @@
 """The spec cache: a second compile of the same run signature skips the Python compiler,
 lowering included (its key is made from the graph)."""
 import json
+import marshal
 import os
 import subprocess
 import sys
@@ -572,3 +573,152 @@ def test_a_codegen_setting_changed_between_sessions_misses_with_right_values(
         if backend != "reference":
             assert spec_cache.stats["hits"] == before["hits"]
             assert spec_cache.stats["misses"] == before["misses"] + 1
+
+
+# ----------------------------- each op's form, made once while the op is unchanged
+def _forms():
+    return spec_cache.stats["op_forms"]
+
+
+def test_each_ops_form_is_made_once():
+    sig = _Signature()
+    before = _forms()
+    first = sig.key()
+    made = _forms() - before
+    assert made > 10  # the signature's ops (the loop's body included)
+    with sig.graph.as_default():
+        z = sig.y * 2.0  # a Mul and its Const
+    walks = _walks()
+    assert sig.key(fetches=[z]) != first
+    # a new walk (ops were added) reads the other ops' forms: only the new ops' are made
+    assert _walks() == walks + 1
+    assert _forms() == before + made + 2
+    assert sig.key() == first
+    assert _forms() == before + made + 2
+
+
+def test_a_control_input_on_an_op_already_read_changes_the_key():
+    # the walk reaches the same ops: only the waiting op's form says it changed
+    sig = _Signature()
+    first = sig.key()
+    sig.y.op._add_control_input(sig.y.op.inputs[1].op)
+    assert sig.key() != first
+
+
+def test_an_attr_changed_after_a_key_changes_it():
+    sig = _Signature()
+    first = sig.key()
+    op = sig.y.op.inputs[0].op  # an op whose form the first key made
+    op._set_attr("note", 1)
+    assert sig.key() != first
+
+
+def test_an_ops_attrs_are_read_only():
+    # a write past _set_attr would leave the op's memoized form stale
+    sig = _Signature()
+    with pytest.raises(TypeError):
+        sig.y.op.attrs["note"] = 1
+
+
+def test_a_variable_reshaped_by_an_assign_built_after_a_key_changes_it():
+    # assign(validate_shape=False) makes the variable's static shape and its shape attr
+    # unknown: ops that existed before it changed
+    g = gc.Graph()
+    with g.as_default():
+        v = gc.Variable(np.zeros(3, np.float64), name="v")
+        y = v * 2.0
+
+    def key():
+        from graphc.compiler.lower import ops_to_lower
+        return spec_cache.signature_key([], [y], [], [], None, {"v": (3,)}, frozenset(),
+                                        ops_to_lower([y], [], []), frozenset(),
+                                        {"triple": "t"})
+    first = key()
+    with g.as_default():
+        gc.assign(v, np.zeros(5, np.float64), validate_shape=False)
+    assert v.shape.ndims is None
+    assert key() != first
+
+
+@pytest.mark.backends("compiled", "reference", "gpu_emulated")
+def test_a_static_shape_narrowed_after_a_run_misses_with_right_values(tmp_path, monkeypatch,
+                                                                      backend):
+    # an inner tensor's shape (not a feed's: those are in the key's run part) narrowed
+    # after a run: the rows become a constant of the code, so the spec is another
+    monkeypatch.setenv("GRAPHC_CACHE_DIR", str(tmp_path))
+    g = gc.Graph()
+    with g.as_default():
+        x = gc.placeholder(gc.float64, [None, 3], name="x")
+        h = x * 2.0
+        y = gc.reduce_sum(gc.exp(h), axis=1)
+    expected = np.exp(_XS * 2).sum(axis=1)
+    with gc.Session(graph=g) as sess:
+        np.testing.assert_allclose(sess.run(y, {x: _XS}), expected, rtol=1e-12)
+    h.set_shape([4, 3])
+    before = dict(spec_cache.stats)
+    with gc.Session(graph=g) as sess:
+        np.testing.assert_allclose(sess.run(y, {x: _XS}), expected, rtol=1e-12)
+    if backend != "reference":
+        assert spec_cache.stats["misses"] == before["misses"] + 1
+        assert spec_cache.stats["hits"] == before["hits"]
+        assert spec_cache.stats["op_forms"] == before["op_forms"] + 1  # h's op only
+
+
+# ------------------------------------ the sources' hash, kept under their identity
+def _sources_hash(monkeypatch, tree):
+    """The compiler sources' hash as a fresh process computes it, the sources being the
+    .py files under `tree`."""
+    def files():
+        found = []
+        spec_cache._add_sources(str(tree), "pkg", found)
+        return found
+    monkeypatch.setattr(spec_cache, "_source_files", files)
+    monkeypatch.setattr(spec_cache, "_SOURCES", None)
+    return spec_cache._compiler_source_hash()
+
+
+def test_the_sources_hash_is_read_back_until_a_source_changes(tmp_path, monkeypatch):
+    monkeypatch.setenv("GRAPHC_CACHE_DIR", str(tmp_path / "cache"))
+    tree = tmp_path / "src"
+    (tree / "sub" / "__pycache__").mkdir(parents=True)
+    (tree / "a.py").write_text("A = 1\n")
+    (tree / "sub" / "b.py").write_text("B = 2\n")
+    (tree / "sub" / "__pycache__" / "b.cpython-311.pyc").write_bytes(b"not a source")
+    (tree / "notes.txt").write_text("not a source either")
+    first = _sources_hash(monkeypatch, tree)
+    assert first == spec_cache._sources_content_hash(spec_cache._source_files())
+    # the next process reads it back: no source is read
+    reads = []
+    content_hash = spec_cache._sources_content_hash
+    monkeypatch.setattr(spec_cache, "_sources_content_hash",
+                        lambda files: reads.append(1) or content_hash(files))
+    assert _sources_hash(monkeypatch, tree) == first and reads == []
+    # a source written (its size kept, its time moved), one added, one removed
+    b = tree / "sub" / "b.py"
+    st = b.stat()
+    b.write_text("B = 3\n")
+    os.utime(b, ns=(st.st_atime_ns, st.st_mtime_ns + 1000))
+    second = _sources_hash(monkeypatch, tree)
+    assert second != first and reads == [1]
+    assert second == content_hash(spec_cache._source_files())
+    (tree / "c.py").write_text("C = 4\n")
+    third = _sources_hash(monkeypatch, tree)
+    assert third not in (first, second) and reads == [1, 1]
+    (tree / "c.py").unlink()
+    assert _sources_hash(monkeypatch, tree) == second and reads == [1, 1]  # kept before
+
+
+def test_the_sources_hash_without_a_cache_reads_the_sources(tmp_path, monkeypatch):
+    monkeypatch.setenv("GRAPHC_CACHE_DIR", "off")
+    (tmp_path / "a.py").write_text("A = 1\n")
+    assert _sources_hash(monkeypatch, tmp_path) == \
+        spec_cache._sources_content_hash(spec_cache._source_files())
+
+
+def test_attr_forms_tell_every_value_apart():
+    forms = [spec_cache._attrs_form({"a": v}) for v in (
+        gc.float32, gc.float64, "float32", gc.TensorShape(None), gc.TensorShape([None, 3]),
+        gc.TensorShape([4, 3]), gc.TensorShape([]), [4, 3], (4, 3), None, [gc.float32],
+        ("dtype", "float32"), np.float32(1.0), np.array([4, 3]))]
+    texts = [marshal.dumps(f, 2) for f in forms]  # the bytes a key hashes
+    assert len(set(texts)) == len(texts), forms

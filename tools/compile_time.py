@@ -29,8 +29,8 @@ machine compiles them once: runtime/library_cache.py) and over the graph's own.
 
 Each scale row also gives the process's peak memory (its maximum resident set, MB) and how
 much the first run raised it (the compile's peak), and --warm runs each workload a second
-time in a fresh process over the on-disk cache its cold run filled: the warm first run, and
-its share of the cold one. --peers PYTHON (a Python with TensorFlow and JAX, e.g.
+time in a fresh process over the on-disk cache its cold run filled: the warm first run, its
+share of the cold one, and both runs' peak memory. --peers PYTHON (a Python with TensorFlow and JAX, e.g.
 /tmp/peers-venv/bin/python) then times the same workloads' first call in TF1, TF1+XLA and
 JAX with peers_bench.py, one process each, in the same sitting, for the table of issue 11:
 
@@ -382,9 +382,11 @@ def scale(depths, extra, warm=False, peers=None, library=False):
         print("\nwarm first run (a fresh process over the on-disk cache the cold run filled)")
         for name in names:
             w, c = warm_runs[name], cold[name]
-            print(f"{name:24s} warm {w['first']:6.2f} s wall {w['first_cpu']:6.2f} CPU-s = "
-                  f"{100 * w['first'] / c['first']:4.0f}% / "
-                  f"{100 * w['first_cpu'] / c['first_cpu']:4.0f}% of cold", flush=True)
+            print(f"{name:24s} warm {w['first']:6.3f} s wall {w['first_cpu']:6.3f} CPU-s = "
+                  f"{100 * w['first'] / c['first']:4.1f}% / "
+                  f"{100 * w['first_cpu'] / c['first_cpu']:4.1f}% of cold; peak memory "
+                  f"{w['peak_mb']:.0f}+{w['first_peak_rise_mb']:.0f} MB (cold "
+                  f"{c['peak_mb']:.0f}+{c['first_peak_rise_mb']:.0f})", flush=True)
     if peers:
         print_peers_table(peers, names, cold, warm_runs)
 

@@ -120,8 +120,10 @@ def ops_to_lower(fetches, targets, feeds, exclude=frozenset()):
 
 def unfed(ops, feeds):
     """`ops` less those whose every output is fed (a fed tensor's producer does not run)."""
-    fed = set(feeds)
-    return [op for op in ops if not op.outputs or not all(t in fed for t in op.outputs)]
+    # ids: a tensor's hash is Python code (Tensor.__hash__); the feeds are few, the ops many
+    fed = {id(t) for t in feeds}
+    cut = {id(t.op) for t in feeds if all(id(out) in fed for out in t.op.outputs)}
+    return [op for op in ops if id(op) not in cut] if cut else list(ops)
 
 
 def specializable(dtype, array):

@@ -15,7 +15,8 @@ that a key changes whenever the lowered module, and so the generated code, could
     on) and whether each may be specialized on its value; the fetches, the targets and
     the ops an earlier stage ran;
   - the held shapes of the variables those ops use (lowering reads them);
-  - the compiler: a hash of graphc's, kernels' and runtime's sources, the LLVM, llvmlite
+  - the compiler: a hash of graphc's, kernels' and runtime's sources (kept in the cache
+    directory under the files' names, sizes and modification times), the LLVM, llvmlite
     and NumPy versions (constant folding runs NumPy), the target, the disabled passes and
     the environment settings codegen reads (_CODEGEN_ENV; GRAPHC_NUM_THREADS is not one:
     the thread count is set when the code is loaded, Executable.set_num_threads), and
@@ -25,7 +26,8 @@ that a key changes whenever the lowered module, and so the generated code, could
     outputs are written past the caches).
 The graph's part (the walk of the ops) is made once per state of the graph
 (_graph_summary: Graph.version and Graph.edits, the bodies' too) for each set of ops
-and feeds; the rest is read on every key.
+and feeds, each op's part of it (op_form) once per state of the op (kept on the op,
+dropped by every change to it: Operation._changed); the rest is read on every key.
 An op type registered outside graphc (a script's, a plugin's) has inference code the key
 cannot see: such a signature is keyed on its lowered module instead, as before.
 Fed VALUES are not in the key: lowering reads only those of the small integer feeds
@@ -47,9 +49,12 @@ from typing import NamedTuple
 import numpy as np
 
 from graphc.compiler.backends.cpu import gemm_team, loop_kernel
+from graphc.dtypes import DType
 from graphc.compiler.ir import encode_attr
 from graphc.compiler.lower import specializable
 from graphc.framework.op_def import OP_DEFS
+from graphc.framework.subgraph import creation_order
+from graphc.framework.tensor_shape import TensorShape
 from runtime import compile_cache, file_format, jit
 
 _SOURCES = None
@@ -57,32 +62,88 @@ _MARSHAL_FORMAT = 2  # the last without references (3 added them): see _GraphDig
 # environment settings the passes and codegen read: part of the key
 _CODEGEN_ENV = ("GRAPHC_DISABLE_PASSES", "GRAPHC_PARALLEL", "GRAPHC_PARALLEL_MIN_WORK",
                 "GRAPHC_PARALLEL_DEBUG")
-# graph_summaries: walks of a graph's ops for a key (_summarize)
-stats = {"hits": 0, "misses": 0, "stores": 0, "graph_summaries": 0}
+# graph_summaries: walks of a graph's ops for a key (_summarize); op_forms: ops' forms
+# made by those walks (op_form), once per op while it is unchanged
+stats = {"hits": 0, "misses": 0, "stores": 0, "graph_summaries": 0, "op_forms": 0}
 # the packages whose code is in every key (hashed sources; NumPy by its version)
 _KEYED_PACKAGES = frozenset({"graphc", "kernels", "numpy"})
 
 
 def _compiler_source_hash():
     """SHA-256 over graphc's, kernels' and runtime's Python sources (once per process):
-    runtime reads the spec, so a change of its reader is a change of what a spec means."""
+    runtime reads the spec, so a change of its reader is a change of what a spec means.
+    Reading every source was 7 ms CPU and 27 ms wall of each warm first run, so the hash
+    is kept in the cache directory under the sources' identity (each file's path, size
+    and modification time in ns: what Python's bytecode cache tells a source by) and
+    read back while no file is added, removed or written."""
     global _SOURCES
     if _SOURCES is None:
-        h = hashlib.sha256()
-        here = os.path.dirname(os.path.abspath(__file__))
-        repo = os.path.dirname(os.path.dirname(here))
-        roots = [os.path.dirname(here), os.path.join(repo, "kernels"),
-                 os.path.join(repo, "runtime")]
-        for root in roots:
-            for folder, dirs, files in sorted(os.walk(root)):
-                dirs.sort()
-                for name in sorted(f for f in files if f.endswith(".py")):
-                    path = os.path.join(folder, name)
-                    h.update(os.path.relpath(path, root).encode())
-                    with open(path, "rb") as f:
-                        h.update(f.read())
-        _SOURCES = h.hexdigest()
+        files = _source_files()
+        identity = _sources_identity(files)
+        memo = _source_memo()
+        known = memo.load(identity) if memo is not None else None
+        if known is not None and len(known) == 64:
+            _SOURCES = known.decode("ascii")
+        else:
+            _SOURCES = _sources_content_hash(files)
+            # a file written while it was read: its bytes may not be the ones stat saw
+            if memo is not None and _sources_identity(_source_files()) == identity:
+                memo.store(identity, _SOURCES.encode("ascii"))
     return _SOURCES
+
+
+# counters of the source hash's entries, apart from the object cache's (tests count those)
+_SOURCE_MEMO_STATS = dict.fromkeys(compile_cache.stats, 0)
+
+
+def _source_memo():
+    directory = compile_cache.cache_dir()
+    return compile_cache.ObjectCache(directory, compile_cache.max_bytes(),
+                                     stats=_SOURCE_MEMO_STATS) if directory else None
+
+
+def _source_files():
+    """(name, path, stat) of graphc's, kernels' and runtime's Python sources, in a fixed
+    order (stat: as the directory listing read it, None when that failed)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    repo = os.path.dirname(os.path.dirname(here))
+    files = []
+    for root in ("graphc", "kernels", "runtime"):
+        _add_sources(os.path.join(repo, root), root, files)
+    return files
+
+
+def _add_sources(folder, name, files):
+    try:
+        with os.scandir(folder) as it:
+            entries = sorted(it, key=lambda e: e.name)
+    except OSError:
+        return
+    for e in entries:
+        if e.name.endswith(".py") and e.is_file():
+            try:
+                st = e.stat()
+            except OSError:
+                st = None
+            files.append((f"{name}/{e.name}", e.path, st))
+        elif e.is_dir() and e.name != "__pycache__":
+            _add_sources(e.path, f"{name}/{e.name}", files)
+
+
+def _sources_identity(files):
+    h = hashlib.sha256(b"graphc-source-identity 1\0")
+    h.update("".join(f"{name}\0{st.st_size}\0{st.st_mtime_ns}\0" if st is not None else
+                     f"{name}\0gone\0" for name, _, st in files).encode())
+    return h.hexdigest()
+
+
+def _sources_content_hash(files):
+    h = hashlib.sha256()
+    for name, path, _ in files:
+        h.update(name.encode())
+        with open(path, "rb") as f:
+            h.update(f.read())
+    return h.hexdigest()
 
 
 def key(module, disable, target):
@@ -201,26 +262,29 @@ def _ancestors(ops, fed):
     while stack:
         op = stack.pop()
         for t in op.inputs:
-            if id(t) not in fed_ids and id(t.op) not in seen:
-                seen[id(t.op)] = t.op
-                stack.append(t.op)
+            producer = t.op  # most are seen already (`ops` is most of the signature)
+            if id(producer) not in seen and id(t) not in fed_ids:
+                seen[id(producer)] = producer
+                stack.append(producer)
         for producer in op.control_inputs:
             if id(producer) not in seen:
                 seen[id(producer)] = producer
                 stack.append(producer)
-    return sorted(seen.values(), key=lambda op: op._id)
+    return sorted(seen.values(), key=creation_order)
 
 
 class _GraphDigest:
     """A SHA-256 of ops as lowering sees them, with the bodies their attrs name.
 
-    Each op is one tuple of plain values (str, int, float, bool, None and containers of
-    them, dicts in a fixed order), the whole written once at the end by marshal (format
-    2: no references between objects, so equal values give equal bytes whatever their
+    Each op is its form (op_form: a tuple of plain values, str, int, float, bool, None
+    and containers of them, dicts in a fixed order, written by marshal) with the numbers
+    of its creation sites, the whole written once at the end by marshal (format 2: no
+    references between objects, so equal values give equal bytes whatever their
     identity): exact, loadable back to the same values, a third of repr's time and a
     ninth of json.dumps's; a value of another type is a ValueError. A creation site is a
     number into a table of the sites (its file's path repeated per op was a sixth of the
-    text)."""
+    text). An op's form is kept on the op (Operation._key_form) until the op changes:
+    a key walk after an op was added reads the other ops' forms, not the ops."""
 
     def __init__(self):
         self._lines = []
@@ -238,18 +302,18 @@ class _GraphDigest:
             self._add_op(op)
 
     def _add_op(self, op):
-        kind, attrs, sites, forward = op.type, op.attrs, self._sites, op.forward_op
+        kind, sites, forward = op.type, self._sites, op.forward_op
         self.op_types.add(kind)
         if kind == "VariableV2":
             self.variables.add(op.name)
+        form = op._key_form
+        if form is None:
+            form = op._key_form = op_form(op)
+            stats["op_forms"] += 1
         self._lines.append((
-            op.name, kind, [t.name for t in op.inputs], [c.name for c in op.control_inputs],
-            _attrs_form(attrs) if attrs else None, op.device,
-            sites.setdefault(op.location, len(sites)),
-            [(t.dtype.name, t.shape.as_tuple_or_none()) for t in op.outputs],
-            None if forward is None else
-            (forward.name, forward.type, sites.setdefault(forward.location, len(sites)))))
-        if attrs:
+            form, sites.setdefault(op.location, len(sites)),
+            None if forward is None else sites.setdefault(forward.location, len(sites))))
+        if op.attrs:
             for body in _bodies(op):
                 self._add_function(body)
 
@@ -263,7 +327,20 @@ class _GraphDigest:
                             [(o.name, i.name) for o, i in body.ref_captures],
                             [op.name for op in body.control_captures],
                             [g.name for g in body.forward_graphs]))
-        self.add_ops(sorted(body.get_operations(), key=lambda op: op._id))
+        self.add_ops(sorted(body.get_operations(), key=creation_order))
+
+
+def op_form(op):
+    """What lowering reads of one op but its creation sites (their numbers differ from key
+    to key): name, type, inputs, control inputs, attrs, device, outputs' dtypes and
+    static shapes, forward op; as marshal's bytes. Memoized on the op (Operation._key_form)
+    while the op is unchanged. A ValueError when an attr has no plain form."""
+    attrs, forward = op.attrs, op.forward_op
+    return marshal.dumps((
+        op.name, op.type, [t.name for t in op.inputs],
+        [c.name for c in op.control_inputs], _attrs_form(attrs) if attrs else None,
+        op.device, [(t.dtype.name, t.shape.as_tuple_or_none()) for t in op.outputs],
+        None if forward is None else (forward.name, forward.type)), _MARSHAL_FORMAT)
 
 
 def _static_shape(t):
@@ -293,10 +370,20 @@ def _bodies(op):
 _PLAIN_ATTRS = frozenset({bool, int, float, str, type(None)})
 
 
+# the most common attrs' forms, without _attr_form's tests: tuples, which no other
+# attr's form is (_attr_form writes a tuple as {"tuple": ...})
+_QUICK_FORMS = {DType: lambda v: ("dtype", v.name),
+                TensorShape: lambda v: ("shape", v.as_tuple_or_none())}
+
+
 def _attrs_form(attrs):
     """An op's attrs as (name, plain form) pairs in name order."""
-    return [(k, v if type(v) in _PLAIN_ATTRS else _attr_form(v))
-            for k, v in sorted(attrs.items())]
+    out = []
+    for k, v in sorted(attrs.items()):
+        kind = type(v)
+        out.append((k, v if kind in _PLAIN_ATTRS else _QUICK_FORMS[kind](v)
+                    if kind in _QUICK_FORMS else _attr_form(v)))
+    return out
 
 
 def _attr_form(value):

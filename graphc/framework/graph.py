@@ -9,6 +9,7 @@ import os
 import re
 import sys
 import threading
+import types
 import warnings
 
 from graphc import dtypes
@@ -66,6 +67,7 @@ class Tensor:
     def __init__(self, op, value_index, shape, dtype):
         self._op = op
         self._value_index = value_index
+        self._name = f"{op.name}:{value_index}"  # an op keeps its name: made once
         self._shape = as_shape(shape)
         self._dtype = dtypes.as_dtype(dtype)
 
@@ -73,7 +75,7 @@ class Tensor:
     value_index = property(lambda self: self._value_index)
     dtype = property(lambda self: self._dtype)
     graph = property(lambda self: self._op.graph)
-    name = property(lambda self: f"{self._op.name}:{self._value_index}")
+    name = property(lambda self: self._name)
     shape = property(lambda self: self._shape)
     device = property(lambda self: self._op.device)
 
@@ -82,7 +84,13 @@ class Tensor:
 
     def set_shape(self, shape):
         self._shape = self._shape.merge_with(as_shape(shape))
-        self._op.graph.edits += 1
+        self._op._changed()
+
+    def _forget_shape(self):
+        """The static shape becomes unknown (an assign with validate_shape=False gives
+        its variable the value's shape)."""
+        self._shape = TensorShape(None)
+        self._op._changed()
 
     def consumers(self):
         return [op for op in self.graph.get_operations() if self in op.inputs]
@@ -131,13 +139,20 @@ class Operation:
         self.type = op_type
         self.name = name
         self._inputs = tuple(inputs)
-        self.attrs = dict(attrs or {})
+        self._attrs = dict(attrs or {})
+        # read-only: a change after creation goes through _set_attr, which drops what is
+        # memoized of the op (_changed)
+        self.attrs = types.MappingProxyType(self._attrs)
         self._control_inputs = list(control_inputs)
         self.outputs = [Tensor(self, i, s, d) for i, (s, d) in enumerate(out_specs)]
         self._id = graph._next_id()
         self.location = user_frame()
         self.forward_op = graph._forward_op_stack[-1] if graph._forward_op_stack else None
         self.device = graph._device_stack[-1] if graph._device_stack else ""
+        # the spec cache's form of this op (spec_cache.op_form), made when a key first
+        # reads the op: a warm Session's key walk reads it instead of the op. Every
+        # change to the op after creation goes through _changed, which drops it.
+        self._key_form = None
 
     inputs = property(lambda self: self._inputs)
     control_inputs = property(lambda self: list(self._control_inputs))
@@ -149,7 +164,31 @@ class Operation:
     def _add_control_input(self, op):
         if op not in self._control_inputs:
             self._control_inputs.append(op)
-            self.graph.edits += 1
+            self._changed()
+
+    def _set_attr(self, name, value):
+        self._attrs[name] = value
+        self._changed()
+
+    def _add_output(self, shape, dtype):
+        """A new last output (a forward loop or branch saving a value for its
+        gradient); counted as a new op by the graph's version."""
+        out = Tensor(self, len(self.outputs), shape, dtype)
+        self.outputs.append(out)
+        self._changed()
+        self.graph.version += 1
+        return out
+
+    def _set_origin(self, device, location, forward_op):
+        """The device, creation site and forward op an imported graph's file records."""
+        self.device, self.location, self.forward_op = device, location, forward_op
+        self._changed()
+
+    def _changed(self):
+        """After any change to the op once created: memos of what it is are stale. The
+        graph's edits count it (they add no op, so its version does not)."""
+        self._key_form = None
+        self.graph.edits += 1
 
     def run(self, feed_dict=None, session=None):
         session_for(session, self.graph).run(self, feed_dict)

@@ -2,6 +2,8 @@
 with, so the reference executor, the compiled backend's stages and lowering select the same
 ops. Fed tensors cut the graph; variable-reference inputs are not values (value_inputs).
 """
+import operator
+
 from graphc import errors
 from graphc.framework.graph import format_location
 from graphc.framework.op_def import READS_ONLY_INPUT_DIMS, ref_input_indices
@@ -34,11 +36,15 @@ def prune(fetch_tensors, target_ops, feed_tensors, exclude=frozenset(), static_s
             continue
         seen.add(id(op))
         needed.append(op)
-        static = statically_shaped_inputs(op, reshapable)
-        stack.extend(t.op for t in value_inputs(op) if id(t) not in fed and
-                     not (static and t in static))
+        static = () if reshapable else statically_shaped_inputs(op, reshapable)
+        for t in value_inputs(op):
+            if id(t) not in fed and not (static and t in static):
+                stack.append(t.op)
         stack.extend(op.control_inputs)
-    return sorted(needed, key=lambda op: op._id)
+    return sorted(needed, key=creation_order)
+
+
+creation_order = operator.attrgetter("_id")  # a sort key: creation order is topological
 
 
 def statically_shaped_inputs(op, reshapable):

@@ -123,7 +123,7 @@ class TensorShape:
 
     def as_tuple_or_none(self):
         """The dims as a tuple of int/None, or None when the rank is unknown."""
-        return None if self._dims is None else tuple(d.value for d in self._dims)
+        return None if self._dims is None else tuple([d.value for d in self._dims])
 
     def is_fully_defined(self):
         return self._dims is not None and all(d.value is not None for d in self._dims)

@@ -18,7 +18,7 @@ import numpy as np
 from graphc import dtypes
 from graphc.framework import nest
 from graphc.framework.func_graph import function_of
-from graphc.framework.graph import Operation, Tensor, get_default_graph
+from graphc.framework.graph import Operation, get_default_graph
 from graphc.framework.op_def import register_gradient, register_op
 from graphc.framework.tensor_shape import TensorShape
 from graphc.ops.function_call import (run_function, set_outputs, trace, zeros_for_gradient,
@@ -144,13 +144,10 @@ def save_intermediate(op, branch, t):
     n_out = len(op.attrs["output_shapes"]) - len(saved)
     if key in saved:
         return op.outputs[n_out + saved.index(key)]
-    op.attrs["saved"] = saved + [key]
-    op.attrs["output_shapes"] = op.attrs["output_shapes"] + [t.shape]
-    op.attrs["output_dtypes"] = op.attrs["output_dtypes"] + [t.dtype]
-    out = Tensor(op, len(op.outputs), t.shape, t.dtype)
-    op.outputs.append(out)
-    op.graph.version += 1
-    return out
+    op._set_attr("saved", saved + [key])
+    op._set_attr("output_shapes", op.attrs["output_shapes"] + [t.shape])
+    op._set_attr("output_dtypes", op.attrs["output_dtypes"] + [t.dtype])
+    return op._add_output(t.shape, t.dtype)
 
 
 # ------------------------------------------------------------------------ gradient

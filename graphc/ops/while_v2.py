@@ -31,7 +31,7 @@ import numpy as np
 from graphc import dtypes, errors
 from graphc.framework import nest
 from graphc.framework.func_graph import FuncGraph, function_of
-from graphc.framework.graph import Tensor, get_default_graph
+from graphc.framework.graph import get_default_graph
 from graphc.framework.op_def import register_gradient, register_op
 from graphc.framework.static_value import constant_value
 from graphc.framework.tensor_shape import TensorShape, as_shape
@@ -306,13 +306,10 @@ def save_in_loop(op, t):
     if t.name in saved:
         return op.outputs[first + saved.index(t.name)]
     shape = TensorShape([None]).concatenate(t.shape)
-    op.attrs["saved"] = saved + [t.name]
-    op.attrs["output_shapes"] = op.attrs["output_shapes"] + [shape]
-    op.attrs["output_dtypes"] = op.attrs["output_dtypes"] + [t.dtype]
-    out = Tensor(op, len(op.outputs), shape, t.dtype)
-    op.outputs.append(out)
-    op.graph.version += 1
-    return out
+    op._set_attr("saved", saved + [t.name])
+    op._set_attr("output_shapes", op.attrs["output_shapes"] + [shape])
+    op._set_attr("output_dtypes", op.attrs["output_dtypes"] + [t.dtype])
+    return op._add_output(shape, t.dtype)
 
 
 # ------------------------------------------------------------------------- gradient
