@@ -1,0 +1,182 @@
+"""while_loop with loop variables whose shape changes between iterations (a looser
+shape_invariants, TF1's accumulation and decoding loops: `out = concat([out, x_t], 0)` with
+the invariant [None, d]), their values and their gradients. The expected values are
+written here in NumPy; gradients also against central differences in float64."""
+import numpy as np
+import pytest
+
+import graphc as gc
+from tests.gradcheck import check_gradients
+
+ALL_BACKENDS = pytest.mark.backends("compiled", "reference", "gpu_emulated")
+D = 3
+
+
+def growing(x, out0, w):
+    """out <- concat([tanh(out @ w), x[i:i+1]], 0) for each row i of x: out gains a row
+    per iteration (its rows: those of out0 plus the trip count)."""
+    n = gc.shape(x)[0]
+
+    def body(i, out):
+        return i + 1, gc.concat([gc.tanh(gc.matmul(out, w)), x[i:i + 1]], 0)
+    _, out = gc.while_loop(lambda i, out: i < n, body, [0, out0],
+                           shape_invariants=[gc.TensorShape([]), gc.TensorShape([None, D])])
+    return out
+
+
+def np_growing(x, out0, w):
+    """The values of out before each iteration (NumPy), then its final value."""
+    outs = [out0]
+    for row in x:
+        outs.append(np.concatenate([np.tanh(outs[-1] @ w), row[None]], 0))
+    return outs
+
+
+def np_growing_gradients(x, out0, w, g):
+    """d sum(out * g) / d (x, out0, w): the loop run backward."""
+    outs = np_growing(x, out0, w)
+    gx, gw = np.zeros_like(x), np.zeros_like(w)
+    for k in range(len(x) - 1, -1, -1):
+        gx[k] = g[-1]
+        y = np.tanh(outs[k] @ w)
+        gz = g[:-1] * (1 - y * y)
+        gw += outs[k].T @ gz
+        g = gz @ w.T
+    return gx, g, gw
+
+
+def _inputs(trips, rows0, dtype, seed=0):
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal((trips, D)).astype(dtype),
+            rng.standard_normal((rows0, D)).astype(dtype),
+            (rng.standard_normal((D, D)) * 0.5).astype(dtype))
+
+
+@ALL_BACKENDS
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("trips", [0, 1, 7, 1023])
+def test_concat_growing_loop_and_its_gradient_match_numpy(trips, dtype):
+    x, out0, w = _inputs(trips, 2, dtype)
+    g = np.random.default_rng(1).standard_normal((2 + trips, D)).astype(dtype)
+    graph = gc.Graph()
+    with graph.as_default():
+        xs = gc.placeholder(dtype, [None, D])
+        o0 = gc.placeholder(dtype, [2, D])
+        ws = gc.placeholder(dtype, [D, D])
+        out = growing(xs, o0, ws)
+        grads = gc.gradients(gc.reduce_sum(out * g), [xs, o0, ws])
+        with gc.Session(graph=graph) as sess:
+            got, *got_grads = sess.run([out] + grads, {xs: x, o0: out0, ws: w})
+    x64, o64, w64 = (a.astype(np.float64) for a in (x, out0, w))
+    tol = dict(rtol=1e-4, atol=1e-5) if dtype == np.float32 else dict(rtol=1e-10, atol=1e-12)
+    assert got.shape == (2 + trips, D) and got.dtype == dtype
+    np.testing.assert_allclose(got, np_growing(x64, o64, w64)[-1], **tol)
+    for a, b in zip(got_grads, np_growing_gradients(x64, o64, w64, g.astype(np.float64))):
+        assert a.dtype == dtype
+        np.testing.assert_allclose(a, b, **tol)
+
+
+@ALL_BACKENDS
+@pytest.mark.parametrize("trips", [0, 1, 7])
+def test_concat_growing_loop_gradient_against_central_differences(trips):
+    x, out0, w = _inputs(trips, 1, np.float64, seed=trips)
+    check_gradients(lambda xs, o0, ws: growing(xs, o0, ws), [x, out0, w], rtol=1e-6,
+                    atol=1e-8)
+
+
+@ALL_BACKENDS
+def test_accumulating_loop_from_empty_with_unknown_dims():
+    """The TF1 idiom: out starts empty ([0, d], d unknown until fed) and gains a row per
+    step; its gradient reaches the fed rows and a scale read in the body."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((5, 4))
+    graph = gc.Graph()
+    with graph.as_default():
+        xs = gc.placeholder(gc.float64, [None, None])
+        scale = gc.placeholder(gc.float64, [])
+        n = gc.shape(xs)[0]
+
+        def body(i, out):
+            return i + 1, gc.concat([out * scale, gc.sin(xs[i:i + 1])], 0)
+        out0 = gc.zeros(gc.stack([0, gc.shape(xs)[1]]), gc.float64)
+        _, out = gc.while_loop(lambda i, out: i < n, body, [0, out0],
+                               shape_invariants=[gc.TensorShape([]),
+                                                 gc.TensorShape([None, None])])
+        loss = gc.reduce_sum(out * out)
+        gx, gs = gc.gradients(loss, [xs, scale])
+        with gc.Session(graph=graph) as sess:
+            got, got_gx, got_gs = sess.run([out, gx, gs], {xs: x, scale: 0.7})
+    powers = 0.7 ** np.arange(len(x) - 1, -1, -1)[:, None]
+    np.testing.assert_allclose(got, np.sin(x) * powers, rtol=1e-12)
+    # out_T[t] = sin(x_t) s^(T-1-t): d/dx_t = 2 out_T[t] s^(T-1-t) cos(x_t)
+    np.testing.assert_allclose(got_gx, 2 * got * powers * np.cos(x), rtol=1e-12)
+    expo = np.arange(len(x) - 1, -1, -1)[:, None]
+    np.testing.assert_allclose(got_gs, np.sum(2 * np.sin(x) ** 2 * expo * 0.7 **
+                                              (2 * expo - 1)), rtol=1e-12)
+
+
+@ALL_BACKENDS
+@pytest.mark.parametrize("take", [True, False])
+def test_growing_loop_nested_in_cond_with_its_gradient(take):
+    x, out0, w = _inputs(4, 1, np.float64, seed=5)
+    g = np.random.default_rng(2).standard_normal((5, D))
+    graph = gc.Graph()
+    with graph.as_default():
+        xs = gc.placeholder(gc.float64, [None, D])
+        ws = gc.placeholder(gc.float64, [D, D])
+        pred = gc.placeholder(gc.bool, [])
+        out = gc.cond(pred, lambda: growing(xs, gc.constant(out0), ws),
+                      lambda: gc.concat([gc.constant(out0), xs * 2.0], 0))
+        grads = gc.gradients(gc.reduce_sum(out * g), [xs, ws])
+        with gc.Session(graph=graph) as sess:
+            got, gx, gw = sess.run([out] + grads, {xs: x, ws: w, pred: take})
+    if take:
+        np.testing.assert_allclose(got, np_growing(x, out0, w)[-1], rtol=1e-12)
+        want_gx, _, want_gw = np_growing_gradients(x, out0, w, g)
+        np.testing.assert_allclose(gx, want_gx, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(gw, want_gw, rtol=1e-10, atol=1e-12)
+    else:
+        np.testing.assert_allclose(got, np.concatenate([out0, 2 * x]), rtol=1e-12)
+        np.testing.assert_allclose(gx, 2 * g[1:], rtol=1e-12)
+        np.testing.assert_allclose(gw, np.zeros((D, D)))
+
+
+@ALL_BACKENDS
+def test_loop_variable_whose_rows_shrink(backend):
+    """A loop variable can lose rows too: out <- out[1:] * 2 until one row is left."""
+    x = np.arange(12.0).reshape(6, 2)
+    graph = gc.Graph()
+    with graph.as_default():
+        xs = gc.placeholder(gc.float64, [6, 2])
+        out = gc.while_loop(lambda out: gc.shape(out)[0] > 1, lambda out: [gc.sin(out[1:])],
+                            [xs], shape_invariants=[gc.TensorShape([None, 2])])
+        gx, = gc.gradients(gc.reduce_sum(out), [xs])
+        with gc.Session(graph=graph) as sess:
+            got, got_gx = sess.run([out, gx], {xs: x})
+    want, grad = x[5:], np.ones((1, 2))
+    for _ in range(5):
+        grad = grad * np.cos(want)
+        want = np.sin(want)
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    expected = np.zeros_like(x)
+    expected[5:] = grad
+    np.testing.assert_allclose(got_gx, expected, rtol=1e-12)
+
+
+def test_unknown_rank_gradient_error_names_the_op_and_line():
+    graph = gc.Graph()
+    with graph.as_default():
+        xs = gc.placeholder(gc.float64, [None, D])
+        n = gc.shape(xs)[0]
+        _, out = gc.while_loop(
+            lambda i, out: i < n,
+            lambda i, out: (i + 1, gc.concat([gc.tanh(out), xs[i:i + 1]], 0)),  # LINE
+            [0, gc.zeros([0, D], gc.float64)],
+            shape_invariants=[gc.TensorShape([]), gc.TensorShape(None)])
+        with pytest.raises(ValueError) as info:
+            gc.gradients(gc.reduce_sum(out), [xs])
+    import inspect
+    line = next(i for i, text in enumerate(inspect.getsource(
+        test_unknown_rank_gradient_error_names_the_op_and_line).splitlines()) if "# LINE" in text)
+    line += test_unknown_rank_gradient_error_names_the_op_and_line.__code__.co_firstlineno
+    assert "'Tanh'" in str(info.value) and str(line) in str(info.value)
