@@ -180,3 +180,30 @@ def test_unknown_rank_gradient_error_names_the_op_and_line():
         test_unknown_rank_gradient_error_names_the_op_and_line).splitlines()) if "# LINE" in text)
     line += test_unknown_rank_gradient_error_names_the_op_and_line.__code__.co_firstlineno
     assert "'Tanh'" in str(info.value) and str(line) in str(info.value)
+
+
+@pytest.mark.backends("compiled", "reference")
+def test_shape_change_the_invariants_hide_is_an_error_naming_the_op_and_line():
+    """A loop variable entering with an unknown dim (its invariant, [None, d], its
+    entering shape) that the body grows: the shape change shows only when the loop runs,
+    and the message says how to allow for it."""
+    graph = gc.Graph()
+    with graph.as_default():
+        xs = gc.placeholder(gc.float64, [None, D])
+        n = gc.shape(xs)[0]
+        _, out = gc.while_loop(
+            lambda i, out: i < n,
+            lambda i, out: (i + 1, gc.concat([gc.tanh(out), xs[i:i + 1]], 0)),  # LINE
+            [0, xs[:1]])
+        gx, = gc.gradients(gc.reduce_sum(out), [xs])
+        with gc.Session(graph=graph) as sess:
+            with pytest.raises(gc.errors.UnimplementedError) as info:
+                sess.run(gx, {xs: np.ones((3, D))})
+    import inspect
+    source = inspect.getsource(
+        test_shape_change_the_invariants_hide_is_an_error_naming_the_op_and_line)
+    line = next(i for i, text in enumerate(source.splitlines()) if "# LINE" in text)
+    line += test_shape_change_the_invariants_hide_is_an_error_naming_the_op_and_line.__code__\
+        .co_firstlineno
+    assert "'Tanh'" in str(info.value) and f", {line}," in str(info.value)
+    assert "shape_invariants" in str(info.value)

@@ -91,7 +91,10 @@ def _stacked(t, values):
         raise errors.KernelError(
             f"the gradient of this while_loop needs the value of {t.name} (op "
             f"'{t.op.type}', created at {t.op.location}) from every iteration, but its "
-            "shape changes between iterations: not supported yet",
+            "shape changes between iterations, which the shape invariants of the loop "
+            "variables do not allow for (one enters with unknown dims that the body "
+            "changes): give them shape_invariants looser than the shapes they enter with "
+            "(of known rank)",
             errors.UnimplementedError) from None
 
 
