@@ -18,7 +18,8 @@ def growing(x, out0, w):
     n = gc.shape(x)[0]
 
     def body(i, out):
-        return i + 1, gc.concat([gc.tanh(gc.matmul(out, w)), x[i:i + 1]], 0)
+        return i + 1, gc.concat([gc.tanh(gc.matmul(out, w)), gc.expand_dims(gc.gather(x, i), 0)],
+                                0)
     _, out = gc.while_loop(lambda i, out: i < n, body, [0, out0],
                            shape_invariants=[gc.TensorShape([]), gc.TensorShape([None, D])])
     return out
@@ -207,3 +208,136 @@ def test_shape_change_the_invariants_hide_is_an_error_naming_the_op_and_line():
         .co_firstlineno
     assert "'Tanh'" in str(info.value) and f", {line}," in str(info.value)
     assert "shape_invariants" in str(info.value)
+
+
+# ------------------------------------------------------------------- native CPU code
+def _run_growing(trips, dtype, rows0=2, seed=0):
+    """(sum(out * out), sum(out, 0), shape(out)) of `growing`, fetched: values of fixed
+    shape (out itself, sized only during the run, is no fetch of native code)."""
+    x, out0, w = _inputs(trips, rows0, dtype, seed)
+    graph = gc.Graph()
+    with graph.as_default():
+        xs = gc.placeholder(dtype, [None, D])
+        ws = gc.placeholder(dtype, [D, D])
+        out = growing(xs, gc.constant(out0), ws)
+        fetches = [gc.reduce_sum(out * out), gc.reduce_sum(out, 0), gc.shape(out)]
+        with gc.Session(graph=graph) as sess:
+            got = sess.run(fetches, {xs: x, ws: w})
+    want = np_growing(*(a.astype(np.float64) for a in (x, out0, w)))[-1]
+    return got, want
+
+
+@pytest.mark.backends("compiled")
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("trips", [0, 1, 7, 1023])
+def test_concat_growing_loop_compiles_natively(native, trips, dtype):
+    (sq, col, shape), want = _run_growing(trips, dtype)
+    tol = dict(rtol=1e-4, atol=1e-4) if dtype == np.float32 else dict(rtol=1e-11)
+    assert sq.dtype == dtype and col.dtype == dtype
+    np.testing.assert_allclose(sq, (want * want).sum(), **tol)
+    np.testing.assert_allclose(col, want.sum(0), **tol)
+    np.testing.assert_array_equal(shape, [2 + trips, D])
+
+
+@pytest.mark.backends("compiled")
+def test_loop_growing_along_its_second_axis_with_unknown_dims_compiles_natively(native):
+    """TF1's decoding loop: ids [batch, 0] gains a column per step (invariant [batch,
+    None]), its batch and step count fed."""
+    rng = np.random.default_rng(4)
+    for batch, steps in ((3, 5), (2, 0), (4, 1)):
+        table = rng.integers(0, 9, size=(steps, batch)).astype(np.int32)
+        graph = gc.Graph()
+        with graph.as_default():
+            tokens = gc.placeholder(gc.int32, [None, None])
+            b = gc.shape(tokens)[1]
+
+            def body(t, ids):
+                step = gc.expand_dims(gc.gather(tokens, t), 1) + gc.reduce_max(ids, 1,
+                                                                               keepdims=True)
+                return t + 1, gc.concat([ids, step], 1)
+            ids0 = gc.zeros(gc.stack([b, 1]), gc.int32)
+            _, ids = gc.while_loop(lambda t, ids: t < gc.shape(tokens)[0], body, [0, ids0],
+                                   shape_invariants=[gc.TensorShape([]),
+                                                     gc.TensorShape([None, None])])
+            fetches = [gc.reduce_sum(ids, 1), gc.reduce_max(ids, 1), gc.shape(ids)]
+            with gc.Session(graph=graph) as sess:
+                total, top, shape = sess.run(fetches, {tokens: table})
+        want = np.zeros((batch, 1), np.int64)
+        for row in table:
+            want = np.concatenate([want, (row + want.max(1))[:, None]], 1)
+        np.testing.assert_array_equal(total, want.sum(1))
+        np.testing.assert_array_equal(top, want.max(1))
+        np.testing.assert_array_equal(shape, [batch, steps + 1])
+
+
+@ALL_BACKENDS
+def test_fetching_the_grown_loop_variable_itself():
+    """The runtime sizes fetches before the run, so a fetched loop variable whose dims
+    changed comes from the loop run on the host (the rest stays native): the same
+    values."""
+    x, out0, w = _inputs(9, 1, np.float64, seed=8)
+    graph = gc.Graph()
+    with graph.as_default():
+        xs = gc.placeholder(gc.float64, [None, D])
+        out = growing(xs, gc.constant(out0), gc.constant(w))
+        with gc.Session(graph=graph) as sess:
+            got, total = sess.run([out, gc.reduce_sum(out)], {xs: x})
+    want = np_growing(x, out0, w)[-1]
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    np.testing.assert_allclose(total, want.sum(), rtol=1e-12)
+
+
+def _rss_bytes():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * 4096
+
+
+@pytest.mark.backends("compiled")
+def test_native_growing_loop_frees_its_buffers(native):
+    """Each run grows out to 300 x 256 float64 (600 kB, and the body's values of its
+    size): 200 runs leaking them would hold more than 100 MB."""
+    units, trips = 256, 300
+    graph = gc.Graph()
+    with graph.as_default():
+        xs = gc.placeholder(gc.float64, [None, units])
+        n = gc.shape(xs)[0]
+
+        def body(i, out):
+            return i + 1, gc.concat([out * 0.5, gc.expand_dims(gc.gather(xs, i), 0)], 0)
+        _, out = gc.while_loop(lambda i, out: i < n, body,
+                               [0, gc.zeros([0, units], gc.float64)],
+                               shape_invariants=[gc.TensorShape([]),
+                                                 gc.TensorShape([None, units])])
+        total = gc.reduce_sum(out)
+        x = np.ones((trips, units))
+        with gc.Session(graph=graph) as sess:
+            for _ in range(10):
+                sess.run(total, {xs: x})
+            before = _rss_bytes()
+            for _ in range(200):
+                got = sess.run(total, {xs: x})
+            after = _rss_bytes()
+    np.testing.assert_allclose(got, units * (2 - 0.5 ** (trips - 1)), rtol=1e-12)
+    assert after - before < 30 * 2 ** 20, f"RSS grew by {(after - before) / 2 ** 20:.1f} MiB"
+
+
+@pytest.mark.backends("compiled")
+def test_error_in_a_native_growing_loop_names_the_op_and_line(native):
+    graph = gc.Graph()
+    with graph.as_default():
+        xs = gc.placeholder(gc.float64, [None, D])
+        n = gc.shape(xs)[0]
+
+        def body(i, out):
+            row = gc.gather(xs, i + 1)  # LINE: past the last row in the last iteration
+            return i + 1, gc.concat([out, gc.expand_dims(row, 0)], 0)
+        _, out = gc.while_loop(lambda i, out: i < n, body, [0, gc.zeros([0, D], gc.float64)],
+                               shape_invariants=[gc.TensorShape([]), gc.TensorShape([None, D])])
+        with gc.Session(graph=graph) as sess:
+            with pytest.raises(gc.errors.InvalidArgumentError) as info:
+                sess.run(gc.reduce_sum(out), {xs: np.ones((4, D))})
+    import inspect
+    source = inspect.getsource(test_error_in_a_native_growing_loop_names_the_op_and_line)
+    line = next(i for i, text in enumerate(source.splitlines()) if "# LINE" in text)
+    line += test_error_in_a_native_growing_loop_names_the_op_and_line.__code__.co_firstlineno
+    assert "GatherV2" in str(info.value) and f"line {line}" in str(info.value)

@@ -274,6 +274,24 @@ def set_during_run(dim):
     return isinstance(dim, SymDim) and any(is_run_dim(s) for s in dim.symbols())
 
 
+# a loop variable's dim that changes between iterations, in the loop's bodies (compiler/
+# regions.py carried_symbol): its loop sets it before each call, so no guard checked
+# before the run can read it either
+CARRIED_DIM_SUFFIX = ":carried"
+
+
+def reads_carried_dims(dim):
+    """Whether a dim reads a loop variable's carried dim."""
+    return isinstance(dim, SymDim) and any(s.endswith(CARRIED_DIM_SUFFIX)
+                                           for s in dim.symbols())
+
+
+def unguardable(dim):
+    """Whether no guard checked before the run can decide on a dim (set during the run,
+    or carried by a loop)."""
+    return set_during_run(dim) or reads_carried_dims(dim)
+
+
 def _dimlike(x):
     return isinstance(x, (int, np.integer, SymDim))
 
