@@ -341,3 +341,22 @@ def test_error_in_a_native_growing_loop_names_the_op_and_line(native):
     line = next(i for i, text in enumerate(source.splitlines()) if "# LINE" in text)
     line += test_error_in_a_native_growing_loop_names_the_op_and_line.__code__.co_firstlineno
     assert "GatherV2" in str(info.value) and f"line {line}" in str(info.value)
+
+
+@pytest.mark.backends("compiled", "reference")
+def test_growing_loop_whose_rows_come_from_data_dependent_slices():
+    """x[i:i + 1] has dims native code cannot know before the body runs: the loop runs
+    on the host, its values right."""
+    x = np.random.default_rng(6).standard_normal((6, D))
+    graph = gc.Graph()
+    with graph.as_default():
+        xs = gc.placeholder(gc.float64, [None, D])
+        n = gc.shape(xs)[0]
+        _, out = gc.while_loop(
+            lambda i, out: i < n, lambda i, out: (i + 1, gc.concat([out * 2.0, xs[i:i + 1]], 0)),
+            [0, gc.zeros([0, D], gc.float64)],
+            shape_invariants=[gc.TensorShape([]), gc.TensorShape([None, D])])
+        with gc.Session(graph=graph) as sess:
+            got = sess.run(gc.reduce_sum(out, 0), {xs: x})
+    np.testing.assert_allclose(got, (x * 2.0 ** np.arange(5, -1, -1)[:, None]).sum(0),
+                               rtol=1e-12)

@@ -747,7 +747,10 @@ def _scalar_value(stand_in):
 
 
 def _identical(a, b):
-    """Whether two dims are the same int or expression (deciding nothing on hints)."""
+    """Whether two dims are the same int or expression (deciding nothing on hints); a
+    dim that depends on data (None) is no other."""
+    if a is None or b is None:
+        return False
     if isinstance(a, SymDim) or isinstance(b, SymDim):
         return isinstance(a, SymDim) and isinstance(b, SymDim) and a.to_json() == b.to_json()
     return int(a) == int(b)
