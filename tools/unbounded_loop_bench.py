@@ -8,7 +8,7 @@ runs until every example has finished, appending the cell's outputs to a dynamic
 TensorArray), a loss of the stacked outputs; "infer" steps run the loss, "train" steps
 the loss and SGD on the cell's weights. --trips is the longest sequence.
 --workload concat: a loop whose loop variable grows a row per iteration (`out =
-concat([out, tanh(x[i:i+1] @ W)], 0)` under the shape invariant [None, units], TF1's
+concat([out, tanh(x[i] @ W)], 0)` under the shape invariant [None, units], TF1's
 accumulation loop), a loss of out; "infer" steps run the loss, "train" steps the loss and
 SGD on W (the gradient keeps out's values ragged: ops/while_v2.py).
 
@@ -88,7 +88,8 @@ def build_concat(units, trips, training):
         n = gc.shape(x)[0]
 
         def body(i, out):
-            return i + 1, gc.concat([out, gc.tanh(gc.matmul(x[i:i + 1], w))], 0)
+            row = gc.expand_dims(gc.gather(x, i), 0)  # x[i:i+1]'s dims depend on data
+            return i + 1, gc.concat([out, gc.tanh(gc.matmul(row, w))], 0)
         out = gc.while_loop(lambda i, out: i < n, body, [0, gc.zeros([0, units])],
                             shape_invariants=[gc.TensorShape([]),
                                               gc.TensorShape([None, units])])[1]
