@@ -360,3 +360,24 @@ def test_growing_loop_whose_rows_come_from_data_dependent_slices():
             got = sess.run(gc.reduce_sum(out, 0), {xs: x})
     np.testing.assert_allclose(got, (x * 2.0 ** np.arange(5, -1, -1)[:, None]).sum(0),
                                rtol=1e-12)
+
+
+@pytest.mark.backends("compiled")
+@pytest.mark.parametrize("rows", [0, 1, 6])
+def test_loop_shrinking_its_rows_compiles_natively(native, rows):
+    """out <- sin(out[1:]) * 2 + out[:-1] ... until one row is left: slices of a carried
+    dim have sizes that need no guard (max(rows - 1, 0) whatever rows is)."""
+    x = np.arange(rows * 2.0).reshape(rows, 2) / 7
+    graph = gc.Graph()
+    with graph.as_default():
+        xs = gc.placeholder(gc.float64, [None, 2])
+        out = gc.while_loop(lambda out: gc.shape(out)[0] > 1,
+                            lambda out: [gc.sin(out[1:]) * 2.0 + out[:-1]], [xs],
+                            shape_invariants=[gc.TensorShape([None, 2])])
+        with gc.Session(graph=graph) as sess:
+            total, shape = sess.run([gc.reduce_sum(out, 0), gc.shape(out)], {xs: x})
+    want = x
+    while len(want) > 1:
+        want = np.sin(want[1:]) * 2.0 + want[:-1]
+    np.testing.assert_allclose(total, want.sum(0), rtol=1e-12)
+    np.testing.assert_array_equal(shape, want.shape)

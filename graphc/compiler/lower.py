@@ -373,7 +373,10 @@ class _Lowering:
             return self._lower_while(op, inputs, bodies)
         return self._lower_if(op, inputs, bodies)
 
-    def _lower_while(self, op, inputs, bodies):
+    def _lower_while(self, op, inputs, bodies, unannounced=None):
+        """unannounced: {loop variable: axes} the body changes although the shape
+        invariant is the shape the variable enters with (TF1 allows it along an unknown
+        dim): carried too, found by a first lowering that did not carry them."""
         n = op.attrs["num_loop_vars"]
         n_cond = len(bodies["cond"].inputs) - n
         loop_vars = inputs[:n]
@@ -385,8 +388,10 @@ class _Lowering:
                                     f"'{run_dim_loop(late[0].to_json())}' has run: a loop's "
                                     "buffers are sized before the run")
         n_body = len(bodies["body"].inputs) - n
+        guards_before = len(self.region_guards)
         var_dims = self._carried_dims(op, bodies["body"],
-                                      loop_vars + inputs[n + n_cond:n + n_cond + n_body])
+                                      loop_vars + inputs[n + n_cond:n + n_cond + n_body],
+                                      unannounced or {})
         cond_lowering = self._body_lowering(op, bodies["cond"],
                                             loop_vars + inputs[n:n + n_cond], dims=var_dims)
         cond = self._lower_body(op, bodies["cond"], lowering=cond_lowering)
@@ -403,6 +408,10 @@ class _Lowering:
         pred = cond.outputs[0]
         if pred.dtype != dtypes.bool or pred.dims != ():
             raise LoweringError(f"the cond of {op.describe()} gives {pred} for its predicate")
+        changing = _unannounced_changes(op, var_dims, body.outputs)
+        if changing and unannounced is None:
+            del self.region_guards[guards_before:]  # those of the lowering thrown away
+            return self._lower_while(op, inputs, bodies, changing)
         for i, (dims, out) in enumerate(zip(var_dims, body.outputs)):
             if not _same_dims(_uncarried(dims), _uncarried(out.dims)):
                 raise LoweringError(
@@ -419,7 +428,7 @@ class _Lowering:
         return {"cond": cond, "body": body}, \
             [_leaving_dims(op.name, i, dims) for i, dims in enumerate(var_dims)] + [()] + stacks
 
-    def _carried_dims(self, op, body_graph, body_inputs):
+    def _carried_dims(self, op, body_graph, body_inputs, unannounced):
         """The dims of each loop variable in the While's bodies: those that change in
         its first iteration among those its shape invariant leaves unknown
         (regions.loose_axes) a carried_symbol each, which the loop's kernel sets before
@@ -429,12 +438,13 @@ class _Lowering:
         n = op.attrs["num_loop_vars"]
         loop_vars = body_inputs[:n]
         loose = loose_axes(op)
-        if not loose:
-            return [v.dims for v in loop_vars]
-        first = self._body_lowering(op, body_graph, body_inputs).module.outputs[:n]
-        changed = {i: [axis for axis in axes
-                       if not _identical(loop_vars[i].dims[axis], first[i].dims[axis])]
-                   for i, axes in loose.items()}
+        changed = dict(unannounced)
+        if loose:
+            first = self._body_lowering(op, body_graph, body_inputs).module.outputs[:n]
+            for i, axes in loose.items():
+                changed[i] = sorted(set(changed.get(i, ())) | {
+                    axis for axis in axes
+                    if not _identical(loop_vars[i].dims[axis], first[i].dims[axis])})
         if not any(changed.values()):
             return [v.dims for v in loop_vars]
         if self.enclosing is not None:
@@ -744,6 +754,26 @@ def _scalar_value(stand_in):
     if value is None or np.ndim(value) != 0:
         return None
     return value.item() if isinstance(value, np.ndarray) else value
+
+
+def _unannounced_changes(op, var_dims, outputs):
+    """{loop variable: axes} whose dims the body changes (outputs: its module's) where
+    the shape invariant leaves them unknown, not carried yet; {} where another dim
+    changes too (no carrying makes that loop native)."""
+    out = {}
+    for i, (dims, invariant) in enumerate(zip(var_dims, op.attrs["output_shapes"])):
+        if i >= len(outputs) or outputs[i].dims is None or len(outputs[i].dims) != len(dims):
+            return {}
+        axes = [axis for axis, (d, o) in enumerate(zip(dims, outputs[i].dims))
+                if not reads_carried_dims(d) and not _identical(d, o)]
+        if not axes:
+            continue
+        unknown = invariant.as_list() if invariant.ndims is not None else None
+        if unknown is None or any(unknown[axis] is not None for axis in axes) or \
+                outputs[i].node.type.startswith("TensorArray"):
+            return {}
+        out[i] = axes
+    return out
 
 
 def _identical(a, b):

@@ -414,7 +414,14 @@ def check_guards(guards, env):
 
 def slice_size(begin, end, stride, dim):
     """len(range(*slice(begin, end, stride).indices(dim))) for an int or SymDim `dim`
-    (begin/end ints or None): Python's clamping, decided on hints where dim is symbolic."""
+    (begin/end ints or None): Python's clamping, decided on hints where dim is symbolic
+    but where no guard can decide on it (unguardable: a loop variable's carried dim, out[1:]
+    shrinking it), for a forward slice from a start >= 0 to the end or to a stop
+    counted from it: max(dim + stop - start, 0) whatever dim is."""
+    if stride > 0 and unguardable(dim) and (begin is None or begin >= 0) and \
+            (end is None or end < 0):
+        rows = (dim + (end or 0) - (begin or 0)).maximum(0)
+        return rows if stride == 1 else (rows + stride - 1) // stride
     if stride > 0:
         start = 0 if begin is None else _clamp_index(begin, dim, 0, dim)
         stop = dim if end is None else _clamp_index(end, dim, 0, dim)
