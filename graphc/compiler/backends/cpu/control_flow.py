@@ -21,7 +21,12 @@ kernel calls those entries:
     arrays a loop appends to (regions.appended_arrays) are such stacks too: the body's
     element is its saved value. At the end the current buffers are copied to the node's
     outputs, and the rows past the trip count of the stacks a product after the loop
-    reads (regions.zeroed_past_trips) are zeroed.
+    reads (regions.zeroed_past_trips) are zeroed. A loop variable whose dims change
+    between iterations (regions.carried_axes) has its dims in syms slots, set from the
+    dims it enters with and, after each body call, from the body's output dims; its two
+    buffers, and the arena of a body whose size reads those dims, are the kernel's own
+    on the heap (_LoopHeap); its value after the loop goes to the rows of its header
+    (the entry's heap value), its dims to the run dims readers after the loop use.
   If: the predicate picks one branch entry, which writes the node's outputs and its own
     intermediates saved for the gradient; the other branch's saved ones are zeroed.
 
@@ -454,10 +459,13 @@ class _LoopHeap:
             self.slots[what] = (raw, room)
 
     def aligned(self, what):
+        """The buffer's first 64-byte boundary (a gep from what malloc gave: a loaded
+        file's code may not make pointers of integers, runtime/verify.py)."""
         b = self.emit.b
-        raw = b.ptrtoint(b.load(self.slots[what][0], typ=PTR), I64)
-        aligned = b.and_(b.add(raw, ir.Constant(I64, _ALIGN - 1)), ir.Constant(I64, -_ALIGN))
-        return b.inttoptr(aligned, PTR)
+        raw = b.load(self.slots[what][0], typ=PTR)
+        address = b.ptrtoint(raw, I64)
+        skip = b.and_(b.sub(ir.Constant(I64, 0), address), ir.Constant(I64, _ALIGN - 1))
+        return b.gep(raw, [skip], source_etype=I8)
 
     def ensure(self, what, nbytes):
         """The buffer `what` with room for nbytes (its old contents not kept)."""
