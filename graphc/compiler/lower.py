@@ -392,19 +392,27 @@ class _Lowering:
         var_dims = self._carried_dims(op, bodies["body"],
                                       loop_vars + inputs[n + n_cond:n + n_cond + n_body],
                                       unannounced or {})
-        cond_lowering = self._body_lowering(op, bodies["cond"],
-                                            loop_vars + inputs[n:n + n_cond], dims=var_dims)
-        cond = self._lower_body(op, bodies["cond"], lowering=cond_lowering)
-        rows = self._stack_rows(op, cond_lowering)
-        saved = [bodies["body"].get_tensor_by_name(name) for name in op.attrs["saved"]]
-        appended = appended_arrays(op)
-        outputs = list(bodies["body"].outputs)
-        for jv, (jw, _) in appended.items():  # no loop variables: stacks (regions.py)
-            outputs[jv], outputs[jw] = bodies["body"].inputs[jv], bodies["body"].inputs[jw]
-        elements = [scatter.inputs[3] for _, scatter in appended.values()]
-        body = self._lower_body(op, bodies["body"],
-                                loop_vars + inputs[n + n_cond:n + n_cond + n_body],
-                                saved + elements, outputs=outputs, dims=var_dims)
+        try:
+            cond_lowering = self._body_lowering(op, bodies["cond"],
+                                                loop_vars + inputs[n:n + n_cond], dims=var_dims)
+            cond = self._lower_body(op, bodies["cond"], lowering=cond_lowering)
+            rows = self._stack_rows(op, cond_lowering)
+            saved = [bodies["body"].get_tensor_by_name(name) for name in op.attrs["saved"]]
+            appended = appended_arrays(op)
+            outputs = list(bodies["body"].outputs)
+            for jv, (jw, _) in appended.items():  # no loop variables: stacks (regions.py)
+                outputs[jv], outputs[jw] = bodies["body"].inputs[jv], bodies["body"].inputs[jw]
+            elements = [scatter.inputs[3] for _, scatter in appended.values()]
+            body = self._lower_body(op, bodies["body"],
+                                    loop_vars + inputs[n + n_cond:n + n_cond + n_body],
+                                    saved + elements, outputs=outputs, dims=var_dims)
+        except (errors.OpError, ValueError) as e:
+            if var_dims == [v.dims for v in loop_vars]:
+                raise
+            # inference decided on a carried dim's hint (a reshape to a fixed size): the
+            # error is the hint's, not the graph's; the host runs the loop on its values
+            raise LoweringError(f"the bodies of {op.describe()} cannot be compiled with its "
+                                f"loop variables' dims carried ({e})") from None
         pred = cond.outputs[0]
         if pred.dtype != dtypes.bool or pred.dims != ():
             raise LoweringError(f"the cond of {op.describe()} gives {pred} for its predicate")
@@ -764,8 +772,10 @@ def _unannounced_changes(op, var_dims, outputs):
     for i, (dims, invariant) in enumerate(zip(var_dims, op.attrs["output_shapes"])):
         if i >= len(outputs) or outputs[i].dims is None or len(outputs[i].dims) != len(dims):
             return {}
+        # equal for the sizes compiled is the same (a guard then keeps it so), as for
+        # _same_dims
         axes = [axis for axis, (d, o) in enumerate(zip(dims, outputs[i].dims))
-                if not reads_carried_dims(d) and not _identical(d, o)]
+                if not reads_carried_dims(d) and (o is None or not bool(d == o))]
         if not axes:
             continue
         unknown = invariant.as_list() if invariant.ndims is not None else None
