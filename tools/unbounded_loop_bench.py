@@ -7,9 +7,14 @@ in process CPU seconds and wall seconds.
 runs until every example has finished, appending the cell's outputs to a dynamic_size
 TensorArray), a loss of the stacked outputs; "infer" steps run the loss, "train" steps
 the loss and SGD on the cell's weights. --trips is the longest sequence.
+--workload concat: a loop whose loop variable grows a row per iteration (`out =
+concat([out, tanh(x[i] @ W)], 0)` under the shape invariant [None, units], TF1's
+accumulation loop), a loss of out; "infer" steps run the loss, "train" steps the loss and
+SGD on W (the gradient keeps out's values ragged: ops/while_v2.py).
 
     python tools/unbounded_loop_bench.py [--workload tanh|raw_rnn] [--trips 64 512]
         [--units 64] [--repeat 15]
+    python tools/unbounded_loop_bench.py --workload concat --trips 512
 
 Run it in a tree before the change and after, in the same minute, to compare (the
 process CPU seconds are what a loaded machine disturbs least)."""
@@ -73,6 +78,28 @@ def build_raw_rnn(units, trips, training):
     return g, feed, loss, train, init
 
 
+def build_concat(units, trips, training):
+    """(graph, feed, loss, train, init) of the concat-growing loop over `trips` rows."""
+    g = gc.Graph()
+    with g.as_default():
+        gc.set_random_seed(0)
+        x = gc.placeholder(gc.float32, [None, units])
+        w = gc.Variable(gc.random_normal([units, units], stddev=1.0 / np.sqrt(units)))
+        n = gc.shape(x)[0]
+
+        def body(i, out):
+            row = gc.expand_dims(gc.gather(x, i), 0)  # x[i:i+1]'s dims depend on data
+            return i + 1, gc.concat([out, gc.tanh(gc.matmul(row, w))], 0)
+        out = gc.while_loop(lambda i, out: i < n, body, [0, gc.zeros([0, units])],
+                            shape_invariants=[gc.TensorShape([]),
+                                              gc.TensorShape([None, units])])[1]
+        loss = gc.reduce_mean(out * out)
+        train = gc.train.GradientDescentOptimizer(0.1).minimize(loss) if training else None
+        init = gc.global_variables_initializer()
+    feed = {x: np.random.default_rng(0).standard_normal((trips, units)).astype(np.float32)}
+    return g, feed, loss, train, init
+
+
 def timed(fn):
     cpu, wall = time.process_time(), time.perf_counter()
     fn()
@@ -84,15 +111,17 @@ def main():
     parser.add_argument("--trips", type=int, nargs="+", default=[64, 512])
     parser.add_argument("--units", type=int, default=64)
     parser.add_argument("--repeat", type=int, default=15)
-    parser.add_argument("--workload", choices=["tanh", "raw_rnn"], default="tanh")
+    parser.add_argument("--workload", choices=["tanh", "raw_rnn", "concat"], default="tanh")
     args = parser.parse_args()
-    if args.workload == "raw_rnn":
+    builders = {"raw_rnn": build_raw_rnn, "concat": build_concat}
+    if args.workload in builders:
         for trips in args.trips:
             for kind in ("infer", "train"):
-                g, feed, loss, train, init = build_raw_rnn(args.units, trips, kind == "train")
+                g, feed, loss, train, init = builders[args.workload](args.units, trips,
+                                                                     kind == "train")
                 fetches = [loss] if kind == "infer" else [loss, train]
-                report(f"raw_rnn {kind} trips {trips:5d} units {args.units}", g, init,
-                       fetches, feed, args.repeat)
+                report(f"{args.workload} {kind} trips {trips:5d} units {args.units}", g,
+                       init, fetches, feed, args.repeat)
         return
     for trips in args.trips:
         g, h0, limit, loss, train, init = build(args.units)

@@ -44,7 +44,8 @@ from graphc.compiler.ir import PARAMETER, STATE_VARIABLE, Module, Value, normali
 from graphc.compiler.schedule.kernel import dims_equal
 from graphc.framework.graph import Tensor
 from graphc.compiler.regions import GROWABLE_FIRST_ROWS, REGION_BODIES, appended_arrays, \
-    bodies_of, growable, run_dim_loop, set_during_run, trip_bound, trips_symbol
+    bodies_of, carried_symbol, growable, leaving_symbol, loose_axes, reads_carried_dims, \
+    run_dim_loop, set_during_run, trip_bound, trips_symbol
 from graphc.framework.op_def import RANDOM_OP_TYPES, READING_UPDATE_OPS, ref_input_indices
 from graphc.framework.random_state import random_state_name
 from graphc.framework.static_value import constant_value
@@ -204,17 +205,20 @@ class _Lowering:
         stacks, regions.py) the runtime would need before the run: a fetched stack (the
         runtime sizes fetches before the run) or a guard on it (checked before the run)."""
         for v in self.module.outputs:
-            if growable(v):  # a stack, an appended array, or a value computed of them
-                loop = run_dim_loop(v.dims[0].to_json())
-                raise RegionOnHost(f"'{loop}' keeps values for its gradient or appends to "
-                                   f"arrays whose rows leave the native stage (in "
-                                   f"{v.node.describe()}): it runs on the host", loop)
+            if growable(v):  # a stack, an appended array, a loop variable whose dims
+                # changed, or a value computed of them
+                loop = next(run_dim_loop(d.to_json()) for d in v.dims if set_during_run(d))
+                raise RegionOnHost(f"'{loop}' keeps values for its gradient, appends to "
+                                   f"arrays or changes the dims of loop variables whose "
+                                   f"sizes leave the native stage (in {v.node.describe()}; "
+                                   "the runtime sizes what it returns before the run): it "
+                                   "runs on the host", loop)
         for lhs, _, rhs, _ in self.module.guards:
             loop = run_dim_loop(lhs) or run_dim_loop(rhs)
             if loop is not None:
-                raise RegionOnHost(f"the sizes of this run are decided by the trip count of "
-                                   f"'{loop}', known only during it: it runs on the host",
-                                   loop)
+                raise RegionOnHost(f"the sizes of this run are decided by a dim that "
+                                   f"'{loop}' sets during the run (its trip count or a loop "
+                                   "variable's): it runs on the host", loop)
 
     def _lower_random_state(self, op, node):
         """A random op's key and run count live in the Session state next to the variables
@@ -371,7 +375,10 @@ class _Lowering:
             return self._lower_while(op, inputs, bodies)
         return self._lower_if(op, inputs, bodies)
 
-    def _lower_while(self, op, inputs, bodies):
+    def _lower_while(self, op, inputs, bodies, unannounced=None):
+        """unannounced: {loop variable: axes} the body changes although the shape
+        invariant is the shape the variable enters with (TF1 allows it along an unknown
+        dim): carried too, found by a first lowering that did not carry them."""
         n = op.attrs["num_loop_vars"]
         n_cond = len(bodies["cond"].inputs) - n
         loop_vars = inputs[:n]
@@ -382,34 +389,89 @@ class _Lowering:
                                     f"{v.dims}, known only once "
                                     f"'{run_dim_loop(late[0].to_json())}' has run: a loop's "
                                     "buffers are sized before the run")
-        cond_lowering = self._body_lowering(op, bodies["cond"],
-                                            loop_vars + inputs[n:n + n_cond])
-        cond = self._lower_body(op, bodies["cond"], lowering=cond_lowering)
         n_body = len(bodies["body"].inputs) - n
-        rows = self._stack_rows(op, cond_lowering)
-        saved = [bodies["body"].get_tensor_by_name(name) for name in op.attrs["saved"]]
-        appended = appended_arrays(op)
-        outputs = list(bodies["body"].outputs)
-        for jv, (jw, _) in appended.items():  # no loop variables: stacks (regions.py)
-            outputs[jv], outputs[jw] = bodies["body"].inputs[jv], bodies["body"].inputs[jw]
-        elements = [scatter.inputs[3] for _, scatter in appended.values()]
-        body = self._lower_body(op, bodies["body"],
-                                loop_vars + inputs[n + n_cond:n + n_cond + n_body],
-                                saved + elements, outputs=outputs)
+        guards_before = len(self.region_guards)
+        var_dims = self._carried_dims(op, bodies["body"],
+                                      loop_vars + inputs[n + n_cond:n + n_cond + n_body],
+                                      unannounced or {})
+        try:
+            cond_lowering = self._body_lowering(op, bodies["cond"],
+                                                loop_vars + inputs[n:n + n_cond], dims=var_dims)
+            cond = self._lower_body(op, bodies["cond"], lowering=cond_lowering)
+            rows = self._stack_rows(op, cond_lowering)
+            saved = [bodies["body"].get_tensor_by_name(name) for name in op.attrs["saved"]]
+            appended = appended_arrays(op)
+            outputs = list(bodies["body"].outputs)
+            for jv, (jw, _) in appended.items():  # no loop variables: stacks (regions.py)
+                outputs[jv], outputs[jw] = bodies["body"].inputs[jv], bodies["body"].inputs[jw]
+            elements = [scatter.inputs[3] for _, scatter in appended.values()]
+            body = self._lower_body(op, bodies["body"],
+                                    loop_vars + inputs[n + n_cond:n + n_cond + n_body],
+                                    saved + elements, outputs=outputs, dims=var_dims)
+        except (errors.OpError, ValueError) as e:
+            if var_dims == [v.dims for v in loop_vars]:
+                raise
+            # inference decided on a carried dim's hint (a reshape to a fixed size): the
+            # error is the hint's, not the graph's; the host runs the loop on its values
+            raise LoweringError(f"the bodies of {op.describe()} cannot be compiled with its "
+                                f"loop variables' dims carried ({e})") from None
         pred = cond.outputs[0]
         if pred.dtype != dtypes.bool or pred.dims != ():
             raise LoweringError(f"the cond of {op.describe()} gives {pred} for its predicate")
-        for i, (v, out) in enumerate(zip(loop_vars, body.outputs)):
-            if not _same_dims(v.dims, out.dims):
+        changing = _unannounced_changes(op, var_dims, body.outputs)
+        if changing and unannounced is None:
+            del self.region_guards[guards_before:]  # those of the lowering thrown away
+            return self._lower_while(op, inputs, bodies, changing)
+        for i, (dims, out) in enumerate(zip(var_dims, body.outputs)):
+            if not _same_dims(_uncarried(dims), _uncarried(out.dims)):
                 raise LoweringError(
-                    f"loop variable {i} of {op.describe()} enters with dims {v.dims} and "
+                    f"loop variable {i} of {op.describe()} enters with dims {dims} and "
                     f"leaves the body with dims {out.dims}: a loop variable whose shape "
-                    "changes runs on the host")
+                    "changes without a shape invariant allowing it runs on the host")
         stacks = [(rows,) + tuple(v.dims) for v in body.outputs[n:n + len(saved)]]
         if appended:
             trips = self._growable_rows(op)
             stacks += [(trips,) + tuple(v.dims[1:]) for v in body.outputs[n + len(saved):]]
-        return {"cond": cond, "body": body}, [v.dims for v in loop_vars] + [()] + stacks
+        if any(reads_carried_dims(d) for dims in stacks for d in dims):
+            raise LoweringError(f"{op.describe()} keeps values whose dims change between "
+                                "iterations for its gradient: it runs on the host")
+        return {"cond": cond, "body": body}, \
+            [_leaving_dims(op.name, i, dims) for i, dims in enumerate(var_dims)] + [()] + stacks
+
+    def _carried_dims(self, op, body_graph, body_inputs, unannounced):
+        """The dims of each loop variable in the While's bodies: those that change in
+        its first iteration among those its shape invariant leaves unknown
+        (regions.loose_axes) a carried_symbol each, which the loop's kernel sets before
+        each call (the body lowered on them must give the others unchanged). Not in a
+        body: the values after such a loop live on the heap, which the module's entry
+        owns."""
+        n = op.attrs["num_loop_vars"]
+        loop_vars = body_inputs[:n]
+        loose = loose_axes(op)
+        changed = dict(unannounced)
+        if loose:
+            first = self._body_lowering(op, body_graph, body_inputs).module.outputs[:n]
+            for i, axes in loose.items():
+                changed[i] = sorted(set(changed.get(i, ())) | {
+                    axis for axis in axes
+                    if not _identical(loop_vars[i].dims[axis], first[i].dims[axis])})
+        if not any(changed.values()):
+            return [v.dims for v in loop_vars]
+        if self.enclosing is not None:
+            raise LoweringError(f"{op.describe()} has loop variables whose dims change, in a "
+                                "loop or branch: it runs on the host")
+        out = []
+        for i, v in enumerate(loop_vars):
+            dims = list(v.dims)
+            for axis in changed.get(i, ()):
+                name = carried_symbol(op.name, i, axis)
+                for symbol in (name, leaving_symbol(op.name, i, axis)):
+                    if symbol not in self.module.run_dims:
+                        self.module.run_dims.append(symbol)
+                # a hint past 0 and 1: no decision of inference specializes on it
+                dims[axis] = SymDim.symbol(name, GROWABLE_FIRST_ROWS)
+            out.append(tuple(dims))
+        return out
 
     def _arrays_after_loop(self, op, node, jv, jw, stack):
         """The flows of an array the While appended to (regions.appended_arrays) after
@@ -477,13 +539,13 @@ class _Lowering:
         return branches, dims
 
     def _lower_body(self, op, fgraph, values=None, extra_fetches=(), lowering=None,
-                    outputs=None):
+                    outputs=None, dims=None):
         """The module of body `fgraph` reading `values` (this module's) and giving its
         outputs (or `outputs`, its tensors in their place) then `extra_fetches` (its
         tensors), its variables declared here too; lowering: the body's _body_lowering
         when made already."""
         if lowering is None:
-            lowering = self._body_lowering(op, fgraph, values, extra_fetches, outputs)
+            lowering = self._body_lowering(op, fgraph, values, extra_fetches, outputs, dims)
         body = lowering.module
         dynamic = body.dynamic_values()
         if dynamic:
@@ -495,15 +557,18 @@ class _Lowering:
         self.region_guards.extend(body.guards)
         return body
 
-    def _body_lowering(self, op, fgraph, values, extra_fetches=(), outputs=None):
-        """The _Lowering of body `fgraph` (see _lower_body)."""
+    def _body_lowering(self, op, fgraph, values, extra_fetches=(), outputs=None, dims=None):
+        """The _Lowering of body `fgraph` (see _lower_body); dims: those of its first
+        inputs where they are not their values' (a While's carried dims)."""
         if len(values) != len(fgraph.inputs) or any(not isinstance(v, Value) for v in values):
             raise LoweringError(f"the inputs of {op.describe()} do not match its body "
                                 f"'{fgraph.name}'")
         name = f"{self.module.name}_{fgraph.name}"
         outputs = list(fgraph.outputs if outputs is None else outputs)
+        shapes = [v.dims for v in values]
+        shapes[:len(dims or ())] = dims or ()
         return _Lowering(list(fgraph.inputs), outputs + list(extra_fetches), [],
-                         [v.dims for v in values], "".join(c if c.isalnum() else "_"
+                         shapes, "".join(c if c.isalnum() else "_"
                                                            for c in name),
                          variable_shapes=self.variable_shapes, enclosing=self)
 
@@ -699,6 +764,53 @@ def _scalar_value(stand_in):
     if value is None or np.ndim(value) != 0:
         return None
     return value.item() if isinstance(value, np.ndarray) else value
+
+
+def _unannounced_changes(op, var_dims, outputs):
+    """{loop variable: axes} whose dims the body changes (outputs: its module's) where
+    the shape invariant leaves them unknown, not carried yet; {} where another dim
+    changes too (no carrying makes that loop native)."""
+    out = {}
+    for i, (dims, invariant) in enumerate(zip(var_dims, op.attrs["output_shapes"])):
+        if i >= len(outputs) or outputs[i].dims is None or len(outputs[i].dims) != len(dims):
+            return {}
+        # equal for the sizes compiled is the same (a guard then keeps it so), as for
+        # _same_dims
+        axes = [axis for axis, (d, o) in enumerate(zip(dims, outputs[i].dims))
+                if not reads_carried_dims(d) and (o is None or not bool(d == o))]
+        if not axes:
+            continue
+        unknown = invariant.as_list() if invariant.ndims is not None else None
+        if unknown is None or any(unknown[axis] is not None for axis in axes) or \
+                outputs[i].node.type.startswith("TensorArray"):
+            return {}
+        out[i] = axes
+    return out
+
+
+def _identical(a, b):
+    """Whether two dims are the same int or expression (deciding nothing on hints); a
+    dim that depends on data (None) is no other."""
+    if a is None or b is None:
+        return False
+    if isinstance(a, SymDim) or isinstance(b, SymDim):
+        return isinstance(a, SymDim) and isinstance(b, SymDim) and a.to_json() == b.to_json()
+    return int(a) == int(b)
+
+
+def _uncarried(dims):
+    """dims with those a loop carries (regions.carried_symbol) left out of a comparison."""
+    return tuple(None if reads_carried_dims(d) else d for d in dims)
+
+
+def _leaving_dims(while_name, i, dims):
+    """A loop variable's dims after the loop: its carried dims the leaving_symbols."""
+    out = []
+    for axis, d in enumerate(dims):
+        if reads_carried_dims(d):
+            d = SymDim.symbol(leaving_symbol(while_name, i, axis), GROWABLE_FIRST_ROWS)
+        out.append(d)
+    return tuple(out)
 
 
 def _same_dims(a, b):

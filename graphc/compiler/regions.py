@@ -52,8 +52,22 @@ What stays on the host (between native stages, bodies on the reference executor)
     readers are backward loops (captured inputs), which pass the heap pointer to their
     bodies. An If's saved intermediates compile: the taken branch writes its own, the
     kernel zeros the other's;
-  - a loop variable whose shape invariant is looser than the shape it enters with (its
-    shape may change between iterations: a buffer of one size cannot hold it).
+  - a loop variable whose shape changes between iterations (a shape invariant looser
+    than the shape it enters with: `out = concat([out, x_t], 0)`) where the loop keeps
+    values for a gradient (those of a changing shape are ragged, ops/while_v2.py: no
+    native stack holds them), where the loop is in a body, or where such a variable
+    (or a value computed of it) leaves the native stage (a fetch: the runtime sizes it
+    before the run). Elsewhere it compiles: each of its dims that the body changes
+    (loose_axes, those whose first iteration changes them) is a symbol of the bodies
+    (carried_symbol, a syms slot beside the trip counts) that the loop's kernel sets
+    before the cond and the body run, computing the next value from the body's output
+    dims; the body's kernels read it as they read a feed's dim. Its two buffers, and the
+    arenas of bodies whose sizes read it, are the kernel's, on the heap, made bigger as
+    an iteration needs and freed when the kernel returns (backends/cpu/control_flow.py).
+    After the loop the dim is a run dim (leaving_symbol), and the variable a value on
+    the heap read through a header, as a growable stack is (backends/cpu/entry.py frees
+    it). No guard may decide on such a dim (framework/symbolic.py unguardable): one
+    sends the loop to the host. The GPU target runs these loops on the host.
 A random op in a body compiles: its state (key and run counter, graphc/framework/
 random_state.py) is that of the body's op, which the stage creates as it does its own ops'
 (random_ops_within), and the body's kernel counts a run per call, so iteration k of a
@@ -70,7 +84,8 @@ from graphc import errors
 from graphc.framework.func_graph import function_of
 from graphc.framework.op_def import RANDOM_OP_TYPES, ROW_WRITE_OPS, UPDATE_OPS
 from graphc.framework.static_value import constant_value
-from graphc.framework.symbolic import RUN_DIM_SUFFIX, is_run_dim, set_during_run  # noqa: F401
+from graphc.framework.symbolic import CARRIED_DIM_SUFFIX, RUN_DIM_SUFFIX, SymDim, \
+    reads_carried_dims, set_during_run  # noqa: F401
 
 # op type -> (attr naming each body, the key of its region module)
 REGION_BODIES = {"While": (("cond", "cond"), ("body", "body")),
@@ -206,6 +221,31 @@ def _unbounded_stacks(op):
 # stacks whose rows are a loop's trip count, known only during the run (module docstring)
 GROWABLE_HEADER_BYTES = 16  # the heap pointer, then the rows it has room for (i64)
 GROWABLE_FIRST_ROWS = 16
+
+
+# a loop variable's dim that changes between iterations (a looser shape invariant: a
+# concat growing it): in the loop's bodies a symbol the loop's kernel sets before each
+# call (carried_symbol, read from syms as a feed's dim is), after the loop a dim set
+# during the run (leaving_symbol), read by the kernels after it from the heap as a
+# growable stack's rows are
+def carried_symbol(while_name, var, axis):
+    """The dim `axis` of loop variable `var` inside the bodies of While `while_name`."""
+    return f"{while_name}:var{var}.{axis}{CARRIED_DIM_SUFFIX}"
+
+
+def leaving_symbol(while_name, var, axis):
+    """The dim `axis` of loop variable `var` after While `while_name`, a run dim."""
+    return f"{while_name}:var{var}.{axis}{RUN_DIM_SUFFIX}"
+
+
+def carried_axes(node):
+    """[(loop variable, axis)] of the dims of a While node's loop variables that change
+    between iterations (its outputs' dims there are leaving_symbols)."""
+    n = node.attrs["num_loop_vars"]
+    return [(i, axis) for i, v in enumerate(node.outputs[:n]) for axis, d in enumerate(v.dims)
+            if isinstance(d, SymDim) and d.symbols() == {leaving_symbol(node.name, i, axis)}]
+
+
 def trips_symbol(while_name):
     """The name of the dim that is the trip count of While `while_name`, set during the
     run by its kernel: the rows of its growable stacks."""
@@ -220,8 +260,9 @@ def run_dim_loop(expr):
     for _, mono in expr:
         for atom, _ in mono:
             if isinstance(atom, str):
-                if is_run_dim(atom):
-                    return atom[:-len(RUN_DIM_SUFFIX)]
+                for suffix in (RUN_DIM_SUFFIX, CARRIED_DIM_SUFFIX):
+                    if atom.endswith(suffix):  # a trip count's, or a loop variable's dim
+                        return atom[:-len(suffix)].rsplit(":var", 1)[0]
                 continue
             found = run_dim_loop(atom[1]) or run_dim_loop(atom[2])
             if found:
@@ -230,14 +271,18 @@ def run_dim_loop(expr):
 
 
 def growable(value):
-    """Whether an IR value is a stack growing during the run (its rows a trips_symbol)."""
-    return bool(value.dims) and set_during_run(value.dims[0])
+    """Whether an IR value lives on the heap, its dims known only during the run: a stack
+    growing during the run (its rows a trips_symbol), a loop variable whose dims changed
+    in the loop (leaving_symbol), or a value computed of them."""
+    return any(set_during_run(d) for d in value.dims)
 
 
 def _invariants_exact(op):
-    """Each loop variable's shape invariant is the shape it enters the loop with, but for
-    a TensorArray's flows (their invariant leaves the rows unknown, and a native array's
-    rows never change)."""
+    """Each loop variable's shape invariant is of known rank, and the shape it enters the
+    loop with but for a TensorArray's flows (their invariant leaves the rows unknown, and
+    a native array's rows never change) and for a tensor whose dims may change (lowering
+    carries them, carried_symbol) unless the loop keeps its values ragged for a gradient
+    (ops/while_v2.py: no native stack holds those)."""
     n = op.attrs["num_loop_vars"]
     outputs = function_of(op, "body").outputs
     for t, invariant, out in zip(op.inputs[:n], op.attrs["output_shapes"][:n], outputs):
@@ -245,9 +290,26 @@ def _invariants_exact(op):
             return False
         if t.shape.as_list() != invariant.as_list() and not (
                 out.op.type == "TensorArrayScatterV3" and
-                t.shape.as_list()[1:] == invariant.as_list()[1:]):
+                t.shape.as_list()[1:] == invariant.as_list()[1:]) and (
+                op.attrs.get("ragged_saved") or out.op.type.startswith("TensorArray")):
             return False
     return True
+
+
+def loose_axes(op):
+    """{loop variable: [axes]} of a While's loop variables (tensors, not TensorArray
+    flows) whose shape invariant is looser than the shape they enter with: the axes the
+    invariant leaves unknown, whose dims may change between iterations."""
+    n = op.attrs["num_loop_vars"]
+    outputs = function_of(op, "body").outputs
+    out = {}
+    for i, (t, invariant) in enumerate(zip(op.inputs[:n], op.attrs["output_shapes"][:n])):
+        if t.shape.ndims is None or invariant.ndims is None or \
+                t.shape.as_list() == invariant.as_list() or \
+                outputs[i].op.type.startswith("TensorArray"):
+            continue
+        out[i] = [axis for axis, d in enumerate(invariant.as_list()) if d is None]
+    return out
 
 
 def updated_in_regions(node):
@@ -352,15 +414,19 @@ def scratch_parts(node, align):
     """[(what, bytes)] of a region node's scratch, in order, each part starting on an
     `align`-byte boundary (the target's): each body's arena, then for a While two buffers
     per loop variable and a row per stack (the body writes its saved value even where no
-    kernel reads the stack), for an If a slot per output."""
+    kernel reads the stack), for an If a slot per output. Arenas and loop variables whose
+    sizes read a loop variable's carried dims are on the heap instead (the kernel's)."""
     def aligned(nbytes):
         return (nbytes + align - 1) // align * align
     parts = [(("arena", key), aligned(region.memory_plan.arena_bytes))
-             for key, region in node.regions.items()]
+             for key, region in node.regions.items()
+             if not reads_carried_dims(region.memory_plan.arena_bytes)]
     if node.type == "While":
         n = node.attrs["num_loop_vars"]
+        carried = {i for i, _ in carried_axes(node)}
         for side in ("a", "b"):
-            parts += [((side, i), aligned(value_bytes(v))) for i, v in enumerate(node.outputs[:n])]
+            parts += [((side, i), aligned(value_bytes(v))) for i, v in enumerate(node.outputs[:n])
+                      if i not in carried]
         parts += [(("row", v.index), aligned(row_bytes(v))) for v in node.outputs[n + 1:]]
     else:
         parts += [(("slot", i), aligned(value_bytes(v))) for i, v in enumerate(node.outputs)]

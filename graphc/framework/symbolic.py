@@ -274,6 +274,24 @@ def set_during_run(dim):
     return isinstance(dim, SymDim) and any(is_run_dim(s) for s in dim.symbols())
 
 
+# a loop variable's dim that changes between iterations, in the loop's bodies (compiler/
+# regions.py carried_symbol): its loop sets it before each call, so no guard checked
+# before the run can read it either
+CARRIED_DIM_SUFFIX = ":carried"
+
+
+def reads_carried_dims(dim):
+    """Whether a dim reads a loop variable's carried dim."""
+    return isinstance(dim, SymDim) and any(s.endswith(CARRIED_DIM_SUFFIX)
+                                           for s in dim.symbols())
+
+
+def unguardable(dim):
+    """Whether no guard checked before the run can decide on a dim (set during the run,
+    or carried by a loop)."""
+    return set_during_run(dim) or reads_carried_dims(dim)
+
+
 def _dimlike(x):
     return isinstance(x, (int, np.integer, SymDim))
 
@@ -396,7 +414,14 @@ def check_guards(guards, env):
 
 def slice_size(begin, end, stride, dim):
     """len(range(*slice(begin, end, stride).indices(dim))) for an int or SymDim `dim`
-    (begin/end ints or None): Python's clamping, decided on hints where dim is symbolic."""
+    (begin/end ints or None): Python's clamping, decided on hints where dim is symbolic
+    but where no guard can decide on it (unguardable: a loop variable's carried dim, out[1:]
+    shrinking it), for a forward slice from a start >= 0 to the end or to a stop
+    counted from it: max(dim + stop - start, 0) whatever dim is."""
+    if stride > 0 and unguardable(dim) and (begin is None or begin >= 0) and \
+            (end is None or end < 0):
+        rows = (dim + (end or 0) - (begin or 0)).maximum(0)
+        return rows if stride == 1 else (rows + stride - 1) // stride
     if stride > 0:
         start = 0 if begin is None else _clamp_index(begin, dim, 0, dim)
         stop = dim if end is None else _clamp_index(end, dim, 0, dim)

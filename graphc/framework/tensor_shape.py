@@ -3,7 +3,7 @@
 While the compiler lowers a graph, a dim may also be a SymDim (graphc/framework/symbolic.py):
 a size known only at run time, as an expression of the feeds' dims.
 """
-from graphc.framework.symbolic import SymDim, set_during_run
+from graphc.framework.symbolic import SymDim, unguardable
 
 
 class Dimension:
@@ -249,7 +249,8 @@ def _literal_one(d):
     A dim against it is the result whatever its value, 1 included: no guard is needed.
     A feed's dim still gets one (n != 1, from `x == 1` below): a batch of 1 then runs
     code of its own (runtime/variants.py). A dim set during the run (a loop's trip
-    count, a stack's rows) gets none: the runtime checks guards before the run, so one
+    count, a stack's rows) or carried by a loop (a loop variable's dim that changes)
+    gets none: the runtime checks guards before the run, so one
     would send the loop to the host (compiler/regions.py)."""
     return isinstance(d, int) and d == 1
 
@@ -269,9 +270,9 @@ def broadcast_shapes(a, b):
     for x, y in zip(da, db):
         if _identical(x, y):  # whatever its value: no guard on it being 1
             out.append(x)
-        elif _literal_one(y) and set_during_run(x):
+        elif _literal_one(y) and unguardable(x):
             out.append(x)
-        elif _literal_one(x) and set_during_run(y):
+        elif _literal_one(x) and unguardable(y):
             out.append(y)
         elif x == 1:
             out.append(y)

@@ -25,6 +25,13 @@ TensorArrayGrad reads the gradient of each written index the same way). Loops bu
 with back_prop=False have no gradient (None), as TF1. A second derivative through a
 loop (a gradient reaching a backward loop or a forward loop's stacks) is an error, not
 built (TF1 has none either for most loops).
+
+A value whose shape changes between iterations (computed from a loop variable whose
+shape invariant is looser than the shape it enters with: `out = concat([out, x_t], 0)`)
+cannot be stacked; TF1's stacks hold each iteration's value whatever its shape. Its
+stack is ragged (attr `ragged_saved`): each iteration's elements one after another,
+with its shapes stacked beside it, and the backward body slices iteration k's elements
+at their offset (summed once after the forward loop) and reshapes them.
 """
 import numpy as np
 
@@ -53,6 +60,7 @@ def _while_kernel(state, op, *args):
     cond_caps = list(args[n:n + n_cond])
     body_caps = list(args[n + n_cond:n + n_cond + len(body_g.inputs) - n])
     saved = [body_g.get_tensor_by_name(name) for name in op.attrs["saved"]]
+    ragged = set(op.attrs.get(RAGGED_SAVED, ()))
     stacks = [[] for _ in saved]
     trips = 0
     while bool(run_function(state, cond_g, values + cond_caps)[0]):
@@ -61,7 +69,17 @@ def _while_kernel(state, op, *args):
         for stack, v in zip(stacks, out[n:]):
             stack.append(v)
         trips += 1
-    return values + [np.int32(trips)] + [_stacked(t, s) for t, s in zip(saved, stacks)]
+    return values + [np.int32(trips)] + [
+        _concatenated(t, s) if k in ragged else _stacked(t, s)
+        for k, (t, s) in enumerate(zip(saved, stacks))]
+
+
+def _concatenated(t, values):
+    """A ragged stack: each iteration's value flattened, one after another."""
+    dtype = np.dtype(t.dtype.as_numpy_dtype)
+    if not values:
+        return np.zeros([0], dtype)
+    return np.concatenate([np.ravel(v) for v in values]).astype(dtype, copy=False)
 
 
 def _stacked(t, values):
@@ -73,7 +91,10 @@ def _stacked(t, values):
         raise errors.KernelError(
             f"the gradient of this while_loop needs the value of {t.name} (op "
             f"'{t.op.type}', created at {t.op.location}) from every iteration, but its "
-            "shape changes between iterations: not supported yet",
+            "shape changes between iterations, which the shape invariants of the loop "
+            "variables do not allow for (one enters with unknown dims that the body "
+            "changes): give them shape_invariants looser than the shapes they enter with "
+            "(of known rank)",
             errors.UnimplementedError) from None
 
 
@@ -298,14 +319,25 @@ def make_while(loop_vars, cond_g, body_g, shapes, back_prop, name):
     return op
 
 
-def save_in_loop(op, t):
-    """The output of the forward While `op` stacking the value of `t` (a tensor of its
-    body) of every iteration, added if not there yet."""
+# a While's attr: the places among its saved values (attr `saved`) of those kept ragged,
+# each iteration's value flattened one after another ([total elements]), because their
+# shapes may differ between iterations (a stack [trip count, *shape] cannot hold them)
+RAGGED_SAVED = "ragged_saved"
+
+
+def save_in_loop(op, t, ragged=False):
+    """The output of the forward While `op` keeping the value of `t` (a tensor of its
+    body) of every iteration, added if not there yet: a stack [trip count, *shape], or
+    where ragged their elements one iteration after another."""
     saved = op.attrs["saved"]
     first = len(op.outputs) - len(saved)
     if t.name in saved:
         return op.outputs[first + saved.index(t.name)]
-    shape = TensorShape([None]).concatenate(t.shape)
+    if ragged:
+        shape = TensorShape([None])
+        op._set_attr(RAGGED_SAVED, list(op.attrs.get(RAGGED_SAVED, ())) + [len(saved)])
+    else:
+        shape = TensorShape([None]).concatenate(t.shape)
     op._set_attr("saved", saved + [t.name])
     op._set_attr("output_shapes", op.attrs["output_shapes"] + [shape])
     op._set_attr("output_dtypes", op.attrs["output_dtypes"] + [t.dtype])
@@ -450,11 +482,41 @@ def _forward_value(back, op, body_g, t, k):
         with source.graph._as_builder():
             outer = array_ops.shape(source, out_type=t.dtype)
         return back.capture(outer)
-    if t.op.type in _SHAPE_ONLY_OPS and t.op.inputs[0] not in _shapes_varying(back, op,
-                                                                              body_g):
+    varying = _shapes_varying(back, op, body_g)
+    if t.op.type in _SHAPE_ONLY_OPS and t.op.inputs[0] not in varying:
         return _shape_only_value(back, op, body_g, t, k)
+    if t in _shapes_changing(back, op, body_g) and not t.shape.is_fully_defined():
+        return _ragged_value(back, op, body_g, t, k)
     with back._as_builder():
         return array_ops.gather(back.capture(save_in_loop(op, t)), k)
+
+
+def _ragged_value(back, op, body_g, t, k):
+    """t's value of forward iteration k where its shape may differ between iterations
+    (TF1's stacks hold each iteration's value whatever its shape): its elements kept
+    ragged (save_in_loop), its shapes stacked, and the offset of each iteration's
+    elements summed once after the forward loop."""
+    from graphc.ops import array_ops, reduction_ops
+    if t.shape.ndims is None:
+        raise ValueError(
+            f"the gradient of while_loop '{_forward_name(op)}' needs the value of {t.name} "
+            f"(op '{t.op.type}', created at {t.op.location}) from every iteration, but its "
+            "rank is unknown; give the loop variables it is computed from a shape "
+            "invariant of known rank")
+    with body_g._as_builder():
+        shape = array_ops.shape(t)
+    elements = save_in_loop(op, t, ragged=True)
+    shapes = save_in_loop(op, shape)
+    with op.graph._as_builder():
+        sizes = reduction_ops.reduce_prod(shapes, axis=1)
+        offsets = reduction_ops.cumsum(sizes, exclusive=True)
+    with back._as_builder():
+        begin = array_ops.reshape(array_ops.gather(back.capture(offsets), k), [1])
+        size = array_ops.reshape(array_ops.gather(back.capture(sizes), k), [1])
+        flat = array_ops.slice(back.capture(elements), begin, size)
+        value = array_ops.reshape(flat, array_ops.gather(back.capture(shapes), k))
+    value.set_shape(t.shape)
+    return value
 
 
 # ops whose value depends only on their input's shape (and dtype)
@@ -463,24 +525,38 @@ _SHAPE_ONLY_OPS = ("Shape", "Size", "Rank", "ZerosLike", "OnesLike")
 
 def _shapes_varying(back, op, body_g):
     """The body tensors whose shapes may differ between iterations (their values could
-    not be stacked to make a shape again): loop variables whose shape invariant is looser
-    than the shape they enter with (an array the loop appends to), outputs whose unknown
-    dims come from data (a range(i), a Where: unknown dims out of inputs of known shapes),
-    and whatever is computed from those. Worked out once per backward body."""
-    varying = getattr(back, "_shapes_varying", None)
-    if varying is not None:
-        return varying
+    not be stacked to make a shape again): those of _shapes_changing, outputs whose
+    unknown dims come from data (a range(i), a Where: unknown dims out of inputs of known
+    shapes), and whatever is computed from those. Worked out once per backward body."""
+    if not hasattr(back, "_shapes_varying"):
+        back._shapes_varying = _computed_from_loose_shapes(op, body_g, data_dims=True)
+    return back._shapes_varying
+
+
+def _shapes_changing(back, op, body_g):
+    """The body tensors computed from a loop variable whose shape invariant is looser than
+    the shape it enters with (a concat growing it, an array the loop appends to): their
+    shapes do change between iterations, so their values are kept ragged. A value whose
+    unknown dims come from data is stacked (its rows the same each iteration: an inner
+    loop's stacks, sized by its bound, which native code knows)."""
+    if not hasattr(back, "_shapes_changing"):
+        back._shapes_changing = _computed_from_loose_shapes(op, body_g, data_dims=False)
+    return back._shapes_changing
+
+
+def _computed_from_loose_shapes(op, body_g, data_dims):
+    """The body tensors computed from the loop variables whose shape invariant is looser
+    than the shape they enter with, and where data_dims from the outputs whose unknown
+    dims come from data."""
     n = op.attrs["num_loop_vars"]
-    varying = {body_g.inputs[i] for i in range(n)
-               if body_g.inputs[i].shape.as_tuple_or_none() !=
-               op.inputs[i].shape.as_tuple_or_none()}
+    out = {body_g.inputs[i] for i in range(n)
+           if body_g.inputs[i].shape.as_tuple_or_none() != op.inputs[i].shape.as_tuple_or_none()}
     for o in body_g.get_operations():  # in creation order: inputs before their users
-        if any(i in varying for i in o.inputs):
-            varying.update(o.outputs)
-        elif o.inputs and all(i.shape.is_fully_defined() for i in o.inputs):
-            varying.update(t for t in o.outputs if not t.shape.is_fully_defined())
-    back._shapes_varying = varying
-    return varying
+        if any(i in out for i in o.inputs):
+            out.update(o.outputs)
+        elif data_dims and o.inputs and all(i.shape.is_fully_defined() for i in o.inputs):
+            out.update(t for t in o.outputs if not t.shape.is_fully_defined())
+    return out
 
 
 def _shape_only_value(back, op, body_g, t, k):

@@ -21,7 +21,12 @@ kernel calls those entries:
     arrays a loop appends to (regions.appended_arrays) are such stacks too: the body's
     element is its saved value. At the end the current buffers are copied to the node's
     outputs, and the rows past the trip count of the stacks a product after the loop
-    reads (regions.zeroed_past_trips) are zeroed.
+    reads (regions.zeroed_past_trips) are zeroed. A loop variable whose dims change
+    between iterations (regions.carried_axes) has its dims in syms slots, set from the
+    dims it enters with and, after each body call, from the body's output dims; its two
+    buffers, and the arena of a body whose size reads those dims, are the kernel's own
+    on the heap (_LoopHeap); its value after the loop goes to the rows of its header
+    (the entry's heap value), its dims to the run dims readers after the loop use.
   If: the predicate picks one branch entry, which writes the node's outputs and its own
     intermediates saved for the gradient; the other branch's saved ones are zeroed.
 
@@ -37,8 +42,9 @@ from llvmlite import ir
 from graphc.compiler.backends.cpu.entry import emit_entry
 from graphc.compiler.backends.cpu.parallel import libc
 from graphc.compiler.lower import LoweringError, RegionOnHost
-from graphc.compiler.regions import GROWABLE_FIRST_ROWS, branch_outputs, growable, \
-    row_bytes, scratch_parts, trips_symbol, value_bytes, written_in_place, zeroed_past_trips
+from graphc.compiler.regions import GROWABLE_FIRST_ROWS, branch_outputs, carried_axes, \
+    carried_symbol, growable, leaving_symbol, reads_carried_dims, row_bytes, scratch_parts, \
+    trips_symbol, value_bytes, written_in_place, zeroed_past_trips
 from graphc.compiler.loops.program import Program
 from kernels.loops import I8, I32, I64, PTR
 
@@ -128,10 +134,13 @@ class _RegionEmitter:
         return out
 
     def copy(self, dst, src, value):
+        self.copy_bytes(dst, src, self.dim(value_bytes(value)))
+
+    def copy_bytes(self, dst, src, nbytes):
         memcpy = self.program.llvm.globals.get("llvm.memcpy.p0.p0.i64") or ir.Function(
             self.program.llvm, ir.FunctionType(ir.VoidType(), [PTR, PTR, I64, ir.IntType(1)]),
             "llvm.memcpy.p0.p0.i64")
-        self.b.call(memcpy, [dst, src, self.dim(value_bytes(value)), ir.Constant(ir.IntType(1), 0)])
+        self.b.call(memcpy, [dst, src, nbytes, ir.Constant(ir.IntType(1), 0)])
 
     def zero(self, dst, value):
         self.zero_bytes(dst, self.dim(value_bytes(value)))
@@ -171,14 +180,26 @@ class _RegionEmitter:
         status = self.b.call(fn, [feeds, fetches, self.buffers[_TABLES[0]],
                                   self.buffers[_TABLES[1]], arena, self.syms])
         ok = self.b.append_basic_block("ok")
-        if self.fail is None:
-            self.fail = self.b.function.append_basic_block("failed")
-            self.failures = []
-        self.b.cbranch(self.b.icmp_signed("!=", status, ir.Constant(I32, 0)), self.fail, ok)
+        self.b.cbranch(self.b.icmp_signed("!=", status, ir.Constant(I32, 0)),
+                       self.failure_exit(), ok)
         self.failures.append((status, self.b.block))
         self.b.position_at_end(ok)
         for j, v in enumerate(body.module.outputs):
             self.copy_fetch(body, j, v, feeds, fetches)
+
+    def failure_exit(self):
+        """The block every failure branches to (finish returns its status there)."""
+        if self.fail is None:
+            self.fail = self.b.function.append_basic_block("failed")
+            self.failures = []
+        return self.fail
+
+    def fail_with(self, status):
+        """Branches to the failure exit with `status`; the builder then continues in a
+        block nothing reaches."""
+        self.b.branch(self.failure_exit())
+        self.failures.append((status, self.b.block))
+        self.b.position_at_end(self.b.function.append_basic_block("unreachable"))
 
     def copy_fetch(self, body, j, value, feeds, fetches):
         source = body.fetch_source(value)
@@ -195,13 +216,19 @@ class _RegionEmitter:
                               typ=PTR)
         self.copy(self.load_pointer(fetches, j), src, value)
 
-    def finish(self):
+    def finish(self, heap=None):
+        """The returns: 0, or the status of the first failure; both free `heap`'s
+        buffers."""
+        if heap is not None:
+            heap.free_all()
         self.b.ret(ir.Constant(I32, 0))
         if self.fail is not None:
             self.b.position_at_end(self.fail)
             status = self.b.phi(I32)
             for value, block in self.failures:
                 status.add_incoming(value, block)
+            if heap is not None:
+                heap.free_all()
             self.b.ret(status)
 
     # ------------------------------------------------------------------ While
@@ -213,9 +240,18 @@ class _RegionEmitter:
         n_body = len(body_entry[1].module.params)
         parts = self.scratch(node)
         inputs = [self.input_pointer(v) for v in node.value_inputs]
-        first = [parts[("a", i)] for i in range(n)]
+        carried = carried_axes(node)
+        heap = _LoopHeap(self, node, {i for i, _ in carried})
+        for i, axis in carried:  # the dims the loop variables enter with
+            self.set_dim(carried_symbol(node.name, i, axis),
+                         self.dim(node.value_inputs[i].dims[axis]))
+        body_params = body_entry[1].module.params
+        params = {p.attrs["index"]: p.outputs[0] for p in body_params}
+        first = [heap.first(i, inputs[i], params[i]) if i in heap.vars else parts[("a", i)]
+                 for i in range(n)]
         for i in range(n):
-            self.copy(first[i], inputs[i], node.outputs[i])
+            if i not in heap.vars:
+                self.copy(first[i], inputs[i], node.outputs[i])
         pred = b.alloca(I8)
         cond_feeds = self.pointer_array([None] * n + inputs[n:n_cond])
         cond_fetches = self.pointer_array([pred])
@@ -226,18 +262,21 @@ class _RegionEmitter:
         test = b.append_basic_block("loop_test")
         b.branch(test)
         b.position_at_end(test)
-        in_place = written_in_place(body_entry[1].module, n)
-        # a variable written in place keeps its one buffer; the others swap two
-        current = {i: first[i] if i in in_place else b.phi(PTR) for i in range(n)}
-        spare = {i: b.phi(PTR) for i in range(n) if i not in in_place}
+        in_place = written_in_place(body_entry[1].module, n) - heap.vars
+        # a variable written in place keeps its one buffer; the others swap two (on the
+        # heap, where its dims change: _LoopHeap)
+        current = {i: first[i] if i in in_place else b.phi(PTR) for i in range(n)
+                   if i not in heap.vars}
+        spare = {i: b.phi(PTR) for i in range(n) if i not in in_place and i not in heap.vars}
         trips = b.phi(I32)
+        current.update((i, heap.current(i)) for i in sorted(heap.vars))  # after the phis
         for i in range(n):
             if i in spare:
                 current[i].add_incoming(first[i], start)
                 spare[i].add_incoming(parts[("b", i)], start)
             self.set_pointer(cond_feeds, i, current[i])
         trips.add_incoming(ir.Constant(I32, 0), start)
-        self.call(cond_entry, cond_feeds, cond_fetches, parts[("arena", "cond")])
+        self.call(cond_entry, cond_feeds, cond_fetches, heap.arena("cond", parts))
         run_body = b.append_basic_block("loop_body")
         done = b.append_basic_block("loop_done")
         b.cbranch(b.icmp_unsigned("!=", b.load(pred, typ=I8), ir.Constant(I8, 0)),
@@ -248,10 +287,16 @@ class _RegionEmitter:
             self.check_stack_room(node, sized[0], trips)
         for i in range(n):
             self.set_pointer(body_feeds, i, current[i])
-            self.set_pointer(body_fetches, i, spare.get(i, current[i]))
+            self.set_pointer(body_fetches, i, heap.spare(i, body_entry[1].module.outputs[i])
+                             if i in heap.vars else spare.get(i, current[i]))
         for k, v in enumerate(stacks):  # this iteration's row of each stack
             self.set_pointer(body_fetches, n + k, self.stack_row(v, stores, parts, trips))
-        self.call(body_entry, body_feeds, body_fetches, parts[("arena", "body")])
+        self.call(body_entry, body_feeds, body_fetches, heap.arena("body", parts))
+        new_dims = [(carried_symbol(node.name, i, axis),
+                     self.dim(body_entry[1].module.outputs[i].dims[axis])) for i, axis in carried]
+        for symbol, d in new_dims:  # each computed from the old dims before any is set
+            self.set_dim(symbol, d)
+        heap.swap()
         next_trips = b.add(trips, ir.Constant(I32, 1))
         for i in spare:  # the buffers just written are the current ones next time
             current[i].add_incoming(spare[i], b.block)
@@ -262,18 +307,26 @@ class _RegionEmitter:
         if len(sized) < len(stacks):  # the rows of the stacks that grew
             b.store(b.zext(trips, I64), b.gep(self.syms, [self.dim_slot(trips_symbol(
                 node.name))], source_etype=I64))
+        for i, axis in carried:  # the dims the loop variables leave with
+            self.set_dim(leaving_symbol(node.name, i, axis),
+                         self.dim(params[i].dims[axis]))
         for v in zeroed_past_trips(node):  # before their copies to other storages
             if stores.get(v):
                 self.zero_rows_past(self.buffers[stores[v][0]], v, trips)
         for v, keys in stores.items():
             for key in keys:
-                if v.index < n:
+                if v.index in heap.vars:
+                    heap.leave(v, self.buffers[key], current[v.index])
+                elif v.index < n:
                     self.copy(self.buffers[key], current[v.index], v)
                 elif v.index == n:  # the trip count
                     b.store(trips, self.buffers[key])
                 elif key != keys[0]:  # a stack's other storages
                     self.copy(self.buffers[key], self.buffers[keys[0]], v)
-        self.finish()
+        self.finish(heap)
+
+    def set_dim(self, symbol, value):
+        self.b.store(value, self.b.gep(self.syms, [self.dim_slot(symbol)], source_etype=I64))
 
     def check_stack_room(self, node, stack, trips):
         """Fails with an error naming the While, before its body runs, when iteration
@@ -380,3 +433,117 @@ class _RegionEmitter:
             for key in keys[1:]:
                 self.copy(self.buffers[key], outputs[v.index], v)
         self.finish()
+
+
+class _LoopHeap:
+    """The buffers of a While kernel whose sizes read its loop variables' carried dims
+    (regions.carried_axes), which no plan made before the run can size: two per such
+    loop variable (the current value and the one the body writes, swapped each
+    iteration) and the arena of each body whose size reads them. Each is on the C heap,
+    64-byte aligned as the scratch's parts are, made bigger (at least doubled) when an
+    iteration needs more, and freed when the kernel returns, failing or not. The loop
+    variables' values after the loop go to their headers (the entry's heap values)."""
+
+    def __init__(self, emit, node, variables):
+        self.emit, self.node, self.vars = emit, node, variables
+        self.slots = {}  # what -> (the pointer malloc gave, its bytes)
+        wanted = [("cur", i) for i in sorted(variables)] + \
+            [("spare", i) for i in sorted(variables)] + \
+            [("arena", key) for key, region in node.regions.items()
+             if reads_carried_dims(region.memory_plan.arena_bytes)]
+        b = emit.b
+        for what in wanted:
+            raw, room = b.alloca(PTR), b.alloca(I64)
+            b.store(ir.Constant(PTR, None), raw)
+            b.store(ir.Constant(I64, 0), room)
+            self.slots[what] = (raw, room)
+
+    def aligned(self, what):
+        """The buffer's first 64-byte boundary (a gep from what malloc gave: a loaded
+        file's code may not make pointers of integers, runtime/verify.py)."""
+        b = self.emit.b
+        raw = b.load(self.slots[what][0], typ=PTR)
+        address = b.ptrtoint(raw, I64)
+        skip = b.and_(b.sub(ir.Constant(I64, 0), address), ir.Constant(I64, _ALIGN - 1))
+        return b.gep(raw, [skip], source_etype=I8)
+
+    def ensure(self, what, nbytes):
+        """The buffer `what` with room for nbytes (its old contents not kept)."""
+        b, emit = self.emit.b, self.emit
+        raw_slot, room_slot = self.slots[what]
+        room = b.load(room_slot, typ=I64)
+        with b.if_then(b.icmp_signed(">", nbytes, room), likely=False):
+            doubled = b.mul(room, ir.Constant(I64, 2))
+            wanted = b.select(b.icmp_signed(">", nbytes, doubled), nbytes, doubled)
+            b.call(libc(emit.program.llvm, "free"), [b.load(raw_slot, typ=PTR)])
+            raw = b.call(libc(emit.program.llvm, "malloc"),
+                         [b.add(wanted, ir.Constant(I64, _ALIGN))])
+            b.store(raw, raw_slot)
+            failed = b.icmp_unsigned("==", b.ptrtoint(raw, I64), ir.Constant(I64, 0))
+            with b.if_then(failed, likely=False):
+                b.store(ir.Constant(I64, 0), room_slot)
+                self.fail(wanted)
+            b.store(wanted, room_slot)
+        return self.aligned(what)
+
+    def fail(self, nbytes):
+        """Returns (through the kernel's failure exit, which frees) the While's error."""
+        b, emit = self.emit.b, self.emit
+        site = emit.program.error_site(
+            self.node, "could not allocate {0} bytes for a loop variable whose dims change "
+                       "between iterations, or for what its body computes of it",
+            "ResourceExhaustedError", args=["int"])
+        b.store(nbytes, b.gep(emit.syms, [ir.Constant(I64, emit.program.error_detail_base)],
+                              source_etype=I64))
+        emit.fail_with(ir.Constant(I32, site + 1))
+
+    def first(self, i, source, param):
+        """Loop variable i's buffer, holding the value it enters with (`param`'s dims:
+        the carried ones set to those it enters with)."""
+        nbytes = self.emit.dim(value_bytes(param))
+        self.emit.copy_bytes(self.ensure(("cur", i), nbytes), source, nbytes)
+
+    def current(self, i):
+        return self.aligned(("cur", i))
+
+    def spare(self, i, out):
+        """Where the body writes loop variable i's next value, `out` (its body output)."""
+        return self.ensure(("spare", i), self.emit.dim(value_bytes(out)))
+
+    def swap(self):
+        b = self.emit.b
+        for i in sorted(self.vars):
+            for cur, spare in zip(self.slots[("cur", i)], self.slots[("spare", i)]):
+                kind = PTR if cur is self.slots[("cur", i)][0] else I64
+                old = b.load(cur, typ=kind)
+                b.store(b.load(spare, typ=kind), cur)
+                b.store(old, spare)
+
+    def arena(self, key, parts):
+        """Body `key`'s arena: on the heap where its size reads the carried dims."""
+        if ("arena", key) not in self.slots:
+            return parts[("arena", key)]
+        region = self.node.regions[key]
+        return self.ensure(("arena", key), self.emit.dim(region.memory_plan.arena_bytes))
+
+    def leave(self, value, header, current):
+        """The loop variable's value after the loop into the rows of its header (an
+        entry's heap value, regions.growable), sized now that its dims are set."""
+        b, emit = self.emit.b, self.emit
+        nbytes = emit.dim(value_bytes(value))
+        alloc = b.select(b.icmp_signed(">", nbytes, ir.Constant(I64, 0)), nbytes,
+                         ir.Constant(I64, 1))  # realloc of 0 bytes may give NULL
+        rows = b.call(libc(emit.program.llvm, "realloc"), [b.load(header, typ=PTR), alloc])
+        with b.if_then(b.icmp_unsigned("==", b.ptrtoint(rows, I64), ir.Constant(I64, 0)),
+                       likely=False):
+            self.fail(alloc)
+        b.store(rows, header)
+        b.store(ir.Constant(I64, 1), b.gep(header, [ir.Constant(I64, 8)], source_etype=I8))
+        emit.copy_bytes(rows, current, nbytes)
+
+    def free_all(self):
+        b = self.emit.b
+        for raw_slot, room_slot in self.slots.values():
+            b.call(libc(self.emit.program.llvm, "free"), [b.load(raw_slot, typ=PTR)])
+            b.store(ir.Constant(PTR, None), raw_slot)
+            b.store(ir.Constant(I64, 0), room_slot)

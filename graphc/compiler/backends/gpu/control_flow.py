@@ -16,7 +16,9 @@ sites. The spec gets one *region step* in place of the node's launches (docs/gpu
     product after the loop reads (regions.zeroed_past_trips) get the rows past the trip
     count zeroed by the runtime ("zeroed_past_trips"). A loop
     whose stacks would grow during the run (regions.py: no bound on its trip count) runs
-    on the host: growing device buffers between launches is not built.
+    on the host: growing device buffers between launches is not built; so does one whose
+    loop variables' dims change between iterations (regions.carried_axes), which the
+    CPU target compiles.
     A While whose cond and body allow it also carries a "device_loop": one kernel that
     runs the whole loop on the device, chosen by the runtime per binding (device_loop.py).
   {"if": name, ...}: the runtime reads the predicate's byte back and runs one branch's
@@ -33,8 +35,8 @@ per stack no kernel reads (While), or a slot per output no kernel reads (If).
 from graphc.compiler.backends.gpu.device_loop import device_loop
 from graphc.compiler.backends.gpu.spec import grown_index, storage_json
 from graphc.compiler.lower import LoweringError, RegionOnHost
-from graphc.compiler.regions import branch_outputs, growable, row_bytes, scratch_parts, \
-    trips_symbol, value_bytes, written_in_place, zeroed_past_trips
+from graphc.compiler.regions import branch_outputs, carried_axes, growable, row_bytes, \
+    scratch_parts, trips_symbol, value_bytes, written_in_place, zeroed_past_trips
 from graphc.compiler.loops.program import Program, dim_json
 
 _ALIGN = 256  # bytes: cudaMalloc's alignment, which every buffer of a launch may assume
@@ -52,6 +54,10 @@ class RegionKernel:
         self.name = name
         self.kind = kernel.main.type
         self.node = node = kernel.main
+        if node.type == "While" and carried_axes(node):
+            raise RegionOnHost(f"{node.describe()} has loop variables whose dims change "
+                               "between iterations (device buffers growing between "
+                               "launches are not built): it runs on the host", node.name)
         _check_growable_stacks(program, node)
         self.program = program
         self.in_place = written_in_place(node.regions["body"], node.attrs["num_loop_vars"]) \
