@@ -9,6 +9,8 @@ team of 1). So one IR text runs with or without libgomp, decided at JIT time.
     PARALLEL_FN(ptr task, ptr data, i32 threads)  runs task(data) on a team of `threads`
     THREAD_NUM_FN() -> i32, NUM_THREADS_FN() -> i32  the caller's place in its team
                                                       (0 and 1 outside a team)
+    RUN_BEGIN_FN(), RUN_END_FN()   a run of the module's entry starts / ends: the team's
+                                   workers stay hot in between (runtime/team.py)
 
 THREADS_GLOBAL (i32) is the team size the module may use, set by the runtime after
 loading (Executable.set_num_threads); it starts at 1, so code run by anything else is
@@ -24,6 +26,8 @@ PTR = ir.PointerType()
 PARALLEL_FN = "graphc_omp_parallel"
 THREAD_NUM_FN = "graphc_omp_thread_num"
 NUM_THREADS_FN = "graphc_omp_num_threads"
+RUN_BEGIN_FN = "graphc_omp_run_begin"
+RUN_END_FN = "graphc_omp_run_end"
 THREADS_GLOBAL = "graphc_num_threads"
 TASKS_GLOBAL = "graphc_parallel_tasks"
 MAX_THREADS = 64  # team size cap: per-thread status slots are sized for it
@@ -49,6 +53,14 @@ def thread_num_fn(module):
 
 def num_threads_fn(module):
     return _function(module, NUM_THREADS_FN, ir.FunctionType(I32, []))
+
+
+def run_begin_fn(module):
+    return _function(module, RUN_BEGIN_FN, ir.FunctionType(ir.VoidType(), []))
+
+
+def run_end_fn(module):
+    return _function(module, RUN_END_FN, ir.FunctionType(ir.VoidType(), []))
 
 
 def _global(module, name, type_, initial):
