@@ -1,10 +1,11 @@
 """Thread-team pieces for generated code: a parallel loop runs as an outlined *task*.
 
-Generated code never calls the OpenMP runtime directly. It calls three functions it only
+Generated code never calls a thread runtime directly. It calls functions it only
 declares, and the runtime (runtime/jit.py) defines them when it JIT-compiles the module:
-forwarding to libgomp (`GOMP_parallel`, `omp_get_thread_num`, `omp_get_num_threads`)
-when that library is there, else as a serial shim (the task runs once, as thread 0 of a
-team of 1). So one IR text runs with or without libgomp, decided at JIT time.
+forwarding to the process's team (runtime/team.py) on Linux, to libgomp (`GOMP_parallel`,
+`omp_get_thread_num`, `omp_get_num_threads`) elsewhere when that library is there, else
+as a serial shim (the task runs once, as thread 0 of a team of 1). So one IR text runs
+with any of them, decided at JIT time.
 
     PARALLEL_FN(ptr task, ptr data, i32 threads)  runs task(data) on a team of `threads`
     THREAD_NUM_FN() -> i32, NUM_THREADS_FN() -> i32  the caller's place in its team

@@ -413,9 +413,11 @@ class Team:
                 w = len(self.threads) + 1
                 thread = threading.Thread(target=self._worker, args=(w, GRACE_NS),
                                           name=f"graphc-team-{w}", daemon=True)
+                # counted first: thread_num finds a worker only among the counted ones,
+                # and a worker joins no region before it has recorded who it is
+                self.workers.value = w
                 thread.start()
                 self.threads.append(thread)
-                self.workers.value = w
 
     def run_begin(self):
         self._run_begin()
