@@ -627,3 +627,34 @@ def test_blas_threads_pinned_during_runs_and_restored():
         for got in runs:
             np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
             np.testing.assert_array_equal(got, outs[0][0])
+
+
+EXIT_SCRIPT = """
+import numpy as np
+import graphc as gc
+from runtime import jit
+x = gc.placeholder(gc.float32, [None, None])
+y = gc.tanh(x) * 2.0 + x
+with gc.Session(config=gc.ConfigProto(intra_op_parallelism_threads=2)) as sess:
+    out = sess.run(y, {x: np.ones((1001, 263), np.float32)})
+team = jit.thread_team()
+print(float(out[0, 0]), 0 if team is None else len(team.threads))
+"""
+
+
+def test_process_exits_while_the_workers_spin():
+    """A process that ends right after a run (its workers still spinning, GRACE_NS) exits
+    with status 0 and does not hang: the workers are told to quit at exit and joined
+    while the engine holding their code is alive (libgomp's threads spinning in an
+    unloaded library were a segfault at exit)."""
+    import os
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    for _ in range(3):
+        done = subprocess.run([sys.executable, "-c", EXIT_SCRIPT], cwd=root, timeout=120,
+                              capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr[-2000:]
+        value, workers = done.stdout.split()
+        np.testing.assert_allclose(float(value), np.tanh(1.0) * 2 + 1, rtol=1e-6)
+        assert int(workers) == (1 if jit.thread_team() is not None else 0)
