@@ -24,6 +24,9 @@ between the regions of one run, so most regions of a step paid the wake-up. Here
   joins the region if it comes while the gate is open, else it finds the gate closed
   and never touches the region's data: a lost try costs the caller nothing, and no
   worker can hang it.
+- a region whose caller waited long for a joined worker (preempted holding a unit: a
+  loaded machine) makes the caller run the next regions alone, backing off
+  exponentially (LATE_SLACK_NS); a region that did not wait long shortens the backoff.
 - the units, their order of claiming and the chunks of a fold do not depend on who
   runs them (kernels/parallel.py), so 1, 2 or N threads give the same bits.
 
@@ -71,6 +74,16 @@ GRACE_NS = 300_000
 # a spinning worker would hold the core the caller or the worker it waits for needs.
 # On an idle core sched_yield returns at once (~1 us).
 YIELD_SPINS = 2000
+# A region is lost when its caller waited for the workers that joined longer than twice
+# what it worked plus LATE_SLACK_NS: a worker preempted holding a unit (the cores are
+# oversubscribed: W3's median step doubled at load 12 with every region on the team,
+# each waiting for a worker the OS had taken off its core). The caller then runs the
+# next 2**misses regions alone (misses: regions lost less regions won, 0..MAX_MISSES:
+# a loaded machine backs off to 256 regions alone, a stray loss on a quiet one costs 2)
+# and opens the gate again. Twice: units are claimed, so a caller may wait up to one
+# unit for the worker that took the last one while it worked one or two.
+LATE_SLACK_NS = 20_000
+MAX_MISSES = 8
 _FUTEX = {"x86_64": 202, "amd64": 202, "aarch64": 98, "arm64": 98}
 _PAUSE = {"x86_64": "pause", "amd64": "pause", "aarch64": "yield", "arm64": "yield"}
 _FUTEX_WAIT_PRIVATE, _FUTEX_WAKE_PRIVATE = 128, 129
@@ -84,6 +97,8 @@ _IR = """
 @quit = global i32 0, align 64
 @hold = global i32 0, align 64
 @rendezvous = global i32 0, align 64
+@rest = global i32 0, align 64
+@misses = global i32 0
 @busy = global i32 0, align 64
 @workers = global i32 0, align 64
 @region.fn = global ptr null, align 64
@@ -133,7 +148,17 @@ entry:
   %many = icmp sgt i32 %n, 1
   %have = icmp sgt i32 %w, 0
   %try = and i1 %many, %have
-  br i1 %try, label %claim, label %alone
+  br i1 %try, label %backing, label %alone
+backing:
+  %rest = load atomic i32, ptr @rest monotonic, align 4
+  %meet.early = load atomic i32, ptr @rendezvous monotonic, align 4
+  %backs = icmp sgt i32 %rest, 0
+  %free.meet = icmp eq i32 %meet.early, 0
+  %backs.off = and i1 %backs, %free.meet
+  br i1 %backs.off, label %sit.out, label %claim
+sit.out:
+  %rest.was = atomicrmw sub ptr @rest, i32 1 monotonic
+  br label %alone
 claim:
   %cx = cmpxchg ptr @busy, i32 0, i32 1 acquire monotonic
   %got = extractvalue {{ i32, i1 }} %cx, 1
@@ -174,9 +199,11 @@ gather.wait:
   call void @wait_a_little(i64 %g.spins.n)
   br label %gathering
 work:
+  %t.start = call i64 @now_ns()
   call void %fn(ptr %data)
   %old = atomicrmw and ptr @gate, i64 {not_open} acq_rel
   %joined = and i64 %old, {joined_mask}
+  %t.mine = call i64 @now_ns()
   br label %wait
 wait:
   %spins = phi i64 [0, %work], [%spins.n, %relax]
@@ -191,6 +218,32 @@ closed:
   store i64 0, ptr @owner
   store atomic i32 0, ptr @busy release, align 4
   %ran = trunc i64 %joined to i32
+  %had.help = icmp sgt i64 %joined, 0
+  br i1 %had.help, label %judge, label %out
+judge:
+  %t.all = call i64 @now_ns()
+  %worked = sub i64 %t.mine, %t.start
+  %waited = sub i64 %t.all, %t.mine
+  %bound.2 = shl i64 %worked, 1
+  %bound = add i64 %bound.2, {late_slack_ns}
+  %late = icmp sgt i64 %waited, %bound
+  %had = load atomic i32, ptr @misses monotonic, align 4
+  br i1 %late, label %lost, label %won
+won:
+  %some = icmp sgt i32 %had, 0
+  %fewer = sub i32 %had, 1
+  %kept = select i1 %some, i32 %fewer, i32 0
+  store atomic i32 %kept, ptr @misses monotonic, align 4
+  br label %out
+lost:
+  %more = add i32 %had, 1
+  %capped = icmp sgt i32 %more, {max_misses}
+  %now = select i1 %capped, i32 {max_misses}, i32 %more
+  store atomic i32 %now, ptr @misses monotonic, align 4
+  %regions = shl i32 1, %now
+  store atomic i32 %regions, ptr @rest monotonic, align 4
+  br label %out
+out:
   ret i32 %ran
 }}
 
@@ -374,7 +427,8 @@ def team_ir():
     return _IR.format(max_threads=MAX_THREADS, pause=_PAUSE[machine], futex=_FUTEX[machine],
                       wait_op=_FUTEX_WAIT_PRIVATE, wake_op=_FUTEX_WAKE_PRIVATE,
                       seq_shift=GATE_SEQ_SHIFT, open=OPEN, not_open=~OPEN,
-                      joined_mask=JOINED_MASK, yield_spins=YIELD_SPINS, parallel=PARALLEL_FN,
+                      joined_mask=JOINED_MASK, yield_spins=YIELD_SPINS,
+                      late_slack_ns=LATE_SLACK_NS, max_misses=MAX_MISSES, parallel=PARALLEL_FN,
                       thread_num=THREAD_NUM_FN, num_threads=NUM_THREADS_FN,
                       run_begin=RUN_BEGIN_FN, run_end=RUN_END_FN)
 
@@ -391,9 +445,12 @@ class Team:
         self.workers = word("workers", ctypes.c_int32)
         self.hold = word("hold", ctypes.c_int32)
         self.rendezvous = word("rendezvous", ctypes.c_int32)
+        self.rest = word("rest", ctypes.c_int32)
+        self.misses = word("misses", ctypes.c_int32)
         self.runs = word("runs", ctypes.c_int64)
         self._reset = [word(n, ctypes.c_int64) for n in ("runs", "gate", "done", "owner")] + \
-            [word(n, ctypes.c_int32) for n in ("sleepers", "busy", "workers")]
+            [word(n, ctypes.c_int32) for n in ("sleepers", "busy", "workers", "rest",
+                                                "misses")]
         self._worker = ctypes.CFUNCTYPE(None, ctypes.c_int32, ctypes.c_int64)(
             compiled_module.address("graphc_team_worker"))
         self._quit = ctypes.CFUNCTYPE(None)(compiled_module.address("graphc_team_quit"))
@@ -438,8 +495,9 @@ class Team:
     @contextlib.contextmanager
     def gathered(self):
         """Meanwhile each region's caller waits until the workers its team asked for
-        have joined before it runs its share, and the workers stay awake (as in a
-        run): which threads run a region then depends on no timing (tests)."""
+        have joined before it runs its share, and runs no region alone for a backoff
+        (it still records losses), and the workers stay awake (as in a run): which
+        threads run a region then depends on no timing (tests)."""
         self.run_begin()
         self.rendezvous.value = 1
         try:

@@ -333,10 +333,13 @@ def test_standalone_runtime_runs_parallel_code(tmp_path):
 
 
 # A region of the team (graphc_omp_parallel) whose task counts itself in the region's
-# own counter and records which thread numbers ran it; and the run's start and end.
+# own counter and records which thread numbers ran it, a worker then sleeping nap_us (a
+# worker the OS took off its core); and the run's start and end.
 TEAM_PROBE_IR = f"""
 @probe.tasks = global i64 0
 @probe.threads = global i64 0
+@probe.nap_us = global i32 0
+declare i32 @usleep(i32)
 declare void @{kp.PARALLEL_FN}(ptr, ptr, i32)
 declare i32 @{kp.THREAD_NUM_FN}()
 declare void @{kp.RUN_BEGIN_FN}()
@@ -349,6 +352,13 @@ define void @probe.task(ptr %count) {{
   %tid.64 = zext i32 %tid to i64
   %bit = shl i64 1, %tid.64
   %was = atomicrmw or ptr @probe.threads, i64 %bit monotonic
+  %worker = icmp ne i32 %tid, 0
+  br i1 %worker, label %nap, label %out
+nap:
+  %us = load i32, ptr @probe.nap_us
+  %rc = call i32 @usleep(i32 %us)
+  br label %out
+out:
   ret void
 }}
 
@@ -389,6 +399,7 @@ class TeamProbe:
         self.alone = ctypes.c_int64.from_address(
             self.module.global_address(jit.TEAM_ALONE_GLOBAL))
         self.threads = ctypes.c_int64.from_address(self.module.global_address("probe.threads"))
+        self.nap_us = ctypes.c_int32.from_address(self.module.global_address("probe.nap_us"))
 
     def region(self, threads, count=None):
         import ctypes
@@ -430,6 +441,34 @@ def test_a_worker_that_never_arrives_does_not_hang_the_caller():
         tasks, count = probe.region(2)
     assert (tasks, count.value, closed.value) == (2, 2, 1)
     assert probe.alone.value == 1
+
+
+def test_a_region_that_waited_for_its_worker_makes_the_next_ones_run_alone():
+    """A caller that waited at the close far longer than it worked (its worker asleep
+    holding the task: preempted on a loaded machine) runs the next 2 regions alone, then
+    opens the gate again; 2 losses in a row: the next 4."""
+    probe = TeamProbe()
+    team = probe.team
+    team.rest.value = team.misses.value = 0
+    try:
+        probe.nap_us.value = 100_000
+        with team.gathered():
+            assert probe.region(2)[0] == 2
+        assert (team.misses.value, team.rest.value) == (1, 2)
+        probe.nap_us.value = 0
+        probe.begin()
+        try:
+            assert [probe.region(2)[0] for _ in range(2)] == [1, 1]
+            assert probe.alone.value == 2 and team.rest.value == 0
+        finally:
+            probe.end()
+        probe.nap_us.value = 100_000
+        with team.gathered():
+            assert probe.region(2)[0] == 2
+        assert (team.misses.value, team.rest.value) == (2, 4)
+    finally:
+        probe.nap_us.value = 0
+        team.rest.value = team.misses.value = 0
 
 
 def test_runs_begin_and_end_with_the_entry():
