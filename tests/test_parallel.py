@@ -16,6 +16,7 @@ import runtime
 from graphc.compiler.backends.cpu import parallel as cg_parallel
 from kernels import parallel as kp
 from runtime import jit
+from runtime import team as team_runtime
 from runtime.executable import Executable
 
 BIG = (1001, 263)   # 263k elements: above parallel.MIN_WORK for any nonempty kernel
@@ -530,6 +531,8 @@ def test_names_agree_between_codegen_and_runtime():
                  "TASKS_GLOBAL"):
         assert getattr(kp, name) == getattr(jit, name)
     assert cg_parallel._DETAILS == MAX_ERROR_DETAILS
+    assert (kp.RUN_BEGIN_FN, kp.RUN_END_FN) == (jit.RUN_BEGIN_FN, jit.RUN_END_FN)
+    assert team_runtime.MAX_THREADS == kp.MAX_THREADS  # the team's worker numbers index the slots
 
 
 def test_bad_thread_count_rejected():
