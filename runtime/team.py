@@ -192,9 +192,9 @@ alone:
 open:
   store ptr %fn, ptr @region.fn
   store ptr %data, ptr @region.data
-  store i32 %n, ptr @region.n
+  store atomic i32 %n, ptr @region.n monotonic, align 4
   %self = call i64 @pthread_self()
-  store i64 %self, ptr @owner
+  store atomic i64 %self, ptr @owner monotonic, align 8
   store atomic i64 0, ptr @done monotonic, align 8
   %g = load atomic i64, ptr @gate monotonic, align 8
   %seq = lshr i64 %g, {seq_shift}
@@ -238,7 +238,7 @@ relax:
   call void @wait_a_little(i64 %spins.n)
   br label %wait
 closed:
-  store i64 0, ptr @owner
+  store atomic i64 0, ptr @owner monotonic, align 8
   store atomic i32 0, ptr @busy release, align 4
   %ran = trunc i64 %joined to i32
   %had.help = icmp sgt i64 %joined, 0
@@ -304,10 +304,10 @@ entry:
   %k = call i32 @worker_index()
   %worker = icmp sgt i32 %k, 0
   %self = call i64 @pthread_self()
-  %owner = load i64, ptr @owner
+  %owner = load atomic i64, ptr @owner monotonic, align 8
   %caller = icmp eq i64 %owner, %self
   %inside = or i1 %worker, %caller
-  %n = load i32, ptr @region.n
+  %n = load atomic i32, ptr @region.n monotonic, align 4
   %r = select i1 %inside, i32 %n, i32 1
   ret i32 %r
 }}
@@ -366,7 +366,9 @@ look:
   %candidate = and i1 %fresh, %free
   br i1 %candidate, label %sized, label %between
 sized:
-  %n = load i32, ptr @region.n
+  ; read before joining, so it may race with the next region's caller (atomic); the
+  ; compare-and-swap then fails, the gate having changed
+  %n = load atomic i32, ptr @region.n monotonic, align 4
   %wanted = icmp slt i32 %w, %n
   br i1 %wanted, label %join, label %skip
 skip:

@@ -340,7 +340,9 @@ TEAM_PROBE_IR = f"""
 @probe.tasks = global i64 0
 @probe.threads = global i64 0
 @probe.nap_us = global i32 0
+@probe.size = global i32 0
 declare i32 @usleep(i32)
+declare i32 @{kp.NUM_THREADS_FN}()
 declare void @{kp.PARALLEL_FN}(ptr, ptr, i32)
 declare i32 @{kp.THREAD_NUM_FN}()
 declare void @{kp.RUN_BEGIN_FN}()
@@ -353,6 +355,8 @@ define void @probe.task(ptr %count) {{
   %tid.64 = zext i32 %tid to i64
   %bit = shl i64 1, %tid.64
   %was = atomicrmw or ptr @probe.threads, i64 %bit monotonic
+  %size = call i32 @{kp.NUM_THREADS_FN}()
+  %size.was = atomicrmw max ptr @probe.size, i32 %size monotonic
   %worker = icmp ne i32 %tid, 0
   br i1 %worker, label %nap, label %out
 nap:
@@ -401,6 +405,7 @@ class TeamProbe:
             self.module.global_address(jit.TEAM_ALONE_GLOBAL))
         self.threads = ctypes.c_int64.from_address(self.module.global_address("probe.threads"))
         self.nap_us = ctypes.c_int32.from_address(self.module.global_address("probe.nap_us"))
+        self.size = ctypes.c_int32.from_address(self.module.global_address("probe.size"))
 
     def region(self, threads, count=None):
         import ctypes
@@ -410,7 +415,8 @@ class TeamProbe:
 
 def test_a_region_in_a_run_goes_to_the_team():
     """Inside a run, a region asking for 2 (3) threads runs its task on the caller as
-    thread 0 and on worker 1 (and 2), each once, and none is counted as run alone."""
+    thread 0 and on worker 1 (and 2), each once, and none is counted as run alone; a
+    thread outside any region sees a team of 1."""
     probe = TeamProbe(threads=3)
     with probe.team.gathered():
         assert probe.team.runs.value >= 1  # gathered() is a run: the workers stay awake
@@ -419,10 +425,14 @@ def test_a_region_in_a_run_goes_to_the_team():
         probe.threads.value = 0
         tasks, count = probe.region(3)
         assert (tasks, count.value, probe.threads.value) == (3, 3, 0b111)
+        assert probe.size.value == 3  # every thread of the region sees its team's size
         probe.threads.value = 0
         tasks, count = probe.region(1)  # a team of 1: the caller alone, not counted
         assert (tasks, probe.threads.value) == (1, 0b1)
     assert probe.alone.value == 0
+    import ctypes
+    size = ctypes.CFUNCTYPE(ctypes.c_int32)(probe.module.address(jit.NUM_THREADS_FN))
+    assert size() == 1
 
 
 def test_a_worker_that_never_arrives_does_not_hang_the_caller():
