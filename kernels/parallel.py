@@ -1,14 +1,17 @@
 """Thread-team pieces for generated code: a parallel loop runs as an outlined *task*.
 
-Generated code never calls the OpenMP runtime directly. It calls three functions it only
+Generated code never calls a thread runtime directly. It calls functions it only
 declares, and the runtime (runtime/jit.py) defines them when it JIT-compiles the module:
-forwarding to libgomp (`GOMP_parallel`, `omp_get_thread_num`, `omp_get_num_threads`)
-when that library is there, else as a serial shim (the task runs once, as thread 0 of a
-team of 1). So one IR text runs with or without libgomp, decided at JIT time.
+forwarding to the process's team (runtime/team.py) on Linux, to libgomp (`GOMP_parallel`,
+`omp_get_thread_num`, `omp_get_num_threads`) elsewhere when that library is there, else
+as a serial shim (the task runs once, as thread 0 of a team of 1). So one IR text runs
+with any of them, decided at JIT time.
 
     PARALLEL_FN(ptr task, ptr data, i32 threads)  runs task(data) on a team of `threads`
     THREAD_NUM_FN() -> i32, NUM_THREADS_FN() -> i32  the caller's place in its team
                                                       (0 and 1 outside a team)
+    RUN_BEGIN_FN(), RUN_END_FN()   a run of the module's entry starts / ends: the team's
+                                   workers stay hot in between (runtime/team.py)
 
 THREADS_GLOBAL (i32) is the team size the module may use, set by the runtime after
 loading (Executable.set_num_threads); it starts at 1, so code run by anything else is
@@ -24,6 +27,8 @@ PTR = ir.PointerType()
 PARALLEL_FN = "graphc_omp_parallel"
 THREAD_NUM_FN = "graphc_omp_thread_num"
 NUM_THREADS_FN = "graphc_omp_num_threads"
+RUN_BEGIN_FN = "graphc_omp_run_begin"
+RUN_END_FN = "graphc_omp_run_end"
 THREADS_GLOBAL = "graphc_num_threads"
 TASKS_GLOBAL = "graphc_parallel_tasks"
 MAX_THREADS = 64  # team size cap: per-thread status slots are sized for it
@@ -49,6 +54,14 @@ def thread_num_fn(module):
 
 def num_threads_fn(module):
     return _function(module, NUM_THREADS_FN, ir.FunctionType(I32, []))
+
+
+def run_begin_fn(module):
+    return _function(module, RUN_BEGIN_FN, ir.FunctionType(ir.VoidType(), []))
+
+
+def run_end_fn(module):
+    return _function(module, RUN_END_FN, ir.FunctionType(ir.VoidType(), []))
 
 
 def _global(module, name, type_, initial):

@@ -123,6 +123,7 @@ class Executable:
         self.num_threads = n
         if self._threads is not None:
             self._threads.value = n if jit.teams_allowed() else 1
+            jit.ensure_team_workers(n)
 
     def kernel_profile(self):
         """[(kernel description, cycles summed over runs)] when the spec was generated with

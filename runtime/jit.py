@@ -3,11 +3,12 @@
 One process-wide llvmlite initialization; numpy's bundled OpenBLAS is loaded permanently so
 that generated code can call CBLAS routines by their exported names (`blas_symbol`).
 
-Thread teams: generated code runs its large loops through three functions it only
-declares (kernels/parallel.py); `link_parallel_runtime` defines them in the IR before
-compiling: forwarding to libgomp (GCC's OpenMP runtime, loaded permanently the first
-time a module needs it) when it is found, else as a serial shim (the loop's task runs
-once on the calling thread). GRAPHC_OPENMP=0 in the environment forces the shim.
+Thread teams: generated code runs its large loops through functions it only declares
+(kernels/parallel.py); `link_parallel_runtime` defines them in the IR before compiling:
+forwarding to the process's own team (runtime/team.py: workers hot for the duration of a
+run) on Linux, else to libgomp (GCC's OpenMP runtime, loaded permanently the first time a
+module needs it) when it is found, else as a serial shim (the loop's task runs once on
+the calling thread). GRAPHC_OPENMP=0 in the environment forces the shim.
 """
 import atexit
 import ctypes
@@ -26,7 +27,7 @@ import llvmlite
 import llvmlite.binding as llvm
 import numpy as np
 
-from . import compile_cache, library_cache, module_split
+from . import compile_cache, library_cache, module_split, team
 from .errors import BlasUnavailable, TargetMismatch
 
 _lock = threading.RLock()
@@ -183,118 +184,18 @@ THREAD_NUM_FN = "graphc_omp_thread_num"
 NUM_THREADS_FN = "graphc_omp_num_threads"
 THREADS_GLOBAL = "graphc_num_threads"
 TASKS_GLOBAL = "graphc_parallel_tasks"
-TEAM_ALONE_GLOBAL = "graphc_team_alone"  # regions the fallback below ran on the caller alone
-TEAM_REST_GLOBAL = "graphc_team_rest"    # how many more regions it will run alone
-_OMP_DECLARE = re.compile(r'^declare [^\n]*@"?(?:%s|%s|%s)"?\([^\n]*\n?'
-                          % (PARALLEL_FN, THREAD_NUM_FN, NUM_THREADS_FN), re.M)
-# A region of the team lost to a serial run when its caller waited at the join longer than
-# it worked (a worker preempted, or asleep too deeply to take a share in time: the caller
-# idled at libgomp's barrier until it came), or when the caller itself ran less than
-# half of the time it worked (the cores are oversubscribed: a second thread adds no core,
-# only a barrier that couples two descheduled threads; measured by the caller's thread
-# CPU clock). The caller then runs the next 2**misses regions alone (misses: regions
-# lost, less regions won, kept within 0..TEAM_MAX_MISSES: a loaded machine backs off to
-# 256 regions alone, a stray loss on a quiet one costs 2) and tries the team again. The
-# task, its units and the chunks of a fold are the same alone or on a team, so no bits
-# change (units are claimed from a shared counter: whoever runs, every unit runs once).
-TEAM_MAX_MISSES = 8
-# the calling thread's CPU clock (Linux: 3); where clock_gettime rejects it, only the
-# waiting test above decides
-_THREAD_CPU_CLOCK = getattr(time, "CLOCK_THREAD_CPUTIME_ID", 3)
+RUN_BEGIN_FN = "graphc_omp_run_begin"
+RUN_END_FN = "graphc_omp_run_end"
+TEAM_ALONE_GLOBAL = "graphc_team_alone"  # regions a team was asked for that ran alone
+_OMP_DECLARE = re.compile(r'^declare [^\n]*@"?(?:%s)"?\([^\n]*\n?' % "|".join(
+    (PARALLEL_FN, THREAD_NUM_FN, NUM_THREADS_FN, RUN_BEGIN_FN, RUN_END_FN)), re.M)
+# The libgomp shim (platforms without runtime/team.py's team): each region is one
+# GOMP_parallel; runs tell it nothing.
 _OMP_FORWARD = f"""
-@{TEAM_REST_GLOBAL} = global i32 0
-@graphc_team_misses = internal global i32 0
 @{TEAM_ALONE_GLOBAL} = global i64 0
-%graphc.team = type {{ ptr, ptr, double, i64 }}
-
-define internal void @graphc_team_task(ptr %team) nounwind {{
-  %fn.at = getelementptr %graphc.team, ptr %team, i32 0, i32 0
-  %fn = load ptr, ptr %fn.at
-  %data.at = getelementptr %graphc.team, ptr %team, i32 0, i32 1
-  %data = load ptr, ptr %data.at
-  call void %fn(ptr %data)
-  %tid = call i32 @omp_get_thread_num()
-  %caller = icmp eq i32 %tid, 0
-  br i1 %caller, label %stamp, label %out
-stamp:
-  %done = call double @omp_get_wtime()
-  %done.at = getelementptr %graphc.team, ptr %team, i32 0, i32 2
-  store double %done, ptr %done.at
-  %cpu = call i64 @graphc_thread_cpu_ns()
-  %cpu.at = getelementptr %graphc.team, ptr %team, i32 0, i32 3
-  store i64 %cpu, ptr %cpu.at
-  br label %out
-out:
-  ret void
-}}
-
 define void @{PARALLEL_FN}(ptr %fn, ptr %data, i32 %n) nounwind {{
-entry:
-  %rest = load atomic i32, ptr @{TEAM_REST_GLOBAL} monotonic, align 4
-  %alone = icmp sgt i32 %rest, 0
-  br i1 %alone, label %serial, label %team
-serial:
-  %left = sub i32 %rest, 1
-  store atomic i32 %left, ptr @{TEAM_REST_GLOBAL} monotonic, align 4
-  %alone.n = atomicrmw add ptr @{TEAM_ALONE_GLOBAL}, i64 1 monotonic
-  call void %fn(ptr %data)
+  call void @GOMP_parallel(ptr %fn, ptr %data, i32 %n, i32 0)
   ret void
-team:
-  %t = alloca %graphc.team
-  %fn.at = getelementptr %graphc.team, ptr %t, i32 0, i32 0
-  store ptr %fn, ptr %fn.at
-  %data.at = getelementptr %graphc.team, ptr %t, i32 0, i32 1
-  store ptr %data, ptr %data.at
-  %cpu.start = call i64 @graphc_thread_cpu_ns()
-  %start = call double @omp_get_wtime()
-  %done.at = getelementptr %graphc.team, ptr %t, i32 0, i32 2
-  store double %start, ptr %done.at
-  %cpu.at = getelementptr %graphc.team, ptr %t, i32 0, i32 3
-  store i64 %cpu.start, ptr %cpu.at
-  call void @GOMP_parallel(ptr @graphc_team_task, ptr %t, i32 %n, i32 0)
-  %joined = call double @omp_get_wtime()
-  %done = load double, ptr %done.at
-  %worked = fsub double %done, %start
-  %waited = fsub double %joined, %done
-  %late = fcmp ogt double %waited, %worked
-  %cpu.done = load i64, ptr %cpu.at
-  %cpu.ns = sub i64 %cpu.done, %cpu.start
-  %cpu.s = sitofp i64 %cpu.ns to double
-  %half = fmul double %worked, 5.0e8
-  %clocked = icmp sge i64 %cpu.start, 0
-  %short = fcmp olt double %cpu.s, %half
-  %starved = and i1 %clocked, %short
-  %lost = or i1 %late, %starved
-  br i1 %lost, label %miss, label %hit
-hit:
-  %had = load atomic i32, ptr @graphc_team_misses monotonic, align 4
-  %some = icmp sgt i32 %had, 0
-  %fewer = sub i32 %had, 1
-  %kept = select i1 %some, i32 %fewer, i32 0
-  store atomic i32 %kept, ptr @graphc_team_misses monotonic, align 4
-  ret void
-miss:
-  %misses = load atomic i32, ptr @graphc_team_misses monotonic, align 4
-  %more = add i32 %misses, 1
-  %capped = icmp sgt i32 %more, {TEAM_MAX_MISSES}
-  %now = select i1 %capped, i32 {TEAM_MAX_MISSES}, i32 %more
-  store atomic i32 %now, ptr @graphc_team_misses monotonic, align 4
-  %regions = shl i32 1, %now
-  store atomic i32 %regions, ptr @{TEAM_REST_GLOBAL} monotonic, align 4
-  ret void
-}}
-define internal i64 @graphc_thread_cpu_ns() nounwind {{
-  %ts = alloca {{ i64, i64 }}
-  store {{ i64, i64 }} zeroinitializer, ptr %ts
-  %rc = call i32 @clock_gettime(i32 {_THREAD_CPU_CLOCK}, ptr %ts)
-  %s = load i64, ptr %ts
-  %ns.at = getelementptr {{ i64, i64 }}, ptr %ts, i32 0, i32 1
-  %ns = load i64, ptr %ns.at
-  %s.ns = mul i64 %s, 1000000000
-  %all = add i64 %s.ns, %ns
-  %ok = icmp eq i32 %rc, 0
-  %cpu = select i1 %ok, i64 %all, i64 -1
-  ret i64 %cpu
 }}
 define i32 @{THREAD_NUM_FN}() nounwind {{
   %t = call i32 @omp_get_thread_num()
@@ -304,11 +205,53 @@ define i32 @{NUM_THREADS_FN}() nounwind {{
   %n = call i32 @omp_get_num_threads()
   ret i32 %n
 }}
+define void @{RUN_BEGIN_FN}() nounwind {{
+  ret void
+}}
+define void @{RUN_END_FN}() nounwind {{
+  ret void
+}}
 declare void @GOMP_parallel(ptr, ptr, i32, i32) nounwind
 declare i32 @omp_get_thread_num() nounwind
 declare i32 @omp_get_num_threads() nounwind
-declare double @omp_get_wtime() nounwind
-declare i32 @clock_gettime(i32, ptr) nounwind
+"""
+# Forwards to the process's team (runtime/team.py), counting the regions that asked for
+# a team but ran on the caller alone (no worker came while the caller worked).
+_TEAM_FORWARD = f"""
+@{TEAM_ALONE_GLOBAL} = global i64 0
+define void @{PARALLEL_FN}(ptr %fn, ptr %data, i32 %n) nounwind {{
+  %ran = call i32 @{team.PARALLEL_FN}(ptr %fn, ptr %data, i32 %n)
+  %alone = icmp eq i32 %ran, 0
+  %asked = icmp sgt i32 %n, 1
+  %counted = and i1 %alone, %asked
+  br i1 %counted, label %count, label %out
+count:
+  %was = atomicrmw add ptr @{TEAM_ALONE_GLOBAL}, i64 1 monotonic
+  br label %out
+out:
+  ret void
+}}
+define i32 @{THREAD_NUM_FN}() nounwind {{
+  %t = call i32 @{team.THREAD_NUM_FN}()
+  ret i32 %t
+}}
+define i32 @{NUM_THREADS_FN}() nounwind {{
+  %n = call i32 @{team.NUM_THREADS_FN}()
+  ret i32 %n
+}}
+define void @{RUN_BEGIN_FN}() nounwind {{
+  call void @{team.RUN_BEGIN_FN}()
+  ret void
+}}
+define void @{RUN_END_FN}() nounwind {{
+  call void @{team.RUN_END_FN}()
+  ret void
+}}
+declare i32 @{team.PARALLEL_FN}(ptr, ptr, i32) nounwind
+declare i32 @{team.THREAD_NUM_FN}() nounwind
+declare i32 @{team.NUM_THREADS_FN}() nounwind
+declare void @{team.RUN_BEGIN_FN}() nounwind
+declare void @{team.RUN_END_FN}() nounwind
 """
 _OMP_SERIAL = f"""
 define void @{PARALLEL_FN}(ptr %fn, ptr %data, i32 %n) nounwind {{
@@ -320,6 +263,12 @@ define i32 @{THREAD_NUM_FN}() nounwind {{
 }}
 define i32 @{NUM_THREADS_FN}() nounwind {{
   ret i32 1
+}}
+define void @{RUN_BEGIN_FN}() nounwind {{
+  ret void
+}}
+define void @{RUN_END_FN}() nounwind {{
+  ret void
 }}
 """
 _gomp_path = False  # not looked for yet
@@ -360,7 +309,7 @@ def openmp_library():
     """The path of the loaded libgomp, or None: not found, or GRAPHC_OPENMP=0 (then
     generated code runs its loops on the calling thread only)."""
     global _gomp_path
-    if os.environ.get("GRAPHC_OPENMP", "1").lower() in ("0", "off", "false", "no"):
+    if _teams_off():
         return None
     initialize()
     with _lock:
@@ -408,11 +357,52 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
+_team = False  # not made yet
+
+
+def _teams_off():
+    return os.environ.get("GRAPHC_OPENMP", "1").lower() in ("0", "off", "false", "no")
+
+
+def thread_team():
+    """The process's thread team (runtime/team.py), made the first time it is asked for;
+    None where the platform has none (libgomp then runs the regions) or GRAPHC_OPENMP=0."""
+    global _team
+    if _teams_off():
+        return None
+    with _lock:
+        if _team is False:
+            _team = None
+            if team.supported():
+                made = team.Team(CompiledModule(team.team_ir()))
+                atexit.register(made.stop)
+                on_fork_in_child(made.after_fork_in_child)
+                _team = made
+    return _team
+
+
+def parallel_runtime():
+    """What runs the regions of code compiled here: "team" (runtime/team.py), "libgomp",
+    or None (each region's task runs once, on its caller)."""
+    if thread_team() is not None:
+        return "team"
+    return "libgomp" if openmp_library() else None
+
+
+def ensure_team_workers(threads):
+    """Starts the team's workers a team of `threads` needs (none in a forked child)."""
+    made = thread_team()
+    if made is not None and threads > 1 and teams_allowed():
+        made.ensure_workers(threads - 1)
+
+
 def link_parallel_runtime(llvm_ir):
-    """The IR with the thread-team functions it declares defined (libgomp or serial)."""
+    """The IR with the thread-team functions it declares defined (our team, libgomp or
+    serial)."""
     if PARALLEL_FN not in llvm_ir:
         return llvm_ir
-    shim = _OMP_FORWARD if openmp_library() else _OMP_SERIAL
+    kind = parallel_runtime()
+    shim = {"team": _TEAM_FORWARD, "libgomp": _OMP_FORWARD}.get(kind, _OMP_SERIAL)
     return _OMP_DECLARE.sub("", llvm_ir) + shim
 
 
@@ -441,7 +431,7 @@ LIBC_FUNCTIONS = frozenset({"malloc", "realloc", "free"})
 def allowed_external_functions():
     """Names of the functions compiled code may declare (LLVM intrinsics, "llvm.*", aside)."""
     return (LIBM_FUNCTIONS | LIBC_FUNCTIONS | blas_exported_candidates() |
-            {PARALLEL_FN, THREAD_NUM_FN, NUM_THREADS_FN})
+            {PARALLEL_FN, THREAD_NUM_FN, NUM_THREADS_FN, RUN_BEGIN_FN, RUN_END_FN})
 
 
 ALLOWED_EXTERNAL_GLOBALS = frozenset({BLAS_PIN_GLOBAL})

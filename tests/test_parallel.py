@@ -6,6 +6,8 @@ row never spans two threads); the thread count is honoured (the runtime's task c
 one task per thread per split loop); the serial shim (no libgomp) gives the same bits;
 run-time errors name the same first bad element as a serial run.
 """
+import contextlib
+
 import numpy as np
 import pytest
 
@@ -14,6 +16,7 @@ import runtime
 from graphc.compiler.backends.cpu import parallel as cg_parallel
 from kernels import parallel as kp
 from runtime import jit
+from runtime import team as team_runtime
 from runtime.executable import Executable
 
 BIG = (1001, 263)   # 263k elements: above parallel.MIN_WORK for any nonempty kernel
@@ -40,13 +43,19 @@ def run_with(threads, build, feeds_of):
     return out, sess
 
 
-def try_the_team(exe):
-    """The next region of `exe` starts its team even if a region of an earlier run lost
-    (a loaded machine: the runtime then runs regions alone for a while, runtime/jit.py)."""
-    import ctypes
-    address = exe._compiled.global_address(jit.TEAM_REST_GLOBAL)
-    if address:
-        ctypes.c_int32.from_address(address).value = 0
+def on_the_team():
+    """Meanwhile every region runs on as many threads as it asks for, whatever the timing:
+    its caller waits for the workers to join (runtime/team.py Team.gathered). Libgomp runs
+    every thread of a region anyway; the serial shim none."""
+    team = jit.thread_team()
+    return team.gathered() if team is not None else contextlib.nullcontext()
+
+
+def left_alone():
+    """Meanwhile no worker joins a region: each runs on its caller alone, as when the
+    workers are asleep or preempted (Team.held)."""
+    team = jit.thread_team()
+    return team.held() if team is not None else contextlib.nullcontext()
 
 
 def rng_array(shape, seed=0, dtype=np.float32, scale=3.0):
@@ -126,11 +135,11 @@ def test_tiny_loops_split_across_threads(split_everything, shape):
     two, sess = run_with(2, row_reductions, feeds)
     for a, b in zip(one, two):
         np.testing.assert_array_equal(a, b)
-    if jit.openmp_library() and shape[0] > 1:
+    if jit.parallel_runtime() and shape[0] > 1:
         exe = executables(sess)[0]
-        try_the_team(exe)
         before = exe.parallel_tasks
-        exe.run([x, lab])
+        with on_the_team():
+            exe.run([x, lab])
         assert exe.parallel_tasks - before >= 2  # a team ran
 
 
@@ -141,10 +150,10 @@ def test_thread_count_is_honoured(threads, monkeypatch):
                        lambda ph: {ph[0]: rng_array(BIG, 1), ph[1]: rng_array(BIG, 2)})
     (exe,) = executables(sess)
     assert exe.num_threads == threads
-    try_the_team(exe)
     before = exe.parallel_tasks
-    y = exe.run([rng_array(BIG, 5), rng_array(BIG, 6)])
-    assert exe.parallel_tasks - before == (threads if jit.openmp_library() else 1)
+    with on_the_team():
+        y = exe.run([rng_array(BIG, 5), rng_array(BIG, 6)])
+    assert exe.parallel_tasks - before == (threads if jit.parallel_runtime() else 1)
     # small inputs are not worth a team: one serial task
     before = exe.parallel_tasks
     exe.run([rng_array((3, 5), 5), rng_array((3, 5), 6)])
@@ -169,22 +178,29 @@ def test_serial_shim_without_libgomp(monkeypatch):
     feeds = lambda ph: {ph[0]: rng_array(BIG, 1), ph[1]: rng_array(BIG, 2)}  # noqa: E731
     team, _ = run_with(2, elementwise, feeds)
     monkeypatch.setenv("GRAPHC_OPENMP", "0")
-    assert jit.openmp_library() is None
+    assert jit.openmp_library() is None and jit.parallel_runtime() is None
     serial, sess = run_with(2, elementwise, feeds)
     np.testing.assert_array_equal(serial, team)
     (exe,) = executables(sess)
     assert "GOMP_parallel" not in exe.optimized_ir()
+    assert "graphc_team_parallel" not in exe.optimized_ir()
     before = exe.parallel_tasks
     exe.run([rng_array(BIG, 1), rng_array(BIG, 2)])
     assert exe.parallel_tasks - before == 1
 
 
-def test_libgomp_is_used_when_present():
-    if jit.openmp_library() is None:
-        pytest.skip("no libgomp on this machine: the serial shim is what runs")
+def test_the_team_or_libgomp_is_used_when_present():
+    """Linux: the process's own team (runtime/team.py); elsewhere libgomp when found."""
+    import sys
+    kind = jit.parallel_runtime()
+    if sys.platform.startswith("linux"):
+        assert kind == "team"
+    if kind is None:
+        pytest.skip("no thread team on this machine: the serial shim is what runs")
     _, sess = run_with(2, elementwise, lambda ph: {ph[0]: rng_array(BIG),
                                                    ph[1]: rng_array(BIG)})
-    assert "GOMP_parallel" in executables(sess)[0].optimized_ir()
+    code = executables(sess)[0].optimized_ir()
+    assert ("graphc_team_parallel" if kind == "team" else "GOMP_parallel") in code
 
 
 
@@ -282,10 +298,11 @@ def test_column_sums_split_into_fixed_chunks(shape, monkeypatch):
     np.testing.assert_allclose(ms, want.astype(np.float64).sum(0), rtol=1e-4, atol=1e-3)
     np.testing.assert_array_equal(nmax, n.max(0))
     np.testing.assert_array_equal(nany, (n > 7).any(0))
-    if jit.openmp_library() and shape[0] > 1:
+    if jit.parallel_runtime() and shape[0] > 1:
         exe = executables(runs[1][1])[0]
         before = exe.parallel_tasks
-        exe.run([x, n])
+        with on_the_team():
+            exe.run([x, n])
         assert exe.parallel_tasks - before >= 2  # a team ran the folds
 
 
@@ -316,118 +333,206 @@ def test_standalone_runtime_runs_parallel_code(tmp_path):
     np.testing.assert_array_equal(m.run({"x": xv})["y"], sess.run(y, {x: xv}))
 
 
-# A region of the team (graphc_omp_parallel), in one of three ways: 0 nobody works; 1 the
-# caller (thread 0) returns at once and the other threads spin SPIN iterations (many ms),
-# so the caller waits at the join far longer than it worked; 2 the caller sleeps
-# SLEEP_US in its share, as a thread of an oversubscribed machine waits for a core: it
-# worked (wall) far longer than it ran (its CPU clock). Either way the team lost.
-SPIN = 30_000_000
-SLEEP_US = 20_000
+# A region of the team (graphc_omp_parallel) whose task counts itself in the region's
+# own counter and records which thread numbers ran it, a worker then sleeping nap_us (a
+# worker the OS took off its core); and the run's start and end.
 TEAM_PROBE_IR = f"""
 @probe.tasks = global i64 0
+@probe.threads = global i64 0
+@probe.nap_us = global i32 0
+@probe.size = global i32 0
+declare i32 @usleep(i32)
+declare i32 @{kp.NUM_THREADS_FN}()
 declare void @{kp.PARALLEL_FN}(ptr, ptr, i32)
 declare i32 @{kp.THREAD_NUM_FN}()
-declare i32 @usleep(i32)
+declare void @{kp.RUN_BEGIN_FN}()
+declare void @{kp.RUN_END_FN}()
 
-define void @probe.task(ptr %mode.at) {{
-entry:
+define void @probe.task(ptr %count) {{
   %n = atomicrmw add ptr @probe.tasks, i64 1 monotonic
+  %mine = atomicrmw add ptr %count, i64 1 monotonic
   %tid = call i32 @{kp.THREAD_NUM_FN}()
-  %mode = load i32, ptr %mode.at
+  %tid.64 = zext i32 %tid to i64
+  %bit = shl i64 1, %tid.64
+  %was = atomicrmw or ptr @probe.threads, i64 %bit monotonic
+  %size = call i32 @{kp.NUM_THREADS_FN}()
+  %size.was = atomicrmw max ptr @probe.size, i32 %size monotonic
   %worker = icmp ne i32 %tid, 0
-  %spins = icmp eq i32 %mode, 1
-  %late = and i1 %worker, %spins
-  %i = alloca i64
-  store volatile i64 0, ptr %i
-  br i1 %late, label %spin, label %caller
-spin:
-  %k = load volatile i64, ptr %i
-  %k1 = add i64 %k, 1
-  store volatile i64 %k1, ptr %i
-  %more = icmp slt i64 %k1, {SPIN}
-  br i1 %more, label %spin, label %out
-caller:
-  %sleeps = icmp eq i32 %mode, 2
-  %me = xor i1 %worker, true
-  %nap = and i1 %sleeps, %me
-  br i1 %nap, label %sleep, label %out
-sleep:
-  %rc = call i32 @usleep(i32 {SLEEP_US})
+  br i1 %worker, label %nap, label %out
+nap:
+  %us = load i32, ptr @probe.nap_us
+  %rc = call i32 @usleep(i32 %us)
   br label %out
 out:
   ret void
 }}
 
-define i64 @probe.region(i32 %mode) {{
-  %mode.at = alloca i32
-  store i32 %mode, ptr %mode.at
+define i64 @probe.region(ptr %count, i32 %threads) {{
   %before = load atomic i64, ptr @probe.tasks monotonic, align 8
-  call void @{kp.PARALLEL_FN}(ptr @probe.task, ptr %mode.at, i32 2)
+  call void @{kp.PARALLEL_FN}(ptr @probe.task, ptr %count, i32 %threads)
   %after = load atomic i64, ptr @probe.tasks monotonic, align 8
   %ran = sub i64 %after, %before
   ret i64 %ran
 }}
+
+define void @probe.begin() {{
+  call void @{kp.RUN_BEGIN_FN}()
+  ret void
+}}
+
+define void @probe.end() {{
+  call void @{kp.RUN_END_FN}()
+  ret void
+}}
 """
 
 
-def team_probe():
-    """(region(mode) -> tasks it ran, the count of regions run alone) of a new module."""
+class TeamProbe:
+    """The probe module: region(threads) -> (tasks run, the region's own counter)."""
+
+    def __init__(self, threads=2):
+        import ctypes
+        self.team = jit.thread_team()
+        if self.team is None:
+            pytest.skip("regions go to libgomp or run serially here: no team protocol")
+        jit.ensure_team_workers(threads)
+        self.module = jit.CompiledModule(TEAM_PROBE_IR)
+        self._region = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_int32)(
+            self.module.address("probe.region"))
+        self.begin = ctypes.CFUNCTYPE(None)(self.module.address("probe.begin"))
+        self.end = ctypes.CFUNCTYPE(None)(self.module.address("probe.end"))
+        self.alone = ctypes.c_int64.from_address(
+            self.module.global_address(jit.TEAM_ALONE_GLOBAL))
+        self.threads = ctypes.c_int64.from_address(self.module.global_address("probe.threads"))
+        self.nap_us = ctypes.c_int32.from_address(self.module.global_address("probe.nap_us"))
+        self.size = ctypes.c_int32.from_address(self.module.global_address("probe.size"))
+
+    def region(self, threads, count=None):
+        import ctypes
+        count = ctypes.c_int64(0) if count is None else count
+        return self._region(ctypes.addressof(count), threads), count
+
+
+def test_a_region_in_a_run_goes_to_the_team():
+    """Inside a run, a region asking for 2 (3) threads runs its task on the caller as
+    thread 0 and on worker 1 (and 2), each once, and none is counted as run alone; a
+    thread outside any region sees a team of 1."""
+    probe = TeamProbe(threads=3)
+    with probe.team.gathered():
+        assert probe.team.runs.value >= 1  # gathered() is a run: the workers stay awake
+        tasks, count = probe.region(2)
+        assert (tasks, count.value, probe.threads.value) == (2, 2, 0b11)
+        probe.threads.value = 0
+        tasks, count = probe.region(3)
+        assert (tasks, count.value, probe.threads.value) == (3, 3, 0b111)
+        assert probe.size.value == 3  # every thread of the region sees its team's size
+        probe.threads.value = 0
+        tasks, count = probe.region(1)  # a team of 1: the caller alone, not counted
+        assert (tasks, probe.threads.value) == (1, 0b1)
+    assert probe.alone.value == 0
     import ctypes
-    if jit.openmp_library() is None:
-        pytest.skip("no libgomp on this machine: the serial shim runs every region alone")
-    module = jit.CompiledModule(TEAM_PROBE_IR)
-    region = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int32)(module.address("probe.region"))
-    alone = ctypes.c_int64.from_address(module.global_address(jit.TEAM_ALONE_GLOBAL))
-    region.module = module  # keeps the code alive
-    return region, alone
+    size = ctypes.CFUNCTYPE(ctypes.c_int32)(probe.module.address(jit.NUM_THREADS_FN))
+    assert size() == 1
 
 
-def test_a_team_that_loses_runs_the_next_regions_alone():
-    """A worker that comes late to a region (preempted by another process, here spinning)
-    makes the caller wait at the join: the runtime then runs the next 2 regions on the
-    caller alone (one task each), tries the team again, and after a second lost region
-    in a row runs the next 4 alone."""
-    region, alone = team_probe()
-    assert region(1) == 2 and alone.value == 0  # the team ran; its caller waited
-    assert [region(0), region(0)] == [1, 1] and alone.value == 2
-    assert region(1) == 2                        # the team again; lost again
-    assert [region(0) for _ in range(4)] == [1, 1, 1, 1] and alone.value == 6
-    assert region(1) == 2                        # and again
+def test_a_worker_that_never_arrives_does_not_hang_the_caller():
+    """No worker joins (asleep, preempted: held): the caller runs every unit itself and
+    returns; the region counts as run alone. A worker that comes later never runs a
+    region that closed: the next region's task runs twice, the closed one's stays 1."""
+    probe = TeamProbe()
+    probe.begin()
+    try:
+        with probe.team.held():
+            tasks, closed = probe.region(2)
+            assert (tasks, closed.value, probe.threads.value) == (1, 1, 0b1)
+            assert probe.alone.value == 1
+    finally:
+        probe.end()
+    with probe.team.gathered():
+        tasks, count = probe.region(2)
+    assert (tasks, count.value, closed.value) == (2, 2, 1)
+    assert probe.alone.value == 1
 
 
-def test_a_caller_short_of_cpu_runs_the_next_regions_alone():
-    """A caller that ran less than half of the time its share took (here: asleep; on a
-    loaded machine: waiting for a core) though nobody kept it waiting at the join: the
-    cores are oversubscribed, and the next 2 regions run alone."""
-    region, alone = team_probe()
-    assert region(2) == 2 and alone.value == 0
-    assert [region(0), region(0)] == [1, 1] and alone.value == 2
-    assert region(0) == 2
+def test_a_region_that_waited_for_its_worker_makes_the_next_ones_run_alone():
+    """A caller that waited at the close far longer than it worked (its worker asleep
+    holding the task: preempted on a loaded machine) runs the next 2 regions alone, then
+    opens the gate again; 2 losses in a row: the next 4."""
+    probe = TeamProbe()
+    team = probe.team
+    team.rest.value = team.misses.value = 0
+    try:
+        probe.nap_us.value = 100_000
+        with team.gathered():
+            assert probe.region(2)[0] == 2
+        assert (team.misses.value, team.rest.value) == (1, 2)
+        probe.nap_us.value = 0
+        probe.begin()
+        try:
+            assert [probe.region(2)[0] for _ in range(2)] == [1, 1]
+            assert probe.alone.value == 2 and team.rest.value == 0
+        finally:
+            probe.end()
+        probe.nap_us.value = 100_000
+        with team.gathered():
+            assert probe.region(2)[0] == 2
+        assert (team.misses.value, team.rest.value) == (2, 4)
+    finally:
+        probe.nap_us.value = 0
+        team.rest.value = team.misses.value = 0
+
+
+def test_runs_begin_and_end_with_the_entry():
+    """The entry of code with team regions tells the team a run started and ended, on
+    success and on a failing run alike (else the workers would spin forever); runs
+    nest (two Python threads' runs at once: the count goes back to 0 after both)."""
+    team = jit.thread_team()
+    if team is None:
+        pytest.skip("regions go to libgomp or run serially here: runs tell it nothing")
+    feeds = lambda ph: {ph[0]: rng_array(BIG), ph[1]: rng_array(BIG)}  # noqa: E731
+    _, sess = run_with(2, elementwise, feeds)
+    code = executables(sess)[0].optimized_ir()
+    assert "graphc_team_run_begin" in code and "graphc_team_run_end" in code
+    assert team.runs.value == 0
+    g = gc.Graph()
+    with g.as_default():
+        params, idx = gc.placeholder(gc.float32, [None, None]), gc.placeholder(gc.int32, [None])
+        y = [gc.gather(params, idx) * 2.0 + 1.0, gc.tanh(params) * 3.0 - params]
+        with gc.Session(config=gc.ConfigProto(intra_op_parallelism_threads=2)) as sess:
+            with pytest.raises(gc.errors.InvalidArgumentError):
+                sess.run(y, {params: rng_array(BIG), idx: np.array([0, 5000], np.int32)})
+    assert team.runs.value == 0
+    probe = TeamProbe()
+    probe.begin()
+    probe.begin()
+    probe.end()
+    assert team.runs.value == 1
+    probe.end()
+    assert team.runs.value == 0
 
 
 def test_regions_run_alone_give_the_bits_of_the_team():
-    """What the runtime runs alone after a lost region is the team's task with every unit
-    and chunk on the caller: row reductions, a full sum and a gradient equal the bits
-    of 2 threads and of 1."""
-    import ctypes
+    """A region no worker joined runs every unit and chunk on the caller: row
+    reductions, a full sum and a gradient equal the bits of 2 threads and of 1."""
     x = rng_array((1001, 263), 3)
     lab = np.random.default_rng(4).integers(0, 263, 1001).astype(np.int32)
     feeds = lambda ph: {ph[0]: x, ph[1]: lab}  # noqa: E731
     one, _ = run_with(1, row_reductions, feeds)
     two, sess = run_with(2, row_reductions, feeds)
-    if jit.openmp_library() is None:
-        pytest.skip("no libgomp on this machine: the serial shim runs every region alone")
+    if jit.thread_team() is None:
+        pytest.skip("regions go to libgomp or run serially here: none runs alone")
     (exe,) = executables(sess)
-    rest = ctypes.c_int32.from_address(exe._compiled.global_address(jit.TEAM_REST_GLOBAL))
-    rest.value = 1 << 20  # as if the team had lost: the next regions run alone
     before, alone = exe.parallel_tasks, exe.team_regions_alone
-    got = exe.run([x, lab])
+    with left_alone():
+        got = exe.run([x, lab])
     regions = exe.team_regions_alone - alone
-    assert regions >= 2 and exe.parallel_tasks - before >= regions
-    try_the_team(exe)
-    for a, b, c in zip(got, two, one):
+    assert regions >= 2 and exe.parallel_tasks - before == regions
+    with on_the_team():
+        both = exe.run([x, lab])
+    for a, b, c, d in zip(got, two, one, both):
         np.testing.assert_array_equal(a, b)
         np.testing.assert_array_equal(a, c)
+        np.testing.assert_array_equal(a, d)
 
 
 def test_names_agree_between_codegen_and_runtime():
@@ -436,6 +541,8 @@ def test_names_agree_between_codegen_and_runtime():
                  "TASKS_GLOBAL"):
         assert getattr(kp, name) == getattr(jit, name)
     assert cg_parallel._DETAILS == MAX_ERROR_DETAILS
+    assert (kp.RUN_BEGIN_FN, kp.RUN_END_FN) == (jit.RUN_BEGIN_FN, jit.RUN_END_FN)
+    assert team_runtime.MAX_THREADS == kp.MAX_THREADS  # the team's worker numbers index the slots
 
 
 def test_bad_thread_count_rejected():
@@ -448,8 +555,10 @@ def test_bad_thread_count_rejected():
 
 
 def test_forked_child_runs_serially():
-    """libgomp's threads do not exist in a forked child (a team there would hang): the
-    child's executables run their loops on one thread, with the same results."""
+    """The team's workers do not exist in a forked child (libgomp's team would hang
+    there): the child's executables run their loops on one thread, with the same
+    results; and a region that still asks for 2 threads there runs on its caller (the
+    child's team has no workers) instead of waiting for one."""
     import os
     if not hasattr(os, "fork"):
         pytest.skip("no fork here")
@@ -463,7 +572,14 @@ def test_forked_child_runs_serially():
             before = exe.parallel_tasks
             out = exe.run([rng_array(BIG, 1), rng_array(BIG, 2)])[0]
             ok = np.array_equal(out, expect)
-            os.write(write, f"{exe.parallel_tasks - before} {int(ok)}".encode())
+            tasks = exe.parallel_tasks - before
+            if jit.thread_team() is not None:
+                exe._threads.value = 2
+                before = exe.parallel_tasks
+                with on_the_team():  # would wait for a worker if the child had one
+                    out = exe.run([rng_array(BIG, 1), rng_array(BIG, 2)])[0]
+                ok = ok and np.array_equal(out, expect) and exe.parallel_tasks - before == 1
+            os.write(write, f"{tasks} {int(ok)}".encode())
         finally:
             os._exit(0)
     os.close(write)
@@ -501,10 +617,11 @@ def test_conv_chunks_on_the_team_same_bits(split_everything):
     got = runs[0][1].run(fetches, {x_ph: x})
     for a, b in zip(got, want):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-3)
-    if jit.openmp_library():
+    if jit.parallel_runtime():
         exe = executables(runs[1][1])[0]
         before = exe.parallel_tasks
-        exe.run([x])
+        with on_the_team():
+            exe.run([x])
         assert exe.parallel_tasks - before >= 2  # a team ran the chunks
 
 
@@ -562,3 +679,34 @@ def test_blas_threads_pinned_during_runs_and_restored():
         for got in runs:
             np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
             np.testing.assert_array_equal(got, outs[0][0])
+
+
+EXIT_SCRIPT = """
+import numpy as np
+import graphc as gc
+from runtime import jit
+x = gc.placeholder(gc.float32, [None, None])
+y = gc.tanh(x) * 2.0 + x
+with gc.Session(config=gc.ConfigProto(intra_op_parallelism_threads=2)) as sess:
+    out = sess.run(y, {x: np.ones((1001, 263), np.float32)})
+team = jit.thread_team()
+print(float(out[0, 0]), 0 if team is None else len(team.threads))
+"""
+
+
+def test_process_exits_while_the_workers_spin():
+    """A process that ends right after a run (its workers still spinning, GRACE_NS) exits
+    with status 0 and does not hang: the workers are told to quit at exit and joined
+    while the engine holding their code is alive (libgomp's threads spinning in an
+    unloaded library were a segfault at exit)."""
+    import os
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    for _ in range(3):
+        done = subprocess.run([sys.executable, "-c", EXIT_SCRIPT], cwd=root, timeout=120,
+                              capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr[-2000:]
+        value, workers = done.stdout.split()
+        np.testing.assert_allclose(float(value), np.tanh(1.0) * 2 + 1, rtol=1e-6)
+        assert int(workers) == (1 if jit.thread_team() is not None else 0)

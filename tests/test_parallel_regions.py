@@ -18,7 +18,7 @@ import graphc as gc
 from graphc.ops import rnn
 from runtime import jit
 from tests.test_dynamic_rnn import np_dynamic_lstm
-from tests.test_parallel import executables, try_the_team
+from tests.test_parallel import executables, left_alone, on_the_team
 
 
 @pytest.fixture(autouse=True)
@@ -68,15 +68,13 @@ def test_a_loop_bodys_gemm_runs_on_the_team():
                  if "graphc_omp_parallel" in text and
                  re.search(r'\.gemm\.task|small_gemm\.[\w.]+\.task', text)]
         assert gemms, "no body kernel hands its product to the team"
-        try_the_team(exe)
         before, alone = exe.parallel_tasks, exe.team_regions_alone
-        sess.run(h, {h0: hv, w: wv, n: TRIPS})
+        with on_the_team():
+            sess.run(h, {h0: hv, w: wv, n: TRIPS})
         tasks = exe.parallel_tasks - before
         alone = exe.team_regions_alone - alone
-    if jit.openmp_library():  # each iteration's product: one task on each of 2 threads
-        # (one on the caller for a product the runtime ran alone after a lost one: on a
-        # loaded machine, runtime/jit.py; the first always starts the team)
-        assert tasks == 2 * TRIPS - alone and alone < TRIPS
+    if jit.parallel_runtime():  # each iteration's product: one task on each of 2 threads
+        assert (tasks, alone) == (2 * TRIPS, 0)
     want = hv.astype(np.float64)
     for _ in range(TRIPS):
         want = np.tanh(want @ wv)
@@ -127,8 +125,9 @@ def run_training(threads, dtype, feed_values):
                 sess.run(gc.global_variables_initializer())
                 w = {v.op.name.split("/")[-1]: sess.run(v) for v in cell.variables}
                 feed = {x: feed_values[0], weighting: feed_values[1]}
-                got = sess.run([loss] + grads, feed)
-                sess.run(train, feed)
+                with on_the_team():
+                    got = sess.run([loss] + grads, feed)
+                    sess.run(train, feed)
                 trained = sess.run(cell.variables)
                 tasks = sum(exe.parallel_tasks for exe in executables(sess))
     return w, got, trained, tasks
@@ -154,7 +153,7 @@ def test_looped_training_step_equal_on_one_and_two_threads(monkeypatch, dtype, m
     w2, got2, trained2, team_tasks = run_training(2, dtype, feed)
     for a, b in zip(list(w1.values()) + got1 + trained1, list(w2.values()) + got2 + trained2):
         np.testing.assert_array_equal(a, b)
-    if jit.openmp_library():
+    if jit.parallel_runtime():
         assert team_tasks > serial_tasks  # teams of 2 ran inside the loops
     tol = dict(rtol=1e-4, atol=1e-4) if dtype == np.float32 else dict(rtol=1e-10, atol=1e-9)
     np.testing.assert_allclose(got1[0], np_loss(w1, *feed), **tol)
@@ -185,8 +184,7 @@ def test_looped_training_gradients_against_central_differences(monkeypatch):
 def static_lstm_step(threads, dtype, feed_values, alone=False):
     """static_rnn's training step (batch_gemms: the input projections and the weight
     gradient as one GEMM each, the recurrent GEMMs per step, on the team); alone: every
-    team region of the step run on the caller, as the runtime does after a lost region."""
-    import ctypes
+    team region of the step run on the caller, as when no worker joins them."""
     g = gc.Graph()
     with g.as_default():
         gc.set_random_seed(5)
@@ -203,11 +201,8 @@ def static_lstm_step(threads, dtype, feed_values, alone=False):
             feed = {x: feed_values[0], weighting: feed_values[1]}
             got = sess.run([loss] + grads, feed)
             if alone:
-                for exe in executables(sess):
-                    rest = exe._compiled.global_address(jit.TEAM_REST_GLOBAL)
-                    if rest:
-                        ctypes.c_int32.from_address(rest).value = 1 << 20
-                got = sess.run([loss] + grads, feed)
+                with left_alone():
+                    got = sess.run([loss] + grads, feed)
                 assert sum(exe.team_regions_alone for exe in executables(sess)) > 0
     return w, got
 
@@ -215,7 +210,7 @@ def static_lstm_step(threads, dtype, feed_values, alone=False):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_static_rnn_training_same_bits_on_one_two_threads_and_alone(dtype):
     """The LSTM of lstm_train, small: loss and gradients equal bit for bit with 1 thread,
-    2 threads, and 2 threads whose regions all run alone (the fallback); the loss
+    2 threads, and 2 threads whose regions all run alone (no worker joined); the loss
     against NumPy."""
     rng = np.random.default_rng(9)
     feed = (rng.standard_normal((BATCH, STEPS, DEPTH)).astype(dtype),
@@ -223,7 +218,7 @@ def test_static_rnn_training_same_bits_on_one_two_threads_and_alone(dtype):
     w1, got1 = static_lstm_step(1, dtype, feed)
     w2, got2 = static_lstm_step(2, dtype, feed)
     runs = [got2]
-    if jit.openmp_library():
+    if jit.thread_team() is not None:
         runs.append(static_lstm_step(2, dtype, feed, alone=True)[1])
     for a, b in zip(list(w1.values()), list(w2.values())):
         np.testing.assert_array_equal(a, b)

@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
-"""What a team region costs: the latency of the runtime's thread team (runtime/jit.py's
-graphc_omp_parallel over libgomp) against the work it splits.
+"""What a team region costs: the latency of the runtime's thread team (runtime/team.py,
+or libgomp where that has none: runtime/jit.py) against the work it splits.
 
 A region here is what gemm_team.py emits for a product cut in `units` units: the team's
 threads claim units from a shared counter, each unit `work_us` microseconds of busy
 work (a dependent chain of adds, calibrated on one thread). `regions` regions run
-back to back inside one native call, as a training step's products do (the team's
-threads spin between them: GOMP_SPINCOUNT), after `gap_us` of serial work each (a step's
-serial elementwise kernels between two products; a gap longer than the spin lets the
-threads sleep, and each region then pays their wakeup).
+back to back inside one native call that tells the team a run started and ended, as a
+compiled entry does (the team's workers spin between its regions), after `gap_us` of
+serial work each (a step's serial elementwise kernels between two products). --no-run
+leaves the run's start and end out: the workers then sleep between regions more than
+GRACE apart (runtime/team.py), and each such region shows what a cold worker costs.
 
 Prints per (work, gap): microseconds per region alone (team of 1) and on the team,
 the team's overhead (team time less the ideal: units' work / threads), the speedup, and
@@ -29,6 +30,8 @@ from runtime import jit  # noqa: E402
 
 IR = """
 declare void @{par}(ptr, ptr, i32)
+declare void @{begin}()
+declare void @{end}()
 
 define internal void @spin(i64 %n) noinline {{
 entry:
@@ -66,14 +69,19 @@ done:
   ret void
 }}
 
-define void @run(i64 %regions, i64 %spins, i64 %units, i64 %gap, i32 %threads) {{
+define void @run(i64 %regions, i64 %spins, i64 %units, i64 %gap, i32 %threads, i1 %as.run) {{
 entry:
+  br i1 %as.run, label %begin, label %start
+begin:
+  call void @{begin}()
+  br label %start
+start:
   %data = alloca [3 x i64]
   %units.at = getelementptr i64, ptr %data, i64 1
   %next.at = getelementptr i64, ptr %data, i64 2
   br label %loop
 loop:
-  %r = phi i64 [0, %entry], [%r.next, %loop]
+  %r = phi i64 [0, %start], [%r.next, %loop]
   call void @spin(i64 %gap)
   store i64 %spins, ptr %data
   store i64 %units, ptr %units.at
@@ -83,15 +91,24 @@ loop:
   %more = icmp slt i64 %r.next, %regions
   br i1 %more, label %loop, label %out
 out:
+  br i1 %as.run, label %end, label %done
+end:
+  call void @{end}()
+  br label %done
+done:
   ret void
 }}
 """
 
 
-def compile_module():
-    module = jit.CompiledModule(IR.format(par=jit.PARALLEL_FN))
-    run = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
-                           ctypes.c_int64, ctypes.c_int32)(module.address("run"))
+def compile_module(threads, as_run):
+    module = jit.CompiledModule(IR.format(par=jit.PARALLEL_FN, begin=jit.RUN_BEGIN_FN,
+                                          end=jit.RUN_END_FN))
+    jit.ensure_team_workers(threads)
+    native = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
+                              ctypes.c_int64, ctypes.c_int32, ctypes.c_bool)(
+        module.address("run"))
+    run = lambda *args: native(*args, as_run)  # noqa: E731
     counter = ctypes.c_int64.from_address(module.global_address(jit.TEAM_ALONE_GLOBAL))
     return module, run, lambda: counter.value
 
@@ -116,14 +133,21 @@ def main(argv=None):
     ap.add_argument("--regions", type=int, default=200)
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--work-us", default="0,5,10,20,40,80,160")
-    ap.add_argument("--gap-us", default="0,20,300")
+    ap.add_argument("--gap-us", default="0,20,300,1000")
+    ap.add_argument("--no-run", action="store_true",
+                    help="call the regions outside a run (no run start/end)")
     args = ap.parse_args(argv)
-    if not jit.openmp_library():
-        raise SystemExit("no libgomp: the team runs serially here")
-    module, run, alone = compile_module()  # the module keeps the code alive
+    kind = jit.parallel_runtime()
+    if kind is None:
+        raise SystemExit("no thread team here: regions run serially")
+    # the module keeps the code alive
+    module, run, alone = compile_module(args.threads, not args.no_run)
     rate = spins_per_us(run)
-    print(f"libgomp {jit.openmp_library()}, GOMP_SPINCOUNT={os.environ.get('GOMP_SPINCOUNT')}, "
-          f"{args.units} units per region, team of {args.threads}, {args.regions} regions "
+    where = (f"libgomp {jit.openmp_library()}, GOMP_SPINCOUNT="
+             f"{os.environ.get('GOMP_SPINCOUNT')}" if kind == "libgomp" else
+             f"runtime/team.py, GRACE_NS={jit.team.GRACE_NS}, "
+             f"{'no run' if args.no_run else 'one run per call'}")
+    print(f"{where}, {args.units} units per region, team of {args.threads}, {args.regions} regions "
           f"per call, medians of {args.reps}; load {os.getloadavg()[0]:.2f}")
     print(f"{'unit us':>8}{'gap us':>8}{'alone us':>10}{'team us':>10}{'overhead us':>13}"
           f"{'speedup':>9}{'run alone':>11}")

@@ -17,6 +17,7 @@ from llvmlite import ir
 
 from graphc.compiler.backends.cpu.parallel import libc
 from graphc.compiler.regions import growable, value_bytes
+from kernels import parallel as kp
 from kernels.loops import I32, I64, PTR
 from runtime import jit
 
@@ -103,6 +104,7 @@ def _emit_calls(program, fn, calls, counters, first, owns_run):
         return p
 
     restore_blas = _pin_blas_threads(program, b) if owns_run else (lambda: None)
+    end_team_run = _start_team_run(program, b) if owns_run else (lambda: None)
     free_stacks = _own_growable_stacks(program, b, pointer) if owns_run else (lambda: None)
     # every failing call branches to one exit (its status through a phi): a return
     # block per call, each restoring the BLAS threads, was most of the entry's IR
@@ -126,6 +128,7 @@ def _emit_calls(program, fn, calls, counters, first, owns_run):
         b.position_at_end(ok)
     free_stacks()
     restore_blas()
+    end_team_run()
     b.ret(ir.Constant(I32, 0))
     if fail is not None:
         b.position_at_end(fail)
@@ -134,6 +137,7 @@ def _emit_calls(program, fn, calls, counters, first, owns_run):
             status.add_incoming(value, block)
         free_stacks()
         restore_blas()
+        end_team_run()
         b.ret(status)
 
 
@@ -205,6 +209,17 @@ def _own_growable_stacks(program, b, pointer):
             b.call(libc(program.llvm, "free"), [b.load(header, typ=PTR)])
             b.store(ir.Constant(PTR, None), header)
     return free
+
+
+def _start_team_run(program, b):
+    """When the kernels run regions on the thread team: tells the team a run started, so
+    that its workers spin between the regions instead of falling asleep (each wake-up
+    costs a region hundreds of microseconds: runtime/team.py). Returns what emits telling
+    it the run ended, before each return of the entry."""
+    if kp.PARALLEL_FN not in program.llvm.globals:
+        return lambda: None
+    b.call(kp.run_begin_fn(program.llvm), [])
+    return lambda: b.call(kp.run_end_fn(program.llvm), [])
 
 
 def _pin_blas_threads(program, b):
