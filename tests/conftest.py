@@ -70,8 +70,7 @@ def pytest_configure(config):
         "markers", "backends(*names): the test runs on each of these of the selected "
                    "backends (GRAPHC_TEST_BACKENDS), in a module not in BOTH_BACKENDS")
     # `-n auto` distributes tests as xdist's `load` does, except that the tests of one
-    # xdist_group go to one worker (a module whose fixture runs all its cases at once),
-    # the biggest groups first
+    # xdist_group go to one worker (_group_module_fixture_users), the biggest groups first
     if getattr(config.option, "dist", "no") == "load":
         config.option.dist = "loadgroup"
     if getattr(config, "workerinput", {}).get("loadgroup"):
@@ -95,10 +94,12 @@ def pytest_generate_tests(metafunc):
         metafunc.parametrize("backend", [b for b in BACKENDS if b in marker.args])
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's worker names tests by their group
 def pytest_collection_modifyitems(config, items):
     """A module may leave out some parameter combinations of its cases with
     NOT_ON = [{"param": value, ...}, ...] (each entry saying why): they are deselected,
     so the run's summary counts them."""
+    _group_module_fixture_users(items)
     kept, dropped = [], []
     for item in items:
         callspec = getattr(item, "callspec", None)
@@ -110,6 +111,17 @@ def pytest_collection_modifyitems(config, items):
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept
+
+
+def _group_module_fixture_users(items):
+    """Under xdist, the tests of a module that use a module-scoped fixture of it (an
+    exported file, a compiled spec, test_empty_sizes's batch of cases in a child process)
+    go to one worker: the fixture is made once, not once per worker given one of them."""
+    for item in items:
+        info = getattr(item, "_fixtureinfo", None)
+        if info is not None and any(d.scope == "module" for defs in
+                                    info.name2fixturedefs.values() for d in defs):
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
 
 
 @pytest.fixture

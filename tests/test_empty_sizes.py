@@ -27,9 +27,6 @@ from graphc.compiled_executor import GpuFallbackWarning
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CASES = {}
-# a backend's cases all run in the child its first test starts (backend_results): under
-# xdist the module's tests go to one worker, or each worker given one would run them all
-pytestmark = pytest.mark.xdist_group("empty_sizes")
 
 
 def case(fn):
