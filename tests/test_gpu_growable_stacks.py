@@ -329,10 +329,11 @@ def test_raw_rnn_gradient_against_central_differences(native):
 
 
 def test_raw_rnn_gradient_loops_are_launched_on_the_device():
-    """The forward loop's launches are driven from the host, its stacks in grown device
-    buffers; the backward loop reads them, and the emitted array's gradient, as inputs
-    (while_v2._while_grad captures it rather than carrying it), so it runs as a device
-    loop: neither runs on the host."""
+    """Both loops are GPU code: the forward loop's launches are driven from the host, its
+    stacks in grown device buffers; the backward loop reads them, and the emitted array's
+    gradient, as inputs (while_v2._while_grad captures the array's gradient rather than
+    carrying it), so what it carries has fixed sizes and it has a device loop (one kernel
+    for the whole loop, runtime/gpu/control_flow.py, where its launches fit a block)."""
     x, lengths, cell, grads = raw_lstm_gradients()
     spec = compile_signature([x, lengths], grads, [], [(T, B, D), (B,)],
                              variable_shapes={v.op.name: tuple(v.shape.as_list())
