@@ -69,6 +69,8 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "backends(*names): the test runs on each of these of the selected "
                    "backends (GRAPHC_TEST_BACKENDS), in a module not in BOTH_BACKENDS")
+    # pytest-xdist registers it too; without xdist the marks are inert
+    config.addinivalue_line("markers", "xdist_group(name): under xdist, run on one worker")
     # `-n auto` distributes tests as xdist's `load` does, except that the tests of one
     # xdist_group go to one worker (_group_module_fixture_users), the biggest groups first
     if getattr(config.option, "dist", "no") == "load":
