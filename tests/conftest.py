@@ -1,4 +1,6 @@
 import os
+import shutil
+import tempfile
 
 import pytest
 
@@ -22,10 +24,24 @@ def fresh_default_graph():
 def private_compile_cache(tmp_path_factory):
     """The on-disk compile cache (runtime/compile_cache.py) of a test run is a new temporary
     directory: tests never read entries an earlier run left, and never write into the
-    user's ~/.cache. Subprocesses started by tests inherit it through the environment."""
+    user's ~/.cache. Subprocesses started by tests inherit it through the environment.
+    Module- and session-scoped fixtures compile into it; each test has its own below."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("GRAPHC_CACHE_DIR", str(tmp_path_factory.mktemp("graphc_cache")))
         yield
+
+
+@pytest.fixture(autouse=True)
+def compile_cache_of_the_test(private_compile_cache, tmp_path_factory, monkeypatch):
+    """Each test compiles into a new, empty cache directory, deleted after it: a test never
+    reads what an earlier one left, so none depends on the order xdist gives it. The
+    cache reads every entry of its directory after each store (to evict past
+    GRAPHC_CACHE_MAX_MB): in one directory for the whole run, each compile was slower than
+    the last (thousands of entries per worker by the end of the suite)."""
+    directory = tempfile.mkdtemp(prefix="graphc_cache_test", dir=tmp_path_factory.getbasetemp())
+    monkeypatch.setenv("GRAPHC_CACHE_DIR", directory)
+    yield directory
+    shutil.rmtree(directory, ignore_errors=True)
 
 
 # The op and gradient suites of the core issue run on every backend: the default compiled
@@ -53,6 +69,20 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "backends(*names): the test runs on each of these of the selected "
                    "backends (GRAPHC_TEST_BACKENDS), in a module not in BOTH_BACKENDS")
+    # pytest-xdist registers it too; without xdist the marks are inert
+    config.addinivalue_line("markers", "xdist_group(name): under xdist, run on one worker")
+    # `-n auto` distributes tests as xdist's `load` does, except that the tests of one
+    # xdist_group go to one worker (_group_module_fixture_users), the biggest groups first
+    if getattr(config.option, "dist", "no") == "load":
+        config.option.dist = "loadgroup"
+    if getattr(config, "workerinput", {}).get("loadgroup"):
+        config.option.loadgroup = True  # a worker names each test with its group
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    """A worker reads --dist from its own command line, not the `loadgroup` chosen above."""
+    node.workerinput["loadgroup"] = node.config.getvalue("dist") == "loadgroup"
 
 
 def pytest_generate_tests(metafunc):
@@ -66,10 +96,12 @@ def pytest_generate_tests(metafunc):
         metafunc.parametrize("backend", [b for b in BACKENDS if b in marker.args])
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's worker names tests by their group
 def pytest_collection_modifyitems(config, items):
     """A module may leave out some parameter combinations of its cases with
     NOT_ON = [{"param": value, ...}, ...] (each entry saying why): they are deselected,
     so the run's summary counts them."""
+    _group_module_fixture_users(items)
     kept, dropped = [], []
     for item in items:
         callspec = getattr(item, "callspec", None)
@@ -81,6 +113,17 @@ def pytest_collection_modifyitems(config, items):
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept
+
+
+def _group_module_fixture_users(items):
+    """Under xdist, the tests of a module that use a module-scoped fixture of it (an
+    exported file, a compiled spec, test_empty_sizes's batch of cases in a child process)
+    go to one worker: the fixture is made once, not once per worker given one of them."""
+    for item in items:
+        info = getattr(item, "_fixtureinfo", None)
+        if info is not None and any(d.scope == "module" for defs in
+                                    info.name2fixturedefs.values() for d in defs):
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
 
 
 @pytest.fixture

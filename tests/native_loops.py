@@ -45,28 +45,43 @@ def run_in_one_stage(fetches, feed_list, backend="compiled", monkeypatch=None,
     return out
 
 
-def raw_lstm(dtype, shape, units, element_shape=None):
+def raw_lstm(dtype, shape, units, element_shape=None, next_input="clamped",
+             broadcast_weights=False):
     """raw_rnn over a BasicLSTMCell of `units` on inputs of `shape` [steps, batch, depth]
-    read from an unstacked TensorArray (made with `element_shape`, or without one), until
-    every example's length has passed; the loss of the emitted outputs (zeros past a
-    length) and of the final state, np_raw_lstm's. -> (x, lengths, cell, loss, final h)"""
+    (steps None: known only when fed) read from an unstacked TensorArray (made with
+    `element_shape`, or without one), until every example's length has passed. The next
+    input: "clamped" reads row min(time, last); "cond" reads it in a tf.cond that gives
+    zeros once every example has finished (TF1's raw_rnn example). The loss of the emitted
+    outputs (zeros past a length) and of the final state, np_raw_lstm's; its weights r
+    multiply the outputs' sum over time, or with `broadcast_weights` the stack itself
+    (whose gradient sums the broadcast over the rows the loop made).
+    -> (x, lengths, cell, loss, final h)"""
     from graphc.ops import rnn_cell
-    steps, batch, _ = shape
+    steps, batch, depth = shape
     x = gc.placeholder(dtype, shape, name="x")
     lengths = gc.placeholder(gc.int32, [batch], name="lengths")
+    if steps is None:
+        steps = gc.shape(x)[0]
     inputs_ta = gc.TensorArray(dtype, size=steps, element_shape=element_shape).unstack(x)
     cell = rnn_cell.BasicLSTMCell(units)
 
+    def read(time, finished):
+        if next_input == "clamped":
+            return inputs_ta.read(gc.minimum(time, steps - 1))
+        return gc.cond(gc.reduce_all(finished), lambda: gc.zeros([batch, depth], dtype),
+                       lambda: inputs_ta.read(time))
+
     def loop_fn(time, cell_output, cell_state, loop_state):
         state = cell.zero_state(batch, dtype) if cell_output is None else cell_state
-        return (gc.greater_equal(time, lengths), inputs_ta.read(gc.minimum(time, steps - 1)),
-                state, None, loop_state)
+        finished = gc.greater_equal(time, lengths)
+        return finished, read(time, finished), state, None, loop_state
     with gc.variable_scope("raw", initializer=gc.random_uniform_initializer(-0.5, 0.5, seed=3)):
         emit_ta, final_state, _ = gc.nn.raw_rnn(cell, loop_fn)
     outputs = emit_ta.stack()
     r = gc.constant(_output_weights(batch, units).astype(dtype))
-    loss = gc.reduce_sum(gc.reduce_sum(outputs, axis=0) * r) + \
-        gc.reduce_sum(outputs * outputs) + gc.reduce_sum(final_state.c * final_state.h)
+    weighed = outputs * r if broadcast_weights else gc.reduce_sum(outputs, axis=0) * r
+    loss = gc.reduce_sum(weighed) + gc.reduce_sum(outputs * outputs) + \
+        gc.reduce_sum(final_state.c * final_state.h)
     return x, lengths, cell, loss, final_state.h
 
 

@@ -1,8 +1,5 @@
 """gc.export -> runtime.load: same outputs as the Session, state kept, no compiler needed."""
 import os
-import subprocess
-import sys
-import textwrap
 import time
 
 import numpy as np
@@ -12,8 +9,7 @@ import graphc as gc
 import runtime
 from graphc.export import export
 from runtime import file_format
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from tests.runtime_alone import run_without_graphc
 
 
 def build_mlp(seed=0):
@@ -143,30 +139,16 @@ def test_runtime_alone_loads_and_runs_the_file(trained, tmp_path):
     xv = np.random.default_rng(5).standard_normal((4, 6)).astype(np.float32)
     np.save(tmp_path / "x.npy", xv)
     np.save(tmp_path / "expected.npy", sess.run(probs, {x: xv}))
-    script = textwrap.dedent(f"""
-        import sys
-        class Block:
-            def find_spec(self, name, path=None, target=None):
-                if name.split(".")[0] in ("graphc", "kernels", "networkx"):
-                    raise ImportError("blocked: " + name)
-                return None
-        sys.meta_path.insert(0, Block())
+    out = run_without_graphc(f"""
         import numpy as np
         import runtime
         m = runtime.load({path!r})
         out = m.run({{"x": np.load({str(tmp_path / 'x.npy')!r})}})["probs"]
         np.testing.assert_allclose(out, np.load({str(tmp_path / 'expected.npy')!r}),
                                    rtol=1e-6, atol=1e-7)
-        assert not any(m.split(".")[0] in ("graphc", "kernels", "networkx")
-                       for m in sys.modules)
         print("ok")
-    """)
-    (tmp_path / "isolated.py").write_text(script)
-    done = subprocess.run([sys.executable, str(tmp_path / "isolated.py")], capture_output=True,
-                          text=True, env=dict(os.environ, PYTHONPATH=ROOT), cwd=tmp_path,
-                          timeout=120)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "ok"
+    """, tmp_path)
+    assert out.strip() == "ok"
 
 
 @pytest.fixture(scope="module")

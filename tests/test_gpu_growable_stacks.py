@@ -308,22 +308,50 @@ def test_raw_rnn_on_variable_lengths_runs_on_the_device(native, dtype):
         np.testing.assert_allclose(run[0], want, **tol(dtype))
 
 
-@pytest.mark.parametrize("lv", LENGTHS[1:])
-def test_raw_rnn_gradient_against_central_differences(lv):
-    """d loss / d (inputs, kernel, bias) in float64 on the GPU target against central
-    differences of the NumPy loss. (The backward loop carries the emitted array's
-    gradient, rows the forward trip count, as a loop variable: that loop, and so the
-    forward one whose stacks it reads, still run on the host.)"""
+def raw_lstm_gradients():
     x, lengths, cell, loss, _ = raw_lstm(np.float64, (T, B, D), H)
-    grads = gc.gradients(loss, [x] + cell.variables)
+    return x, lengths, cell, gc.gradients(loss, [x] + cell.variables)
+
+
+def test_raw_rnn_gradient_against_central_differences(native):
+    """d loss / d (inputs, kernel, bias) in float64 on the GPU target, in one native
+    stage, against central differences of the NumPy loss."""
+    x, lengths, cell, grads = raw_lstm_gradients()
     xv = np.random.default_rng(5).standard_normal((T, B, D))
-    lv = np.array(lv, np.int32)
+    feed_list = [{x: xv, lengths: np.array(lv, np.int32)} for lv in LENGTHS[1:]]
+    got = run_in_one_stage(grads, feed_list, "gpu_emulated", initialize=True, compiles=None)
     with gc.Session() as sess:
         sess.run(gc.global_variables_initializer())
         w = weights(sess, cell, "raw/rnn/basic_lstm_cell/")
-        got = sess.run(grads, {x: xv, lengths: lv})
-    for g, numeric in zip(got, np_raw_lstm_gradients(xv, w, lv)):
-        np.testing.assert_allclose(g, numeric, rtol=1e-5, atol=1e-8)
+    for feed, run in zip(feed_list, got):
+        for g, numeric in zip(run, np_raw_lstm_gradients(xv, w, feed[lengths])):
+            np.testing.assert_allclose(g, numeric, rtol=1e-5, atol=1e-8)
+
+
+def test_raw_rnn_gradient_loops_are_launched_on_the_device():
+    """Both loops are GPU code: the forward loop's launches are driven from the host, its
+    stacks in grown device buffers; the backward loop reads them, and the emitted array's
+    gradient, as inputs (while_v2._while_grad captures the array's gradient rather than
+    carrying it), so what it carries has fixed sizes and it has a device loop (one kernel
+    for the whole loop, runtime/gpu/control_flow.py, where its launches fit a block)."""
+    x, lengths, cell, grads = raw_lstm_gradients()
+    spec = compile_signature([x, lengths], grads, [], [(T, B, D), (B,)],
+                             variable_shapes={v.op.name: tuple(v.shape.as_list())
+                                              for v in cell.variables},
+                             target=gpu_target("sm_80")).spec
+    verify_spec(spec)
+    forward, backward = [s for s in spec["launches"] if "while" in s]
+    assert forward["trips_dim"] == 0 and "device_loop" not in forward
+    stacks = {s["grown"] for s in forward["stacks"]}
+    assert None not in stacks
+    assert backward.get("device_loop") and "trips_dim" not in backward
+    read = {i[1] for i in backward["inputs"] if i[0] == "grown"}
+    assert read & stacks
+    # the emitted array's gradient: a row of B x H float64 per forward trip, an input
+    (array_grad,) = read - stacks
+    assert spec["grown"][array_grad]["bytes"] == [[[B * H * 8, [["raw/rnn/while:trips", 1]]]]]
+    # what the backward loop carries has sizes known before it runs
+    assert all(isinstance(v["bytes"], int) for v in backward["vars"])
 
 
 # --------------------------------------------------------------- the spec and files

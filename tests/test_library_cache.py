@@ -3,8 +3,6 @@ a conv module's microkernels are compiled once, kept on disk and in memory, and 
 each new graph's code; values against an independent NumPy convolution."""
 import ctypes
 import os
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
@@ -14,8 +12,8 @@ import graphc as gc
 import runtime
 from graphc.export import export
 from runtime import jit, library_cache, module_split
+from tests.runtime_alone import run_without_graphc
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOL = {np.float32: dict(rtol=2e-4, atol=2e-4), np.float64: dict(rtol=1e-10, atol=1e-10)}
 
 
@@ -266,14 +264,7 @@ def test_exported_conv_file_runs_in_the_runtime_alone(tmp_path):
     np.save(tmp_path / "x.npy", x)
     np.save(tmp_path / "expected.npy", numpy_conv_step(x, w, np.zeros((2, 6, 6, 16),
                                                                        np.float32), 1)[0])
-    script = textwrap.dedent(f"""
-        import sys
-        class Block:
-            def find_spec(self, name, path=None, target=None):
-                if name.split(".")[0] in ("graphc", "kernels", "networkx"):
-                    raise ImportError("blocked: " + name)
-                return None
-        sys.meta_path.insert(0, Block())
+    script = f"""
         import numpy as np
         import runtime
         from runtime import library_cache
@@ -282,16 +273,11 @@ def test_exported_conv_file_runs_in_the_runtime_alone(tmp_path):
         np.testing.assert_allclose(out, np.load({str(tmp_path / 'expected.npy')!r}),
                                    rtol=2e-4, atol=2e-4)
         print(library_cache.stats["compiled"], library_cache.stats["disk_hits"])
-    """)
-    (tmp_path / "isolated.py").write_text(script)
-    env = dict(os.environ, PYTHONPATH=ROOT, GRAPHC_CACHE_DIR=str(tmp_path / "cache"))
+    """
     runs = []
     for _ in range(2):
-        done = subprocess.run([sys.executable, str(tmp_path / "isolated.py")],
-                              capture_output=True, text=True, env=env, cwd=tmp_path,
-                              timeout=120)
-        assert done.returncode == 0, done.stderr
-        runs.append(done.stdout.split())
+        runs.append(run_without_graphc(script, tmp_path,
+                                       env={"GRAPHC_CACHE_DIR": str(tmp_path / "cache")}).split())
         for entry in (tmp_path / "cache").iterdir():  # the module's entry: LLVM runs again
             if entry.is_file():
                 entry.unlink()

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 import graphc as gc
-from graphc.ops import rnn_cell
-from tests.native_loops import run_in_one_stage
-from tests.test_dynamic_rnn import np_dynamic_lstm, weights
+from tests import native_loops
+from tests.native_loops import np_raw_lstm, np_raw_lstm_gradients, run_in_one_stage
+from tests.test_dynamic_rnn import weights
 from tests.test_native_dynamic_tensor_arrays import appending_loop, np_appending_loop
 from tests.test_native_unbounded_stacks import _rss_bytes
 
@@ -30,46 +30,12 @@ def compiled(monkeypatch):
 
 
 def raw_lstm(dtype, next_input="clamped"):
-    """raw_rnn over an LSTM on [time, B, D] inputs of unknown time and each example's
-    length, emitting the cell's outputs. next_input "clamped" reads the inputs at
-    min(time, last); "cond" reads them in a tf.cond that gives zeros once every example
-    has finished (TF1's raw_rnn example). Loss: the outputs times r (a broadcast of the
-    stack against a [B, H] value), their squares, and the final state's c * h."""
-    x = gc.placeholder(dtype, [None, B, D])
-    lengths = gc.placeholder(gc.int32, [B])
-    steps = gc.shape(x)[0]
-    inputs_ta = gc.TensorArray(dtype, size=steps).unstack(x)
-    cell = rnn_cell.BasicLSTMCell(H)
-
-    def read(time, finished):
-        if next_input == "clamped":
-            return inputs_ta.read(gc.minimum(time, steps - 1))
-        return gc.cond(gc.reduce_all(finished), lambda: gc.zeros([B, D], dtype),
-                       lambda: inputs_ta.read(time))
-
-    def loop_fn(time, cell_output, cell_state, loop_state):
-        state = cell.zero_state(B, dtype) if cell_output is None else cell_state
-        finished = gc.greater_equal(time, lengths)
-        return finished, read(time, finished), state, None, loop_state
-    with gc.variable_scope("raw", initializer=gc.random_uniform_initializer(-0.5, 0.5, seed=3)):
-        emit_ta, final_state, _ = gc.nn.raw_rnn(cell, loop_fn)
-    outputs = emit_ta.stack()
-    loss = gc.reduce_sum(outputs * gc.constant(_r(dtype))) + \
-        gc.reduce_sum(outputs * outputs) + gc.reduce_sum(final_state.c * final_state.h)
+    """native_loops.raw_lstm on [time, B, D] inputs of unknown time, its loss weighing the
+    stack by a broadcast [B, H] value. -> ((x, lengths), cell, loss)"""
+    x, lengths, cell, loss, _ = native_loops.raw_lstm(dtype, (None, B, D), H,
+                                                      next_input=next_input,
+                                                      broadcast_weights=True)
     return (x, lengths), cell, loss
-
-
-def _r(dtype):
-    return np.linspace(-1.0, 1.0, B * H).reshape(B, H).astype(dtype)
-
-
-def np_raw_lstm(kernel, bias, xv, lv):
-    """The loss of raw_lstm in NumPy: TF1's masking, the loop running max(lengths) steps."""
-    zeros = np.zeros((B, H), xv.dtype)
-    outs, c, h = np_dynamic_lstm({"kernel": kernel, "bias": bias}, xv.transpose(1, 0, 2),
-                                 lv, zeros, zeros)
-    outs = outs[:, :int(max(lv))]
-    return (outs * _r(np.float64)[:, None]).sum() + (outs * outs).sum() + (c * h).sum()
 
 
 def feed_for(x, lengths, trips, dtype, seed=4):
@@ -131,10 +97,10 @@ def check_raw_lstm(dtype, next_input, trip_counts, monkeypatch=None):
         arrays = [feed[x].astype(np.float64), w["kernel"], w["bias"]]
 
         def loss_of(xv, kernel, bias):
-            return np_raw_lstm(kernel, bias, xv, lv)
+            return np_raw_lstm({"kernel": kernel, "bias": bias}, xv, lv)[0]
         np.testing.assert_allclose(run[0], loss_of(*arrays), **tol(dtype))
         if trips <= 7:
-            for g, numeric in zip(run[1:], central_differences(loss_of, arrays)):
+            for g, numeric in zip(run[1:], np_raw_lstm_gradients(arrays[0], w, lv)):
                 np.testing.assert_allclose(g, numeric, **tol(dtype))
         else:
             check_directions(loss_of, arrays, run[1:], tol(dtype)["rtol"])
@@ -198,9 +164,9 @@ def test_raw_rnn_training_steps_free_their_rows(native):
 
 
 @pytest.mark.parametrize("next_input", ["clamped", "cond"])
-def test_the_emulated_gpu_gives_the_same_gradients(monkeypatch, next_input):
-    """The GPU target runs the growing loops on the host (growing device buffers is not
-    built there); its numbers are the CPU's."""
+def test_the_emulated_gpu_gives_the_same_gradients(native, monkeypatch, next_input):
+    """The GPU target runs the growing loops too (their stacks in device buffers it grows,
+    tests/test_gpu_growable_stacks.py); its numbers are the CPU's."""
     (x, lengths), cell, loss = raw_lstm(np.float64, next_input)
     grads = gc.gradients(loss, [x] + cell.variables)
     feeds = [feed_for(x, lengths, t, np.float64) for t in (0, 7)]

@@ -1,8 +1,4 @@
 """runtime.Executable on hand-written LLVM IR specs (no compiler involved)."""
-import os
-import subprocess
-import sys
-import textwrap
 import time
 
 import numpy as np
@@ -10,6 +6,7 @@ import pytest
 
 import runtime
 from runtime import jit, shapes
+from tests.runtime_alone import run_without_graphc
 
 ENTRY_ARGS = "ptr %feeds, ptr %fetches, ptr %vars, ptr %consts, ptr %arena, ptr %syms"
 
@@ -430,14 +427,7 @@ def test_per_run_overhead(add_exe):
 
 
 def test_runtime_imports_without_compiler(tmp_path):
-    script = textwrap.dedent(f"""
-        import sys
-        class Block:
-            def find_spec(self, name, path=None, target=None):
-                if name.split(".")[0] in ("graphc", "kernels", "networkx"):
-                    raise ImportError("blocked: " + name)
-                return None
-        sys.meta_path.insert(0, Block())
+    out = run_without_graphc(f"""
         import numpy as np
         import runtime
         spec = {{"format_version": 1, "entry": "graphc_main", "llvm_ir": {ADD_IR!r},
@@ -450,14 +440,6 @@ def test_runtime_imports_without_compiler(tmp_path):
                 "variables": [], "constants": [], "arena_bytes": 0, "error_sites": []}}
         (z,) = runtime.Executable(spec).run([np.ones(3, np.float32)] * 2, {{}})
         assert z.tolist() == [2.0, 2.0, 2.0]
-        assert not any(m.split(".")[0] in ("graphc", "kernels", "networkx") for m in sys.modules)
         print("ok")
-    """)
-    path = tmp_path / "isolated.py"
-    path.write_text(script)
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env = dict(os.environ, PYTHONPATH=root)
-    done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True,
-                          env=env, cwd=tmp_path, timeout=120)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "ok"
+    """, tmp_path)
+    assert out.strip() == "ok"
