@@ -228,6 +228,33 @@ def test_lru_eviction(tmp_path):
     assert all(os.path.exists(cache.path(k)) for k in (keys[0], keys[2], keys[3]))
 
 
+def test_stores_under_the_bound_do_not_read_the_directory_each_time(tmp_path, monkeypatch):
+    scans = []
+    real_scandir = os.scandir
+    monkeypatch.setattr(compile_cache.os, "scandir",
+                        lambda path: scans.append(path) or real_scandir(path))
+    cache = compile_cache.ObjectCache(str(tmp_path), max_bytes=2**30)
+    stores = 3 * compile_cache.RESCAN_STORES
+    for i in range(stores):
+        assert cache.store(compile_cache.make_key(str(i), {}, "t"), bytes(100))
+    # the first store reads the directory, then one after each RESCAN_STORES more
+    assert len(scans) == 1 + (stores - 1) // (compile_cache.RESCAN_STORES + 1)
+    assert len(cache.entries()) == stores
+
+
+def test_entries_another_process_wrote_are_evicted_within_the_rescan(tmp_path):
+    cache = compile_cache.ObjectCache(str(tmp_path), max_bytes=20 * 1100)
+    cache.store(compile_cache.make_key("first", {}, "t"), bytes(1000))
+    other = compile_cache.ObjectCache(str(tmp_path), max_bytes=2**30)
+    compile_cache._directory_bytes.pop(str(tmp_path))  # as if in another process
+    for i in range(30):  # past the bound, unseen by the first cache's estimate
+        other.store(compile_cache.make_key(f"other{i}", {}, "t"), bytes(1000))
+    compile_cache._directory_bytes[str(tmp_path)] = [1100, 0]
+    for i in range(compile_cache.RESCAN_STORES + 1):
+        cache.store(compile_cache.make_key(f"mine{i}", {}, "t"), bytes(10))
+    assert sum(os.path.getsize(os.path.join(tmp_path, n)) for n in cache.entries()) <= 20 * 1100
+
+
 def test_kernels_with_loops_are_not_inlined(cache_dir):
     ir = textwrap.dedent("""
         define void @kernel_loop(ptr noalias %p, i64 %n) {
