@@ -147,18 +147,35 @@ def test_each_element_of_a_200_piece_join_loads_one_piece(kind):
     assert loads <= 2, f"{loads} pieces loaded per element of a {STEPS}-piece {kind}"
 
 
-def test_a_200_piece_join_along_the_last_axis_is_cut_into_one_plain_loop_per_piece():
+def test_a_join_along_the_last_axis_is_cut_into_one_plain_loop_per_piece():
     """Left to LLVM, the bisection's branches are if-converted back into a select over
     every piece's address for each row: the join's loop must be cut at its pieces (along
     the last axis, where choosing a buffer per element would be in the innermost loop)."""
-    parts = [gc.placeholder(gc.float32, [3, 5]) for _ in range(STEPS)]
+    steps = pieces.MAX_LOOPS
+    parts = [gc.placeholder(gc.float32, [3, 5]) for _ in range(steps)]
     element, x, loop_vars = _lowered_element(_join("concat_columns", parts), parts)
     cut = pieces.cuts(x, [element], loop_vars[1], innermost=True)
-    assert cut is not None and len(cut) == STEPS
+    assert cut is not None and len(cut) == steps
     for k, (lo, hi, (got,)) in enumerate(cut):
         assert (lo, hi) == (k * 5, (k + 1) * 5)
         kinds = {n.kind for n in walk([got])}
         assert got.kind == "load" and not kinds & {"select", "min", "max"}
+
+
+def test_a_200_piece_join_along_the_last_axis_is_cut_into_at_most_max_loops():
+    """One loop per piece made LLVM's time grow faster than the pieces (600 two-element
+    pieces: 17 s): past MAX_LOOPS, neighbouring pieces share a loop, whose bisection is
+    among its own pieces only."""
+    parts = [gc.placeholder(gc.float32, [3, 5]) for _ in range(STEPS)]
+    element, x, loop_vars = _lowered_element(_join("concat_columns", parts), parts)
+    cut = pieces.cuts(x, [element], loop_vars[1], innermost=True)
+    assert cut is not None and len(cut) <= pieces.MAX_LOOPS
+    assert [lo for lo, _, _ in cut] == [0] + [hi for _, hi, _ in cut[:-1]]
+    assert cut[-1][1] == STEPS * 5 and all(lo % 5 == 0 for lo, _, _ in cut)
+    for lo, hi, (got,) in cut:
+        own = (hi - lo) // 5
+        assert sum(n.kind == "load" for n in walk([got])) == own
+        assert _loads_per_element(got) <= 1 + own.bit_length()
 
 
 @pytest.mark.parametrize("kind", ["concat_rows", "stack"])
