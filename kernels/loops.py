@@ -49,16 +49,20 @@ def for_range(builder, stop, start=None, name="i"):
 class CarriedLoop:
     """for_range's loop with values carried from one iteration to the next as phis (the
     accumulator registers of a register tile: built as SSA, LLVM has no stack slots to
-    promote, which made most of its time on such functions).
+    promote, which made most of its time on such functions); `start` and `step` (i64
+    values, 0 and 1 if None) make it any strided loop (a GPU grid-stride loop).
 
         loop = CarriedLoop(b, stop, values, name)
         with loop as (i, values):
             ...
-            loop.carry(new_values)
+            loop.carry(new_values)   # values not carried stay as they are
         loop.results    # the values after the last iteration"""
 
-    def __init__(self, b, stop, values, name):
+    def __init__(self, b, stop, values, name, start=None, step=None):
         self.b, self.stop, self.values, self.name = b, stop, list(values), name
+        self.start = ir.Constant(I64, 0) if start is None else start
+        self.step = ir.Constant(I64, 1) if step is None else step
+        self.carried = None
 
     def __enter__(self):
         b = self.b
@@ -69,7 +73,7 @@ class CarriedLoop:
         b.branch(self.header)
         b.position_at_end(self.header)
         self.index = b.phi(I64, name=self.name)
-        self.index.add_incoming(ir.Constant(I64, 0), pre)
+        self.index.add_incoming(self.start, pre)
         self.results = []
         for value in self.values:
             phi = b.phi(value.type)
@@ -86,9 +90,10 @@ class CarriedLoop:
         if exc[0] is not None:
             return False
         b = self.b
-        following = b.add(self.index, ir.Constant(I64, 1), flags=("nsw",))
+        following = b.add(self.index, self.step, flags=("nsw",))
         self.index.add_incoming(following, b.block)
-        for phi, value in zip(self.results, self.carried):
+        carried = self.results if self.carried is None else self.carried
+        for phi, value in zip(self.results, carried):
             phi.add_incoming(value, b.block)
         b.branch(self.header)
         b.position_at_end(self.done)

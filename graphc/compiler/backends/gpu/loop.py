@@ -17,13 +17,15 @@ see scan.py) or that stores nothing below the top (a scalar total) runs in globa
 Accumulating targets (a scatter-add) fold with atomics in PTX (atomicrmw add/fadd); the
 emulation runs threads one at a time and folds with a plain load, add and store.
 """
+from contextlib import contextmanager
+
 from llvmlite import ir
 
 from graphc.compiler.backends.gpu.launches import (GpuCodegenNotImplemented, flat_depth,
                                                loaded_elsewhere)
 from graphc.compiler.loops.emitter import Emitter, targets_by_level
 from kernels import dtypes as kd
-from kernels.loops import I32, I64
+from kernels.loops import I32, I64, CarriedLoop
 
 
 class GpuEmitter(Emitter):
@@ -97,31 +99,8 @@ def emit_grid_nest(em, nest, first, stride):
             em.defined.discard(v.id)
 
 
-class grid_stride_loop:
+@contextmanager
+def grid_stride_loop(b, first, stride, n, name):
     """`for (i = first; i < n; i += stride)` as a context manager yielding i (i64)."""
-
-    def __init__(self, b, first, stride, n, name):
-        self.b, self.first, self.stride, self.n, self.name = b, first, stride, n, name
-
-    def __enter__(self):
-        b = self.b
-        pre = b.block
-        self.header = b.append_basic_block(f"{self.name}.header")
-        body = b.append_basic_block(f"{self.name}.body")
-        self.done = b.append_basic_block(f"{self.name}.done")
-        b.branch(self.header)
-        b.position_at_end(self.header)
-        self.i = b.phi(I64, name=self.name)
-        self.i.add_incoming(self.first, pre)
-        b.cbranch(b.icmp_signed("<", self.i, self.n), body, self.done)
-        b.position_at_end(body)
-        return self.i
-
-    def __exit__(self, *exc):
-        if exc[0] is not None:
-            return False
-        b = self.b
-        self.i.add_incoming(b.add(self.i, self.stride, flags=("nsw",)), b.block)
-        b.branch(self.header)
-        b.position_at_end(self.done)
-        return False
+    with CarriedLoop(b, n, (), name, start=first, step=stride) as (i, _):
+        yield i
