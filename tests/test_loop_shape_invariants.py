@@ -2,6 +2,8 @@
 shape_invariants, TF1's accumulation and decoding loops: `out = concat([out, x_t], 0)` with
 the invariant [None, d]), their values and their gradients. The expected values are
 written here in NumPy; gradients also against central differences in float64."""
+import inspect
+
 import numpy as np
 import pytest
 
@@ -164,22 +166,32 @@ def test_loop_variable_whose_rows_shrink(backend):
     np.testing.assert_allclose(got_gx, expected, rtol=1e-12)
 
 
+def _tanh_growing_loop(xs, init, **while_kwargs):
+    """The loop the error tests build: `out` grows a row of xs per iteration, its old
+    rows through a Tanh (the op the errors name, on the line marked LINE)."""
+    n = gc.shape(xs)[0]
+    _, out = gc.while_loop(
+        lambda i, out: i < n,
+        lambda i, out: (i + 1, gc.concat([gc.tanh(out), xs[i:i + 1]], 0)),  # LINE
+        [0, init], **while_kwargs)
+    return out
+
+
+def _marked_line(fn):
+    """The file's number of the line of `fn` marked `# LINE`."""
+    source, first = inspect.getsourcelines(fn)
+    return first + next(i for i, text in enumerate(source) if "# LINE" in text)
+
+
 def test_unknown_rank_gradient_error_names_the_op_and_line():
     graph = gc.Graph()
     with graph.as_default():
         xs = gc.placeholder(gc.float64, [None, D])
-        n = gc.shape(xs)[0]
-        _, out = gc.while_loop(
-            lambda i, out: i < n,
-            lambda i, out: (i + 1, gc.concat([gc.tanh(out), xs[i:i + 1]], 0)),  # LINE
-            [0, gc.zeros([0, D], gc.float64)],
-            shape_invariants=[gc.TensorShape([]), gc.TensorShape(None)])
+        out = _tanh_growing_loop(xs, gc.zeros([0, D], gc.float64),
+                                 shape_invariants=[gc.TensorShape([]), gc.TensorShape(None)])
         with pytest.raises(ValueError) as info:
             gc.gradients(gc.reduce_sum(out), [xs])
-    import inspect
-    line = next(i for i, text in enumerate(inspect.getsource(
-        test_unknown_rank_gradient_error_names_the_op_and_line).splitlines()) if "# LINE" in text)
-    line += test_unknown_rank_gradient_error_names_the_op_and_line.__code__.co_firstlineno
+    line = _marked_line(_tanh_growing_loop)
     assert "'Tanh'" in str(info.value) and str(line) in str(info.value)
 
 
@@ -191,21 +203,12 @@ def test_shape_change_the_invariants_hide_is_an_error_naming_the_op_and_line():
     graph = gc.Graph()
     with graph.as_default():
         xs = gc.placeholder(gc.float64, [None, D])
-        n = gc.shape(xs)[0]
-        _, out = gc.while_loop(
-            lambda i, out: i < n,
-            lambda i, out: (i + 1, gc.concat([gc.tanh(out), xs[i:i + 1]], 0)),  # LINE
-            [0, xs[:1]])
+        out = _tanh_growing_loop(xs, xs[:1])
         gx, = gc.gradients(gc.reduce_sum(out), [xs])
         with gc.Session(graph=graph) as sess:
             with pytest.raises(gc.errors.UnimplementedError) as info:
                 sess.run(gx, {xs: np.ones((3, D))})
-    import inspect
-    source = inspect.getsource(
-        test_shape_change_the_invariants_hide_is_an_error_naming_the_op_and_line)
-    line = next(i for i, text in enumerate(source.splitlines()) if "# LINE" in text)
-    line += test_shape_change_the_invariants_hide_is_an_error_naming_the_op_and_line.__code__\
-        .co_firstlineno
+    line = _marked_line(_tanh_growing_loop)
     assert "'Tanh'" in str(info.value) and f", {line}," in str(info.value)
     assert "shape_invariants" in str(info.value)
 
@@ -336,10 +339,7 @@ def test_error_in_a_native_growing_loop_names_the_op_and_line(native):
         with gc.Session(graph=graph) as sess:
             with pytest.raises(gc.errors.InvalidArgumentError) as info:
                 sess.run(gc.reduce_sum(out), {xs: np.ones((4, D))})
-    import inspect
-    source = inspect.getsource(test_error_in_a_native_growing_loop_names_the_op_and_line)
-    line = next(i for i, text in enumerate(source.splitlines()) if "# LINE" in text)
-    line += test_error_in_a_native_growing_loop_names_the_op_and_line.__code__.co_firstlineno
+    line = _marked_line(test_error_in_a_native_growing_loop_names_the_op_and_line)
     assert "GatherV2" in str(info.value) and f"line {line}" in str(info.value)
 
 
