@@ -90,9 +90,20 @@ def _output_weights(batch, units):
     return np.linspace(-1.0, 1.0, batch * units).reshape(batch, units)
 
 
+def raw_lstm_weights(cell):
+    """raw_lstm's cell weights as initialized: {"kernel", "bias"}."""
+    from tests.test_dynamic_rnn import weights
+    with gc.Session() as sess:
+        sess.run(gc.global_variables_initializer())
+        return weights(sess, cell, "raw/rnn/basic_lstm_cell/")
+
+
 def np_raw_lstm(w, xv, lv):
-    """(loss, final h) of raw_lstm in NumPy; w: the cell's {"kernel", "bias"}."""
+    """(loss, final h) of raw_lstm in NumPy, in float64 whatever the dtype of the
+    arguments (the reference a float32 run is held to); w: the cell's {"kernel", "bias"}."""
     from tests.test_dynamic_rnn import np_dynamic_lstm
+    w = {k: np.asarray(v, np.float64) for k, v in w.items()}
+    xv = np.asarray(xv, np.float64)
     batch, units = xv.shape[1], w["bias"].shape[0] // 4
     zeros = np.zeros((batch, units), xv.dtype)
     outs, c, h = np_dynamic_lstm(w, xv.transpose(1, 0, 2), np.array(lv), zeros, zeros)
@@ -105,7 +116,7 @@ def np_raw_lstm(w, xv, lv):
 def np_raw_lstm_gradients(xv, w, lv, eps=1e-6):
     """Central differences of np_raw_lstm's loss with respect to the inputs, the kernel
     and the bias (float64)."""
-    arrays = [xv, w["kernel"], w["bias"]]
+    arrays = [np.asarray(a, np.float64) for a in (xv, w["kernel"], w["bias"])]
     numeric = [np.zeros_like(a) for a in arrays]
     for k, array in enumerate(arrays):
         for idx in np.ndindex(array.shape):
@@ -116,3 +127,10 @@ def np_raw_lstm_gradients(xv, w, lv, eps=1e-6):
             down = np_raw_lstm({"kernel": args[1], "bias": args[2]}, args[0], lv)[0]
             numeric[k][idx] = (up - down) / (2 * eps)
     return numeric
+
+
+def assert_raw_lstm_losses(runs, feed_list, x, lengths, w, tolerance):
+    """Each run's first fetch, raw_lstm's loss, against np_raw_lstm on its feed."""
+    for feed, run in zip(feed_list, runs):
+        want, _ = np_raw_lstm(w, feed[x], feed[lengths])
+        np.testing.assert_allclose(run[0], want, **tolerance)

@@ -68,8 +68,7 @@ def test_raw_rnn_forward_file_matches_session_and_numpy(exported, trips):
     fed = feeds(dtype, trips)
     got = runtime.load(forward).run(fed)
     in_process = sess.run([loss, h], {x: fed["x"], lengths: fed["lengths"]})
-    want_loss, want_h = np_raw_lstm({k: v.astype(np.float64) for k, v in w.items()},
-                                    fed["x"].astype(np.float64), fed["lengths"])
+    want_loss, want_h = np_raw_lstm(w, fed["x"], fed["lengths"])
     assert got["loss"].dtype == dtype and got["h"].shape == (B, H)
     np.testing.assert_allclose(got["loss"], in_process[0], **tol(dtype))
     np.testing.assert_allclose(got["h"], in_process[1], **tol(dtype))
@@ -89,15 +88,14 @@ def test_raw_rnn_gradient_file_matches_session_and_differences(exported, trips):
         np.testing.assert_allclose(got[name], want, **tol(dtype))
     if dtype != np.float64:
         return
-    w64 = {k: v.astype(np.float64) for k, v in w.items()}
     eps, xv = 1e-6, fed["x"]
     numeric = np.zeros_like(xv)
     for i in np.ndindex(xv.shape):
         up, down = xv.copy(), xv.copy()
         up[i] += eps
         down[i] -= eps
-        numeric[i] = (np_raw_lstm(w64, up, fed["lengths"])[0] -
-                      np_raw_lstm(w64, down, fed["lengths"])[0]) / (2 * eps)
+        numeric[i] = (np_raw_lstm(w, up, fed["lengths"])[0] -
+                      np_raw_lstm(w, down, fed["lengths"])[0]) / (2 * eps)
     np.testing.assert_allclose(got["dx"], numeric, rtol=1e-6, atol=1e-8)
     if trips == 0:  # no step reads x
         assert not got["dx"].any()

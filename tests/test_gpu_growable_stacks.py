@@ -19,8 +19,8 @@ from graphc.compiler.driver import compile_signature, gpu_target
 from runtime.gpu import EmulatedDevice, GpuExecutable
 from runtime.verify import InvalidSpec, verify_spec
 from tests.gradcheck import check_gradients
-from tests.native_loops import np_raw_lstm, np_raw_lstm_gradients, raw_lstm, run_in_one_stage
-from tests.test_dynamic_rnn import weights
+from tests.native_loops import (assert_raw_lstm_losses, np_raw_lstm_gradients, raw_lstm,
+                                raw_lstm_weights, run_in_one_stage)
 from tests.test_gpu_codegen import PTXAS, _ptxas_report
 
 FLOATS = [np.float32, np.float64]
@@ -299,13 +299,7 @@ def test_raw_rnn_on_variable_lengths_runs_on_the_device(native, dtype):
     feed_list = [{x: rng.standard_normal((T, B, D)).astype(dtype),
                   lengths: np.array(lv, np.int32)} for lv in LENGTHS]
     got = run_in_one_stage([loss], feed_list, "gpu_emulated", initialize=True, compiles=None)
-    with gc.Session() as sess:
-        sess.run(gc.global_variables_initializer())
-        w = weights(sess, cell, "raw/rnn/basic_lstm_cell/")
-    for feed, run in zip(feed_list, got):
-        want, _ = np_raw_lstm({k: v.astype(np.float64) for k, v in w.items()},
-                              feed[x].astype(np.float64), feed[lengths])
-        np.testing.assert_allclose(run[0], want, **tol(dtype))
+    assert_raw_lstm_losses(got, feed_list, x, lengths, raw_lstm_weights(cell), tol(dtype))
 
 
 def raw_lstm_gradients():
@@ -320,9 +314,7 @@ def test_raw_rnn_gradient_against_central_differences(native):
     xv = np.random.default_rng(5).standard_normal((T, B, D))
     feed_list = [{x: xv, lengths: np.array(lv, np.int32)} for lv in LENGTHS[1:]]
     got = run_in_one_stage(grads, feed_list, "gpu_emulated", initialize=True, compiles=None)
-    with gc.Session() as sess:
-        sess.run(gc.global_variables_initializer())
-        w = weights(sess, cell, "raw/rnn/basic_lstm_cell/")
+    w = raw_lstm_weights(cell)
     for feed, run in zip(feed_list, got):
         for g, numeric in zip(run, np_raw_lstm_gradients(xv, w, feed[lengths])):
             np.testing.assert_allclose(g, numeric, rtol=1e-5, atol=1e-8)

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 import graphc as gc
-from tests.native_loops import np_raw_lstm, np_raw_lstm_gradients, raw_lstm, run_in_one_stage
+from tests.native_loops import (assert_raw_lstm_losses, np_raw_lstm_gradients, raw_lstm,
+                                raw_lstm_weights, run_in_one_stage)
 from tests.test_dynamic_rnn import weights
 from tests.test_native_unbounded_stacks import _rss_bytes
 
@@ -208,13 +209,8 @@ def test_raw_rnn_with_an_lstm_on_variable_lengths_runs_natively(native, monkeypa
             sess.run(loss, feed)
         assert sess.compile_count == before
     reference = run_all([loss], feed_list, "reference", monkeypatch)
-    with gc.Session() as sess:
-        sess.run(gc.global_variables_initializer())
-        w = weights(sess, cell, "raw/rnn/basic_lstm_cell/")
-    for feed, g, r in zip(feed_list, got, reference):
-        want, _ = np_raw_lstm({k: v.astype(np.float64) for k, v in w.items()},
-                              feed[x].astype(np.float64), feed[lengths])
-        np.testing.assert_allclose(g[0], want, **tol(dtype))
+    assert_raw_lstm_losses(got, feed_list, x, lengths, raw_lstm_weights(cell), tol(dtype))
+    for g, r in zip(got, reference):
         np.testing.assert_allclose(g[0], r[0], **tol(dtype))
 
 
@@ -228,13 +224,7 @@ def test_raw_rnn_over_an_array_of_known_elements_is_one_native_stage(native, dty
     feed_list = [{x: rng.standard_normal((T, B, D)).astype(dtype), lengths: np.array(lv, np.int32)}
                  for lv in LENGTHS]
     got = run_all([loss], feed_list)
-    with gc.Session() as sess:
-        sess.run(gc.global_variables_initializer())
-        w = weights(sess, cell, "raw/rnn/basic_lstm_cell/")
-    for feed, g in zip(feed_list, got):
-        want, _ = np_raw_lstm({k: v.astype(np.float64) for k, v in w.items()},
-                              feed[x].astype(np.float64), feed[lengths])
-        np.testing.assert_allclose(g[0], want, **tol(dtype))
+    assert_raw_lstm_losses(got, feed_list, x, lengths, raw_lstm_weights(cell), tol(dtype))
 
 
 @pytest.mark.parametrize("lv", LENGTHS)
