@@ -23,7 +23,9 @@ WORKLOAD prints cProfile's top functions for one; --llvm-functions WORKLOAD spli
 time of its largest module by function family (kernel_N_loop_N, graphc_conv_direct_...):
 each family alone in a copy of the module, the other functions declared, optimized and
 emitted as the compile does, in CPU seconds, and the sums over the library functions (a
-machine compiles them once: runtime/library_cache.py) and over the graph's own.
+machine compiles them once: runtime/library_cache.py) and over the graph's own; then the
+whole module's and the graph's part's seconds compiled as one (what a family's row
+overstates), and the groups of functions that differ only in their integer literals.
 
     python tools/compile_time.py --scale [--depths 8,16,32,64,128,256] [--extra lstm_train,...]
 
@@ -239,6 +241,42 @@ def llvm_functions_child(workload):
           f"{sum(r[1] for r in rows if r not in library):9.3f} "
           f"{sum(r[2] for r in rows if r not in library):6.3f} "
           f"{len(functions) - sum(r[3] for r in library):6d}  (the graph's own)")
+    _print_in_context(text)
+    _print_alike_but_literals(text, functions)
+
+
+def _print_in_context(text):
+    """The module's LLVM CPU seconds whole, and of the graph's part alone as runtime/jit.py
+    compiles it: a family alone in a module carries costs (the module's, its callers'
+    declarations) that the whole module pays once, so the families' sum above exceeds
+    the whole, and a family's row overstates what removing it would save."""
+    from runtime import library_cache
+    whole = _llvm_seconds(text)
+    separated = library_cache.separate(text)
+    print(f"{sum(whole):7.3f} {whole[0]:9.3f} {whole[1]:6.3f} {'':6s}  "
+          "(the whole module, compiled as one)")
+    if separated is not None:
+        graph = _llvm_seconds(separated[0])
+        print(f"{sum(graph):7.3f} {graph[0]:9.3f} {graph[1]:6.3f} {'':6s}  "
+              "(the graph's part alone, library groups taken out as runtime/jit.py does)")
+
+
+def _print_alike_but_literals(text, functions):
+    """The defined functions whose text is the same once every integer literal (sizes,
+    strides, trip counts) and the numbers in names are blanked: what one size-generic
+    function (sizes as arguments) could stand for. (A ResNet's stages repeat their batch
+    norms at other sizes.)"""
+    import re
+    groups = {}
+    for start, end, name, _ in functions:
+        shape = re.sub(r"\b-?\d+\b", "N", re.sub(r"\d+", "N", text[start:end]))
+        groups.setdefault(shape, []).append(name)
+    alike = sorted((g for g in groups.values() if len(g) > 1), key=len, reverse=True)
+    print(f"\n{len(functions)} functions, {len(groups)} distinct once their integer "
+          f"literals are blanked: {sum(len(g) - 1 for g in alike)} functions in "
+          f"{len(alike)} groups differ only in sizes or constants")
+    for names in alike:
+        print(f"{len(names):6d}  {_family(names[0])}: {', '.join(names)}")
 
 
 _DEFINE = r'^define [^\n]*@("(?:[^"\\]|\\.)*"|[-\w$.]+)\([^\n]*\n?\{\n'
