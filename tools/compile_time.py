@@ -26,6 +26,13 @@ emitted as the compile does, in CPU seconds, and the sums over the library funct
 machine compiles them once: runtime/library_cache.py) and over the graph's own; then the
 whole module's and the graph's part's seconds compiled as one (what a family's row
 overstates), and the groups of functions that differ only in their integer literals.
+--llvm-ir WORKLOAD FILE writes that module's IR; --compare-llvm A B ... times the graph
+parts of such files in turn (--repeats times): a codegen change's LLVM time, before and
+after, on the same IR of the same minutes:
+
+    python tools/compile_time.py --llvm-ir resnet_train /tmp/after.ll   # (and in a
+    #   checkout without the change: ... /tmp/before.ll)
+    python tools/compile_time.py --compare-llvm /tmp/before.ll /tmp/after.ll --repeats 5
 
     python tools/compile_time.py --scale [--depths 8,16,32,64,128,256] [--extra lstm_train,...]
 
@@ -194,9 +201,9 @@ def scale_child(workload, profile=False):
                       "library": library_cache.stats}))
 
 
-def llvm_functions_child(workload):
-    """Runs in the fresh process: the first run of `workload`, keeping the IR of each LLVM
-    module it compiles, then the LLVM CPU seconds of each function family of the largest."""
+def largest_module(workload):
+    """The IR (thread-team runtime linked, as LLVM gets it) of the largest LLVM module the
+    first run of `workload` compiles."""
     import graphc as tf
     from runtime import jit
     sys.path.insert(0, os.path.join(REPO, "tools"))
@@ -211,7 +218,13 @@ def llvm_functions_child(workload):
     sess, fetch, feed = workloads.build(workload, tf)
     sess.run(fetch, feed)
     jit.CompiledModule.__init__ = compile_module
-    text = max(modules, key=len)
+    return max(modules, key=len)
+
+
+def llvm_functions_child(workload):
+    """Runs in the fresh process: the first run of `workload`, keeping the IR of each LLVM
+    module it compiles, then the LLVM CPU seconds of each function family of the largest."""
+    text = largest_module(workload)
     functions = _defined_functions(text)
     families = {}
     for k, (_, _, name, _) in enumerate(functions):
@@ -277,6 +290,35 @@ def _print_alike_but_literals(text, functions):
           f"{len(alike)} groups differ only in sizes or constants")
     for names in alike:
         print(f"{len(names):6d}  {_family(names[0])}: {', '.join(names)}")
+
+
+def llvm_ir_child(workload, path):
+    """Runs in the fresh process: writes the largest module's IR of `workload` to `path`."""
+    with open(path, "w") as f:
+        f.write(largest_module(workload))
+
+
+def compare_llvm(paths, repeats):
+    """The LLVM CPU seconds of each module file's graph part (library groups taken out, as
+    runtime/jit.py compiles it), the files taken in turn `repeats` times: two forms of one
+    graph's code (--llvm-ir before and after a codegen change) side by side in the same
+    minutes. On a loaded machine the spread is +-10%; min and median both printed."""
+    from runtime import library_cache
+    parts = []
+    for path in paths:
+        with open(path) as f:
+            text = f.read()
+        separated = library_cache.separate(text)
+        parts.append(separated[0] if separated is not None else text)
+    seconds = [[] for _ in paths]
+    for _ in range(repeats):
+        for part, s in zip(parts, seconds):
+            s.append(sum(_llvm_seconds(part)))
+    for path, part, s in zip(paths, parts, seconds):
+        print(f"{path}: {len(_defined_functions(part))} functions, "
+              f"{len(part) / 1e6:.2f} MB: min {min(s):.3f} median "
+              f"{statistics.median(s):.3f} CPU-s of LLVM (" +
+              " ".join(f"{x:.3f}" for x in s) + ")", flush=True)
 
 
 _DEFINE = r'^define [^\n]*@("(?:[^"\\]|\\.)*"|[-\w$.]+)\([^\n]*\n?\{\n'
@@ -508,9 +550,15 @@ def main(argv=None):
     ap.add_argument("--llvm-functions", metavar="WORKLOAD",
                     help="the LLVM time of this scale workload's largest module by function "
                          "family")
+    ap.add_argument("--llvm-ir", nargs=2, metavar=("WORKLOAD", "FILE"),
+                    help="write the IR of this scale workload's largest module to FILE")
+    ap.add_argument("--compare-llvm", nargs="+", metavar="FILE",
+                    help="the LLVM CPU-s of these --llvm-ir files' graph parts, taken in "
+                         "turn --repeats times")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--scale-child", help=argparse.SUPPRESS)
     ap.add_argument("--llvm-functions-child", help=argparse.SUPPRESS)
+    ap.add_argument("--llvm-ir-child", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
         return child(args.child)
@@ -523,6 +571,16 @@ def main(argv=None):
                                args.llvm_functions], env=env, cwd=REPO, check=True).returncode
     if args.llvm_functions_child:
         return llvm_functions_child(args.llvm_functions_child)
+    if args.llvm_ir:
+        env = dict(os.environ, GRAPHC_CACHE_DIR="off", GRAPHC_COMPILE_WORKER="0",
+                   PYTHONPATH=REPO)
+        return subprocess.run([sys.executable, __file__, "--llvm-ir-child", args.llvm_ir[0],
+                               os.path.abspath(args.llvm_ir[1])], env=env, cwd=REPO,
+                              check=True).returncode
+    if args.llvm_ir_child:
+        return llvm_ir_child(*args.llvm_ir_child)
+    if args.compare_llvm:
+        return compare_llvm(args.compare_llvm, args.repeats)
     if args.profile:
         print(spawn_scale(args.profile, profile=True))
         return None
