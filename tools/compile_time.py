@@ -278,7 +278,11 @@ def _print_alike_but_literals(text, functions):
     """The defined functions whose text is the same once every integer literal (sizes,
     strides, trip counts) and the numbers in names are blanked: what one size-generic
     function (sizes as arguments) could stand for. (A ResNet's stages repeat their batch
-    norms at other sizes.)"""
+    norms at other sizes.) Fewer functions is not less LLVM work by itself: resnet_train's
+    29 single-function loop kernels of 10 such groups, merged into 10 functions taking
+    their differing i64 literals as arguments (19 of the module's 167 functions gone),
+    took only 2.2% fewer instructions in LLVM (callgrind, issue 11): a generic form costs
+    more than one sized copy, its trip counts and strides unknown."""
     import re
     groups = {}
     for start, end, name, _ in functions:
