@@ -23,7 +23,16 @@ WORKLOAD prints cProfile's top functions for one; --llvm-functions WORKLOAD spli
 time of its largest module by function family (kernel_N_loop_N, graphc_conv_direct_...):
 each family alone in a copy of the module, the other functions declared, optimized and
 emitted as the compile does, in CPU seconds, and the sums over the library functions (a
-machine compiles them once: runtime/library_cache.py) and over the graph's own.
+machine compiles them once: runtime/library_cache.py) and over the graph's own; then the
+whole module's and the graph's part's seconds compiled as one (what a family's row
+overstates), and the groups of functions that differ only in their integer literals.
+--llvm-ir WORKLOAD FILE writes that module's IR; --compare-llvm A B ... times the graph
+parts of such files in turn (--repeats times): a codegen change's LLVM time, before and
+after, on the same IR of the same minutes:
+
+    python tools/compile_time.py --llvm-ir resnet_train /tmp/after.ll   # (and in a
+    #   checkout without the change: ... /tmp/before.ll)
+    python tools/compile_time.py --compare-llvm /tmp/before.ll /tmp/after.ll --repeats 5
 
     python tools/compile_time.py --scale [--depths 8,16,32,64,128,256] [--extra lstm_train,...]
 
@@ -192,9 +201,9 @@ def scale_child(workload, profile=False):
                       "library": library_cache.stats}))
 
 
-def llvm_functions_child(workload):
-    """Runs in the fresh process: the first run of `workload`, keeping the IR of each LLVM
-    module it compiles, then the LLVM CPU seconds of each function family of the largest."""
+def largest_module(workload):
+    """The IR (thread-team runtime linked, as LLVM gets it) of the largest LLVM module the
+    first run of `workload` compiles."""
     import graphc as tf
     from runtime import jit
     sys.path.insert(0, os.path.join(REPO, "tools"))
@@ -209,7 +218,13 @@ def llvm_functions_child(workload):
     sess, fetch, feed = workloads.build(workload, tf)
     sess.run(fetch, feed)
     jit.CompiledModule.__init__ = compile_module
-    text = max(modules, key=len)
+    return max(modules, key=len)
+
+
+def llvm_functions_child(workload):
+    """Runs in the fresh process: the first run of `workload`, keeping the IR of each LLVM
+    module it compiles, then the LLVM CPU seconds of each function family of the largest."""
+    text = largest_module(workload)
     functions = _defined_functions(text)
     families = {}
     for k, (_, _, name, _) in enumerate(functions):
@@ -239,6 +254,75 @@ def llvm_functions_child(workload):
           f"{sum(r[1] for r in rows if r not in library):9.3f} "
           f"{sum(r[2] for r in rows if r not in library):6.3f} "
           f"{len(functions) - sum(r[3] for r in library):6d}  (the graph's own)")
+    _print_in_context(text)
+    _print_alike_but_literals(text, functions)
+
+
+def _print_in_context(text):
+    """The module's LLVM CPU seconds whole, and of the graph's part alone as runtime/jit.py
+    compiles it: a family alone in a module carries costs (the module's, its callers'
+    declarations) that the whole module pays once, so the families' sum above exceeds
+    the whole, and a family's row overstates what removing it would save."""
+    from runtime import library_cache
+    whole = _llvm_seconds(text)
+    separated = library_cache.separate(text)
+    print(f"{sum(whole):7.3f} {whole[0]:9.3f} {whole[1]:6.3f} {'':6s}  "
+          "(the whole module, compiled as one)")
+    if separated is not None:
+        graph = _llvm_seconds(separated[0])
+        print(f"{sum(graph):7.3f} {graph[0]:9.3f} {graph[1]:6.3f} {'':6s}  "
+              "(the graph's part alone, library groups taken out as runtime/jit.py does)")
+
+
+def _print_alike_but_literals(text, functions):
+    """The defined functions whose text is the same once every integer literal (sizes,
+    strides, trip counts) and the numbers in names are blanked: what one size-generic
+    function (sizes as arguments) could stand for. (A ResNet's stages repeat their batch
+    norms at other sizes.) Fewer functions is not less LLVM work by itself: resnet_train's
+    29 single-function loop kernels of 10 such groups, merged into 10 functions taking
+    their differing i64 literals as arguments (19 of the module's 167 functions gone),
+    took only 2.2% fewer instructions in LLVM (callgrind, issue 11): a generic form costs
+    more than one sized copy, its trip counts and strides unknown."""
+    import re
+    groups = {}
+    for start, end, name, _ in functions:
+        shape = re.sub(r"\b-?\d+\b", "N", re.sub(r"\d+", "N", text[start:end]))
+        groups.setdefault(shape, []).append(name)
+    alike = sorted((g for g in groups.values() if len(g) > 1), key=len, reverse=True)
+    print(f"\n{len(functions)} functions, {len(groups)} distinct once their integer "
+          f"literals are blanked: {sum(len(g) - 1 for g in alike)} functions in "
+          f"{len(alike)} groups differ only in sizes or constants")
+    for names in alike:
+        print(f"{len(names):6d}  {_family(names[0])}: {', '.join(names)}")
+
+
+def llvm_ir_child(workload, path):
+    """Runs in the fresh process: writes the largest module's IR of `workload` to `path`."""
+    with open(path, "w") as f:
+        f.write(largest_module(workload))
+
+
+def compare_llvm(paths, repeats):
+    """The LLVM CPU seconds of each module file's graph part (library groups taken out, as
+    runtime/jit.py compiles it), the files taken in turn `repeats` times: two forms of one
+    graph's code (--llvm-ir before and after a codegen change) side by side in the same
+    minutes. On a loaded machine the spread is +-10%; min and median both printed."""
+    from runtime import library_cache
+    parts = []
+    for path in paths:
+        with open(path) as f:
+            text = f.read()
+        separated = library_cache.separate(text)
+        parts.append(separated[0] if separated is not None else text)
+    seconds = [[] for _ in paths]
+    for _ in range(repeats):
+        for part, s in zip(parts, seconds):
+            s.append(sum(_llvm_seconds(part)))
+    for path, part, s in zip(paths, parts, seconds):
+        print(f"{path}: {len(_defined_functions(part))} functions, "
+              f"{len(part) / 1e6:.2f} MB: min {min(s):.3f} median "
+              f"{statistics.median(s):.3f} CPU-s of LLVM (" +
+              " ".join(f"{x:.3f}" for x in s) + ")", flush=True)
 
 
 _DEFINE = r'^define [^\n]*@("(?:[^"\\]|\\.)*"|[-\w$.]+)\([^\n]*\n?\{\n'
@@ -470,9 +554,15 @@ def main(argv=None):
     ap.add_argument("--llvm-functions", metavar="WORKLOAD",
                     help="the LLVM time of this scale workload's largest module by function "
                          "family")
+    ap.add_argument("--llvm-ir", nargs=2, metavar=("WORKLOAD", "FILE"),
+                    help="write the IR of this scale workload's largest module to FILE")
+    ap.add_argument("--compare-llvm", nargs="+", metavar="FILE",
+                    help="the LLVM CPU-s of these --llvm-ir files' graph parts, taken in "
+                         "turn --repeats times")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--scale-child", help=argparse.SUPPRESS)
     ap.add_argument("--llvm-functions-child", help=argparse.SUPPRESS)
+    ap.add_argument("--llvm-ir-child", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
         return child(args.child)
@@ -485,6 +575,16 @@ def main(argv=None):
                                args.llvm_functions], env=env, cwd=REPO, check=True).returncode
     if args.llvm_functions_child:
         return llvm_functions_child(args.llvm_functions_child)
+    if args.llvm_ir:
+        env = dict(os.environ, GRAPHC_CACHE_DIR="off", GRAPHC_COMPILE_WORKER="0",
+                   PYTHONPATH=REPO)
+        return subprocess.run([sys.executable, __file__, "--llvm-ir-child", args.llvm_ir[0],
+                               os.path.abspath(args.llvm_ir[1])], env=env, cwd=REPO,
+                              check=True).returncode
+    if args.llvm_ir_child:
+        return llvm_ir_child(*args.llvm_ir_child)
+    if args.compare_llvm:
+        return compare_llvm(args.compare_llvm, args.repeats)
     if args.profile:
         print(spawn_scale(args.profile, profile=True))
         return None
