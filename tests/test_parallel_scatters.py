@@ -189,3 +189,40 @@ def test_gather_gradient_on_the_team_same_bits(split_everything, dtype, rows, co
     np.add.at(expect, idx, 2 * params.astype(np.float64)[idx])
     tol = 1e-12 if dtype == np.float64 else 1e-5
     np.testing.assert_allclose(one, expect, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_scatter_with_2d_indices_on_the_team_equals_numpy(split_everything, dtype):
+    """Indices of rank 2: the row is known one loop further in (the window's test sits
+    inside the second loop); repeats across both index axes apply in row-major order."""
+    table, flat_idx, flat_upd = scatter_case(1023, 7 * 33, 3, 21, dtype)
+    idx, upd = flat_idx.reshape(7, 33), flat_upd.reshape(7, 33, 3)
+    expect = in_order(np.add, table, flat_idx, flat_upd, dtype(0.5))
+
+    def run(threads, team):
+        g = gc.Graph()
+        with g.as_default():
+            var = gc.Variable(table)
+            pi = gc.placeholder(gc.int32, [7, 33])
+            pu = gc.placeholder(gc.float64 if dtype == np.float64 else gc.float32, [7, 33, 3])
+            step = gc.scatter_add(var, pi, pu * np.asarray(0.5, dtype))
+            init = var.initializer
+        sess = gc.Session(graph=g, config=gc.ConfigProto(intra_op_parallelism_threads=threads))
+        sess.run(init)
+        with team():
+            return sess.run(step, {pi: idx, pu: upd})
+
+    for threads, team in ((1, on_the_team), (2, on_the_team), (2, left_alone)):
+        np.testing.assert_array_equal(run(threads, team), expect)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_scatter_into_no_rows_reports_the_bad_index(split_everything, threads):
+    """A variable of 0 rows: every index is bad, and the run says so (the windows of 0
+    rows must still run the loop that checks them)."""
+    table = np.zeros((0, 5), np.float32)
+    idx = np.array([2, 0, 1], np.int32)
+    upd = np.ones((3, 5), np.float32)
+    with pytest.raises(gc.errors.InvalidArgumentError) as err:
+        run_scatter("ScatterAdd", table, idx, upd, threads, on_the_team)
+    assert "2" in str(err.value)

@@ -239,7 +239,8 @@ class ParallelLoops:
     def _emit_call(self, em, nest, level, var, terms, storages, passed, layout, task,
                    has_errors, folds=(), window=None):
         b = em.b
-        n = em.value(window.rows if window else var.extent)
+        # windows of a variable of 0 rows: still one, which checks (and rejects) every index
+        n = at_least_one(b, em.value(window.rows)) if window else em.value(var.extent)
         work = _work(em, terms)
         block = INNERMOST_BLOCK if all(v is None for v in nest.vars[level + 1:]) and \
             not window else 1
