@@ -491,7 +491,8 @@ class RowWindowEmitter(Emitter):
     """A split scatter's body: the whole nest, storing only the rows [lo, hi). The row
     (and with it the index check) is computed for every update, before the test, so every
     chunk records the serial loop's first failure; an update of another row skips its
-    row's inner loops."""
+    row's inner loops. A variable of 0 rows has one window, [0, 1), which stores nothing
+    (a bad index is clamped to row 0, which it does not have)."""
 
     def __init__(self, em, builder, buffers, syms, window, lo, hi):
         super().__init__(builder, em.views, buffers, syms, em.dim_emitter, em.scalar,
@@ -504,7 +505,9 @@ class RowWindowEmitter(Emitter):
             return
         b = self.b
         row = self.value(self.window.row)
+        rows = self.value(self.window.rows)
         mine = b.and_(b.icmp_signed(">=", row, self.lo), b.icmp_signed("<", row, self.hi))
+        mine = b.and_(mine, b.icmp_signed("<", row, rows))
         with b.if_then(mine):
             super().emit_level(nest, level, by_level, deepest)
 
