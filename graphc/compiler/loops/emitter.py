@@ -60,7 +60,9 @@ class StoreTarget:
     An accumulating target (`accumulate` = a reduction kind) instead runs over the loop
     nest of `loop_dims`: `place(nest index) -> (value, position)` says what to fold into
     which element (a column sum accumulates over the rows of the loop that computes its
-    input, rather than reading that input column by column)."""
+    input, rather than reading that input column by column). A scatter's place may also
+    give the row (of the buffer's first axis) that each element goes to, as a third item
+    (`row`): a thread team may then split the nest by windows of rows (CPU parallel.py)."""
 
     def __init__(self, storage, dims, dtype, value_of, accumulate=None, loop_dims=None,
                  place=None):
@@ -74,6 +76,7 @@ class StoreTarget:
         self.index = None    # index Exprs, set when placed in a nest
         self.expr = None
         self.position = None
+        self.row = None
 
 
 class Nest:
@@ -98,6 +101,14 @@ class Nest:
         return self.index[:trimmed] + [None] * (len(key) - trimmed)
 
 
+def place_target(t, index):
+    """Sets a placed target's expr, position and row (if its place gives one) at `index`,
+    its nest's index."""
+    placed = t.place(index)
+    t.expr, t.position = placed[:2]
+    t.row = placed[2] if len(placed) > 2 else None
+
+
 def group_nests(views, targets):
     """Targets grouped into nests (largest rank first); fills target.index/expr."""
     nests = []
@@ -106,7 +117,7 @@ def group_nests(views, targets):
         if nest is None:
             nest = Nest(views, t.loop_dims)
             nests.append(nest)
-        t.expr, t.position = t.place(nest.index)
+        place_target(t, nest.index)
         nest.targets.append(t)
     for t in sorted((t for t in targets if t.place is None), key=lambda t: -len(t.dims)):
         for nest in nests:

@@ -46,7 +46,10 @@ def gather_grad_nests(program, kernel, rules):
             f"indices has a value that is not in [0, {out.dims[axis]})",
             [(vx.linear(idx, indices.dims), {"index": list(indices.dims)})])
         out_index = list(g[:axis]) + [pos] + list(g[axis + ri - bd:])
-        return views.view(grad, g), vx.linear(out_index, out.dims)
+        # the row, for a team splitting by rows (parallel.py), only where pos is the
+        # outermost index of the result
+        row = (pos,) if axis == 0 else ()
+        return (views.view(grad, g), vx.linear(out_index, out.dims)) + row
 
     zero = vx.const(0, dtype)
     fills = [StoreTarget(s, out.dims, dtype, lambda index: zero) for s in stores]
@@ -79,7 +82,7 @@ def scatter_nests(program, kernel, rules):
         value = views.view(updates, u)
         if node.type == "ScatterSub":  # x + -y is x - y, bit for bit
             value = vx.op("Neg", [value], dtype)
-        return value, vx.linear([row] + list(u[ri:]), ref.dims)
+        return value, vx.linear([row] + list(u[ri:]), ref.dims), row
 
     accumulate = None if node.type == "ScatterUpdate" else "sum"
     writes = [StoreTarget(var, ref.dims, dtype, None, accumulate=accumulate,

@@ -44,6 +44,14 @@ FOLD_BYTES of partial results), never by the team: chunk c folds into its own pa
 buffer (filled with the reduction's identity), and after the team the partials are folded
 into the target in chunk order. So folds too give the same bits with 1 or N threads (not
 the bits of the serial loop: the summation order is by chunk).
+A scatter (its targets' positions read memory) whose one target names the row of each
+element (StoreTarget.row: a row scatter, a gather's gradient along axis 0) is split by
+*windows of rows* instead: chunk c owns the rows [lo, hi) of the target, runs the whole
+loop over the updates, checks every index as the serial loop does, and stores only the
+updates whose row it owns, skipping the rest of their row at once. Each element then
+receives its updates in the serial order, from one thread: the serial loop's bits, with
+repeated indices too, whatever the team; a chunk costs one more pass over the indices,
+so there is one chunk per thread.
 Only emit_loop_function's nests are split (its kernel runs the nests at top level); the
 BLAS call of a gemm kernel runs before its epilogue's team starts, never inside one, so
 our threads and OpenBLAS's never compete for the cores.
@@ -55,6 +63,7 @@ import os
 
 from llvmlite import ir
 
+from graphc.compiler.loops.emitter import Emitter
 from graphc.compiler.loops.expr import loaded_storages, walk
 from kernels import dtypes as kd
 from kernels import parallel as kp
@@ -108,7 +117,9 @@ class ParallelLoops:
         False, emitting nothing, when the nest is not safe to split."""
         var = nest.vars[level]
         inside = [t for lv, ts in by_level.items() if lv >= level for t in ts]
-        reason = _unsafe(nest, var, inside) if inside else "no stores inside"
+        window = _row_window(em, nest, level, deepest, inside)
+        reason = "no stores inside" if not inside else \
+            None if window else _unsafe(nest, var, inside)
         terms = None
         if not reason:
             roots = [e for t in inside for e in (t.expr, t.position)]
@@ -125,9 +136,9 @@ class ParallelLoops:
         base = f"{self.kernel_name}.par{self.count}"
         self.count += 1
         storages = list(em.buffers)
-        folds = _folds(var, inside)
+        folds = [] if window else _folds(var, inside)
         body, has_errors = self._emit_body(em, nest, level, by_level, deepest, storages,
-                                           passed, base)
+                                           passed, base, window)
         # data: buffers (a fold's: its partials), syms, n, chunk, next chunk (shared
         # counter), status, failures, the values hoisted above the loop, then the bytes
         # between two chunks' partials of each fold
@@ -137,11 +148,12 @@ class ParallelLoops:
         fold_slots = [storages.index(f.storage) for f in folds]
         task = self._emit_task(body, has_errors, layout, base, fold_slots)
         self._emit_call(em, nest, level, var, terms, storages, passed, layout, task,
-                        has_errors, folds)
+                        has_errors, folds, window)
         return True
 
     # ----------------------------------------------------------------- body
-    def _emit_body(self, em, nest, level, by_level, deepest, storages, passed, base):
+    def _emit_body(self, em, nest, level, by_level, deepest, storages, passed, base,
+                   window=None):
         types = [PTR] * len(storages) + [PTR, I64, I64, PTR] + [v.type for _, v in passed]
         fn = ir.Function(self.module, ir.FunctionType(I32, types), base + ".body")
         fn.attributes.add("nounwind")
@@ -150,12 +162,18 @@ class ParallelLoops:
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         n_buf = len(storages)
         syms, lo, hi, details = fn.args[n_buf:n_buf + 4]
-        child = em.fork(b, dict(zip(storages, fn.args[:n_buf])), syms)
+        buffers = dict(zip(storages, fn.args[:n_buf]))
+        if window:  # the whole loop, storing only into the rows [lo, hi)
+            child = RowWindowEmitter(em, b, buffers, syms, window, lo, hi)
+        else:
+            child = em.fork(b, buffers, syms)
         for (e, _), arg in zip(passed, fn.args[n_buf + 4:]):
             child.scopes[0][e] = arg
-        # the chunk [lo, hi) of the loop, cut at a concatenation's pieces as a loop run
-        # by one thread would be
-        child.emit_loop(nest, level, by_level, deepest, lo, hi)
+        if window:
+            child.emit_loop(nest, level, by_level, deepest)
+        else:  # the chunk [lo, hi) of the loop, cut at a concatenation's pieces as a
+            # loop run by one thread would be
+            child.emit_loop(nest, level, by_level, deepest, lo, hi)
         if child.error_slot is None:
             b.ret(ir.Constant(I32, 0))
             return fn, False
@@ -225,11 +243,13 @@ class ParallelLoops:
 
     # ----------------------------------------------------------------- call
     def _emit_call(self, em, nest, level, var, terms, storages, passed, layout, task,
-                   has_errors, folds=()):
+                   has_errors, folds=(), window=None):
         b = em.b
-        n = em.value(var.extent)
+        # windows of a variable of 0 rows: still one, which checks (and rejects) every index
+        n = at_least_one(b, em.value(window.rows)) if window else em.value(var.extent)
         work = _work(em, terms)
-        block = INNERMOST_BLOCK if all(v is None for v in nest.vars[level + 1:]) else 1
+        block = INNERMOST_BLOCK if all(v is None for v in nest.vars[level + 1:]) and \
+            not window else 1
         size = ir.Constant(I64, block)
         blocks = b.udiv(b.add(n, ir.Constant(I64, block - 1)), size)
         want = b.load(kp.threads_global(self.module), typ=I32)
@@ -237,7 +257,8 @@ class ParallelLoops:
         big = b.icmp_signed(">=", work, ir.Constant(I64, min_work()))
         team = b.select(big, team, ir.Constant(I32, 1))
         # chunk: whole blocks, CHUNKS_PER_THREAD per thread; one chunk when serial
-        parts = b.mul(b.zext(team, I64), ir.Constant(I64, CHUNKS_PER_THREAD))
+        per_thread = 1 if window else CHUNKS_PER_THREAD
+        parts = b.mul(b.zext(team, I64), ir.Constant(I64, per_thread))
         parts = b.select(b.icmp_signed(">", team, ir.Constant(I32, 1)), parts,
                          ir.Constant(I64, 1))
         partials = []
@@ -442,6 +463,59 @@ def _folds(var, inside):
         if t.accumulate and var.id not in t.position.free:
             out.setdefault(t.storage, Fold(t.storage, t.accumulate, t.dtype, t.dims))
     return list(out.values())
+
+
+class RowWindow:
+    """A scatter nest split by rows (module doc): its target's row Expr, the level where
+    that row is known (its innermost loop) and the number of rows."""
+
+    def __init__(self, row, level, rows):
+        self.row, self.level, self.rows = row, level, rows
+
+
+def _row_window(em, nest, level, deepest, inside):
+    """The RowWindow of a nest whose loop from `level` down is one scatter's, or None.
+    Only where every loop below the row's level surely runs: the window then checks
+    each index where the serial loop would (Emitter._loops_run)."""
+    if len(inside) != 1 or len(nest.targets) != 1:
+        return None
+    t = inside[0]
+    if t.row is None or t.place is None or not _reads_memory(t.position):
+        return None
+    if any(t.storage in loaded_storages(e) for e in walk([t.expr, t.position])):
+        return None  # a chunk would read rows that another one writes
+    levels = {v.id: i for i, v in enumerate(nest.vars) if v is not None}
+    if not t.row.free or not t.row.free <= set(levels):
+        return None
+    at = max(levels[v] for v in t.row.free)
+    if at < level or not em._loops_run(nest, at, deepest):
+        return None
+    return RowWindow(t.row, at, em.x.dim(t.dims[0]))
+
+
+class RowWindowEmitter(Emitter):
+    """A split scatter's body: the whole nest, storing only the rows [lo, hi). The row
+    (and with it the index check) is computed for every update, before the test, so every
+    chunk records the serial loop's first failure; an update of another row skips its
+    row's inner loops. A variable of 0 rows has one window, [0, 1), which stores nothing
+    (a bad index is clamped to row 0, which it does not have)."""
+
+    def __init__(self, em, builder, buffers, syms, window, lo, hi):
+        super().__init__(builder, em.views, buffers, syms, em.dim_emitter, em.scalar,
+                         streamed=em.streamed)
+        self.window, self.lo, self.hi = window, lo, hi
+
+    def emit_level(self, nest, level, by_level, deepest):
+        if level != self.window.level:
+            super().emit_level(nest, level, by_level, deepest)
+            return
+        b = self.b
+        row = self.value(self.window.row)
+        rows = self.value(self.window.rows)
+        mine = b.and_(b.icmp_signed(">=", row, self.lo), b.icmp_signed("<", row, self.hi))
+        mine = b.and_(mine, b.icmp_signed("<", row, rows))
+        with b.if_then(mine):
+            super().emit_level(nest, level, by_level, deepest)
 
 
 def _reads_memory(expr):

@@ -11,7 +11,7 @@ from loops.emitter.kernel_targets. Two things differ from the CPU's nests:
   an earlier nest of the same group writes (or writes what it reads) starts a new
   launch, since no barrier spans the whole grid inside a launch.
 """
-from graphc.compiler.loops.emitter import Nest, targets_by_level
+from graphc.compiler.loops.emitter import Nest, place_target, targets_by_level
 from graphc.compiler.loops.expr import dims_key, loaded_storages
 from graphc.compiler.loops.views import LoweringError
 
@@ -49,7 +49,7 @@ def gpu_nests(views, targets):
         if nest is None:
             nest = nests[key] = Nest(views, list(dims))
         if placed:
-            t.expr, t.position = t.place(nest.index)
+            place_target(t, nest.index)
         else:
             t.index = list(nest.index)
             t.expr = t.value_of(t.index)
