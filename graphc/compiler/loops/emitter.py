@@ -390,8 +390,32 @@ class Emitter:
         return result
 
     def store_target(self, t, value, position):
-        """Stores (or folds, for an accumulating target) one element of target t (the GPU
-        codegen overrides this to fold with atomics)."""
+        """Stores (or folds, for an accumulating target) one element of target t. A placed
+        (scattered) target whose buffer may be empty stores only when it is not: its
+        position is an index check's, clamped into [0, size), and no clamp puts an index
+        inside a buffer of size 0 (the check has recorded the error the run fails with)."""
+        empty = self._maybe_empty(t) if t.place is not None else None
+        if empty is None:
+            self.store_element(t, value, position)
+            return
+        with self.b.if_then(self.b.not_(empty), likely=True):
+            self.store_element(t, value, position)
+
+    def _maybe_empty(self, t):
+        """An i1 true when target t's buffer has no elements, or None when its dims are
+        all known to be positive."""
+        empty = None
+        for d in t.dims:
+            extent = self.x.dim(d)
+            if extent.is_const and self.x.const_value(extent) > 0:
+                continue
+            zero = self.b.icmp_signed("<=", self.value(extent), ir.Constant(I64, 0))
+            empty = zero if empty is None else self.b.or_(empty, zero)
+        return empty
+
+    def store_element(self, t, value, position):
+        """Stores or folds one element (the GPU codegen overrides this to fold with
+        atomics)."""
         staged = self.staged.get(t.storage)
         if staged is not None:  # a streamed target: into its line's block (_emit_streaming)
             block, slot = staged

@@ -9,7 +9,8 @@ index ops that nothing else reads), element by element as they are stored.
 
 Repeated indices add up, in the gradient's row-major order (as the reference's add.at).
 An index outside [0, params_shape[axis]) records an error site (the run fails with
-InvalidArgumentError) and is clamped, so nothing is written out of bounds.
+InvalidArgumentError) and is clamped, so nothing is written out of bounds; into a buffer
+of no elements, where no clamp lands, the emitter skips the stores (store_target).
 """
 import numpy as np
 

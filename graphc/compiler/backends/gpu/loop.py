@@ -33,9 +33,9 @@ class GpuEmitter(Emitter):
 
     nvptx = False
 
-    def store_target(self, t, value, position):
+    def store_element(self, t, value, position):
         if not (t.accumulate and self.nvptx):
-            return super().store_target(t, value, position)
+            return super().store_element(t, value, position)
         if t.accumulate != "sum" or t.dtype in ("float16", "bool"):
             raise GpuCodegenNotImplemented(f"no atomic {t.accumulate} of {t.dtype} on GPU")
         ptr = kd.element_pointer(self.b, self.buffers[t.storage], position, t.dtype)
