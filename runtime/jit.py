@@ -928,7 +928,7 @@ def object_code(llvm_ir, target, speed_level):
     in the compile worker, and for the parts of a split module. speed_level 0: LLVM's O0,
     no optimization pipeline and the code generator's fast paths (a long entry's part)."""
     initialize()
-    tm = target_machine(target, opt=min(speed_level, 3))
+    tm = target_machine(target, opt=0 if speed_level == 0 else 3)
     module = _parse(llvm_ir)
     module.triple = tm.triple
     module.data_layout = str(tm.target_data)
