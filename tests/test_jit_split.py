@@ -376,11 +376,13 @@ def test_a_long_entry_is_cut_from_the_kernels():
     assert module_split.cut_optnone(_two_function_ir(), 0) is None  # no entry at all
 
 
-@pytest.mark.parametrize("parts", ["1", "2"])
-def test_a_long_entry_is_emitted_at_o0_beside_the_kernels(parts, monkeypatch):
+@pytest.mark.parametrize("parts, worker_due", [("1", False), ("2", False), ("1", True)])
+def test_a_long_entry_is_emitted_at_o0_beside_the_kernels(parts, worker_due, monkeypatch):
     """The entry's part alone is emitted at LLVM's code generation level 0, with no
-    optimization pipeline; the kernels' code is what it was; one engine links them."""
+    optimization pipeline, by this process (also past its in-process optimizations: a
+    worker then optimizes the kernels); one engine links the parts."""
     monkeypatch.setenv("GRAPHC_CACHE_DIR", "off")
+    monkeypatch.setattr(jit, "_worker_due", lambda: worker_due)
     monkeypatch.setenv("GRAPHC_COMPILE_PARTS", parts)
     monkeypatch.setattr(jit, "SPLIT_MIN_WEIGHT", 0)
     monkeypatch.setattr(jit, "WORKER_START_WEIGHT", 0)
@@ -404,6 +406,7 @@ def test_a_long_entry_is_emitted_at_o0_beside_the_kernels(parts, monkeypatch):
     assert compiled.parts == kernels + 1
     assert levels.count(0) == 1
     assert all("entry" not in names for names in optimized)
+    assert (optimized == []) == worker_due  # the kernels' part went to a worker
     entry = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int64)(compiled.address("entry"))
     first = (1 + 1) * 3 - 1
     assert entry(1) == first + (1 + 7 + first)  # second reads what first stored
