@@ -486,23 +486,23 @@ def check_target(target):
                              + ", ".join(sorted(missing)))
 
 
-def target_machine(target=None, for_jit=True):
-    """A new O3 target machine for `target` (default: the host). Not shared: an MCJIT engine
-    takes ownership of its machine. MCJIT needs a JIT machine; emitting assembly needs a
-    plain one (a JIT machine crashes there)."""
+def target_machine(target=None, for_jit=True, opt=3):
+    """A new target machine for `target` (default: the host) at code generation level
+    `opt`. Not shared: an MCJIT engine takes ownership of its machine. MCJIT needs a JIT
+    machine; emitting assembly needs a plain one (a JIT machine crashes there)."""
     host = host_target()
     target = target or {}
     features = target.get("features")
     return llvm.Target.from_triple(target.get("triple") or host["triple"]).create_target_machine(
         cpu=target.get("cpu") or host["cpu"],
-        features=host["features"] if features is None else features, opt=3,
+        features=host["features"] if features is None else features, opt=opt,
         codemodel="jitdefault" if for_jit else "default", jit=for_jit)
 
 
 # --------------------------------------------------------------- compile
 # Everything besides the IR and the target that decides the machine code: part of the
 # on-disk cache key (runtime/compile_cache.py). Change it when _optimize changes.
-_PIPELINE = "O3 vectorize no-unroll noinline-branchy"
+_PIPELINE = "O3 vectorize no-unroll noinline-branchy O0-entry"
 # Functions with a conditional branch (the kernels' loop nests) are not inlined into their
 # caller (the entry): inlining a loop nest into a sequence of calls gains nothing at run
 # time, and it made LLVM optimize and emit every kernel twice (its own copy and the
@@ -567,26 +567,33 @@ class CompiledModule:
             self.engine = _engine_of_objects(objects, self.target_machine)
             self.compile_seconds = time.perf_counter() - start
             return
-        if obj is not None:
-            # MCJIT takes the stored object and resolves its symbols; the module it is
-            # given only has to exist (the IR is parsed lazily if optimized_ir() is asked)
-            module = llvm.parse_assembly("")
-        else:
-            module = _parse(llvm_ir)
+        if obj is None:
+            obj = self._emit(llvm_ir, speed_level)
+            _store(cache, key, obj)
+        # MCJIT takes the object and resolves its symbols; the module it is given only
+        # has to exist (the IR is parsed lazily if optimized_ir() is asked)
+        module = llvm.parse_assembly("")
         module.triple = self.target_machine.triple
         module.data_layout = str(self.target_machine.target_data)
-        if obj is None:
-            module.verify()
-            _optimize(module, self.target_machine, speed_level)
-            _count_optimization()
-            self._optimized = module
-        with _lock:  # MCJIT code emission touches process-wide LLVM state
+        with _lock:  # MCJIT's loader touches process-wide LLVM state
             self.engine = llvm.create_mcjit_compiler(module, self.target_machine)
-            self.engine.set_object_cache(
-                notify_func=lambda _module, buf: _store(cache, key, buf),
-                getbuffer_func=lambda _module: obj)
+            self.engine.set_object_cache(getbuffer_func=lambda _module: obj)
             self.engine.finalize_object()
         self.compile_seconds = time.perf_counter() - start
+
+    def _emit(self, llvm_ir, speed_level):
+        """The object code of the whole module, optimized here. Emitted by the target
+        machine, not by MCJIT, whose code generator runs the IR verifier twice more
+        (3 ms of compile_scale_8's 0.23 CPU s): the module was verified before O3."""
+        module = _parse(llvm_ir)
+        module.triple = self.target_machine.triple
+        module.data_layout = str(self.target_machine.target_data)
+        module.verify()
+        _optimize(module, self.target_machine, speed_level)
+        _count_optimization()
+        self._optimized = module
+        with _lock:
+            return self.target_machine.emit_object(module)
 
     def address(self, name):
         addr = self.engine.get_function_address(name)
@@ -743,6 +750,11 @@ def _compile_in_worker(llvm_ir, target, speed_level):
 # whole: a worker costs WORKER_START_WEIGHT to start (a Python process importing llvmlite
 # and numpy: 0.3-0.4 CPU s), which a part given to a new worker is dealt less work for.
 SPLIT_MIN_WEIGHT = 256 * 1024
+# An entry (optnone functions) of this much text or more is emitted at O0 as a part of
+# its own (module_split.cut_optnone): lstm_train's 70 KB took 50 ms of O3 code
+# generation and 25 at O0, compile_scale_64's 110 KB 50 and 20; a part costs a few ms
+# (its declarations parsed, a target machine, one more object loaded)
+ENTRY_PART_BYTES = 32 * 1024
 WORKER_START_WEIGHT = 160 * 1024
 MAX_PARTS = 4  # past this, more parts add more start-up and declarations than they save
 
@@ -793,16 +805,20 @@ def _workers_allowed():
 def _compile_parts(llvm_ir, target, speed_level, tm_target):
     """[object code of each part, then of each library group] of a module compiled in
     parts at once and linked with its library functions' code (runtime/library_cache.py),
-    or None when it is neither split nor has a library group, or a compile failed (the
-    caller then compiles the module whole, which reports the error as it always did).
+    or None when it is neither split nor has a library group nor a long entry, or a
+    compile failed (the caller then compiles the module whole, which reports the error as
+    it always did).
 
     A big module is cut into one part per free core (each part's process its own); else
     the module is one part, compiled here (or in a worker, jit.IN_PROCESS_COMPILES past).
     The library groups not cached yet are compiled by the same processes, each taking
-    the next from a shared queue once its part is done."""
+    the next from a shared queue once its part is done. An entry of at least
+    ENTRY_PART_BYTES is a part of its own, emitted here at O0 (module_split.cut_optnone)."""
     toolchain = toolchain_id() + ("" if speed_level == 3 else f" O{speed_level}")
     separated = library_cache.separate(llvm_ir)
     graph_ir, groups = separated if separated is not None else (llvm_ir, [])
+    cut = module_split.cut_optnone(graph_ir, ENTRY_PART_BYTES)
+    graph_ir, entry = cut if cut is not None else (graph_ir, None)
     keys = [library_cache.make_key(g, tm_target, toolchain) for g in groups]
     library = [library_cache.load(k) for k in keys]
     missing = sorted((k for k, obj in enumerate(library) if obj is None),
@@ -810,11 +826,11 @@ def _compile_parts(llvm_ir, target, speed_level, tm_target):
     here = 0 if _worker_due() else 1  # parts compiled by this process (not its leak)
     parts = _split_over_workers(graph_ir, here)
     if parts is None:
-        if not groups:
+        if not groups and entry is None:
             return None
         parts = [graph_ir]
     compiled = _compile_at_once(parts, [groups[k] for k in missing], here, target,
-                                speed_level)
+                                speed_level, entry)
     if compiled is None:
         return None
     objects, made = compiled
@@ -835,10 +851,14 @@ def _split_over_workers(llvm_ir, here):
     return module_split.split(llvm_ir, loads, SPLIT_MIN_WEIGHT)
 
 
-def _compile_at_once(parts, queue, here, target, speed_level):
-    """([object code of each part], [object code of each module of `queue`]), or None
-    when one failed: part k is compiled by this process when k < here, else by a worker
-    of its own; each process then takes the queue's next module until none is left."""
+def _compile_at_once(parts, queue, here, target, speed_level, entry=None):
+    """([object code of each part, then of `entry`], [object code of each module of
+    `queue`]), or None when one failed: part k is compiled by this process when k < here,
+    else by a worker of its own; each process then takes the queue's next module until
+    none is left. `entry` (a module text or None) is emitted at O0 by this process while
+    the workers run (no optimization pipeline: nothing leaks, see IN_PROCESS_COMPILES)."""
+    if entry is not None:
+        parts = parts + [entry]
     objects = [None] * len(parts)
     made = [None] * len(queue)
     taken = iter(range(len(queue)))
@@ -865,11 +885,14 @@ def _compile_at_once(parts, queue, here, target, speed_level):
         except BaseException as e:  # noqa: BLE001 -- raised again by the caller's thread
             raised.append(e)
 
+    workers = len(parts) - (entry is not None)
     threads = [threading.Thread(target=run, args=(k,), daemon=True)
-               for k in range(here, len(parts))]
+               for k in range(here, workers)]
     for thread in threads:
         thread.start()
     try:
+        if entry is not None:
+            objects[-1] = _part_in_process(entry, target, 0)
         if here:
             run(0)
     finally:
@@ -887,7 +910,8 @@ def _part_in_process(llvm_ir, target, speed_level):
         obj = object_code(llvm_ir, target, speed_level)
     except RuntimeError:
         return None  # compiled whole next, which reports it
-    _count_optimization()
+    if speed_level > 0:
+        _count_optimization()
     return obj
 
 
@@ -908,14 +932,16 @@ def object_code(llvm_ir, target, speed_level):
     """Parses, optimizes and emits `llvm_ir` (thread-team runtime already linked) the way
     CompiledModule does, and returns the object code (what the compile cache stores: the
     same bytes as MCJIT emits, whose loader resolves the symbols when it loads them). Runs
-    in the compile worker, and for the parts of a split module."""
+    in the compile worker, and for the parts of a split module. speed_level 0: LLVM's O0,
+    no optimization pipeline and the code generator's fast paths (a long entry's part)."""
     initialize()
-    tm = target_machine(target)
+    tm = target_machine(target, opt=0 if speed_level == 0 else 3)
     module = _parse(llvm_ir)
     module.triple = tm.triple
     module.data_layout = str(tm.target_data)
     module.verify()
-    _optimize(module, tm, speed_level)
+    if speed_level > 0:
+        _optimize(module, tm, speed_level)
     return tm.emit_object(module)
 
 

@@ -70,14 +70,10 @@ def split(llvm_ir, loads, min_weight=0):
     functions = _functions(llvm_ir)
     if functions is None or sum(weight(llvm_ir, f) for f in functions) < min_weight:
         return None
-    header = _header(llvm_ir, functions)
-    if _UNSPLITTABLE_HEADER.search(header):
+    splittable = _splittable(llvm_ir, functions)
+    if splittable is None:
         return None
-    globals_ = _globals(header)
-    by_name = {f.name: f for f in functions}
-    if globals_ is None or any(_unquote(n) in by_name for n in _NAME_REF.findall(header)):
-        return None  # (a global's initializer naming a function would tie it to part 0)
-    refs = _all_references(llvm_ir, functions, by_name)
+    header, globals_, refs = splittable
     groups = _groups(functions, refs)
     if len(groups) < 2:
         return None
@@ -95,6 +91,45 @@ def split(llvm_ir, loads, min_weight=0):
         f.part = renumber[f.part]
     return [_part_text(llvm_ir, functions, refs, globals_, header, p)
             for p in range(len(used))]
+
+
+def cut_optnone(llvm_ir, min_bytes):
+    """[the rest, the optnone functions] of the module's text, or None when its optnone
+    functions (the entry and its segments: backends/cpu/entry.py) are less than
+    `min_bytes` of text, all of it, or it holds something this does not parse.
+
+    LLVM's O3 code generator takes as long per byte over an optnone function as over a
+    kernel (its machine passes, the greedy register allocator, run whatever the
+    function's attributes), while the entry's straight run of calls gains nothing from
+    them: runtime/jit.py emits the second part at LLVM's O0 (fast instruction selection
+    and register allocation), about half the time over the same text."""
+    functions = _functions(llvm_ir)
+    if functions is None:
+        return None
+    cold = [f for f in functions if "optnone" in f.signature]
+    if not cold or len(cold) == len(functions) or \
+            sum(f.end - f.start for f in cold) < min_bytes:
+        return None
+    splittable = _splittable(llvm_ir, functions)
+    if splittable is None:
+        return None
+    header, globals_, refs = splittable
+    for f in functions:
+        f.part = 1 if "optnone" in f.signature else 0
+    return [_part_text(llvm_ir, functions, refs, globals_, header, p) for p in (0, 1)]
+
+
+def _splittable(llvm_ir, functions):
+    """(header, globals, references) of a module whose functions can go to different
+    parts, or None when its header holds what a part could not declare."""
+    header = _header(llvm_ir, functions)
+    if _UNSPLITTABLE_HEADER.search(header):
+        return None
+    globals_ = _globals(header)
+    by_name = {f.name: f for f in functions}
+    if globals_ is None or any(_unquote(n) in by_name for n in _NAME_REF.findall(header)):
+        return None  # (a global's initializer naming a function would tie it to part 0)
+    return header, globals_, _all_references(llvm_ir, functions, by_name)
 
 
 def separate(llvm_ir, wanted):

@@ -353,3 +353,117 @@ def test_the_dump_follows_an_entry_through_its_segments():
     code = model._entry_code(functions, "graphc_main")
     assert model._kernel_calls(code, 3) == ["kernel_0_loop_0", "kernel_1_loop_1",
                                             "kernel_0_loop_0"]
+
+
+def test_a_long_entry_is_cut_from_the_kernels():
+    whole = _mlp_ir(6)
+    optnone = [n for n in module_split.defined_functions(whole)
+               if re.search(r'^define [^\n]*@"?%s"?\([^\n]*optnone' % re.escape(n), whole,
+                            re.M)]
+    assert "graphc_main" in optnone
+    rest, entry = module_split.cut_optnone(whole, 0)
+    assert module_split.defined_functions(entry) == optnone
+    assert sorted(module_split.defined_functions(rest) + optnone) == \
+        sorted(module_split.defined_functions(whole))
+    assert sorted(_global_definitions(rest)) == sorted(_global_definitions(whole))
+    assert not _global_definitions(entry)
+    jit.initialize()
+    for part in (rest, entry):
+        llvm.parse_assembly(part).verify()
+    entry_bytes = sum(len(m.group(0)) for m in re.finditer(
+        r'^define [^\n]*optnone[^\n]*\n\{\n.*?\n\}\n', whole, re.M | re.S))
+    assert module_split.cut_optnone(whole, entry_bytes + 1) is None  # short: stays
+    assert module_split.cut_optnone(_two_function_ir(), 0) is None  # no entry at all
+
+
+@pytest.mark.parametrize("parts, worker_due", [("1", False), ("2", False), ("1", True)])
+def test_a_long_entry_is_emitted_at_o0_beside_the_kernels(parts, worker_due, monkeypatch):
+    """The entry's part alone is emitted at LLVM's code generation level 0, with no
+    optimization pipeline, by this process (also past its in-process optimizations: a
+    worker then optimizes the kernels); one engine links the parts."""
+    monkeypatch.setenv("GRAPHC_CACHE_DIR", "off")
+    monkeypatch.setattr(jit, "_worker_due", lambda: worker_due)
+    monkeypatch.setenv("GRAPHC_COMPILE_PARTS", parts)
+    monkeypatch.setattr(jit, "SPLIT_MIN_WEIGHT", 0)
+    monkeypatch.setattr(jit, "WORKER_START_WEIGHT", 0)
+    monkeypatch.setattr(jit, "ENTRY_PART_BYTES", 0)
+    monkeypatch.setattr(compile_cache, "memory_load", lambda key: None)
+    levels, optimized = [], []
+    target_machine, optimize = jit.target_machine, jit._optimize
+
+    def machine(target=None, for_jit=True, opt=3):
+        levels.append(opt)
+        return target_machine(target, for_jit, opt)
+
+    def spied(module, tm, speed_level=3):
+        optimized.append([f.name for f in module.functions if not f.is_declaration])
+        return optimize(module, tm, speed_level)
+    monkeypatch.setattr(jit, "target_machine", machine)
+    monkeypatch.setattr(jit, "_optimize", spied)
+    compiled = jit.CompiledModule(_two_function_ir("%y = add i64 %x, 7")
+                                  + _ENTRY_IR)
+    kernels = 1 if parts == "1" else 2  # the second part's, if any, in a worker
+    assert compiled.parts == kernels + 1
+    assert levels.count(0) == 1
+    assert all("entry" not in names for names in optimized)
+    assert (optimized == []) == worker_due  # the kernels' part went to a worker
+    entry = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int64)(compiled.address("entry"))
+    first = (1 + 1) * 3 - 1
+    assert entry(1) == first + (1 + 7 + first)  # second reads what first stored
+
+
+_ENTRY_IR = """
+define i64 @entry(i64 %x) noinline optnone {
+  %a = call i64 @first(i64 %x)
+  %b = call i64 @second(i64 %x)
+  %c = add i64 %a, %b
+  ret i64 %c
+}
+"""
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_an_entry_emitted_apart_computes_what_the_whole_module_computes(dtype, monkeypatch):
+    """Values and the error a bad index raises (the entry's failure exit) are the same
+    with the entry emitted at O0 in a part of its own."""
+    from graphc.compiler.backends.cpu import entry
+    monkeypatch.setenv("GRAPHC_CACHE_DIR", "off")
+    monkeypatch.setenv("GRAPHC_COMPILE_PARTS", "1")
+    monkeypatch.setattr(compile_cache, "memory_load", lambda key: None)
+    monkeypatch.setattr(entry, "SEGMENT_CALLS", 1)  # segments: optnone functions too
+    xv = np.linspace(-2, 2, 15).reshape(5, 3).astype(dtype)
+    iv = np.array([4, 0, 2, 2], np.int32)
+    monkeypatch.setattr(jit, "ENTRY_PART_BYTES", 1 << 40)
+    whole = _run_chain(dtype, xv, iv)
+    cuts = []
+    cut_optnone = module_split.cut_optnone
+    monkeypatch.setattr(module_split, "cut_optnone", lambda text, min_bytes: cuts.append(
+        cut_optnone(text, min_bytes)) or cuts[-1])
+    monkeypatch.setattr(jit, "ENTRY_PART_BYTES", 0)
+    apart = _run_chain(dtype, xv, iv)
+    assert cuts and all(c is not None for c in cuts)
+    assert any("graphc_main.segment1" in module_split.defined_functions(c[1]) for c in cuts)
+    np.testing.assert_array_equal(apart[0], whole[0])
+    assert apart[1] == whole[1] and whole[1] is not None
+    rtol = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(apart[0], _numpy_chain(xv, iv), rtol=rtol)
+
+
+def test_a_whole_module_is_verified_once(monkeypatch):
+    """Verified before O3, then emitted by the target machine: MCJIT's code generator
+    verified the optimized module twice more (about 1.3% of a module's LLVM time)."""
+    monkeypatch.setenv("GRAPHC_CACHE_DIR", "off")
+    monkeypatch.setattr(compile_cache, "memory_load", lambda key: None)
+    monkeypatch.setattr(jit, "_worker_due", lambda: False)  # compiled in this process
+    jit.initialize()
+    llvm.set_time_passes(True)
+    try:
+        compiled = jit.CompiledModule(_two_function_ir("%y = add i64 %x, 9"))
+    finally:
+        report = llvm.report_and_reset_timings()
+        llvm.set_time_passes(False)
+    assert compiled.parts == 1 and not compiled.cache_hit and not compiled.memory_hit
+    assert "Instruction Selection" in report  # its code generation was timed
+    assert "Module Verifier" not in report
+    assert _call(compiled, "second", 1) == 10
+    assert "define" in compiled.optimized_ir()
