@@ -554,3 +554,37 @@ def test_exported_growing_loop_gradient_runs_in_the_standalone_runtime(tmp_path,
         np.testing.assert_allclose(got["loss"], np.sum(final ** 2), rtol=1e-11)
         np.testing.assert_allclose(got["gx"], want_gx, rtol=1e-10, atol=1e-12)
         np.testing.assert_allclose(got["gw"], want_gw, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.backends("compiled")
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("trips", [0, 1, 7, 64])
+def test_native_gradient_of_rows_appended_by_concat(native, trips, dtype):
+    """out <- concat([out, tanh(x[i] @ w)], 0): the backward loop's weight gradient is a
+    sum of products of x's rows (a gather at the counter: a pass would stack them and
+    make one product after the loop, passes/sink_loop_gemms.py) with rows of the
+    gradient of out, whose dims change; it stays in the loop."""
+    rng = np.random.default_rng(trips)
+    x = rng.standard_normal((trips, 5)).astype(dtype)
+    w = (rng.standard_normal((5, 4)) * 0.5).astype(dtype)
+    graph = gc.Graph()
+    with graph.as_default():
+        xs = gc.placeholder(dtype, [None, 5])
+        ws = gc.placeholder(dtype, [5, 4])
+
+        def body(i, out):
+            row = gc.tanh(gc.matmul(gc.expand_dims(gc.gather(xs, i), 0), ws))
+            return i + 1, gc.concat([out, row], 0)
+        _, out = gc.while_loop(lambda i, out: i < gc.shape(xs)[0], body,
+                               [0, gc.zeros([0, 4], dtype)],
+                               shape_invariants=[gc.TensorShape([]), gc.TensorShape([None, 4])])
+        loss = gc.reduce_sum(out * out)
+        gw, gx = gc.gradients(loss, [ws, xs])
+        with gc.Session(graph=graph) as sess:
+            got_gw, got_gx = sess.run([gw, gx], {xs: x, ws: w})
+    x64, w64 = x.astype(np.float64), w.astype(np.float64)
+    rows = np.tanh(x64 @ w64)
+    dz = 2 * rows * (1 - rows ** 2)
+    tol = dict(rtol=1e-4, atol=1e-5) if dtype == np.float32 else dict(rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(got_gw, x64.T @ dz, **tol)
+    np.testing.assert_allclose(got_gx, dz @ w64.T, **tol)

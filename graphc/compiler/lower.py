@@ -833,14 +833,15 @@ class _BackwardOfRaggedLoop:
     def dims_slots(self):
         """[(While input, rank, axis, carried symbol)] of the forward dims the kernel sets
         each iteration: column `axis` of row k of the stack of loop variable shapes that
-        the While's input is."""
+        the While's input is, counted from its first input past the loop variables (a
+        pass may drop a loop variable: passes/sink_loop_gemms.py)."""
         n = self.op.attrs["num_loop_vars"]
         n_cond = len(function_of(self.op, "cond").inputs) - n
         out = []
         for i, body_input in self.op.attrs[FORWARD_DIMS]:
             for var, axis in carried_axes(self.fwd_node):
                 if var == i:
-                    out.append((n + n_cond + body_input - n, len(self.fwd.inputs[i].shape),
+                    out.append((n_cond + body_input - n, len(self.fwd.inputs[i].shape),
                                 axis, carried_symbol(self.fwd.name, i, axis)))
         return out
 

@@ -254,8 +254,9 @@ def leaving_symbol(while_name, var, axis):
 
 
 # a backward While node's attr (lowering's, compiler/lower.py _BackwardOfRaggedLoop):
-# [(its input, rank, axis, carried symbol)] of the forward loop's dims its kernel sets
-# before each iteration k, from row k of that input (a stack of a loop variable's shapes)
+# [(its input past the loop variables, rank, axis, carried symbol)] of the forward loop's
+# dims its kernel sets before each iteration k, from row k of that input (a stack of a
+# loop variable's shapes)
 FORWARD_DIM_SLOTS = "forward_dim_slots"
 
 

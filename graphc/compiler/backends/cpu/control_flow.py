@@ -353,11 +353,12 @@ class _RegionEmitter:
         slots = node.attrs.get(FORWARD_DIM_SLOTS, ())
         if not slots:
             return
+        n = node.attrs["num_loop_vars"]
         k = b.sext(b.sub(b.load(counter, typ=I32), ir.Constant(I32, 1)), I64)
         for index, rank, axis, symbol in slots:
             at = b.add(b.mul(k, ir.Constant(I64, rank)), ir.Constant(I64, axis))
-            self.set_dim(symbol, b.sext(b.load(b.gep(inputs[index], [at], source_etype=I32),
-                                               typ=I32), I64))
+            row = b.gep(inputs[n + index], [at], source_etype=I32)
+            self.set_dim(symbol, b.sext(b.load(row, typ=I32), I64))
 
     def ragged_start(self):
         """A ragged stack's bytes filled so far (a slot of the kernel's): none."""
