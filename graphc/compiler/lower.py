@@ -480,9 +480,10 @@ class _Lowering:
         """The dims of each loop variable in the While's bodies: those that change in
         its first iteration among those its shape invariant leaves unknown
         (regions.loose_axes) a carried_symbol each, which the loop's kernel sets before
-        each call (the body lowered on them must give the others unchanged). Not in a
-        body: the values after such a loop live on the heap, which the module's entry
-        owns."""
+        each call (the body lowered on them must give the others unchanged). The values
+        after such a loop live on the heap, which the entry of the module holding the
+        loop owns (a body's own entry where it is in a body: _lower_body keeps them in
+        it)."""
         n = op.attrs["num_loop_vars"]
         loop_vars = body_inputs[:n]
         loose = loose_axes(op)
@@ -495,9 +496,6 @@ class _Lowering:
                     if not _identical(loop_vars[i].dims[axis], first[i].dims[axis])})
         if not any(changed.values()):
             return [v.dims for v in loop_vars]
-        if self.enclosing is not None:
-            raise LoweringError(f"{op.describe()} has loop variables whose dims change, in a "
-                                "loop or branch: it runs on the host")
         out = []
         for i, v in enumerate(loop_vars):
             dims = list(v.dims)
@@ -586,6 +584,7 @@ class _Lowering:
             lowering = self._body_lowering(op, fgraph, values, extra_fetches, outputs, dims,
                                            known_values)
         body = lowering.module
+        _keep_heap_values_inside(op, fgraph, body)
         dynamic = body.dynamic_values()
         if dynamic:
             raise LoweringError(f"the body '{fgraph.name}' of {op.describe()} has values "
@@ -922,6 +921,22 @@ class _FedValueAttrs(Mapping):
 
     def __len__(self):
         return 2
+
+
+def _keep_heap_values_inside(op, fgraph, body):
+    """LoweringError (op runs on the host) where a body module's outputs or guards read
+    dims that a loop in it sets during the run (regions.growable: the values after a
+    loop whose loop variables change shape, on the heap of the body's entry, which frees
+    them when it returns; guards are checked before the run)."""
+    for v in body.outputs:
+        if growable(v):
+            raise LoweringError(f"the body '{fgraph.name}' of {op.describe()} gives a value "
+                                f"of dims {v.dims}, set during its run by a loop in it")
+    for lhs, _, rhs, _ in body.guards:
+        loop = run_dim_loop(lhs) or run_dim_loop(rhs)
+        if loop is not None:
+            raise LoweringError(f"the body '{fgraph.name}' of {op.describe()} decides on a "
+                                f"dim that '{loop}' sets during the run")
 
 
 def _scalar_value(stand_in):

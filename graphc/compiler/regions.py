@@ -53,10 +53,12 @@ What stays on the host (between native stages, bodies on the reference executor)
     bodies. An If's saved intermediates compile: the taken branch writes its own, the
     kernel zeros the other's;
   - a loop variable whose shape changes between iterations (a shape invariant looser
-    than the shape it enters with: `out = concat([out, x_t], 0)`) where the loop is in
-    a body, or where such a variable (or a value computed of it) leaves the native
-    stage (a fetch: the runtime sizes it before the run). Elsewhere it compiles: each of
-    its dims that the body changes
+    than the shape it enters with: `out = concat([out, x_t], 0)`) where such a variable
+    (or a value computed of it) leaves the native stage (a fetch: the runtime sizes it
+    before the run) or, for a loop in a body (a branch, another loop's body), leaves
+    that body (an output of it, a value it saves for a gradient: the body's entry frees
+    the values on its heap when it returns). Elsewhere it compiles: each of its dims
+    that the body changes
     (loose_axes, those whose first iteration changes them) is a symbol of the bodies
     (carried_symbol, a syms slot beside the trip counts) that the loop's kernel sets
     before the cond and the body run, computing the next value from the body's output
@@ -64,8 +66,8 @@ What stays on the host (between native stages, bodies on the reference executor)
     arenas of bodies whose sizes read it, are the kernel's, on the heap, made bigger as
     an iteration needs and freed when the kernel returns (backends/cpu/control_flow.py).
     After the loop the dim is a run dim (leaving_symbol), and the variable a value on
-    the heap read through a header, as a growable stack is (backends/cpu/entry.py frees
-    it). No guard may decide on such a dim (framework/symbolic.py unguardable): one
+    the heap read through a header, as a growable stack is (backends/cpu/entry.py: the
+    entry of the module holding the loop frees it). No guard may decide on such a dim (framework/symbolic.py unguardable): one
     sends the loop to the host, as does an op whose shape inference fails on it (its
     output compared with a value of fixed dims: `out * g`, lower.py).
     Its gradient compiles too. The values the backward loop reads whose shapes change
@@ -82,7 +84,7 @@ What stays on the host (between native stages, bodies on the reference executor)
     loop variables (on its heap, heap_loop_vars: they have the forward body's output
     dims) then share one set of symbols, which inference can compare without a guard.
     The backward loop needs its forward loop native in its own stage (the symbols are
-    that loop's). The GPU target runs these loops, forward and backward, on the host.
+    that loop's), so neither is in a body (their stacks would leave it). The GPU target runs these loops, forward and backward, on the host.
 A random op in a body compiles: its state (key and run counter, graphc/framework/
 random_state.py) is that of the body's op, which the stage creates as it does its own ops'
 (random_ops_within), and the body's kernel counts a run per call, so iteration k of a
