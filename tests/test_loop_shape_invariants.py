@@ -667,3 +667,25 @@ def test_growing_loop_in_a_loop_frees_its_buffers(native):
             after = _rss_bytes()
     np.testing.assert_allclose(got, 60 * units * (2 - 0.5 ** 199), rtol=1e-12)
     assert after - before < 30 * 2 ** 20, f"RSS grew by {(after - before) / 2 ** 20:.1f} MiB"
+
+
+@pytest.mark.backends("compiled")
+def test_gradient_of_a_growing_loop_from_a_graph_def_compiles_natively(native):
+    """A GraphDef keeps the backward loop's forward dims (its attrs in graphc's layout,
+    a flat list), so the imported graph's gradient loop is native too."""
+    x, out0, w = _inputs(7, 2, np.float64)
+    graph = gc.Graph()
+    with graph.as_default():
+        xs = gc.placeholder(gc.float64, [None, D], name="x")
+        ws = gc.placeholder(gc.float64, [D, D], name="w")
+        loss = gc.reduce_sum(gc.square(growing(xs, gc.constant(out0), ws)))
+        gx, gw = gc.gradients(loss, [xs, ws])
+        graph_def = graph.as_graph_def()
+    imported = gc.Graph()
+    with imported.as_default():
+        gc.import_graph_def(graph_def, name="")
+        with gc.Session(graph=imported) as sess:
+            got_gx, got_gw = sess.run([gx.name, gw.name], {"x:0": x, "w:0": w})
+    want_gx, _, want_gw = np_growing_gradients(x, out0, w, 2 * np_growing(x, out0, w)[-1])
+    np.testing.assert_allclose(got_gx, want_gx, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(got_gw, want_gw, rtol=1e-10, atol=1e-12)

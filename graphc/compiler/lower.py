@@ -793,12 +793,14 @@ class _BackwardOfRaggedLoop:
         """The backward While `op`'s, or None where it is no such loop; LoweringError
         where its forward loop is not native code of this module (its dims would not
         be set)."""
-        if op.type != "While" or op.attrs.get(FORWARD_LOOP_VARS) is None:
+        if op.type != "While" or not op.attrs.get(FORWARD_DIMS):
             return None
-        forward = bodies["body"].forward_graphs[0].name
-        fwd = next((o for o in op.graph.get_operations()
-                    if o.type == "While" and o.attrs["body"] == forward), None)
-        fwd_node = lowering.nodes.get(fwd)
+        # the forward loop: the one whose stack of shapes the first pair reads (a graph
+        # file's bodies do not know which loop they differentiate)
+        n = op.attrs["num_loop_vars"]
+        n_cond = len(bodies["cond"].inputs) - n
+        fwd = op.inputs[n_cond + op.attrs[FORWARD_DIMS][1]].op
+        fwd_node = lowering.nodes.get(fwd) if fwd.type == "While" else None
         if fwd_node is None or not fwd_node.regions:
             raise LoweringError(f"{op.describe()} differentiates a loop whose loop variables "
                                 "change shape that is not native code of its stage")
@@ -837,7 +839,8 @@ class _BackwardOfRaggedLoop:
         n = self.op.attrs["num_loop_vars"]
         n_cond = len(function_of(self.op, "cond").inputs) - n
         out = []
-        for i, body_input in self.op.attrs[FORWARD_DIMS]:
+        pairs = self.op.attrs[FORWARD_DIMS]
+        for i, body_input in zip(pairs[::2], pairs[1::2]):
             for var, axis in carried_axes(self.fwd_node):
                 if var == i:
                     out.append((n_cond + body_input - n, len(self.fwd.inputs[i].shape),

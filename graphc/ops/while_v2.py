@@ -468,18 +468,19 @@ def _backward_body(name, op, body_g, var_ids, read_tensors, specs, appended):
 
 # attrs of a backward While whose forward loop has loop variables of a looser shape
 # invariant (ragged values): the forward loop variable of each of its gradients (its loop
-# variables after the counter), and [forward loop variable, backward body input] of the
-# stacks of those variables' shapes, from which native code sets the forward body's dims
-# of iteration k before the backward body runs it (compiler/lower.py, backends/cpu/
+# variables after the counter), and the forward loop variable then the backward body
+# input of each stack of those variables' shapes (pairs one after another: a graph
+# file's attr holds a flat list), from which native code sets the forward body's dims of
+# iteration k before the backward body runs it (compiler/lower.py, backends/cpu/
 # control_flow.py)
 FORWARD_LOOP_VARS = "forward_loop_vars"
 FORWARD_DIMS = "forward_dims"
 
 
 def _forward_dims(back, op, body_g):
-    """[[loop variable, backward body input]] of the stacks (captured in `back`) of the
-    shapes of the forward loop variables whose shape invariant is looser than the shape
-    they enter with (compiler/regions.py loose_axes), each iteration's."""
+    """[loop variable, backward body input, ...] of the stacks (captured in `back`) of
+    the shapes of the forward loop variables whose shape invariant is looser than the
+    shape they enter with (compiler/regions.py loose_axes), each iteration's."""
     from graphc.compiler.regions import loose_axes
     from graphc.ops import array_ops
     out = []
@@ -487,7 +488,7 @@ def _forward_dims(back, op, body_g):
         with body_g._as_builder():
             shape = array_ops.shape(body_g.inputs[i])
         inner = back.capture(save_in_loop(op, shape))
-        out.append([i, next(j for j, x in enumerate(back.inputs) if x is inner)])
+        out += [i, next(j for j, x in enumerate(back.inputs) if x is inner)]
     return out
 
 
