@@ -404,3 +404,288 @@ def test_exported_growing_loop_runs_in_the_standalone_runtime(tmp_path, monkeypa
         want = np_growing(x, out0, w)[-1]
         np.testing.assert_allclose(got["col"], want.sum(0), rtol=1e-11)
         assert got["rows"] == 2 + trips
+
+
+# ------------------------------------------------- gradients in native CPU code
+def _square_loss_gradients(trips, dtype, rows0=2, seed=0):
+    """(d sum(out * out) / d (x, out0, w), sum(out * out)) of `growing`, fetched, and the
+    NumPy values: the backward loop reads each iteration's values of a shape that grows
+    (ragged stacks)."""
+    x, out0, w = _inputs(trips, rows0, dtype, seed)
+    graph = gc.Graph()
+    with graph.as_default():
+        xs = gc.placeholder(dtype, [None, D])
+        o0 = gc.placeholder(dtype, [rows0, D])
+        ws = gc.placeholder(dtype, [D, D])
+        loss = gc.reduce_sum(gc.square(growing(xs, o0, ws)))
+        with gc.Session(graph=graph) as sess:
+            got = sess.run(gc.gradients(loss, [xs, o0, ws]) + [loss], {xs: x, o0: out0, ws: w})
+    x64, o64, w64 = (a.astype(np.float64) for a in (x, out0, w))
+    final = np_growing(x64, o64, w64)[-1]
+    return got, list(np_growing_gradients(x64, o64, w64, 2 * final)) + [np.sum(final ** 2)]
+
+
+@pytest.mark.backends("compiled")
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("trips", [0, 1, 7, 1023])
+def test_gradient_of_a_growing_loop_compiles_natively(native, trips, dtype):
+    got, want = _square_loss_gradients(trips, dtype)
+    tol = dict(rtol=1e-4, atol=1e-4) if dtype == np.float32 else dict(rtol=1e-10, atol=1e-12)
+    for a, b in zip(got, want):
+        assert a.dtype == dtype and np.shape(a) == np.shape(b)
+        np.testing.assert_allclose(a, b, **tol)
+
+
+@pytest.mark.backends("compiled")
+@pytest.mark.parametrize("trips", [0, 1, 7])
+def test_native_growing_loop_gradient_against_central_differences(native, trips):
+    x, out0, w = _inputs(trips, 1, np.float64, seed=trips)
+
+    def loss(xs, o0, ws):  # a scalar: its weighting needs no fetch of out's dims
+        out = growing(xs, o0, ws)
+        return gc.reduce_sum(gc.tanh(out) * out)
+    check_gradients(loss, [x, out0, w], rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.backends("compiled")
+def test_accumulating_loop_gradient_with_unknown_dims_compiles_natively(native):
+    """out starts [0, d] (d fed) and gains a row per step scaled by a fed scale: the
+    gradient loop's dims are those of the fed rows and steps, none known when built."""
+    rng = np.random.default_rng(3)
+    for rows, cols in ((5, 4), (2, 7), (1, 3)):
+        x = rng.standard_normal((rows, cols))
+        graph = gc.Graph()
+        with graph.as_default():
+            xs = gc.placeholder(gc.float64, [None, None])
+            scale = gc.placeholder(gc.float64, [])
+
+            def body(i, out):
+                row = gc.expand_dims(gc.sin(gc.gather(xs, i)), 0)
+                return i + 1, gc.concat([out * scale, row], 0)
+            out0 = gc.zeros(gc.stack([0, gc.shape(xs)[1]]), gc.float64)
+            _, out = gc.while_loop(lambda i, out: i < gc.shape(xs)[0], body, [0, out0],
+                                   shape_invariants=[gc.TensorShape([]),
+                                                     gc.TensorShape([None, None])])
+            loss = gc.reduce_sum(out * out)
+            gx, gs = gc.gradients(loss, [xs, scale])
+            with gc.Session(graph=graph) as sess:
+                got_loss, got_gx, got_gs = sess.run([loss, gx, gs], {xs: x, scale: 0.7})
+        expo = np.arange(rows - 1, -1, -1)[:, None]
+        want = np.sin(x) * 0.7 ** expo
+        np.testing.assert_allclose(got_loss, np.sum(want ** 2), rtol=1e-12)
+        np.testing.assert_allclose(got_gx, 2 * want * 0.7 ** expo * np.cos(x), rtol=1e-12)
+        np.testing.assert_allclose(got_gs, np.sum(2 * np.sin(x) ** 2 * expo *
+                                                  0.7 ** np.maximum(2 * expo - 1, 0)),
+                                   rtol=1e-12)
+
+
+@pytest.mark.backends("compiled")
+def test_native_growing_loop_gradient_frees_its_buffers(native):
+    """Each run keeps out's 300 values (up to 300 x 64 float64: 23 MB in all) for the
+    gradient: 200 runs leaking them would hold gigabytes."""
+    units, trips = 64, 300
+    graph = gc.Graph()
+    with graph.as_default():
+        xs = gc.placeholder(gc.float64, [None, units])
+        n = gc.shape(xs)[0]
+
+        def body(i, out):
+            return i + 1, gc.concat([gc.tanh(out), gc.expand_dims(gc.gather(xs, i), 0)], 0)
+        _, out = gc.while_loop(lambda i, out: i < n, body,
+                               [0, gc.zeros([0, units], gc.float64)],
+                               shape_invariants=[gc.TensorShape([]),
+                                                 gc.TensorShape([None, units])])
+        gx, = gc.gradients(gc.reduce_sum(out), [xs])
+        x = np.full((trips, units), 0.01)
+        with gc.Session(graph=graph) as sess:
+            for _ in range(10):
+                sess.run(gx, {xs: x})
+            before = _rss_bytes()
+            for _ in range(200):
+                got = sess.run(gx, {xs: x})
+            after = _rss_bytes()
+    # the last row enters out last: d sum(out) / d x[-1] = 1
+    np.testing.assert_allclose(got[-1], np.ones(units), rtol=1e-12)
+    assert after - before < 30 * 2 ** 20, f"RSS grew by {(after - before) / 2 ** 20:.1f} MiB"
+
+
+@pytest.mark.backends("compiled")
+def test_error_in_a_native_growing_loop_under_a_gradient_names_the_op_and_line(native):
+    graph = gc.Graph()
+    with graph.as_default():
+        xs = gc.placeholder(gc.float64, [None, D])
+        n = gc.shape(xs)[0]
+
+        def body(i, out):
+            row = gc.gather(xs, i + 1)  # LINE: past the last row in the last iteration
+            return i + 1, gc.concat([gc.tanh(out), gc.expand_dims(row, 0)], 0)
+        _, out = gc.while_loop(lambda i, out: i < n, body, [0, gc.zeros([0, D], gc.float64)],
+                               shape_invariants=[gc.TensorShape([]), gc.TensorShape([None, D])])
+        gx, = gc.gradients(gc.reduce_sum(out), [xs])
+        with gc.Session(graph=graph) as sess:
+            with pytest.raises(gc.errors.InvalidArgumentError) as info:
+                sess.run(gx, {xs: np.ones((4, D))})
+    line = _marked_line(test_error_in_a_native_growing_loop_under_a_gradient_names_the_op_and_line)
+    assert "GatherV2" in str(info.value) and f"line {line}" in str(info.value)
+
+
+def test_exported_growing_loop_gradient_runs_in_the_standalone_runtime(tmp_path, monkeypatch):
+    """gc.export of the forward and backward loops: the runtime alone gives the NumPy
+    gradients for each trip count (the ragged stacks' sizes set during the run)."""
+    import runtime
+    from graphc.export import export
+    monkeypatch.setenv("GRAPHC_BACKEND", "compiled")
+    _, out0, w = _inputs(1, 2, np.float64)
+    graph = gc.Graph()
+    with graph.as_default():
+        xs = gc.placeholder(gc.float64, [None, D])
+        ws = gc.placeholder(gc.float64, [D, D])
+        loss = gc.reduce_sum(gc.square(growing(xs, gc.constant(out0), ws)))
+        gx, gw = gc.gradients(loss, [xs, ws])
+        sess = gc.Session(graph=graph)
+        path = export(sess, str(tmp_path / "growing_grad.gcx"), {"x": xs, "w": ws},
+                      {"gx": gx, "gw": gw, "loss": loss})
+    loaded = runtime.load(path)
+    for trips in (0, 1, 7, 40):
+        x = _inputs(trips, 2, np.float64, seed=trips)[0]
+        got = loaded.run({"x": x, "w": w})
+        final = np_growing(x, out0, w)[-1]
+        want_gx, _, want_gw = np_growing_gradients(x, out0, w, 2 * final)
+        np.testing.assert_allclose(got["loss"], np.sum(final ** 2), rtol=1e-11)
+        np.testing.assert_allclose(got["gx"], want_gx, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(got["gw"], want_gw, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.backends("compiled")
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("trips", [0, 1, 7, 64])
+def test_native_gradient_of_rows_appended_by_concat(native, trips, dtype):
+    """out <- concat([out, tanh(x[i] @ w)], 0): the backward loop's weight gradient is a
+    sum of products of x's rows (a gather at the counter: a pass would stack them and
+    make one product after the loop, passes/sink_loop_gemms.py) with rows of the
+    gradient of out, whose dims change; it stays in the loop."""
+    rng = np.random.default_rng(trips)
+    x = rng.standard_normal((trips, 5)).astype(dtype)
+    w = (rng.standard_normal((5, 4)) * 0.5).astype(dtype)
+    graph = gc.Graph()
+    with graph.as_default():
+        xs = gc.placeholder(dtype, [None, 5])
+        ws = gc.placeholder(dtype, [5, 4])
+
+        def body(i, out):
+            row = gc.tanh(gc.matmul(gc.expand_dims(gc.gather(xs, i), 0), ws))
+            return i + 1, gc.concat([out, row], 0)
+        _, out = gc.while_loop(lambda i, out: i < gc.shape(xs)[0], body,
+                               [0, gc.zeros([0, 4], dtype)],
+                               shape_invariants=[gc.TensorShape([]), gc.TensorShape([None, 4])])
+        loss = gc.reduce_sum(out * out)
+        gw, gx = gc.gradients(loss, [ws, xs])
+        with gc.Session(graph=graph) as sess:
+            got_gw, got_gx = sess.run([gw, gx], {xs: x, ws: w})
+    x64, w64 = x.astype(np.float64), w.astype(np.float64)
+    rows = np.tanh(x64 @ w64)
+    dz = 2 * rows * (1 - rows ** 2)
+    tol = dict(rtol=1e-4, atol=1e-5) if dtype == np.float32 else dict(rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(got_gw, x64.T @ dz, **tol)
+    np.testing.assert_allclose(got_gx, dz @ w64.T, **tol)
+
+
+# ----------------------------------------------- nested in a branch or a loop, natively
+@pytest.mark.backends("compiled")
+@pytest.mark.parametrize("take", [True, False])
+@pytest.mark.parametrize("trips", [0, 1, 7])
+def test_growing_loop_in_a_cond_compiles_natively(native, take, trips):
+    """The branch reduces the grown value: its dims stay in the branch's entry, which
+    frees the value on the heap when it returns."""
+    x, out0, w = _inputs(trips, 2, np.float64, seed=trips)
+    graph = gc.Graph()
+    with graph.as_default():
+        xs = gc.placeholder(gc.float64, [None, D])
+        pred = gc.placeholder(gc.bool, [])
+        total = gc.cond(pred,
+                        lambda: gc.reduce_sum(gc.square(growing(xs, gc.constant(out0),
+                                                                 gc.constant(w))), 0),
+                        lambda: gc.reduce_sum(xs, 0) * 2.0)
+        with gc.Session(graph=graph) as sess:
+            got = sess.run(total, {xs: x, pred: take})
+    want = (np_growing(x, out0, w)[-1] ** 2).sum(0) if take else 2 * x.sum(0)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.backends("compiled")
+@pytest.mark.parametrize("rows", [0, 1, 6])
+def test_growing_loop_in_a_loop_compiles_natively(native, rows):
+    """Outer iteration j runs a growing loop over x's first j rows and adds its sum of
+    squares: the inner loop's dims are set again each outer iteration."""
+    x, out0, w = _inputs(rows, 2, np.float64, seed=rows)
+    graph = gc.Graph()
+    with graph.as_default():
+        xs = gc.placeholder(gc.float64, [None, D])
+
+        def outer(j, acc):
+            def body(i, out):
+                row = gc.expand_dims(gc.gather(xs, i), 0)
+                return i + 1, gc.concat([gc.tanh(gc.matmul(out, gc.constant(w))), row], 0)
+            _, out = gc.while_loop(lambda i, out: i < j, body, [0, gc.constant(out0)],
+                                   shape_invariants=[gc.TensorShape([]),
+                                                     gc.TensorShape([None, D])])
+            return j + 1, acc + gc.reduce_sum(out * out)
+        _, acc = gc.while_loop(lambda j, acc: j <= gc.shape(xs)[0], outer,
+                               [0, gc.constant(0.0, gc.float64)])
+        with gc.Session(graph=graph) as sess:
+            got = sess.run(acc, {xs: x})
+    want = sum((np_growing(x[:j], out0, w)[-1] ** 2).sum() for j in range(rows + 1))
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+@pytest.mark.backends("compiled")
+def test_growing_loop_in_a_loop_frees_its_buffers(native):
+    """Each outer iteration grows the inner loop's value to 200 x 128 float64 (200 kB)
+    on the heap of the outer body's entry: 30 runs of 60 outer iterations leaking them
+    would hold 360 MB."""
+    units = 128
+    graph = gc.Graph()
+    with graph.as_default():
+        xs = gc.placeholder(gc.float64, [None, units])
+
+        def outer(j, acc):
+            def body(i, out):
+                return i + 1, gc.concat([out * 0.5, gc.expand_dims(gc.gather(xs, i), 0)], 0)
+            _, out = gc.while_loop(lambda i, out: i < gc.shape(xs)[0], body,
+                                   [0, gc.zeros([0, units], gc.float64)],
+                                   shape_invariants=[gc.TensorShape([]),
+                                                     gc.TensorShape([None, units])])
+            return j + 1, acc + gc.reduce_sum(out)
+        _, acc = gc.while_loop(lambda j, acc: j < 60, outer, [0, gc.constant(0.0, gc.float64)])
+        x = np.ones((200, units))
+        with gc.Session(graph=graph) as sess:
+            for _ in range(3):
+                sess.run(acc, {xs: x})
+            before = _rss_bytes()
+            for _ in range(30):
+                got = sess.run(acc, {xs: x})
+            after = _rss_bytes()
+    np.testing.assert_allclose(got, 60 * units * (2 - 0.5 ** 199), rtol=1e-12)
+    assert after - before < 30 * 2 ** 20, f"RSS grew by {(after - before) / 2 ** 20:.1f} MiB"
+
+
+@pytest.mark.backends("compiled")
+def test_gradient_of_a_growing_loop_from_a_graph_def_compiles_natively(native):
+    """A GraphDef keeps the backward loop's forward dims (its attrs in graphc's layout,
+    a flat list), so the imported graph's gradient loop is native too."""
+    x, out0, w = _inputs(7, 2, np.float64)
+    graph = gc.Graph()
+    with graph.as_default():
+        xs = gc.placeholder(gc.float64, [None, D], name="x")
+        ws = gc.placeholder(gc.float64, [D, D], name="w")
+        loss = gc.reduce_sum(gc.square(growing(xs, gc.constant(out0), ws)))
+        gx, gw = gc.gradients(loss, [xs, ws])
+        graph_def = graph.as_graph_def()
+    imported = gc.Graph()
+    with imported.as_default():
+        gc.import_graph_def(graph_def, name="")
+        with gc.Session(graph=imported) as sess:
+            got_gx, got_gw = sess.run([gx.name, gw.name], {"x:0": x, "w:0": w})
+    want_gx, _, want_gw = np_growing_gradients(x, out0, w, 2 * np_growing(x, out0, w)[-1])
+    np.testing.assert_allclose(got_gx, want_gx, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(got_gw, want_gw, rtol=1e-10, atol=1e-12)

@@ -42,16 +42,19 @@ import numpy as np
 from graphc import dtypes, errors
 from graphc.compiler.ir import PARAMETER, STATE_VARIABLE, Module, Value, normalize_dims
 from graphc.compiler.schedule.kernel import dims_equal
+from graphc.framework.func_graph import function_of
 from graphc.framework.graph import Tensor
-from graphc.compiler.regions import GROWABLE_FIRST_ROWS, REGION_BODIES, appended_arrays, \
-    bodies_of, carried_symbol, growable, leaving_symbol, loose_axes, reads_carried_dims, \
-    run_dim_loop, set_during_run, trip_bound, trips_symbol
+from graphc.compiler.regions import FORWARD_DIM_SLOTS, GROWABLE_FIRST_ROWS, REGION_BODIES, \
+    appended_arrays, bodies_of, carried_axes, carried_symbol, growable, leaving_symbol, \
+    loose_axes, ragged_symbol, reads_carried_dims, run_dim_loop, set_during_run, \
+    trip_bound, trips_symbol
 from graphc.framework.op_def import RANDOM_OP_TYPES, READING_UPDATE_OPS, ref_input_indices
 from graphc.framework.random_state import random_state_name
 from graphc.framework.static_value import constant_value
 from graphc.framework.subgraph import prune, unfed_placeholder_error, value_inputs
 from graphc.framework.symbolic import GuardSet, SymDim, concrete
 from graphc.framework.tensor_shape import TensorShape
+from graphc.ops.while_v2 import FORWARD_DIMS, FORWARD_LOOP_VARS, RAGGED_SAVED
 
 _module_counter = itertools.count(1)
 MAX_SPECIALIZED_ELEMENTS = 64  # larger integer feeds are data, never shape values
@@ -149,12 +152,17 @@ def _module_name(fetches, targets):
 
 class _Lowering:
     def __init__(self, feeds, fetches, targets, feed_shapes, name, feed_values=None,
-                 variable_shapes=None, exclude=frozenset(), ops=None, enclosing=None):
+                 variable_shapes=None, exclude=frozenset(), ops=None, enclosing=None,
+                 known_values=None):
         """enclosing: the _Lowering of the module whose While or If this one is a body
-        of; feed_shapes are then the dims (of its symbols) of the body's inputs."""
+        of; feed_shapes are then the dims (of its symbols) of the body's inputs.
+        known_values: {tensor: its value (dims, an object array)} of the tensors whose
+        values shape inference reads as constants although they are computed (a backward
+        body's shapes of forward values: _BackwardOfRaggedLoop)."""
         self.module = m = Module(name or _module_name(fetches, targets))
         self.enclosing = enclosing
         self.region_guards = []  # the guards of this module's bodies (on its symbols)
+        self.region_attrs = {}  # op -> attrs its lowering gives its node (_lower_while)
         # a body's captured input -> the enclosing graph's tensor it stands for (its value
         # is the same every iteration: shape inference reads through it, a known one is a
         # constant of the body)
@@ -168,6 +176,7 @@ class _Lowering:
         self.nodes = {}       # graphc Operation -> ir Node
         self._stand_ins = {}  # hints? -> {graphc Tensor: its stand-in}
         self.fed = set(feeds)
+        self.known_values = known_values or {}
         self.feed_index = {t: i for i, t in enumerate(feeds)}
         self.value_candidates = {
             t: np.array(a, dtype=t.dtype.np) for t, a in zip(feeds, feed_values or ())
@@ -349,6 +358,7 @@ class _Lowering:
                           None if fwd is None else (fwd.name, fwd.type, fwd.location),
                           [self.nodes[c] for c in op.control_inputs if c in self.nodes])
         node.regions = regions
+        node.attrs.update(self.region_attrs.pop(op, {}))
         self.nodes[op] = node
         for t, v in zip(op.outputs, node.outputs):
             self.values.setdefault(t, v)   # a fed output keeps its Parameter
@@ -382,18 +392,24 @@ class _Lowering:
         n = op.attrs["num_loop_vars"]
         n_cond = len(bodies["cond"].inputs) - n
         loop_vars = inputs[:n]
+        backward = _BackwardOfRaggedLoop.of(self, op, bodies, inputs)
         for i, v in enumerate(loop_vars):
             late = [d for d in v.dims if set_during_run(d)]
-            if late:  # e.g. the gradient of an array an earlier loop appended to
+            # e.g. the gradient of an array an earlier loop appended to (a backward
+            # loop's gradients of loop variables that change shape are on its heap)
+            if late and not (backward and i in backward.on_heap):
                 raise LoweringError(f"loop variable {i} of {op.describe()} has dims "
                                     f"{v.dims}, known only once "
                                     f"'{run_dim_loop(late[0].to_json())}' has run: a loop's "
                                     "buffers are sized before the run")
         n_body = len(bodies["body"].inputs) - n
         guards_before = len(self.region_guards)
-        var_dims = self._carried_dims(op, bodies["body"],
-                                      loop_vars + inputs[n + n_cond:n + n_cond + n_body],
-                                      unannounced or {})
+        if backward:
+            var_dims = backward.var_dims
+        else:
+            var_dims = self._carried_dims(op, bodies["body"],
+                                          loop_vars + inputs[n + n_cond:n + n_cond + n_body],
+                                          unannounced or {})
         try:
             cond_lowering = self._body_lowering(op, bodies["cond"],
                                                 loop_vars + inputs[n:n + n_cond], dims=var_dims)
@@ -407,7 +423,8 @@ class _Lowering:
             elements = [scatter.inputs[3] for _, scatter in appended.values()]
             body = self._lower_body(op, bodies["body"],
                                     loop_vars + inputs[n + n_cond:n + n_cond + n_body],
-                                    saved + elements, outputs=outputs, dims=var_dims)
+                                    saved + elements, outputs=outputs, dims=var_dims,
+                                    known_values=backward and backward.known_values)
         except (errors.OpError, ValueError) as e:
             if var_dims == [v.dims for v in loop_vars]:
                 raise
@@ -428,23 +445,45 @@ class _Lowering:
                     f"loop variable {i} of {op.describe()} enters with dims {dims} and "
                     f"leaves the body with dims {out.dims}: a loop variable whose shape "
                     "changes without a shape invariant allowing it runs on the host")
-        stacks = [(rows,) + tuple(v.dims) for v in body.outputs[n:n + len(saved)]]
+        ragged = set(op.attrs.get(RAGGED_SAVED, ()))
+        stacks = [(self._ragged_elements(op, k),) if k in ragged else (rows,) + tuple(v.dims)
+                  for k, v in enumerate(body.outputs[n:n + len(saved)])]
         if appended:
             trips = self._growable_rows(op)
             stacks += [(trips,) + tuple(v.dims[1:]) for v in body.outputs[n + len(saved):]]
         if any(reads_carried_dims(d) for dims in stacks for d in dims):
             raise LoweringError(f"{op.describe()} keeps values whose dims change between "
                                 "iterations for its gradient: it runs on the host")
-        return {"cond": cond, "body": body}, \
-            [_leaving_dims(op.name, i, dims) for i, dims in enumerate(var_dims)] + [()] + stacks
+        if backward:
+            self.region_attrs[op] = {FORWARD_DIM_SLOTS: backward.dims_slots()}
+            leaving = backward.leaving_dims()
+        else:
+            leaving = [_leaving_dims(op.name, i, dims) for i, dims in enumerate(var_dims)]
+        return {"cond": cond, "body": body}, leaving + [()] + stacks
+
+    def _ragged_elements(self, op, k):
+        """The elements of ragged stack k of While `op` (ops/while_v2.py RAGGED_SAVED):
+        their number, a dim its kernel sets when the loop leaves (regions.ragged_symbol),
+        the stack on the heap as a growable one is. In a body the heap value would
+        outlive the body's entry that frees it: LoweringError (the loop runs on the
+        host)."""
+        if self.enclosing is not None:
+            raise LoweringError(f"{op.describe()} keeps values whose dims change between "
+                                "iterations for its gradient, in a loop or branch: it runs "
+                                "on the host")
+        name = ragged_symbol(op.name, k)
+        if name not in self.module.run_dims:
+            self.module.run_dims.append(name)
+        return SymDim.symbol(name, GROWABLE_FIRST_ROWS)
 
     def _carried_dims(self, op, body_graph, body_inputs, unannounced):
         """The dims of each loop variable in the While's bodies: those that change in
         its first iteration among those its shape invariant leaves unknown
         (regions.loose_axes) a carried_symbol each, which the loop's kernel sets before
-        each call (the body lowered on them must give the others unchanged). Not in a
-        body: the values after such a loop live on the heap, which the module's entry
-        owns."""
+        each call (the body lowered on them must give the others unchanged). The values
+        after such a loop live on the heap, which the entry of the module holding the
+        loop owns (a body's own entry where it is in a body: _lower_body keeps them in
+        it)."""
         n = op.attrs["num_loop_vars"]
         loop_vars = body_inputs[:n]
         loose = loose_axes(op)
@@ -457,9 +496,6 @@ class _Lowering:
                     if not _identical(loop_vars[i].dims[axis], first[i].dims[axis])})
         if not any(changed.values()):
             return [v.dims for v in loop_vars]
-        if self.enclosing is not None:
-            raise LoweringError(f"{op.describe()} has loop variables whose dims change, in a "
-                                "loop or branch: it runs on the host")
         out = []
         for i, v in enumerate(loop_vars):
             dims = list(v.dims)
@@ -539,14 +575,16 @@ class _Lowering:
         return branches, dims
 
     def _lower_body(self, op, fgraph, values=None, extra_fetches=(), lowering=None,
-                    outputs=None, dims=None):
+                    outputs=None, dims=None, known_values=None):
         """The module of body `fgraph` reading `values` (this module's) and giving its
         outputs (or `outputs`, its tensors in their place) then `extra_fetches` (its
         tensors), its variables declared here too; lowering: the body's _body_lowering
         when made already."""
         if lowering is None:
-            lowering = self._body_lowering(op, fgraph, values, extra_fetches, outputs, dims)
+            lowering = self._body_lowering(op, fgraph, values, extra_fetches, outputs, dims,
+                                           known_values)
         body = lowering.module
+        _keep_heap_values_inside(op, fgraph, body)
         dynamic = body.dynamic_values()
         if dynamic:
             raise LoweringError(f"the body '{fgraph.name}' of {op.describe()} has values "
@@ -557,9 +595,11 @@ class _Lowering:
         self.region_guards.extend(body.guards)
         return body
 
-    def _body_lowering(self, op, fgraph, values, extra_fetches=(), outputs=None, dims=None):
+    def _body_lowering(self, op, fgraph, values, extra_fetches=(), outputs=None, dims=None,
+                       known_values=None):
         """The _Lowering of body `fgraph` (see _lower_body); dims: those of its first
-        inputs where they are not their values' (a While's carried dims)."""
+        inputs where they are not their values' (a While's carried dims); known_values:
+        _Lowering's."""
         if len(values) != len(fgraph.inputs) or any(not isinstance(v, Value) for v in values):
             raise LoweringError(f"the inputs of {op.describe()} do not match its body "
                                 f"'{fgraph.name}'")
@@ -570,7 +610,8 @@ class _Lowering:
         return _Lowering(list(fgraph.inputs), outputs + list(extra_fetches), [],
                          shapes, "".join(c if c.isalnum() else "_"
                                                            for c in name),
-                         variable_shapes=self.variable_shapes, enclosing=self)
+                         variable_shapes=self.variable_shapes, enclosing=self,
+                         known_values=known_values)
 
     def _variable_dims(self, t):
         """The dims of t's variable in this module: its graph shape when fully known,
@@ -625,6 +666,11 @@ class _Lowering:
         try:
             specs = op.op_def.infer([self.stand_in(t) for t in op.inputs], dict(op.attrs))
         except ValueError as e:  # impossible for this run's feeds, e.g. a reshape's size
+            loop = self._loop_setting_dims_of(op)
+            if loop is not None:  # or possible, for the dims the loop will set
+                raise RegionOnHost(f"shape inference of {op.describe()} cannot decide on "
+                                   f"dims that '{loop}' sets during the run ({e}): it runs "
+                                   "on the host", loop) from None
             raise errors.op_error(op, self._failure_message(op, e)) from None
         except (TypeError, ArithmeticError, IndexError, KeyError) as e:
             # inference that cannot take symbolic dims: the reference executor runs it
@@ -633,6 +679,16 @@ class _Lowering:
         if isinstance(specs, tuple) and len(specs) == 2 and isinstance(specs[1], dtypes.DType):
             specs = [specs]
         return [_merge_dims(spec[0], t.shape) for spec, t in zip(specs, op.outputs)]
+
+    def _loop_setting_dims_of(self, op):
+        """The While (of this module) whose trip count or loop variable's dims an input
+        of op has, known only during the run (no guard can decide on them), or None."""
+        for t in op.inputs:
+            v = self.values.get(t)
+            for d in (v.dims or ()) if v is not None else ():
+                if set_during_run(d):
+                    return run_dim_loop(d.to_json())
+        return None
 
     def _failure_message(self, op, error):
         """The reference kernel's error for these sizes (what TF says at run time), with
@@ -701,6 +757,113 @@ class _Lowering:
         return s
 
 
+class _BackwardOfRaggedLoop:
+    """How a backward While of a forward While whose loop variables change shape (ops/
+    while_v2.py: its gradients of those variables, and the forward values it reads, of
+    iteration k's shapes) compiles: each iteration its kernel sets the forward body's
+    carried dims (regions.carried_symbol) to those of forward iteration k, read from the
+    stacks of the loop variables' shapes (attr forward_dims); then its gradients of the
+    loop variables have the dims of the forward body's outputs, what it reads of a
+    ragged stack (RaggedBlock) and of a stack of shapes the forward body's dims of those
+    values, all of one set of symbols (no guard could equate the dims of two). Its
+    gradients of the loop variables live on the kernel's heap (control_flow._LoopHeap)
+    and leave with the dims the forward loop variables entered with."""
+
+    def __init__(self, lowering, op, fwd, fwd_node, inputs):
+        self.op, self.fwd, self.fwd_node = op, fwd, fwd_node
+        n = op.attrs["num_loop_vars"]
+        self.var_ids = list(op.attrs[FORWARD_LOOP_VARS])
+        fwd_body = fwd_node.regions["body"]
+        self.fwd_dims = {}  # forward body tensor name -> its dims in the forward body
+        for node in fwd_body.nodes:
+            if node.type == PARAMETER:
+                self.fwd_dims[node.name] = node.outputs[0].dims
+            else:
+                self.fwd_dims.update((f"{node.name}:{v.index}", v.dims) for v in node.outputs)
+        self.var_dims = [v.dims for v in inputs[:n]]
+        self.on_heap = set()
+        for j, i in enumerate(self.var_ids, 1):
+            self.var_dims[j] = fwd_body.outputs[i].dims
+            self.on_heap.add(j)
+        self.entered = [lowering.values[fwd.inputs[i]].dims for i in self.var_ids]
+        self.known_values = self._shapes_read(bodies_of(op)["body"])
+
+    @classmethod
+    def of(cls, lowering, op, bodies, inputs):
+        """The backward While `op`'s, or None where it is no such loop; LoweringError
+        where its forward loop is not native code of this module (its dims would not
+        be set)."""
+        if op.type != "While" or not op.attrs.get(FORWARD_DIMS):
+            return None
+        # the forward loop: the one whose stack of shapes the first pair reads (a graph
+        # file's bodies do not know which loop they differentiate)
+        n = op.attrs["num_loop_vars"]
+        n_cond = len(bodies["cond"].inputs) - n
+        fwd = op.inputs[n_cond + op.attrs[FORWARD_DIMS][1]].op
+        fwd_node = lowering.nodes.get(fwd) if fwd.type == "While" else None
+        if fwd_node is None or not fwd_node.regions:
+            raise LoweringError(f"{op.describe()} differentiates a loop whose loop variables "
+                                "change shape that is not native code of its stage")
+        return cls(lowering, op, fwd, fwd_node, inputs)
+
+    def _shapes_read(self, back_body):
+        """{backward body tensor: the forward body's dims} of the reads of row k of a
+        stack of shapes of forward body values (ops/while_v2.py _forward_value)."""
+        n_fwd = self.fwd.attrs["num_loop_vars"]
+        saved = self.fwd.attrs["saved"]
+        fwd_body = function_of(self.fwd, "body")
+        outer_of = {inner: outer for outer, inner in back_body.captures}
+        out = {}
+        for o in back_body.get_operations():
+            if o.type != "GatherV2" or not _is_iteration(o.inputs[1], back_body):
+                continue
+            stack = outer_of.get(o.inputs[0])
+            if stack is None or stack.op is not self.fwd or stack.value_index <= n_fwd:
+                continue
+            t = fwd_body.get_tensor_by_name(saved[stack.value_index - n_fwd - 1])
+            if t.op.type != "Shape":
+                continue
+            dims = self.fwd_dims.get(t.op.inputs[0].name)
+            if dims is None:
+                raise LoweringError(f"{self.op.describe()} reads the shape of "
+                                    f"{t.op.inputs[0].name}, which its forward loop's native "
+                                    "body does not compute")
+            out[o.outputs[0]] = np.array(list(dims), dtype=object)
+        return out
+
+    def dims_slots(self):
+        """[(While input, rank, axis, carried symbol)] of the forward dims the kernel sets
+        each iteration: column `axis` of row k of the stack of loop variable shapes that
+        the While's input is, counted from its first input past the loop variables (a
+        pass may drop a loop variable: passes/sink_loop_gemms.py)."""
+        n = self.op.attrs["num_loop_vars"]
+        n_cond = len(function_of(self.op, "cond").inputs) - n
+        out = []
+        pairs = self.op.attrs[FORWARD_DIMS]
+        for i, body_input in zip(pairs[::2], pairs[1::2]):
+            for var, axis in carried_axes(self.fwd_node):
+                if var == i:
+                    out.append((n_cond + body_input - n, len(self.fwd.inputs[i].shape),
+                                axis, carried_symbol(self.fwd.name, i, axis)))
+        return out
+
+    def leaving_dims(self):
+        """The dims of the loop variables after the loop: a gradient of a forward loop
+        variable those it entered the forward loop with."""
+        out = list(self.var_dims)
+        for j, dims in enumerate(self.entered, 1):
+            out[j] = dims
+        return out
+
+
+def _is_iteration(t, back_body):
+    """Whether t is a backward body's k: its counter less 1 (ops/while_v2.py)."""
+    if t.op.type != "Sub" or t.op.inputs[0] is not back_body.inputs[0]:
+        return False
+    one = constant_value(t.op.inputs[1])
+    return one is not None and np.ndim(one) == 0 and int(one) == 1
+
+
 class _StandInOp:
     """A graph op as shape inference sees it while lowering: its inputs are stand-ins. The
     producer of a fed tensor looks like a Placeholder: its value is the feed, not its own;
@@ -713,6 +876,7 @@ class _StandInOp:
         self._lowering = lowering
         self._fed = fed
         self._value_fed = fed and t in lowering.value_candidates
+        self._known = lowering.known_values.get(t)
         self._hints = hints
 
     def __getattr__(self, name):
@@ -720,7 +884,7 @@ class _StandInOp:
 
     @property
     def type(self):
-        if self._value_fed:
+        if self._value_fed or self._known is not None:
             return "Const"
         return "Placeholder" if self._fed else self._op.type
 
@@ -728,12 +892,17 @@ class _StandInOp:
     def attrs(self):
         if self._value_fed:
             return _FedValueAttrs(self._lowering, self._tensor)
+        if self._known is not None:
+            value = self._known if not self._hints else np.array(
+                [d.hint if isinstance(d, SymDim) else d for d in self._known], dtype=object)
+            return {"value": value, "dtype": self._tensor.dtype}
         return self._op.attrs
 
     @property
     def inputs(self):
-        return [] if self._fed else [self._lowering.stand_in(t, self._hints)
-                                     for t in self._op.inputs]
+        if self._fed or self._known is not None:
+            return []
+        return [self._lowering.stand_in(t, self._hints) for t in self._op.inputs]
 
 
 class _FedValueAttrs(Mapping):
@@ -755,6 +924,22 @@ class _FedValueAttrs(Mapping):
 
     def __len__(self):
         return 2
+
+
+def _keep_heap_values_inside(op, fgraph, body):
+    """LoweringError (op runs on the host) where a body module's outputs or guards read
+    dims that a loop in it sets during the run (regions.growable: the values after a
+    loop whose loop variables change shape, on the heap of the body's entry, which frees
+    them when it returns; guards are checked before the run)."""
+    for v in body.outputs:
+        if growable(v):
+            raise LoweringError(f"the body '{fgraph.name}' of {op.describe()} gives a value "
+                                f"of dims {v.dims}, set during its run by a loop in it")
+    for lhs, _, rhs, _ in body.guards:
+        loop = run_dim_loop(lhs) or run_dim_loop(rhs)
+        if loop is not None:
+            raise LoweringError(f"the body '{fgraph.name}' of {op.describe()} decides on a "
+                                f"dim that '{loop}' sets during the run")
 
 
 def _scalar_value(stand_in):

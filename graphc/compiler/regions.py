@@ -53,11 +53,12 @@ What stays on the host (between native stages, bodies on the reference executor)
     bodies. An If's saved intermediates compile: the taken branch writes its own, the
     kernel zeros the other's;
   - a loop variable whose shape changes between iterations (a shape invariant looser
-    than the shape it enters with: `out = concat([out, x_t], 0)`) where the loop keeps
-    values for a gradient (those of a changing shape are ragged, ops/while_v2.py: no
-    native stack holds them), where the loop is in a body, or where such a variable
+    than the shape it enters with: `out = concat([out, x_t], 0)`) where such a variable
     (or a value computed of it) leaves the native stage (a fetch: the runtime sizes it
-    before the run). Elsewhere it compiles: each of its dims that the body changes
+    before the run) or, for a loop in a body (a branch, another loop's body), leaves
+    that body (an output of it, a value it saves for a gradient: the body's entry frees
+    the values on its heap when it returns). Elsewhere it compiles: each of its dims
+    that the body changes
     (loose_axes, those whose first iteration changes them) is a symbol of the bodies
     (carried_symbol, a syms slot beside the trip counts) that the loop's kernel sets
     before the cond and the body run, computing the next value from the body's output
@@ -65,9 +66,25 @@ What stays on the host (between native stages, bodies on the reference executor)
     arenas of bodies whose sizes read it, are the kernel's, on the heap, made bigger as
     an iteration needs and freed when the kernel returns (backends/cpu/control_flow.py).
     After the loop the dim is a run dim (leaving_symbol), and the variable a value on
-    the heap read through a header, as a growable stack is (backends/cpu/entry.py frees
-    it). No guard may decide on such a dim (framework/symbolic.py unguardable): one
-    sends the loop to the host. The GPU target runs these loops on the host.
+    the heap read through a header, as a growable stack is (backends/cpu/entry.py: the
+    entry of the module holding the loop frees it). No guard may decide on such a dim (framework/symbolic.py unguardable): one
+    sends the loop to the host, as does an op whose shape inference fails on it (its
+    output compared with a value of fixed dims: `out * g`, lower.py).
+    Its gradient compiles too. The values the backward loop reads whose shapes change
+    are ragged stacks (ops/while_v2.py RAGGED_SAVED): iteration k's block after the
+    others' on the heap, read through a header as a growable stack (the kernel
+    reallocates the rows to at least twice their bytes when a block does not fit), its
+    elements a run dim the kernel sets when the loop leaves (ragged_symbol), the blocks'
+    shapes an ordinary stack beside it. The backward loop is compiled in the forward
+    body's dims: before its iteration k its kernel sets the forward loop's carried
+    symbols to those of forward iteration k, read from the stacks of the loop variables'
+    shapes (FORWARD_DIM_SLOTS); a block it reads (RaggedBlock, at an offset summed after
+    the forward loop), a shape of a forward value it reads (lowering knows the forward
+    body's dims of that value, lower.py _BackwardOfRaggedLoop) and its gradients of the
+    loop variables (on its heap, heap_loop_vars: they have the forward body's output
+    dims) then share one set of symbols, which inference can compare without a guard.
+    The backward loop needs its forward loop native in its own stage (the symbols are
+    that loop's), so neither is in a body (their stacks would leave it). The GPU target runs these loops, forward and backward, on the host.
 A random op in a body compiles: its state (key and run counter, graphc/framework/
 random_state.py) is that of the body's op, which the stage creates as it does its own ops'
 (random_ops_within), and the body's kernel counts a run per call, so iteration k of a
@@ -238,12 +255,34 @@ def leaving_symbol(while_name, var, axis):
     return f"{while_name}:var{var}.{axis}{RUN_DIM_SUFFIX}"
 
 
+# a backward While node's attr (lowering's, compiler/lower.py _BackwardOfRaggedLoop):
+# [(its input past the loop variables, rank, axis, carried symbol)] of the forward loop's
+# dims its kernel sets before each iteration k, from row k of that input (a stack of a
+# loop variable's shapes)
+FORWARD_DIM_SLOTS = "forward_dim_slots"
+
+
+def heap_loop_vars(node):
+    """The loop variables of a While node whose dims in its body read carried dims (its
+    own changing ones, or a backward loop's forward dims): their buffers are on the
+    kernel's heap, sized each iteration."""
+    n = node.attrs["num_loop_vars"]
+    return {p.attrs["index"] for p in node.regions["body"].params
+            if p.attrs["index"] < n and any(reads_carried_dims(d) for d in p.outputs[0].dims)}
+
+
 def carried_axes(node):
     """[(loop variable, axis)] of the dims of a While node's loop variables that change
     between iterations (its outputs' dims there are leaving_symbols)."""
     n = node.attrs["num_loop_vars"]
     return [(i, axis) for i, v in enumerate(node.outputs[:n]) for axis, d in enumerate(v.dims)
             if isinstance(d, SymDim) and d.symbols() == {leaving_symbol(node.name, i, axis)}]
+
+
+def ragged_symbol(while_name, k):
+    """The number of elements of ragged stack k (among its saved values) of While
+    `while_name` (ops/while_v2.py RAGGED_SAVED), set during the run by its kernel."""
+    return f"{while_name}:ragged{k}{RUN_DIM_SUFFIX}"
 
 
 def trips_symbol(while_name):
@@ -261,8 +300,10 @@ def run_dim_loop(expr):
         for atom, _ in mono:
             if isinstance(atom, str):
                 for suffix in (RUN_DIM_SUFFIX, CARRIED_DIM_SUFFIX):
-                    if atom.endswith(suffix):  # a trip count's, or a loop variable's dim
-                        return atom[:-len(suffix)].rsplit(":var", 1)[0]
+                    if atom.endswith(suffix):
+                        # a trip count's, a loop variable's dim or a ragged stack's size
+                        return atom[:-len(suffix)].rsplit(":var", 1)[0].rsplit(
+                            ":ragged", 1)[0]
                 continue
             found = run_dim_loop(atom[1]) or run_dim_loop(atom[2])
             if found:
@@ -290,8 +331,8 @@ def _invariants_exact(op):
             return False
         if t.shape.as_list() != invariant.as_list() and not (
                 out.op.type == "TensorArrayScatterV3" and
-                t.shape.as_list()[1:] == invariant.as_list()[1:]) and (
-                op.attrs.get("ragged_saved") or out.op.type.startswith("TensorArray")):
+                t.shape.as_list()[1:] == invariant.as_list()[1:]) and \
+                out.op.type.startswith("TensorArray"):
             return False
     return True
 
@@ -423,7 +464,7 @@ def scratch_parts(node, align):
              if not reads_carried_dims(region.memory_plan.arena_bytes)]
     if node.type == "While":
         n = node.attrs["num_loop_vars"]
-        carried = {i for i, _ in carried_axes(node)}
+        carried = heap_loop_vars(node)
         for side in ("a", "b"):
             parts += [((side, i), aligned(value_bytes(v))) for i, v in enumerate(node.outputs[:n])
                       if i not in carried]

@@ -195,6 +195,10 @@ class SymDim:
                     ">": diff > 0, ">=": diff >= 0}[op]
         sign = _sign(self - other_e)
         proven = _PROVEN_BY_SIGN.get((op, sign))
+        if proven is None and sign * (self - other_e).terms.get((), 0) > 0:
+            # dims past a constant of their sign (a dim and -1: reshape's "infer this
+            # dim") are never 0: a dim no guard may read (unguardable) compares too
+            proven = _PROVEN_NONZERO[(op, sign)]
         if proven is not None:  # a dim is never negative: no guard needed either
             return proven
         if op in ("==", "!=") and getattr(_local, "guards", None) is None:
@@ -316,6 +320,10 @@ def _sign(e):
 
 # (comparison of e with 0, _sign(e)) -> its outcome
 _PROVEN_BY_SIGN = {("<", 1): False, (">=", 1): True, (">", -1): False, ("<=", -1): True}
+# (comparison of e with 0, _sign(e)) -> its outcome where e's constant term has e's sign
+_PROVEN_NONZERO = {(op, sign): outcome for sign in (1, -1) for op, outcome in (
+    ("==", False), ("!=", True), ("<", sign < 0), ("<=", sign < 0), (">", sign > 0),
+    (">=", sign > 0))}
 
 
 def as_expr(x):

@@ -30,8 +30,11 @@ A value whose shape changes between iterations (computed from a loop variable wh
 shape invariant is looser than the shape it enters with: `out = concat([out, x_t], 0)`)
 cannot be stacked; TF1's stacks hold each iteration's value whatever its shape. Its
 stack is ragged (attr `ragged_saved`): each iteration's elements one after another,
-with its shapes stacked beside it, and the backward body slices iteration k's elements
-at their offset (summed once after the forward loop) and reshapes them.
+with its shapes stacked beside it, and the backward body reads iteration k's elements
+at their offset (summed once after the forward loop) as a block of its shape
+(RaggedBlock). Such a loop's backward While also keeps the shapes of its loop variables
+of each iteration (FORWARD_DIMS), from which native code sets the forward body's dims of
+iteration k before the backward body runs it (compiler/regions.py).
 """
 import numpy as np
 
@@ -393,6 +396,9 @@ def _while_grad(op, *grads):
         back_body = _backward_body("body", op, body_g, var_ids, [r[2] for r in reads], specs,
                                    appended)
         back = make_while(init, back_cond, back_body, shapes, False, scope[:-1] + "/")
+    if back_body.forward_dims:
+        back._set_attr(FORWARD_LOOP_VARS, list(var_ids))
+        back._set_attr(FORWARD_DIMS, back_body.forward_dims)
     results = iter(back.outputs[1:1 + len(var_ids) + len(reads)])
     in_grads = [None] * len(op.inputs)
     for i in var_ids:
@@ -443,6 +449,7 @@ def _backward_body(name, op, body_g, var_ids, read_tensors, specs, appended):
                            for shape, dtype in specs]
         k = math_ops.subtract(back.inputs[0], 1)
         back.intermediate_source = lambda t: _forward_value(back, op, body_g, t, k)
+        back.forward_dims = _forward_dims(back, op, body_g)
         var_grads = back.inputs[1:1 + len(var_ids)]
         accs = back.inputs[1 + len(var_ids):]
         ys = [body_g.outputs[i] for i in var_ids] + [body_g.outputs[i] for i in appended]
@@ -457,6 +464,32 @@ def _backward_body(name, op, body_g, var_ids, read_tensors, specs, appended):
                         accumulated_read_gradient(acc, convert_to_tensor(d)))
     set_outputs(back, outs)
     return back
+
+
+# attrs of a backward While whose forward loop has loop variables of a looser shape
+# invariant (ragged values): the forward loop variable of each of its gradients (its loop
+# variables after the counter), and the forward loop variable then the backward body
+# input of each stack of those variables' shapes (pairs one after another: a graph
+# file's attr holds a flat list), from which native code sets the forward body's dims of
+# iteration k before the backward body runs it (compiler/lower.py, backends/cpu/
+# control_flow.py)
+FORWARD_LOOP_VARS = "forward_loop_vars"
+FORWARD_DIMS = "forward_dims"
+
+
+def _forward_dims(back, op, body_g):
+    """[loop variable, backward body input, ...] of the stacks (captured in `back`) of
+    the shapes of the forward loop variables whose shape invariant is looser than the
+    shape they enter with (compiler/regions.py loose_axes), each iteration's."""
+    from graphc.compiler.regions import loose_axes
+    from graphc.ops import array_ops
+    out = []
+    for i in sorted(loose_axes(op)):
+        with body_g._as_builder():
+            shape = array_ops.shape(body_g.inputs[i])
+        inner = back.capture(save_in_loop(op, shape))
+        out += [i, next(j for j, x in enumerate(back.inputs) if x is inner)]
+    return out
 
 
 def _forward_value(back, op, body_g, t, k):
@@ -508,15 +541,37 @@ def _ragged_value(back, op, body_g, t, k):
     elements = save_in_loop(op, t, ragged=True)
     shapes = save_in_loop(op, shape)
     with op.graph._as_builder():
-        sizes = reduction_ops.reduce_prod(shapes, axis=1)
-        offsets = reduction_ops.cumsum(sizes, exclusive=True)
+        offsets = reduction_ops.cumsum(reduction_ops.reduce_prod(shapes, axis=1),
+                                       exclusive=True)
     with back._as_builder():
-        begin = array_ops.reshape(array_ops.gather(back.capture(offsets), k), [1])
-        size = array_ops.reshape(array_ops.gather(back.capture(sizes), k), [1])
-        flat = array_ops.slice(back.capture(elements), begin, size)
-        value = array_ops.reshape(flat, array_ops.gather(back.capture(shapes), k))
+        # one op, not a slice at a data offset then a reshape: native lowering gives its
+        # dims those of t in the forward body at iteration k (compiler/lower.py), which
+        # a slice's size read from data would hide
+        value = back.create_op("RaggedBlock", [back.capture(elements),
+                                               array_ops.gather(back.capture(offsets), k),
+                                               array_ops.gather(back.capture(shapes), k)],
+                               {}, "ragged_block").outputs[0]
     value.set_shape(t.shape)
     return value
+
+
+def _ragged_block_infer(inputs, a):
+    from graphc.framework.static_value import shape_from_tensor
+    return [(shape_from_tensor(inputs[2]), inputs[0].dtype)]
+
+
+def _ragged_block_kernel(elements, offset, shape):
+    """Iteration k's value in a ragged stack: its elements from `offset`, of `shape`."""
+    shape = [int(d) for d in np.reshape(shape, [-1])]
+    start = int(offset)
+    return elements[start:start + int(np.prod(shape, dtype=np.int64))].reshape(shape)
+
+
+# RaggedBlock(elements, offset, shape): the block of a ragged stack (save_in_loop) that
+# one forward iteration kept; only backward bodies make it (no gradient of its own: a
+# second derivative through a loop is not built)
+register_op("RaggedBlock", infer=_ragged_block_infer, kernel=_ragged_block_kernel,
+            kind="index")
 
 
 # ops whose value depends only on their input's shape (and dtype)

@@ -26,6 +26,7 @@ from graphc import dtypes
 from graphc.framework.op_def import UPDATE_OPS
 from graphc.framework.tensor_shape import TensorShape
 from graphc.tf_formats.graph_def import FUNCTION_ATTRS, unique_name
+from graphc.ops.while_v2 import FORWARD_DIMS
 
 PARALLEL_ITERATIONS = 10  # TF's default; graphc's loops do not keep theirs
 
@@ -74,7 +75,10 @@ def _callers(nodes):
 
 def _fits(node, bodies, callers):
     """Whether TF's layout holds this graphc-layout op (see the module's docstring)."""
+    # a backward loop of a loop whose loop variables change shape keeps its forward
+    # dims' attrs (ops/while_v2.py), which TF's layout has no place for
     return "ref_input_indices" in node["attrs"] and not node["attrs"].get("saved") and \
+        not node["attrs"].get(FORWARD_DIMS) and \
         all(callers[b["name"]] == 1 for b in bodies) and \
         not any(_assigned(b, var) for b in bodies for var in b["ref_captures"])
 

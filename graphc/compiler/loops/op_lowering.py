@@ -812,6 +812,15 @@ def gather(v, node, k, index):
     return v.view(params, p_index)
 
 
+def ragged_block(v, node, k, index):
+    """Iteration k's block of a ragged stack (ops/while_v2.py): element `index` of the
+    output is the stack's element at the block's offset (data) plus index's row-major
+    position in the output, which has the block's dims (lowering gave them)."""
+    elements, offset, _ = node.inputs
+    at = v.x.add(v.x.cast(v.view(offset, []), "int64"), v.x.linear(index, _out(node).dims))
+    return v.view(elements, [at])
+
+
 def one_hot(v, node, k, index):
     indices, _, on, off = node.inputs
     out = _out(node)
@@ -863,4 +872,5 @@ LOOP_RULES.update({
     "Pad": pad, "PadV2": pad, "MirrorPad": mirror_pad,
     "ConcatV2": concat, "Pack": pack, "Unpack": unpack, "Split": split, "SplitV": split,
     "Tile": tile, "GatherV2": gather, "OneHot": one_hot,
+    "RaggedBlock": ragged_block,
 })

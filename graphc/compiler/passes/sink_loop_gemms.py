@@ -27,7 +27,8 @@ product, costs nothing at the full trip count (dynamic_rnn's) instead of a pass 
 and writing both stacks.
 
 Left alone: other transpose flags (the inner dimension would not be the rows of the
-stacked operands), operands of more than two dims or whose columns are not static ints,
+stacked operands), operands of more than two dims, whose columns are not static ints or
+whose rows change between iterations,
 an accumulator the cond or another body node reads, products or adds with control
 dependencies, and loops with no such bound or whose bound is a trip count known only
 during the run (stacks growing as a loop runs, regions.py: only a While may read those,
@@ -38,7 +39,7 @@ of iteration by iteration); the loop's other variables, outputs and stacks uncha
 import numpy as np
 
 from graphc.compiler.ir import PARAMETER, Value
-from graphc.compiler.regions import ZEROED_PAST_TRIPS, set_during_run
+from graphc.compiler.regions import ZEROED_PAST_TRIPS, reads_carried_dims, set_during_run
 
 ADDS = ("Add", "AddN")
 STEPS = ("Add", "Sub")
@@ -95,8 +96,10 @@ def _accumulated_product(body, j, param):
             or out.dtype != acc.dtype):
         return None
     a, b = p.inputs
+    # rows that change between iterations (a loop variable's carried dims, a backward
+    # loop's forward dims: regions.py) fit no row of a stack
     if not all(isinstance(x, Value) and len(x.dims) == 2 and isinstance(x.dims[1], int)
-               for x in (a, b)):
+               and not reads_carried_dims(x.dims[0]) for x in (a, b)):
         return None
     return p
 

@@ -37,14 +37,17 @@ error names the op and the user's line as anywhere else. A body output the body 
 compute (one of its inputs, a constant, a variable read) is copied from where it is, as
 the runtime copies such fetches of a whole run.
 """
+import numpy as np
 from llvmlite import ir
 
 from graphc.compiler.backends.cpu.entry import emit_entry
 from graphc.compiler.backends.cpu.parallel import libc
 from graphc.compiler.lower import LoweringError, RegionOnHost
-from graphc.compiler.regions import GROWABLE_FIRST_ROWS, branch_outputs, carried_axes, \
-    carried_symbol, growable, leaving_symbol, reads_carried_dims, row_bytes, scratch_parts, \
-    trips_symbol, value_bytes, written_in_place, zeroed_past_trips
+from graphc.compiler.regions import FORWARD_DIM_SLOTS, GROWABLE_FIRST_ROWS, branch_outputs, \
+    carried_axes, carried_symbol, growable, heap_loop_vars, leaving_symbol, ragged_symbol, \
+    reads_carried_dims, row_bytes, scratch_parts, trips_symbol, value_bytes, \
+    written_in_place, zeroed_past_trips
+from graphc.ops.while_v2 import RAGGED_SAVED
 from graphc.compiler.loops.program import Program
 from kernels.loops import I8, I32, I64, PTR
 
@@ -241,14 +244,17 @@ class _RegionEmitter:
         parts = self.scratch(node)
         inputs = [self.input_pointer(v) for v in node.value_inputs]
         carried = carried_axes(node)
-        heap = _LoopHeap(self, node, {i for i, _ in carried})
+        ragged = [node.outputs[n + 1 + k] for k in node.attrs.get(RAGGED_SAVED, ())]
+        heap = _LoopHeap(self, node, heap_loop_vars(node),
+                         [("ragged", v.index) for v in ragged if not stores.get(v)])
         for i, axis in carried:  # the dims the loop variables enter with
             self.set_dim(carried_symbol(node.name, i, axis),
                          self.dim(node.value_inputs[i].dims[axis]))
         body_params = body_entry[1].module.params
         params = {p.attrs["index"]: p.outputs[0] for p in body_params}
-        first = [heap.first(i, inputs[i], params[i]) if i in heap.vars else parts[("a", i)]
-                 for i in range(n)]
+        first = [heap.first(i, inputs[i], node.value_inputs[i]) if i in heap.vars
+                 else parts[("a", i)] for i in range(n)]
+        filled = {v: self.ragged_start() for v in ragged}
         for i in range(n):
             if i not in heap.vars:
                 self.copy(first[i], inputs[i], node.outputs[i])
@@ -282,6 +288,7 @@ class _RegionEmitter:
         b.cbranch(b.icmp_unsigned("!=", b.load(pred, typ=I8), ir.Constant(I8, 0)),
                   run_body, done)
         b.position_at_end(run_body)
+        self.set_forward_dims(node, inputs, current[0])
         sized = [v for v in stacks if not growable(v)]
         if sized:
             self.check_stack_room(node, sized[0], trips)
@@ -289,9 +296,18 @@ class _RegionEmitter:
             self.set_pointer(body_feeds, i, current[i])
             self.set_pointer(body_fetches, i, heap.spare(i, body_entry[1].module.outputs[i])
                              if i in heap.vars else spare.get(i, current[i]))
-        for k, v in enumerate(stacks):  # this iteration's row of each stack
-            self.set_pointer(body_fetches, n + k, self.stack_row(v, stores, parts, trips))
+        blocks = {}  # ragged stack -> the bytes of this iteration's block
+        for k, v in enumerate(stacks):  # this iteration's row (or block) of each stack
+            if v in filled:
+                out = body_entry[1].module.outputs[n + k]
+                blocks[v] = self.dim(value_bytes(out))  # of the dims before the call
+                row = self.ragged_block(v, stores, heap, filled[v], blocks[v])
+            else:
+                row = self.stack_row(v, stores, parts, trips)
+            self.set_pointer(body_fetches, n + k, row)
         self.call(body_entry, body_feeds, body_fetches, heap.arena("body", parts))
+        for v, nbytes in blocks.items():
+            b.store(b.add(b.load(filled[v], typ=I64), nbytes), filled[v])
         new_dims = [(carried_symbol(node.name, i, axis),
                      self.dim(body_entry[1].module.outputs[i].dims[axis])) for i, axis in carried]
         for symbol, d in new_dims:  # each computed from the old dims before any is set
@@ -304,9 +320,13 @@ class _RegionEmitter:
         trips.add_incoming(next_trips, b.block)
         b.branch(test)
         b.position_at_end(done)
-        if len(sized) < len(stacks):  # the rows of the stacks that grew
+        if len(sized) + len(ragged) < len(stacks):  # the rows of the stacks that grew
             b.store(b.zext(trips, I64), b.gep(self.syms, [self.dim_slot(trips_symbol(
                 node.name))], source_etype=I64))
+        for v in ragged:  # their elements
+            itemsize = ir.Constant(I64, np.dtype(v.dtype.name).itemsize)
+            self.set_dim(ragged_symbol(node.name, v.index - n - 1),
+                         b.sdiv(b.load(filled[v], typ=I64), itemsize))
         for i, axis in carried:  # the dims the loop variables leave with
             self.set_dim(leaving_symbol(node.name, i, axis),
                          self.dim(params[i].dims[axis]))
@@ -315,7 +335,7 @@ class _RegionEmitter:
                 self.zero_rows_past(self.buffers[stores[v][0]], v, trips)
         for v, keys in stores.items():
             for key in keys:
-                if v.index in heap.vars:
+                if v.index in heap.vars and growable(v):
                     heap.leave(v, self.buffers[key], current[v.index])
                 elif v.index < n:
                     self.copy(self.buffers[key], current[v.index], v)
@@ -324,6 +344,55 @@ class _RegionEmitter:
                 elif key != keys[0]:  # a stack's other storages
                     self.copy(self.buffers[key], self.buffers[keys[0]], v)
         self.finish(heap)
+
+    def set_forward_dims(self, node, inputs, counter):
+        """Sets the forward loop's dims of iteration k (counter - 1) that a backward
+        loop's body reads (regions.FORWARD_DIM_SLOTS): row k of the stacks of the forward
+        loop variables' shapes (int32)."""
+        b = self.b
+        slots = node.attrs.get(FORWARD_DIM_SLOTS, ())
+        if not slots:
+            return
+        n = node.attrs["num_loop_vars"]
+        k = b.sext(b.sub(b.load(counter, typ=I32), ir.Constant(I32, 1)), I64)
+        for index, rank, axis, symbol in slots:
+            at = b.add(b.mul(k, ir.Constant(I64, rank)), ir.Constant(I64, axis))
+            row = b.gep(inputs[n + index], [at], source_etype=I32)
+            self.set_dim(symbol, b.sext(b.load(row, typ=I32), I64))
+
+    def ragged_start(self):
+        """A ragged stack's bytes filled so far (a slot of the kernel's): none."""
+        filled = self.b.alloca(I64)
+        self.b.store(ir.Constant(I64, 0), filled)
+        return filled
+
+    def ragged_block(self, stack, stores, heap, filled, nbytes):
+        """Where this iteration's block of a ragged stack goes (ops/while_v2.py
+        RAGGED_SAVED: each iteration's elements after the last's): past the `filled`
+        bytes of its rows on the heap (the entry's, through its header), reallocated
+        to at least twice their room when the block does not fit; a stack no kernel
+        reads takes each block in a buffer of the kernel's heap instead."""
+        b = self.b
+        keys = stores.get(stack)
+        if not keys:
+            return heap.ensure(("ragged", stack.index), nbytes)
+        header = self.buffers[keys[0]]
+        room_slot = b.gep(header, [ir.Constant(I64, 8)], source_etype=I8)
+        room = b.load(room_slot, typ=I64)
+        used = b.load(filled, typ=I64)
+        wanted = b.add(used, nbytes)
+        with b.if_then(b.icmp_signed(">", wanted, room), likely=False):
+            doubled = b.mul(room, ir.Constant(I64, 2))
+            size = b.select(b.icmp_signed(">", wanted, doubled), wanted, doubled)
+            size = b.select(b.icmp_signed(">", size, ir.Constant(I64, 0)), size,
+                            ir.Constant(I64, 1))  # realloc of 0 bytes may give NULL
+            rows = b.call(libc(self.program.llvm, "realloc"), [b.load(header, typ=PTR), size])
+            with b.if_then(b.icmp_unsigned("==", b.ptrtoint(rows, I64), ir.Constant(I64, 0)),
+                           likely=False):
+                heap.fail(size)  # the rows it had stay in the header, which the entry frees
+            b.store(rows, header)
+            b.store(size, room_slot)
+        return b.gep(b.load(header, typ=PTR), [used], source_etype=I8)
 
     def set_dim(self, symbol, value):
         self.b.store(value, self.b.gep(self.syms, [self.dim_slot(symbol)], source_etype=I64))
@@ -439,15 +508,16 @@ class _LoopHeap:
     """The buffers of a While kernel whose sizes read its loop variables' carried dims
     (regions.carried_axes), which no plan made before the run can size: two per such
     loop variable (the current value and the one the body writes, swapped each
-    iteration) and the arena of each body whose size reads them. Each is on the C heap,
+    iteration), the arena of each body whose size reads them and `scratch` (the blocks
+    of a ragged stack no kernel reads). Each is on the C heap,
     64-byte aligned as the scratch's parts are, made bigger (at least doubled) when an
     iteration needs more, and freed when the kernel returns, failing or not. The loop
     variables' values after the loop go to their headers (the entry's heap values)."""
 
-    def __init__(self, emit, node, variables):
+    def __init__(self, emit, node, variables, scratch=()):
         self.emit, self.node, self.vars = emit, node, variables
         self.slots = {}  # what -> (the pointer malloc gave, its bytes)
-        wanted = [("cur", i) for i in sorted(variables)] + \
+        wanted = list(scratch) + [("cur", i) for i in sorted(variables)] + \
             [("spare", i) for i in sorted(variables)] + \
             [("arena", key) for key, region in node.regions.items()
              if reads_carried_dims(region.memory_plan.arena_bytes)]
@@ -497,10 +567,11 @@ class _LoopHeap:
                               source_etype=I64))
         emit.fail_with(ir.Constant(I32, site + 1))
 
-    def first(self, i, source, param):
-        """Loop variable i's buffer, holding the value it enters with (`param`'s dims:
-        the carried ones set to those it enters with)."""
-        nbytes = self.emit.dim(value_bytes(param))
+    def first(self, i, source, entering):
+        """Loop variable i's buffer, holding the value it enters with (`entering`, the
+        While's input: its dims, not the body's, which a backward loop sets only in the
+        iteration)."""
+        nbytes = self.emit.dim(value_bytes(entering))
         self.emit.copy_bytes(self.ensure(("cur", i), nbytes), source, nbytes)
 
     def current(self, i):

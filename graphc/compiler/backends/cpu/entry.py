@@ -5,8 +5,9 @@ the Program (loops/program.py) gave out and calls the kernels in schedule order,
 returning the first nonzero status (1 + error site). The values whose rows are a loop's
 trip count (compiler/regions.py: the stacks a loop grows, the arrays it appends to, and
 what kernels after it compute of them) live on the heap, found through a header in the
-arena, and are the entry's: their headers empty before the first call, their rows freed
-before it returns, failing or not. A While grows its stacks itself (it is handed their
+arena, and are the entry's (a body's own entry's for those of a loop in a body: the
+values after a loop whose loop variables change shape): their headers empty before the
+first call, their rows freed before it returns, failing or not. A While grows its stacks itself (it is handed their
 headers); the entry allocates any other such value before the first kernel writing it,
 its size known by then (the loop has set its trip count), and hands every other kernel
 the rows, which it reads and writes as any buffer. A long entry makes its calls through
@@ -48,11 +49,11 @@ def emit_entry(program, calls, profile=False, name=ENTRY):
             segment = _entry_function(program, f"{name}.segment{first // SEGMENT_CALLS}")
             segment.linkage = "internal"
             _emit_calls(program, segment, calls[first:first + SEGMENT_CALLS], counters,
-                        first, owns_run=False)
+                        first, owns_run=False, owns_heap=False)
             segments.append((segment, None))
         calls, counters = segments, None
     fn = _entry_function(program, name)
-    _emit_calls(program, fn, calls, counters, 0, owns_run=name == ENTRY)
+    _emit_calls(program, fn, calls, counters, 0, owns_run=name == ENTRY, owns_heap=True)
     return fn
 
 
@@ -75,11 +76,12 @@ def _entry_function(program, name):
     return fn
 
 
-def _emit_calls(program, fn, calls, counters, first, owns_run):
+def _emit_calls(program, fn, calls, counters, first, owns_run, owns_heap):
     """The body of an entry or of a segment: the calls in order, returning the first
     nonzero status. A call with keys None passes the function's own arguments (a
-    segment's). owns_run: pins the BLAS threads and owns the growable stacks (the
-    module's entry)."""
+    segment's). owns_run: pins the BLAS threads (the module's entry); owns_heap: owns
+    the values on the heap (an entry, a body's too: a loop in a body whose loop
+    variables change shape leaves them on the heap, freed when the body returns)."""
     feeds, fetches, variables, constants, arena, syms = fn.args
     tables = {"feed": feeds, "fetch": fetches, "var": variables, "const": constants}
     b = ir.IRBuilder(fn.append_basic_block("entry"))
@@ -105,7 +107,7 @@ def _emit_calls(program, fn, calls, counters, first, owns_run):
 
     restore_blas = _pin_blas_threads(program, b) if owns_run else (lambda: None)
     end_team_run = _start_team_run(program, b) if owns_run else (lambda: None)
-    free_stacks = _own_growable_stacks(program, b, pointer) if owns_run else (lambda: None)
+    free_stacks = _own_growable_stacks(program, b, pointer) if owns_heap else (lambda: None)
     # every failing call branches to one exit (its status through a phi): a return
     # block per call, each restoring the BLAS threads, was most of the entry's IR
     fail = fn.append_basic_block("failed") if calls else None

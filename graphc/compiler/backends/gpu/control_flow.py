@@ -18,7 +18,7 @@ sites. The spec gets one *region step* in place of the node's launches (docs/gpu
     whose stacks would grow during the run (regions.py: no bound on its trip count) runs
     on the host: growing device buffers between launches is not built; so does one whose
     loop variables' dims change between iterations (regions.carried_axes), which the
-    CPU target compiles.
+    CPU target compiles, with its ragged stacks and its backward loop (regions.py).
     A While whose cond and body allow it also carries a "device_loop": one kernel that
     runs the whole loop on the device, chosen by the runtime per binding (device_loop.py).
   {"if": name, ...}: the runtime reads the predicate's byte back and runs one branch's
@@ -35,9 +35,10 @@ per stack no kernel reads (While), or a slot per output no kernel reads (If).
 from graphc.compiler.backends.gpu.device_loop import device_loop
 from graphc.compiler.backends.gpu.spec import grown_index, storage_json
 from graphc.compiler.lower import LoweringError, RegionOnHost
-from graphc.compiler.regions import branch_outputs, carried_axes, growable, row_bytes, \
-    scratch_parts, trips_symbol, value_bytes, written_in_place, zeroed_past_trips
+from graphc.compiler.regions import branch_outputs, carried_axes, growable, heap_loop_vars, \
+    row_bytes, scratch_parts, trips_symbol, value_bytes, written_in_place, zeroed_past_trips
 from graphc.compiler.loops.program import Program, dim_json
+from graphc.ops.while_v2 import RAGGED_SAVED
 
 _ALIGN = 256  # bytes: cudaMalloc's alignment, which every buffer of a launch may assume
 
@@ -54,9 +55,11 @@ class RegionKernel:
         self.name = name
         self.kind = kernel.main.type
         self.node = node = kernel.main
-        if node.type == "While" and carried_axes(node):
+        if node.type == "While" and (carried_axes(node) or heap_loop_vars(node) or
+                                     node.attrs.get(RAGGED_SAVED)):
             raise RegionOnHost(f"{node.describe()} has loop variables whose dims change "
-                               "between iterations (device buffers growing between "
+                               "between iterations, keeps values of those ragged or is the "
+                               "gradient of such a loop (device buffers growing between "
                                "launches are not built): it runs on the host", node.name)
         _check_growable_stacks(program, node)
         self.program = program
