@@ -155,3 +155,16 @@ def test_attention_gradients_through_the_tiles_match_finite_differences(tiled):
     check_gradients(attention, inputs, rtol=1e-6, atol=1e-8)
     assert sorted(set(tiled)) == [(s, dh, s, False), (s, dh, s, True)]
     assert len(tiled) >= 4
+
+
+def test_a_batch_matmul_of_matrices_stays_on_blas(tiled):
+    """Operands of unknown rank make a BatchMatMulV2; fed matrices, it has no batch
+    entries to give the tiles."""
+    a, b = _batched((), (), 16, 8, 64, False, np.float32, seed=7)
+
+    def product(x, y):
+        return gc.matmul(gc.placeholder_with_default(x, None), gc.placeholder_with_default(y, None))
+    got = _run(product, [a, b])
+    assert got.shape == (16, 64)
+    _assert_product(got, a, b)
+    assert tiled == []

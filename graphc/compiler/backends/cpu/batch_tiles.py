@@ -54,9 +54,12 @@ def applies(node):
     if node.type != "BatchMatMulV2" or transposes(node)[1]:
         return False
     out = node.outputs[0]
-    if out.dtype.name not in DTYPES:
+    operands = (*node.inputs[:2], out)
+    if out.dtype.name not in DTYPES or any(v.dims is None for v in operands):
         return False
-    if not all(isinstance(d, int) for v in (*node.inputs[:2], out) for d in v.dims):
+    # a rank-2 BatchMatMulV2 (unknown ranks fed matrices) is one product: the team cuts its
+    # rows or columns into BLAS calls, not entries
+    if len(out.dims) < 3 or not all(isinstance(d, int) for v in operands for d in v.dims):
         return False
     m, n = out.dims[-2:]
     k = node.inputs[1].dims[-2]
