@@ -72,7 +72,7 @@ def entry_function(module, node, strides=None):
     entry's first elements. strides: [A's, B's, C's] element strides of the views (each
     None when dense), or None (all dense)."""
     tiling = _tiling(node, strides or [None] * 3)
-    fn, new = small_gemm.function(module, f"{tiling.name}.entry", [PTR] * 3)
+    fn, new = small_gemm.internal_function(module, f"{tiling.name}.entry", [PTR] * 3)
     if not new:
         return fn
     for arg in fn.args:

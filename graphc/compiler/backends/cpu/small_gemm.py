@@ -11,7 +11,7 @@ one element of A per row against COLS vectors of B's row k, read where it lies (
 are contiguous along N, so there is nothing to pack); the team splits C by columns.
 
     tile      fn(ptr a, ptr b, ptr c, ptr bias): rows x vectors of lanes, all of k
-    columns   fn(ptr a, ptr b, ptr c, ptr bias, i64 lo, i64 hi): C[:, lo:hi], all rows
+    columns   fn(ptr a, ptr b, ptr c, ptr bias, i64 lo, i64 hi, i64 m): C[:, lo:hi], all rows
     task      the team's: claims units of columns and runs `columns` on each
 
 The tile (Tiling, tile_function) also runs batch_tiles.py's BatchMatMulV2 entries: its
@@ -162,7 +162,7 @@ def _units(tiling):
     return -(-tiling.n // block), block
 
 
-def function(module, name, arg_types):
+def internal_function(module, name, arg_types):
     """(the function `name` of the module, whether it still needs its body)."""
     existing = module.globals.get(name)
     if existing is not None:
@@ -178,7 +178,7 @@ def _task_function(module, tiling, columns, layout, units, block):
     `columns` on each. The thread that calls the team claims first, so when all threads
     run, thread t mostly gets unit t every step and finds its columns of B (half of W_h
     for two) in its core's L2; when the OS holds a thread back, another takes its unit."""
-    fn, new = function(module, f"{tiling.name}.u{units}.task", [PTR])
+    fn, new = internal_function(module, f"{tiling.name}.u{units}.task", [PTR])
     if not new:
         return fn
     b = ir.IRBuilder(fn.append_basic_block("entry"))
@@ -198,7 +198,7 @@ def _task_function(module, tiling, columns, layout, units, block):
 def _columns_function(module, tiling):
     """C[:, lo:hi] for every row, in column_widths(tiling) from lo. lo is a multiple of
     the panel and hi one too or N."""
-    fn, new = function(module, f"{tiling.name}.columns", [PTR] * 4 + [I64, I64, I64])
+    fn, new = internal_function(module, f"{tiling.name}.columns", [PTR] * 4 + [I64, I64, I64])
     if not new:
         return fn
     for arg in fn.args[:3]:
@@ -279,8 +279,8 @@ def tile_function(module, tiling, rows, vectors, lanes, partial=False):
     a, b, c and bias point at the tile's first row / column. partial: fn(..., i64 valid)
     computes only the first `valid` rows (1 to rows - 1): the others read A's last valid
     row and store nothing, so each row's multiply-adds are those of a full tile."""
-    fn, new = function(module, f"{tiling.name}.tile{rows}x{vectors}x{lanes}"
-                       f"{'.partial' if partial else ''}", [PTR] * 4 + [I64] * partial)
+    name = f"{tiling.name}.tile{rows}x{vectors}x{lanes}{'.partial' if partial else ''}"
+    fn, new = internal_function(module, name, [PTR] * 4 + [I64] * partial)
     if not new:
         return fn
     for arg in fn.args[:3]:
