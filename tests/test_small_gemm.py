@@ -7,16 +7,19 @@ recurrent products, forward and backward, running on them with gradients that ma
 central differences. emit_product is wrapped to see which products took the tiles;
 compiled specs are not cached, so every product is generated here.
 """
+import ctypes
 import re
 
 import numpy as np
 import pytest
+from llvmlite import ir
 
 import graphc as gc
 from graphc.compiler.backends.cpu import small_gemm
 from graphc.compiler.driver import compile_module
 from graphc.compiler.lower import lower
 from graphc.ops import rnn_cell
+from runtime import jit
 from tests.gradcheck import check_gradients
 
 
@@ -29,8 +32,8 @@ def tiled(monkeypatch):
     emit = small_gemm.emit_product
 
     def recording(b, node, a_ptr, b_ptr, c_ptr, bias_ptr, m):
-        shape = small_gemm._Shape(node, bias_ptr is not None)
-        emitted.append((shape.m, shape.n, shape.k, node.attrs["transpose_a"],
+        tiling = small_gemm._tiling(node, bias_ptr is not None)
+        emitted.append((tiling.m, tiling.n, tiling.k, node.attrs["transpose_a"],
                         bias_ptr is not None))
         emit(b, node, a_ptr, b_ptr, c_ptr, bias_ptr, m)
     monkeypatch.setattr(small_gemm, "emit_product", recording)
@@ -153,6 +156,59 @@ def test_rows_known_at_run_time(tiled, dtype, with_bias):
                         got, _product(a, w, bias=bias if with_bias else None))
     run_time = [t for t in tiled if not isinstance(t[0], int)]
     assert len(run_time) == 1 and run_time[0][1:] == (n, k, False, with_bias)
+
+
+def _compiled_tile(tiling, vectors, lanes, partial):
+    """fn(a, b, c, bias, valid) calling tile_function's tile of tiling.rows rows (compiled
+    and called, as the kernels call it)."""
+    module = ir.Module()
+    tile = small_gemm.tile_function(module, tiling, tiling.rows, vectors, lanes, partial)
+    i64, ptr = ir.IntType(64), ir.PointerType()
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ptr] * 4 + [i64]), "tile")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    b.call(tile, list(fn.args[:4 + partial]))
+    b.ret_void()
+    compiled = jit.CompiledModule(str(module))
+    call = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * 4, ctypes.c_int64)(
+        compiled.address("tile"))
+    call.keep = compiled
+    return call
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("transpose_a", [False, True])
+@pytest.mark.parametrize("vectors,scalar", [(small_gemm.COLS, False), (1, True)])
+@pytest.mark.parametrize("valid", [None, 1, 5])
+def test_one_tile_takes_any_strides_bias_and_rows(monkeypatch, dtype, transpose_a, vectors,
+                                                  scalar, valid):
+    """The tile's facts are Tiling's parameters, which small_gemm's MatMuls (rows N apart,
+    a bias, the prefetch, run-time rows) and batch_tiles.py's entries (their views'
+    strides) set differently; here all at once: A's rows or columns, B's and C's rows
+    apart from the tile's width, a bias, full and partial row tiles. Values against
+    NumPy; C's elements outside the tile and its valid rows keep their values."""
+    monkeypatch.setenv("GRAPHC_CACHE_DIR", "off")
+    rows, k = small_gemm.ROWS, 11   # 11: two trips of the unrolled k loop and 3 steps
+    lanes = 1 if scalar else small_gemm.VECTOR_BYTES // np.dtype(dtype).itemsize
+    width = vectors * lanes
+    rng = np.random.default_rng(vectors + 2 * transpose_a)
+    stored_a = rng.standard_normal((k, rows + 3) if transpose_a else (rows, k + 2))
+    stored_b = rng.standard_normal((k, width + 5))
+    c = np.full((rows, width + 3), 7.0)
+    stored_a, stored_b, c, bias = (x.astype(dtype) for x in (
+        stored_a, stored_b, c, rng.standard_normal(width)))
+    lda = stored_a.shape[1]
+    tiling = small_gemm.Tiling("graphc.test", np.dtype(dtype).name, rows, width, k,
+                               a_steps=(1, lda) if transpose_a else (lda, 1),
+                               ldb=stored_b.shape[1], ldc=c.shape[1], has_bias=True,
+                               prefetch=True)
+    tile = _compiled_tile(tiling, vectors, lanes, valid is not None)
+    tile(*(x.ctypes.data for x in (stored_a, stored_b, c, bias)), valid or 0)
+    done = valid or rows
+    op_a = stored_a[:, :done].T if transpose_a else stored_a[:done, :k]
+    _assert_product(c[:done, :width], op_a, stored_b[:, :width], bias=bias)
+    untouched = np.full(c.shape, True)
+    untouched[:done, :width] = False
+    assert (c[untouched] == 7.0).all()
 
 
 def _lstm_step_ir(batch, steps, width, hidden, static_batch=True):

@@ -5,14 +5,16 @@ The BLAS calls of a large product are split across the thread team (gemm_team.py
 The product is written into a buffer C: the MatMul's own buffer when it is needed
 outside the kernel, else the buffer of an epilogue output of the same dims and dtype,
 which the epilogue (elementwise: bias add, activation) then overwrites in place, element
-by element. BatchMatMulV2 is a loop of gemm calls over the (broadcast) batch dims.
+by element. BatchMatMulV2 is a loop of gemm calls over the (broadcast) batch dims; entries
+of small static matrices with B untransposed run on register tiles instead
+(batch_tiles.py).
 A MatMul's bias add, when the product itself is not needed outside, is not an epilogue
 pass: each BLAS call's block of C is filled with the bias rows first and the call adds
 the product into it (beta = 1), while the block is in cache; a pass over C after the
 product read and wrote all of C again (a transformer step's dense layers: 26 MB each way).
 Integer products have no BLAS: such kernels are lowered as loop kernels (a reduction).
 """
-from graphc.compiler.backends.cpu import gemm_team, small_gemm
+from graphc.compiler.backends.cpu import batch_tiles, gemm_team, small_gemm
 from graphc.compiler.backends.cpu.loop_kernel import emit_loop_function
 from graphc.compiler.loops.emitter import kernel_targets, group_nests, storages_used
 from graphc.compiler.loops.expr import dims_key
@@ -61,8 +63,10 @@ def lower_gemm_kernel(program, kernel, name, scalar_ops, rules):
     storages = list(dict.fromkeys([c_key, a_key, b_key] + [bias_key] * (bias is not None) +
                                   storages_used(nests)))
     small = small_gemm.applies(mm, views)
-    gemm_fn = None if small else gemm.declare_gemm(program.llvm, jit.blas_symbol(routine),
-                                                   dtype, jit.blas_int_bits())
+    entry = batch_tiles.entry_function(program.llvm, mm, _strides(views)) \
+        if not small and batch_tiles.applies(mm) else None
+    gemm_fn = None if small or entry is not None else gemm.declare_gemm(
+        program.llvm, jit.blas_symbol(routine), dtype, jit.blas_int_bits())
 
     def prologue(builder, buffers, syms):
         if small:
@@ -74,7 +78,7 @@ def lower_gemm_kernel(program, kernel, name, scalar_ops, rules):
         gemm_team.emit_product(builder, program, mm, gemm_fn, buffers[a_key], buffers[b_key],
                                buffers[c_key], syms, name, batch_positions,
                                bias_ptr=None if bias is None else buffers[bias_key],
-                               strides=_strides(views))
+                               strides=_strides(views), entry=entry)
 
     fn = emit_loop_function(program.llvm, name, loop_views, nests, storages,
                             program.emit_dim, scalar_ops, prologue)

@@ -27,6 +27,7 @@ from llvmlite import ir
 from graphc.compiler.backends.cpu import parallel
 from graphc.compiler.backends.cpu.conv_team import claim_loop
 from graphc.compiler.loops.products import row_major_strides, transposes
+from kernels import dtypes as kd
 from kernels import gemm
 from kernels import parallel as kp
 from kernels.loops import I32, I64, PTR, entry_alloca, for_range
@@ -68,16 +69,19 @@ MAX_UNITS = min(16, max(2, host_cores()))
 
 
 def emit_product(b, program, node, gemm_fn, a_ptr, b_ptr, c_ptr, syms, name, batch_positions,
-                 bias_ptr=None, strides=None):
+                 bias_ptr=None, strides=None, entry=None):
     """C = op(A) @ op(B) for MatMul/BatchMatMulV2 `node`, on the team when large; with
     bias_ptr (a MatMul's), C = bias rows + op(A) @ op(B). strides: a batched product's
-    views (loops/products.ProductViews), [A's, B's, C's] element strides (None: dense)."""
+    views (loops/products.ProductViews), [A's, B's, C's] element strides (None: dense).
+    entry: a batched product's fn(a, b, c) computing one batch entry (batch_tiles.py), in
+    place of the BLAS call (gemm_fn None then)."""
     shape = _Shape(b, program, node, syms)
+    calls = _EntryCalls(node, gemm_fn, entry)
     # units of batch entries, each at its views' offsets
     strided = None if strides is None else _StridedBatch(node, strides)
     if not parallel.enabled():
         mode = "batch" if shape.batch else "rows"
-        _emit_units(b, program, node, gemm_fn, shape, mode, (a_ptr, b_ptr, c_ptr, bias_ptr),
+        _emit_units(b, program, node, calls, shape, mode, (a_ptr, b_ptr, c_ptr, bias_ptr),
                     syms, ir.Constant(I64, 0), shape.extent(mode), batch_positions, strided)
         return
     mode = "batch" if shape.batch else _split(node)
@@ -86,7 +90,7 @@ def emit_product(b, program, node, gemm_fn, a_ptr, b_ptr, c_ptr, syms, name, bat
     units, block = _units(b, extent, macs, mode)
     # a, b, c, syms, units, block, next unit (shared counter), bias (or null)
     layout = parallel.Layout(ir.LiteralStructType([PTR, PTR, PTR, PTR, I64, I64, I64, PTR]))
-    task = _emit_task(program, node, gemm_fn, mode, layout, name, batch_positions,
+    task = _emit_task(program, node, calls, mode, layout, name, batch_positions,
                       bias_ptr is not None, strided)
     data = entry_alloca(b, layout.type, "gemm.team.data")
     bias = ir.Constant(PTR, None) if bias_ptr is None else bias_ptr
@@ -146,7 +150,7 @@ def _units(b, extent, macs, mode):
     return parallel.ceil_div(b, extent, block), block
 
 
-def _emit_task(program, node, gemm_fn, mode, layout, name, batch_positions, has_bias,
+def _emit_task(program, node, calls, mode, layout, name, batch_positions, has_bias,
                strided):
     module = program.llvm
     fn = ir.Function(module, kp.TASK_TYPE, f"{name}.gemm.task")
@@ -163,28 +167,29 @@ def _emit_task(program, node, gemm_fn, mode, layout, name, batch_positions, has_
         hi = b.add(lo, block)
         extent = shape.extent(mode)
         hi = b.select(b.icmp_signed("<", hi, extent), hi, extent)
-        _emit_units(b, program, node, gemm_fn, shape, mode, (a_ptr, b_ptr, c_ptr, bias_ptr),
+        _emit_units(b, program, node, calls, shape, mode, (a_ptr, b_ptr, c_ptr, bias_ptr),
                     syms, lo, hi, batch_positions, strided)
     kp.count_task(b)
     b.ret_void()
     return fn
 
 
-def _emit_units(b, program, node, gemm_fn, shape, mode, pointers, syms, lo, hi,
+def _emit_units(b, program, node, calls, shape, mode, pointers, syms, lo, hi,
                 batch_positions, strided=None):
     """The BLAS call(s) for [lo, hi) of the mode's extent (rows of C, columns, or batch).
-    pointers: A, B, C and the bias (None, or a MatMul's: see _fill_bias); strided: a
-    _StridedBatch for a product with views (batch mode)."""
+    calls: the _EntryCalls; pointers: A, B, C and the bias (None, or a MatMul's: see
+    _fill_bias); strided: a _StridedBatch for a product with views (batch mode)."""
     a_ptr, b_ptr, c_ptr, bias_ptr = pointers
     a, bv = node.inputs
     dtype = node.outputs[0].dtype.name
     ta, tb = transposes(node)
     m, n, k = shape.m, shape.n, shape.k
-    elem = gemm_fn.function_type.args[6]
+    elem = calls.elem
+    gemm_fn = calls.gemm_fn
     at = lambda p, offset: b.gep(p, [offset], source_etype=elem)  # noqa: E731
     lds = (m if ta else k, k if tb else n, n)
     if strided is not None:
-        strided.emit(b, gemm_fn, dtype, ta, tb, shape, (a_ptr, b_ptr, c_ptr), lo, hi)
+        strided.emit(b, calls, shape, (a_ptr, b_ptr, c_ptr), lo, hi)
         return
     if mode == "batch":
         dim = lambda d: program.emit_dim(b, d, syms)  # noqa: E731
@@ -192,8 +197,8 @@ def _emit_units(b, program, node, gemm_fn, shape, mode, pointers, syms, lo, hi,
         b_size = b.mul(dim(bv.dims[-2]), dim(bv.dims[-1]))
         with for_range(b, hi, start=lo, name="batch") as index:
             a_at, b_at = batch_positions(b, index, shape.batch, a.dims[:-2], bv.dims[:-2], dim)
-            gemm.call_gemm(b, gemm_fn, dtype, ta, tb, m, n, k, at(a_ptr, b.mul(a_at, a_size)),
-                           at(b_ptr, b.mul(b_at, b_size)), at(c_ptr, b.mul(index, b.mul(m, n))))
+            calls.emit(b, shape, at(a_ptr, b.mul(a_at, a_size)),
+                       at(b_ptr, b.mul(b_at, b_size)), at(c_ptr, b.mul(index, b.mul(m, n))))
         return
     size = b.sub(hi, lo)
     beta = 0.0 if bias_ptr is None else 1.0
@@ -224,6 +229,24 @@ def _fill_bias(b, elem, bias_ptr, c_ptr, row_lo, row_hi, col, cols, n):
         b.call(memcpy, [dst, src, nbytes, ir.Constant(ir.IntType(1), 0)])
 
 
+class _EntryCalls:
+    """How one batch entry's product is emitted: a BLAS call, or a call of the entry
+    function of batch_tiles.py (whose strides are static, in the function)."""
+
+    def __init__(self, node, gemm_fn, entry):
+        self.dtype = node.outputs[0].dtype.name
+        self.transposes = transposes(node)
+        self.gemm_fn, self.entry = gemm_fn, entry
+        self.elem = kd.memory_type(self.dtype)
+
+    def emit(self, b, shape, a_at, b_at, c_at, lds=None):
+        if self.entry is not None:
+            b.call(self.entry, [a_at, b_at, c_at])
+            return
+        gemm.call_gemm(b, self.gemm_fn, self.dtype, *self.transposes, shape.m, shape.n,
+                       shape.k, a_at, b_at, c_at, lds=lds)
+
+
 def _hint(d):
     return d.hint if hasattr(d, "hint") else int(d)
 
@@ -242,8 +265,8 @@ class _StridedBatch:
                           s if s is not None else row_major_strides(v.dims))
                          for v, s in zip((a, bv, out), strides)]
 
-    def emit(self, b, gemm_fn, dtype, ta, tb, shape, pointers, lo, hi):
-        elem = gemm_fn.function_type.args[6]
+    def emit(self, b, calls, shape, pointers, lo, hi):
+        elem = calls.elem
         lds = [ir.Constant(I64, s[-2]) for _, s in self.operands]
         with for_range(b, hi, start=lo, name="batch") as index:
             coords, rest = [], index
@@ -253,8 +276,7 @@ class _StridedBatch:
             coords = coords[::-1]
             at = [b.gep(p, [self._offset(b, coords, dims, s)], source_etype=elem)
                   for p, (dims, s) in zip(pointers, self.operands)]
-            gemm.call_gemm(b, gemm_fn, dtype, ta, tb, shape.m, shape.n, shape.k, *at,
-                           lds=lds)
+            calls.emit(b, shape, *at, lds=lds)
 
     def _offset(self, b, coords, dims, strides):
         offset = ir.Constant(I64, 0)

@@ -11,8 +11,12 @@ one element of A per row against COLS vectors of B's row k, read where it lies (
 are contiguous along N, so there is nothing to pack); the team splits C by columns.
 
     tile      fn(ptr a, ptr b, ptr c, ptr bias): rows x vectors of lanes, all of k
-    columns   fn(ptr a, ptr b, ptr c, ptr bias, i64 lo, i64 hi): C[:, lo:hi], all rows
+    columns   fn(ptr a, ptr b, ptr c, ptr bias, i64 lo, i64 hi, i64 m): C[:, lo:hi], all rows
     task      the team's: claims units of columns and runs `columns` on each
+
+The tile (Tiling, tile_function) also runs batch_tiles.py's BatchMatMulV2 entries: its
+facts are parameters (B's and C's row strides, A's element steps, the tile's rows x
+vectors, the bias, the prefetch), each caller sets them for its products.
 
 Every function is named after its static facts (dtype, sizes, flags) and emitted once
 per LLVM module: lstm_train's 63 products are of two shapes, two sets of functions
@@ -81,17 +85,17 @@ def _hint(d):
 def emit_product(b, node, a_ptr, b_ptr, c_ptr, bias_ptr, m):
     """C = op(A) @ B (+ the bias row) for MatMul `node` (applies(node) holds); m: C's
     rows, an i64 value of the caller's."""
-    shape = _Shape(node, bias_ptr is not None)
-    columns = _columns_function(b.module, shape)
+    tiling = _tiling(node, bias_ptr is not None)
+    columns = _columns_function(b.module, tiling)
     bias = ir.Constant(PTR, None) if bias_ptr is None else bias_ptr
-    units, block = _units(shape)
+    units, block = _units(tiling)
     if units == 1 or not parallel.enabled():
         b.call(columns, [a_ptr, b_ptr, c_ptr, bias, ir.Constant(I64, 0),
-                         ir.Constant(I64, shape.n), m])
+                         ir.Constant(I64, tiling.n), m])
         return
     # a, b, c, bias, the next unit (the shared counter), m
     layout = parallel.Layout(ir.LiteralStructType([PTR] * 4 + [I64, I64]))
-    task = _task_function(b.module, shape, columns, layout, units, block)
+    task = _task_function(b.module, tiling, columns, layout, units, block)
     data = entry_alloca(b, layout.type, "small_gemm.team.data")
     for k, v in enumerate([a_ptr, b_ptr, c_ptr, bias, ir.Constant(I64, 0), m]):
         b.store(v, layout.address(b, data, k))
@@ -104,41 +108,61 @@ def emit_product(b, node, a_ptr, b_ptr, c_ptr, bias_ptr, m):
             b.call(task, [data])
 
 
-class _Shape:
-    """The static facts of one product: sizes, dtype, A's element strides, the bias."""
+def _tiling(node, has_bias):
+    """The Tiling of MatMul `node`: dense operands (B's and C's rows N apart), 8 x 3
+    tiles, B's rows prefetched."""
+    out = node.outputs[0]
+    m, n = out.dims   # m: an int, or a SymDim (known at run time)
+    a_dims = node.inputs[0].dims
+    transpose_a = node.attrs["transpose_a"]
+    k = a_dims[0] if transpose_a else a_dims[1]
+    return Tiling("graphc.small_gemm", out.dtype.name, m, n, k,
+                  a_steps=(1, m) if transpose_a else (k, 1), ldb=n, ldc=n,
+                  has_bias=has_bias, prefetch=True)
 
-    def __init__(self, node, has_bias):
-        out = node.outputs[0]
-        self.dtype = out.dtype.name
-        self.m, self.n = out.dims   # m: an int, or a SymDim (known at run time)
-        a_dims = node.inputs[0].dims
-        transpose_a = node.attrs["transpose_a"]
-        self.k = a_dims[0] if transpose_a else a_dims[1]
-        # A[row, k] lies at row * row_step + k * k_step
-        self.row_step, self.k_step = (1, self.m) if transpose_a else (self.k, 1)
-        self.has_bias = has_bias
-        self.elem = kd.memory_type(self.dtype)
-        self.lanes = VECTOR_BYTES // kd.itemsize(self.dtype)
-        self.panel = COLS * self.lanes   # columns per tile of full vectors
 
-    def key(self):
+class Tiling:
+    """The static facts that one product's tiles are emitted from.
+
+    op(A)[row, k] lies at row * row_step + k * k_step (a_steps); B's row k at k * ldb and
+    C's row r at r * ldc, each row contiguous along N. A full tile is rows x cols vectors.
+    has_bias: the tiles add the row their bias pointer points at; prefetch: each k step
+    prefetches B's row PREFETCH_ROWS ahead. m is an int, or a SymDim known at run time.
+    Functions are named `name` + what they compute; `name` is the caller's prefix and
+    the facts, so equal names are equal code."""
+
+    def __init__(self, prefix, dtype, m, n, k, a_steps, ldb, ldc, has_bias=False,
+                 prefetch=False, tile=(ROWS, COLS)):
+        self.dtype, self.m, self.n, self.k = dtype, m, n, k
+        self.row_step, self.k_step = a_steps
+        self.ldb, self.ldc = ldb, ldc
+        self.has_bias, self.prefetch = has_bias, prefetch
+        self.rows, self.cols = tile
+        self.elem = kd.memory_type(dtype)
+        self.lanes = VECTOR_BYTES // kd.itemsize(dtype)
+        self.panel = self.cols * self.lanes   # columns per tile of full vectors
+        self.name = f"{prefix}.{self._key()}"
+
+    def _key(self):
         m = self.m if isinstance(self.m, int) else "_run"
+        # the tile shape and the prefetch are the prefix's (its caller's) choices
+        strides = "" if self.ldb == self.ldc == self.n else f".b{self.ldb}.c{self.ldc}"
         return (f"{self.dtype}.m{m}.n{self.n}.k{self.k}.a{self.row_step}_{self.k_step}"
-                f"{'.bias' if self.has_bias else ''}")
+                f"{strides}{'.bias' if self.has_bias else ''}")
 
 
-def _units(shape):
+def _units(tiling):
     """(units, columns per unit): whole panels, at most one unit per core of the
     compiling machine (gemm_team.MAX_UNITS), one for a small product."""
-    panels = -(-shape.n // shape.panel)
-    if _hint(shape.m) * shape.n * shape.k < MIN_MACS or panels < 2:
-        return 1, shape.n
+    panels = -(-tiling.n // tiling.panel)
+    if _hint(tiling.m) * tiling.n * tiling.k < MIN_MACS or panels < 2:
+        return 1, tiling.n
     units = min(gemm_team.MAX_UNITS, panels)
-    block = -(-panels // units) * shape.panel
-    return -(-shape.n // block), block
+    block = -(-panels // units) * tiling.panel
+    return -(-tiling.n // block), block
 
 
-def _function(module, name, arg_types):
+def internal_function(module, name, arg_types):
     """(the function `name` of the module, whether it still needs its body)."""
     existing = module.globals.get(name)
     if existing is not None:
@@ -149,19 +173,19 @@ def _function(module, name, arg_types):
     return fn, True
 
 
-def _task_function(module, shape, columns, layout, units, block):
+def _task_function(module, tiling, columns, layout, units, block):
     """The team's task: claims units of columns from the shared counter and runs
     `columns` on each. The thread that calls the team claims first, so when all threads
     run, thread t mostly gets unit t every step and finds its columns of B (half of W_h
     for two) in its core's L2; when the OS holds a thread back, another takes its unit."""
-    fn, new = _function(module, f"graphc.small_gemm.{shape.key()}.u{units}.task", [PTR])
+    fn, new = internal_function(module, f"{tiling.name}.u{units}.task", [PTR])
     if not new:
         return fn
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     data = fn.args[0]
     pointers = [layout.load(b, data, k) for k in range(4)]
     m = layout.load(b, data, 5)
-    n = ir.Constant(I64, shape.n)
+    n = ir.Constant(I64, tiling.n)
     with claim_loop(b, layout.address(b, data, 4), ir.Constant(I64, units)) as u:
         lo = b.mul(u, ir.Constant(I64, block))
         hi = b.add(lo, ir.Constant(I64, block))
@@ -171,12 +195,10 @@ def _task_function(module, shape, columns, layout, units, block):
     return fn
 
 
-def _columns_function(module, shape):
-    """C[:, lo:hi] for every row: panels of COLS vectors, then single vectors, then
-    single columns (scalar lanes). lo is a multiple of the panel and hi one too or N, so
-    only the widths that N's last panel needs are emitted (compile time)."""
-    fn, new = _function(module, f"graphc.small_gemm.{shape.key()}.columns",
-                        [PTR] * 4 + [I64, I64, I64])
+def _columns_function(module, tiling):
+    """C[:, lo:hi] for every row, in column_widths(tiling) from lo. lo is a multiple of
+    the panel and hi one too or N."""
+    fn, new = internal_function(module, f"{tiling.name}.columns", [PTR] * 4 + [I64, I64, I64])
     if not new:
         return fn
     for arg in fn.args[:3]:
@@ -184,106 +206,119 @@ def _columns_function(module, shape):
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     lo, hi, m = fn.args[4:]
     col = lo
-    rest = shape.n % shape.panel
-    widths = [(COLS, shape.lanes)] + [(1, shape.lanes)] * (rest >= shape.lanes) + \
-        [(1, 1)] * (rest % shape.lanes > 0)
-    for vectors, lanes in widths:
+    for vectors, lanes in column_widths(tiling):
         width = ir.Constant(I64, vectors * lanes)
         count = b.sdiv(b.sub(hi, col), width)
         with for_range(b, count, name=f"cols{vectors * lanes}") as i:
-            _emit_rows(b, shape, fn.args[:4], b.add(col, b.mul(i, width)), vectors, lanes, m)
+            _emit_rows(b, tiling, fn.args[:4], b.add(col, b.mul(i, width)), vectors, lanes, m)
         col = b.add(col, b.mul(count, width))
     b.ret_void()
     return fn
 
 
-def _emit_rows(b, shape, pointers, col, vectors, lanes, m):
-    """Every row of C's columns [col, col + vectors * lanes): full tiles, then the rest
-    (a tile of its own rows for a static M, else a partial tile)."""
-    if not isinstance(shape.m, int):
-        _emit_run_time_rows(b, shape, pointers, col, vectors, lanes, m)
-        return
+def column_widths(tiling):
+    """[(vectors, lanes)] of the tiles that cover N from a panel's start: panels of cols
+    vectors, then single vectors, then single columns (scalar lanes); only the widths that
+    N's last panel needs (compile time)."""
+    rest = tiling.n % tiling.panel
+    return [(tiling.cols, tiling.lanes)] + [(1, tiling.lanes)] * (rest >= tiling.lanes) + \
+        [(1, 1)] * (rest % tiling.lanes > 0)
+
+
+def _emit_rows(b, tiling, pointers, col, vectors, lanes, m):
+    if isinstance(tiling.m, int):
+        emit_rows(b, tiling, pointers, col, vectors, lanes)
+    else:
+        _emit_run_time_rows(b, tiling, pointers, col, vectors, lanes, m)
+
+
+def emit_rows(b, tiling, pointers, col, vectors, lanes):
+    """Every row of C's columns [col, col + vectors * lanes) for a static M: full tiles,
+    then a tile of the remaining rows. pointers: a, b, c, bias at the product's first
+    elements (bias: any pointer without has_bias)."""
     a_ptr, b_ptr, c_ptr, bias_ptr = pointers
-    at = lambda p, offset: b.gep(p, [offset], source_etype=shape.elem)  # noqa: E731
+    at = lambda p, offset: b.gep(p, [offset], source_etype=tiling.elem)  # noqa: E731
     b_at, bias_at = at(b_ptr, col), at(bias_ptr, col)
-    full, rest = divmod(shape.m, ROWS)
+    full, rest = divmod(tiling.m, tiling.rows)
     if full:
-        tile = _tile_function(b.module, shape, ROWS, vectors, lanes)
+        tile = tile_function(b.module, tiling, tiling.rows, vectors, lanes)
         with for_range(b, ir.Constant(I64, full), name="rows") as r:
-            row = b.mul(r, ir.Constant(I64, ROWS))
-            b.call(tile, [at(a_ptr, b.mul(row, ir.Constant(I64, shape.row_step))), b_at,
-                          at(c_ptr, b.add(b.mul(row, ir.Constant(I64, shape.n)), col)),
+            row = b.mul(r, ir.Constant(I64, tiling.rows))
+            b.call(tile, [at(a_ptr, b.mul(row, ir.Constant(I64, tiling.row_step))), b_at,
+                          at(c_ptr, b.add(b.mul(row, ir.Constant(I64, tiling.ldc)), col)),
                           bias_at])
     if rest:
-        row = full * ROWS
-        tile = _tile_function(b.module, shape, rest, vectors, lanes)
-        b.call(tile, [at(a_ptr, ir.Constant(I64, row * shape.row_step)), b_at,
-                      at(c_ptr, b.add(ir.Constant(I64, row * shape.n), col)), bias_at])
+        row = full * tiling.rows
+        tile = tile_function(b.module, tiling, rest, vectors, lanes)
+        b.call(tile, [at(a_ptr, ir.Constant(I64, row * tiling.row_step)), b_at,
+                      at(c_ptr, b.add(ir.Constant(I64, row * tiling.ldc), col)), bias_at])
 
 
-def _emit_run_time_rows(b, shape, pointers, col, vectors, lanes, m):
-    """_emit_rows for a run-time M: m // ROWS full tiles, then one partial tile."""
+def _emit_run_time_rows(b, tiling, pointers, col, vectors, lanes, m):
+    """emit_rows for a run-time M: m // rows full tiles, then one partial tile."""
     a_ptr, b_ptr, c_ptr, bias_ptr = pointers
-    at = lambda p, offset: b.gep(p, [offset], source_etype=shape.elem)  # noqa: E731
+    at = lambda p, offset: b.gep(p, [offset], source_etype=tiling.elem)  # noqa: E731
     b_at, bias_at = at(b_ptr, col), at(bias_ptr, col)
-    rows = ir.Constant(I64, ROWS)
+    rows = ir.Constant(I64, tiling.rows)
     full, rest = b.udiv(m, rows), b.urem(m, rows)
 
     def a_c_at(row):
-        return [at(a_ptr, b.mul(row, ir.Constant(I64, shape.row_step))), b_at,
-                at(c_ptr, b.add(b.mul(row, ir.Constant(I64, shape.n)), col)), bias_at]
-    tile = _tile_function(b.module, shape, ROWS, vectors, lanes)
+        return [at(a_ptr, b.mul(row, ir.Constant(I64, tiling.row_step))), b_at,
+                at(c_ptr, b.add(b.mul(row, ir.Constant(I64, tiling.ldc)), col)), bias_at]
+    tile = tile_function(b.module, tiling, tiling.rows, vectors, lanes)
     with for_range(b, full, name="rows") as r:
         b.call(tile, a_c_at(b.mul(r, rows)))
     with b.if_then(b.icmp_signed(">", rest, ir.Constant(I64, 0))):
-        partial = _tile_function(b.module, shape, ROWS, vectors, lanes, partial=True)
+        partial = tile_function(b.module, tiling, tiling.rows, vectors, lanes, partial=True)
         b.call(partial, a_c_at(b.mul(full, rows)) + [rest])
 
 
-def _tile_function(module, shape, rows, vectors, lanes, partial=False):
-    """C[rows, vectors * lanes] = A[rows, :] . B[:, the columns] (+ bias), the accumulators
-    carried in registers through the k loop; a, b, c and bias point at the tile's first
-    row / column. partial: fn(..., i64 valid) computes only the first `valid` rows (1 to
-    rows - 1): the others read A's last valid row and store nothing, so each row's
-    multiply-adds are those of a full tile."""
-    fn, new = _function(module, f"graphc.small_gemm.{shape.key()}.tile{rows}x{vectors}x"
-                        f"{lanes}{'.partial' if partial else ''}", [PTR] * 4 + [I64] * partial)
+def tile_function(module, tiling, rows, vectors, lanes, partial=False):
+    """fn(ptr a, ptr b, ptr c, ptr bias): C[rows, vectors * lanes] = op(A)[rows, :] .
+    B[:, the columns] (+ bias), the accumulators carried in registers through the k loop;
+    a, b, c and bias point at the tile's first row / column. partial: fn(..., i64 valid)
+    computes only the first `valid` rows (1 to rows - 1): the others read A's last valid
+    row and store nothing, so each row's multiply-adds are those of a full tile."""
+    name = f"{tiling.name}.tile{rows}x{vectors}x{lanes}{'.partial' if partial else ''}"
+    fn, new = internal_function(module, name, [PTR] * 4 + [I64] * partial)
     if not new:
         return fn
     for arg in fn.args[:3]:
         arg.add_attribute("noalias")
-    _Tile(fn, shape, rows, vectors, lanes).emit()
+    _Tile(fn, tiling, rows, vectors, lanes).emit()
     return fn
 
 
 class _Tile:
-    def __init__(self, fn, shape, rows, vectors, lanes):
+    def __init__(self, fn, tiling, rows, vectors, lanes):
         self.b = ir.IRBuilder(fn.append_basic_block("entry"))
         self.a, self.bm, self.c, self.bias = fn.args[:4]
         self.valid = fn.args[4] if len(fn.args) > 4 else None
-        self.shape, self.rows, self.vectors, self.lanes = shape, rows, vectors, lanes
+        self.tiling, self.rows, self.vectors, self.lanes = tiling, rows, vectors, lanes
         # A's row r at this offset: r itself, or the last valid row for the rows after it
-        self.row_at = [ir.Constant(I64, r * shape.row_step) for r in range(rows)]
+        self.row_at = [ir.Constant(I64, r * tiling.row_step) for r in range(rows)]
         if self.valid is not None:
             b, last = self.b, self.b.sub(self.valid, ir.Constant(I64, 1))
             self.row_at = [b.mul(b.select(b.icmp_signed("<", ir.Constant(I64, r), last),
                                           ir.Constant(I64, r), last),
-                                 ir.Constant(I64, shape.row_step)) for r in range(rows)]
-        elem = shape.elem
+                                 ir.Constant(I64, tiling.row_step)) for r in range(rows)]
+        elem = tiling.elem
         self.vec = elem if lanes == 1 else ir.VectorType(elem, lanes)
-        suffix = f"f{kd.bits(shape.dtype)}" if lanes == 1 else \
-            f"v{lanes}f{kd.bits(shape.dtype)}"
+        suffix = f"f{kd.bits(tiling.dtype)}" if lanes == 1 else \
+            f"v{lanes}f{kd.bits(tiling.dtype)}"
         self.fma = fn.module.globals.get(f"llvm.fma.{suffix}") or ir.Function(
             fn.module, ir.FunctionType(self.vec, [self.vec] * 3), f"llvm.fma.{suffix}")
-        self.prefetch = fn.module.globals.get("llvm.prefetch.p0") or ir.Function(
-            fn.module, ir.FunctionType(ir.VoidType(), [PTR, I32, I32, I32]), "llvm.prefetch.p0")
+        if tiling.prefetch:
+            self.prefetch = fn.module.globals.get("llvm.prefetch.p0") or ir.Function(
+                fn.module, ir.FunctionType(ir.VoidType(), [PTR, I32, I32, I32]),
+                "llvm.prefetch.p0")
 
     def emit(self):
-        b, shape = self.b, self.shape
+        b, tiling = self.b, self.tiling
         zero = ir.Constant(self.vec, 0.0) if self.lanes == 1 else \
-            ir.Constant(self.vec, [ir.Constant(shape.elem, 0.0)] * self.lanes)
+            ir.Constant(self.vec, [ir.Constant(tiling.elem, 0.0)] * self.lanes)
         acc = [zero] * (self.rows * self.vectors)
-        trips, rest = divmod(shape.k, UNROLL)
+        trips, rest = divmod(tiling.k, UNROLL)
         if trips:
             loop = CarriedLoop(b, ir.Constant(I64, trips), acc, "k")
             with loop as (t, acc):
@@ -298,36 +333,40 @@ class _Tile:
         b.ret_void()
 
     def _at(self, p, offset):
-        return self.b.gep(p, [offset], source_etype=self.shape.elem)
+        return self.b.gep(p, [offset], source_etype=self.tiling.elem)
 
     def _step(self, k, acc):
-        """acc[r][v] + A[r, k] * B[k, vector v] for the tile's rows."""
-        b, shape = self.b, self.shape
-        size = kd.itemsize(shape.dtype)
-        b_row = self._at(self.bm, b.mul(k, ir.Constant(I64, shape.n)))
+        """acc[r][v] + op(A)[r, k] * B[k, vector v] for the tile's rows."""
+        b, tiling = self.b, self.tiling
+        size = kd.itemsize(tiling.dtype)
+        b_row = self._at(self.bm, b.mul(k, ir.Constant(I64, tiling.ldb)))
         taps = [b.load(self._at(b_row, ir.Constant(I64, v * self.lanes)), typ=self.vec,
                        align=size) for v in range(self.vectors)]
-        ahead = self._at(b_row, ir.Constant(I64, PREFETCH_ROWS * shape.n))
-        for v in range(self.vectors):  # past B's end too: a prefetch never faults
-            b.call(self.prefetch, [self._at(ahead, ir.Constant(I64, v * self.lanes)),
-                                   ir.Constant(I32, 0), ir.Constant(I32, 3),
-                                   ir.Constant(I32, 1)])
-        a_col = self._at(self.a, b.mul(k, ir.Constant(I64, shape.k_step)))
+        if tiling.prefetch:
+            self._prefetch(b_row)
+        a_col = self._at(self.a, b.mul(k, ir.Constant(I64, tiling.k_step)))
         out = []
         for r in range(self.rows):
             x = b.load(self._at(a_col, self.row_at[r]),
-                       typ=shape.elem, align=size)
+                       typ=tiling.elem, align=size)
             splat = x if self.lanes == 1 else _splat(b, self.vec, x)
             out += [b.call(self.fma, [splat, taps[v], acc[r * self.vectors + v]])
                     for v in range(self.vectors)]
         return out
 
+    def _prefetch(self, b_row):
+        ahead = self._at(b_row, ir.Constant(I64, PREFETCH_ROWS * self.tiling.ldb))
+        for v in range(self.vectors):  # past B's end too: a prefetch never faults
+            self.b.call(self.prefetch, [self._at(ahead, ir.Constant(I64, v * self.lanes)),
+                                        ir.Constant(I32, 0), ir.Constant(I32, 3),
+                                        ir.Constant(I32, 1)])
+
     def _store(self, acc):
-        b, shape = self.b, self.shape
-        size = kd.itemsize(shape.dtype)
+        b, tiling = self.b, self.tiling
+        size = kd.itemsize(tiling.dtype)
         offsets = [ir.Constant(I64, v * self.lanes) for v in range(self.vectors)]
         bias = [b.load(self._at(self.bias, o), typ=self.vec, align=size) for o in offsets] \
-            if shape.has_bias else None
+            if tiling.has_bias else None
         for r in range(self.rows):
             if self.valid is None:
                 self._store_row(acc, r, offsets, bias)
@@ -336,13 +375,13 @@ class _Tile:
                 self._store_row(acc, r, offsets, bias)
 
     def _store_row(self, acc, r, offsets, bias):
-        b, shape = self.b, self.shape
-        row = self._at(self.c, ir.Constant(I64, r * shape.n))
+        b, tiling = self.b, self.tiling
+        row = self._at(self.c, ir.Constant(I64, r * tiling.ldc))
         for v, o in enumerate(offsets):
             value = acc[r * self.vectors + v]
             if bias is not None:
                 value = b.fadd(value, bias[v])
-            b.store(value, self._at(row, o), align=kd.itemsize(shape.dtype))
+            b.store(value, self._at(row, o), align=kd.itemsize(tiling.dtype))
 
 
 def _splat(b, vec, x):
