@@ -295,6 +295,32 @@ def _rss_bytes():
         return int(f.read().split()[1]) * 4096
 
 
+def _gathered_rows_loop(xs, old_rows, offset=0):
+    """A native growing loop: `out` (from no rows) grows by row i + offset of xs each
+    iteration (gather, not a slice: its dims do not depend on data), after its old rows
+    go through `old_rows`. Row i + 1 is past xs's last in the last iteration."""
+    n = gc.shape(xs)[0]
+
+    def body(i, out):
+        row = gc.gather(xs, i + offset)  # LINE: the row read
+        return i + 1, gc.concat([old_rows(out), gc.expand_dims(row, 0)], 0)
+    units = xs.shape[1]
+    _, out = gc.while_loop(lambda i, out: i < n, body, [0, gc.zeros([0, units], gc.float64)],
+                           shape_invariants=[gc.TensorShape([]), gc.TensorShape([None, units])])
+    return out
+
+
+def _growth_over_runs(sess, fetch, feed, runs=200, warm=10):
+    """(the last run's value, the process's RSS growth in bytes over `runs` runs after
+    `warm` runs)."""
+    for _ in range(warm):
+        sess.run(fetch, feed)
+    before = _rss_bytes()
+    for _ in range(runs):
+        got = sess.run(fetch, feed)
+    return got, _rss_bytes() - before
+
+
 @pytest.mark.backends("compiled")
 def test_native_growing_loop_frees_its_buffers(native):
     """Each run grows out to 300 x 256 float64 (600 kB, and the body's values of its
@@ -303,25 +329,11 @@ def test_native_growing_loop_frees_its_buffers(native):
     graph = gc.Graph()
     with graph.as_default():
         xs = gc.placeholder(gc.float64, [None, units])
-        n = gc.shape(xs)[0]
-
-        def body(i, out):
-            return i + 1, gc.concat([out * 0.5, gc.expand_dims(gc.gather(xs, i), 0)], 0)
-        _, out = gc.while_loop(lambda i, out: i < n, body,
-                               [0, gc.zeros([0, units], gc.float64)],
-                               shape_invariants=[gc.TensorShape([]),
-                                                 gc.TensorShape([None, units])])
-        total = gc.reduce_sum(out)
-        x = np.ones((trips, units))
+        total = gc.reduce_sum(_gathered_rows_loop(xs, lambda out: out * 0.5))
         with gc.Session(graph=graph) as sess:
-            for _ in range(10):
-                sess.run(total, {xs: x})
-            before = _rss_bytes()
-            for _ in range(200):
-                got = sess.run(total, {xs: x})
-            after = _rss_bytes()
+            got, growth = _growth_over_runs(sess, total, {xs: np.ones((trips, units))})
     np.testing.assert_allclose(got, units * (2 - 0.5 ** (trips - 1)), rtol=1e-12)
-    assert after - before < 30 * 2 ** 20, f"RSS grew by {(after - before) / 2 ** 20:.1f} MiB"
+    assert growth < 30 * 2 ** 20, f"RSS grew by {growth / 2 ** 20:.1f} MiB"
 
 
 @pytest.mark.backends("compiled")
@@ -329,17 +341,11 @@ def test_error_in_a_native_growing_loop_names_the_op_and_line(native):
     graph = gc.Graph()
     with graph.as_default():
         xs = gc.placeholder(gc.float64, [None, D])
-        n = gc.shape(xs)[0]
-
-        def body(i, out):
-            row = gc.gather(xs, i + 1)  # LINE: past the last row in the last iteration
-            return i + 1, gc.concat([out, gc.expand_dims(row, 0)], 0)
-        _, out = gc.while_loop(lambda i, out: i < n, body, [0, gc.zeros([0, D], gc.float64)],
-                               shape_invariants=[gc.TensorShape([]), gc.TensorShape([None, D])])
+        out = _gathered_rows_loop(xs, lambda out: out, offset=1)
         with gc.Session(graph=graph) as sess:
             with pytest.raises(gc.errors.InvalidArgumentError) as info:
                 sess.run(gc.reduce_sum(out), {xs: np.ones((4, D))})
-    line = _marked_line(test_error_in_a_native_growing_loop_names_the_op_and_line)
+    line = _marked_line(_gathered_rows_loop)
     assert "GatherV2" in str(info.value) and f"line {line}" in str(info.value)
 
 
@@ -487,26 +493,12 @@ def test_native_growing_loop_gradient_frees_its_buffers(native):
     graph = gc.Graph()
     with graph.as_default():
         xs = gc.placeholder(gc.float64, [None, units])
-        n = gc.shape(xs)[0]
-
-        def body(i, out):
-            return i + 1, gc.concat([gc.tanh(out), gc.expand_dims(gc.gather(xs, i), 0)], 0)
-        _, out = gc.while_loop(lambda i, out: i < n, body,
-                               [0, gc.zeros([0, units], gc.float64)],
-                               shape_invariants=[gc.TensorShape([]),
-                                                 gc.TensorShape([None, units])])
-        gx, = gc.gradients(gc.reduce_sum(out), [xs])
-        x = np.full((trips, units), 0.01)
+        gx, = gc.gradients(gc.reduce_sum(_gathered_rows_loop(xs, gc.tanh)), [xs])
         with gc.Session(graph=graph) as sess:
-            for _ in range(10):
-                sess.run(gx, {xs: x})
-            before = _rss_bytes()
-            for _ in range(200):
-                got = sess.run(gx, {xs: x})
-            after = _rss_bytes()
+            got, growth = _growth_over_runs(sess, gx, {xs: np.full((trips, units), 0.01)})
     # the last row enters out last: d sum(out) / d x[-1] = 1
     np.testing.assert_allclose(got[-1], np.ones(units), rtol=1e-12)
-    assert after - before < 30 * 2 ** 20, f"RSS grew by {(after - before) / 2 ** 20:.1f} MiB"
+    assert growth < 30 * 2 ** 20, f"RSS grew by {growth / 2 ** 20:.1f} MiB"
 
 
 @pytest.mark.backends("compiled")
@@ -514,18 +506,11 @@ def test_error_in_a_native_growing_loop_under_a_gradient_names_the_op_and_line(n
     graph = gc.Graph()
     with graph.as_default():
         xs = gc.placeholder(gc.float64, [None, D])
-        n = gc.shape(xs)[0]
-
-        def body(i, out):
-            row = gc.gather(xs, i + 1)  # LINE: past the last row in the last iteration
-            return i + 1, gc.concat([gc.tanh(out), gc.expand_dims(row, 0)], 0)
-        _, out = gc.while_loop(lambda i, out: i < n, body, [0, gc.zeros([0, D], gc.float64)],
-                               shape_invariants=[gc.TensorShape([]), gc.TensorShape([None, D])])
-        gx, = gc.gradients(gc.reduce_sum(out), [xs])
+        gx, = gc.gradients(gc.reduce_sum(_gathered_rows_loop(xs, gc.tanh, offset=1)), [xs])
         with gc.Session(graph=graph) as sess:
             with pytest.raises(gc.errors.InvalidArgumentError) as info:
                 sess.run(gx, {xs: np.ones((4, D))})
-    line = _marked_line(test_error_in_a_native_growing_loop_under_a_gradient_names_the_op_and_line)
+    line = _marked_line(_gathered_rows_loop)
     assert "GatherV2" in str(info.value) and f"line {line}" in str(info.value)
 
 
@@ -649,24 +634,14 @@ def test_growing_loop_in_a_loop_frees_its_buffers(native):
         xs = gc.placeholder(gc.float64, [None, units])
 
         def outer(j, acc):
-            def body(i, out):
-                return i + 1, gc.concat([out * 0.5, gc.expand_dims(gc.gather(xs, i), 0)], 0)
-            _, out = gc.while_loop(lambda i, out: i < gc.shape(xs)[0], body,
-                                   [0, gc.zeros([0, units], gc.float64)],
-                                   shape_invariants=[gc.TensorShape([]),
-                                                     gc.TensorShape([None, units])])
+            out = _gathered_rows_loop(xs, lambda out: out * 0.5)
             return j + 1, acc + gc.reduce_sum(out)
         _, acc = gc.while_loop(lambda j, acc: j < 60, outer, [0, gc.constant(0.0, gc.float64)])
-        x = np.ones((200, units))
         with gc.Session(graph=graph) as sess:
-            for _ in range(3):
-                sess.run(acc, {xs: x})
-            before = _rss_bytes()
-            for _ in range(30):
-                got = sess.run(acc, {xs: x})
-            after = _rss_bytes()
+            got, growth = _growth_over_runs(sess, acc, {xs: np.ones((200, units))}, runs=30,
+                                            warm=3)
     np.testing.assert_allclose(got, 60 * units * (2 - 0.5 ** 199), rtol=1e-12)
-    assert after - before < 30 * 2 ** 20, f"RSS grew by {(after - before) / 2 ** 20:.1f} MiB"
+    assert growth < 30 * 2 ** 20, f"RSS grew by {growth / 2 ** 20:.1f} MiB"
 
 
 @pytest.mark.backends("compiled")
