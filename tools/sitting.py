@@ -170,14 +170,15 @@ class Sitting:
     def run(self, workload, system, rep, measure_fn):
         """The record of (workload, system, rep): the finished one, or measured now."""
         key = (workload, system, rep)
-        if key not in self.finished:
-            record = dict(measure_fn(system, workload), rep=rep)
-            self.state["runs"].append(record)
-            if "error" not in record:
-                self.finished[key] = record
-            self.save()
-            print(progress_line(record), flush=True)
-        return self.finished.get(key) or self.state["runs"][-1]
+        if key in self.finished:
+            return self.finished[key]
+        record = dict(measure_fn(system, workload), rep=rep)
+        self.state["runs"].append(record)
+        if "error" not in record:
+            self.finished[key] = record
+        self.save()
+        print(progress_line(record), flush=True)
+        return record
 
     def save(self):
         tmp = self.path + ".tmp"
