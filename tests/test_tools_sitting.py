@@ -154,6 +154,10 @@ def test_resume_reuses_finished_runs_and_reruns_failed_ones(monkeypatch, tmp_pat
         ("mlp_train", "tf1", 0), ("mlp_train", "graphc", 0), ("mlp_train", "graphc", 1),
         ("mlp_train", "tf1", 1), ("lstm_train", "tf1", 0)]
 
+    sitting.main(["--outdir", str(tmp_path), "--retable"])  # the table so far
+    assert table_row((tmp_path / "sitting.md").read_text(), "W3 mlp_train")[1:4] == [
+        "4.00", "**3.00**", "0.75x"]
+
     with pytest.raises(SystemExit, match="exists: --resume continues it"):
         fake_main(monkeypatch, tmp_path, first)
     with pytest.raises(SystemExit, match=r"--min-time \(2.0, now 0.5\)"):

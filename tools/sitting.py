@@ -15,13 +15,13 @@ bandwidth come from `peers_bench.py --machine`, run at the start and at the end.
 
     python tools/sitting.py --peers-python /tmp/peers-venv/bin/python [--reps 2]
         [--workloads transformer_train,lstm_train] [--systems tf1,torch,graphc]
-        [--outdir sitting-out] [--resume] [--quick]
+        [--outdir sitting-out] [--resume] [--quick] [--retable]
 
 Writes OUTDIR/sitting.json (every run, as it finishes) and OUTDIR/sitting.md (the table).
 --resume continues an interrupted sitting from OUTDIR/sitting.json: finished runs are
-kept, failed ones run again. --quick runs every system once per workload, then only
-graphc and that round's fastest peer R more times, alternating which goes first: the
-close calls are where noise decides.
+kept, failed ones run again; --retable prints the table of the runs finished so far.
+--quick runs every system once per workload, then only graphc and that round's fastest
+peer R more times, alternating which goes first: the close calls are where noise decides.
 """
 import argparse
 import json
@@ -340,6 +340,8 @@ def parse_args(argv):
     ap.add_argument("--outdir", default="sitting-out")
     ap.add_argument("--resume", action="store_true",
                     help="continue OUTDIR/sitting.json: finished runs are kept")
+    ap.add_argument("--retable", action="store_true",
+                    help="rebuild OUTDIR/sitting.md from OUTDIR/sitting.json, running nothing")
     ap.add_argument("--quick", action="store_true",
                     help="one full round, then graphc and the fastest peer REPS more times")
     ap.add_argument("--no-machine", action="store_true",
@@ -363,7 +365,7 @@ def parse_args(argv):
             ap.error(f"--systems: {s!r} is not one of {','.join(SYSTEMS)}")
     if args.reps < 1:
         ap.error(f"--reps: {args.reps} (at least 1)")
-    if any(s in PEERS for s in args.systems) and not args.peers_python:
+    if any(s in PEERS for s in args.systems) and not (args.peers_python or args.retable):
         ap.error("--peers-python is needed for the peers in --systems "
                  "(or --systems graphc)")
     if args.peers_python and not os.access(args.peers_python, os.X_OK):
@@ -391,6 +393,9 @@ def open_sitting(args):
 
 def main(argv=None):
     args = parse_args(argv)
+    if args.retable:
+        retable(args.outdir)
+        return
     sitting = open_sitting(args)
     state = sitting.state
     machine_python = args.peers_python or sys.executable
@@ -411,14 +416,34 @@ def main(argv=None):
     if not args.no_machine:
         state["machine_end"] = measure_machine(machine_python)
     state["segments"].append([t0, time.time()])
+    write_table(sitting, args.workloads, args.systems)
+
+
+def write_table(sitting, workloads, systems):
+    """Builds the table from the sitting's runs, keeps its summary in the JSON, writes the
+    markdown beside it and prints it."""
+    state = sitting.state
     state["wall_s"] = sum(end - start for start, end in state["segments"])
-    pb = bench.load_peers_bench()
-    text, state["summary"] = build_table(state, args.workloads, args.systems, pb.flops)
+    text, state["summary"] = build_table(state, workloads, systems,
+                                         bench.load_peers_bench().flops)
     sitting.save()
-    with open(os.path.join(args.outdir, TABLE), "w") as f:
+    table = os.path.join(os.path.dirname(sitting.path), TABLE)
+    with open(table, "w") as f:
         f.write(text)
     print(text)
-    print(f"wrote {sitting.path} and {os.path.join(args.outdir, TABLE)}")
+    print(f"wrote {sitting.path} and {table}")
+
+
+def retable(outdir):
+    """The table of OUTDIR/sitting.json's runs as they stand, nothing run (an interrupted
+    sitting's so far)."""
+    path = os.path.join(outdir, RESULTS)
+    if not os.path.exists(path):
+        raise SystemExit(f"--retable: no {path}")
+    with open(path) as f:
+        sitting = Sitting(path, json.load(f))
+    options = sitting.state["options"]
+    write_table(sitting, options["workloads"], options["systems"])
 
 
 if __name__ == "__main__":
