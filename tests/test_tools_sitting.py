@@ -123,6 +123,24 @@ def test_table_takes_best_of_reps_ratios_and_shares_of_the_peak():
     assert w4[1:6] == ["—", "n/a", "**0.0051**", "—", "—"]
     assert "- elementwise / torch rep 0: rc=1: boom" in text
     assert "peak (1024^3, 2 threads) at start / end: 160.0 / 200.0 GFLOP/s" in text
+    assert "share past 100%" not in text
+
+    slow_minute = fake_state(runs)  # both peaks measured while the machine was loaded
+    for machine in (slow_minute["machine_start"], slow_minute["machine_end"]):
+        machine["gemm_fp32_GFLOPs_by_threads"]["1024x1024x1024"]["2t_best"] = PEAK / 4
+    text, _ = sitting.build_table(slow_minute, ["lstm_train"], ["tf1", "torch", "graphc"],
+                                  flops)
+    assert table_row(text, "lstm_train")[6] == f"graphc {4 * share:.0f}%, torch {4 * share:.0f}%"
+    assert "A share past 100%: the GEMM peak was measured in a slower minute" in text
+
+
+def test_wall_time_of_a_sitting_still_running_is_the_span_of_its_runs(tmp_path):
+    runs = [dict(record("tf1", "mlp_train", 1.0), started_at=100.0, rep=0),
+            dict(record("graphc", "mlp_train", 1.0), started_at=104.0, rep=0)]
+    state = {"options": {}, "runs": runs, "segments": []}
+    assert sitting.Sitting(str(tmp_path / "s.json"), state).wall_s() == 104.0 + 3.0 - 100.0
+    state["segments"] = [[0.0, 60.0], [100.0, 130.0]]
+    assert sitting.Sitting(str(tmp_path / "s.json"), state).wall_s() == 90.0
 
 
 def fake_main(monkeypatch, tmp_path, fake, *extra):

@@ -180,6 +180,17 @@ class Sitting:
         print(progress_line(record), flush=True)
         return record
 
+    def wall_s(self):
+        """Seconds the sitting has run: its finished segments, else (a sitting still
+        running) the span of its runs."""
+        if self.state["segments"]:
+            return sum(end - start for start, end in self.state["segments"])
+        runs = self.state["runs"]
+        if not runs:
+            return 0.0
+        return max(r["started_at"] + r["process_wall_s"] for r in runs) - min(
+            r["started_at"] for r in runs)
+
     def save(self):
         tmp = self.path + ".tmp"
         with open(tmp, "w") as f:
@@ -266,11 +277,24 @@ def peak_cell(w, row, peer, flops, peak_gflops, copy_gbps):
         return f"{gbps:.1f} GB/s" + (f" ({gbps / copy_gbps:.2f}x copy)" if copy_gbps else "")
     if not flops or not peak_gflops:
         return "—"
-    share = lambda ms: f"{100 * flops / (ms * 1e-3) / 1e9 / peak_gflops:.0f}%"
-    text = f"graphc {share(g['best_ms'])}"
+    text = f"graphc {share_of_peak(flops, g['best_ms'], peak_gflops):.0f}%"
     if peer:
-        text += f", {COLUMNS[peer]} {share(row[peer]['best_ms'])}"
+        text += f", {COLUMNS[peer]} {share_of_peak(flops, row[peer]['best_ms'], peak_gflops):.0f}%"
     return text
+
+
+def share_of_peak(flops, ms, peak_gflops):
+    """Percent of the GEMM peak that `flops` in `ms` milliseconds reach."""
+    return 100 * flops / (ms * 1e-3) / 1e9 / peak_gflops
+
+
+def past_the_peak(summary, flops, peak_gflops):
+    """Whether some system's share of the peak passes 100%: the peak was then measured in
+    a slower minute than that workload ran in, and no share is the machine's."""
+    return bool(peak_gflops) and any(
+        share_of_peak(flops(w), v["best_ms"], peak_gflops) > 100
+        for w, row in summary.items() if flops(w) for v in row.values()
+        if v.get("best_ms") is not None)
 
 
 def label(w, flops):
@@ -316,6 +340,10 @@ def build_table(state, workloads, systems, flops):
               f"{RATIO_BOUND}x); on rep medians: each system's median over its reps. "
               "Shares of the GEMM peak count matmul/conv FLOPs only (peers_bench.flops). "
               "Load: the 1-minute load average before and after the workload's runs."]
+    if past_the_peak(summary, flops, peak):
+        lines += ["", "A share past 100%: the GEMM peak was measured in a slower minute than "
+                  "that workload ran in (the machine was loaded), so the shares are not the "
+                  "machine's; the ratios, measured side by side, still compare."]
     checks = {w: {s: v.get("check") for s, v in summary.get(w, {}).items()
                   if v.get("check") is not None} for w in workloads}
     lines += ["", "Check values (should agree across systems):"]
@@ -423,7 +451,7 @@ def write_table(sitting, workloads, systems):
     """Builds the table from the sitting's runs, keeps its summary in the JSON, writes the
     markdown beside it and prints it."""
     state = sitting.state
-    state["wall_s"] = sum(end - start for start, end in state["segments"])
+    state["wall_s"] = sitting.wall_s()
     text, state["summary"] = build_table(state, workloads, systems,
                                          bench.load_peers_bench().flops)
     sitting.save()
