@@ -9,9 +9,10 @@ changes only the import). The protocol is peers_bench.py's own `--run-all`: one 
 per (system, workload) pair, timed by peers_bench.run_one (warm-up, then >= 20 timed
 iterations and >= 2 s, the median), the lowest median of `--reps` repetitions kept.
 Prints median ms per iteration and ratios (lower is better for graphc), writes a JSON
-file. Peer numbers (TF1, XLA, JAX, PyTorch) come from running peers_bench.py in its own
-venv in the same session: pass its results.json with --peers-results to add the ratio
-against the fastest peer.
+file. The table against the peers (TF1, XLA, JAX, PyTorch) is tools/sitting.py's: it runs
+graphc's process from here and the peers' processes interleaved in one sitting, so that
+the machine's swings reach every system alike; --peers-results adds the ratio against
+the fastest peer of a peers_bench.py --run-all results.json (measured minutes apart).
 
     python tools/bench.py [--workloads elementwise,mlp_train] [--backends compiled,reference]
 """
@@ -85,18 +86,24 @@ def measure(system, workload, args):
            "--workload", workload, "--peers", args.peers, "--min-iters", str(args.min_iters),
            "--min-time", str(args.min_time), "--warmup-iters", str(args.warmup_iters),
            "--warmup-time", str(args.warmup_time), "--max-iters", str(args.max_iters)]
+    return run_measured(cmd, args.timeout)[0]
+
+
+def run_measured(cmd, timeout, env=None):
+    """(record, stderr) of one measuring process: the last JSON line it printed, or an
+    error record. tools/sitting.py runs the peers' processes through here too."""
     try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
-        return {"error": f"timed out after {args.timeout} s"}
+        return {"error": f"timed out after {timeout} s"}, ""
     for line in reversed(p.stdout.splitlines()):
         if line.startswith("{"):
             try:
-                return json.loads(line)
+                return json.loads(line), p.stderr
             except json.JSONDecodeError:
                 pass
     tail = (p.stderr or p.stdout).strip().splitlines()
-    return {"error": f"rc={p.returncode}: {tail[-1] if tail else 'no output'}"}
+    return {"error": f"rc={p.returncode}: {tail[-1] if tail else 'no output'}"}, p.stderr
 
 
 def best_of(reps):
