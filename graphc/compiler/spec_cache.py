@@ -36,7 +36,8 @@ only when this run's feeds have those values, so the spec is the one lowering th
 would make. A module compiled directly (compile_module) is keyed on its plain-data form.
 Entries live in the object cache's directory (GRAPHC_CACHE_DIR; "off" disables both) with
 its checked, atomic writes: a truncated or corrupt entry fails its checksum and is
-recompiled. Nothing is pickled: a spec is JSON plus its constants' raw bytes.
+recompiled. Nothing is pickled: a spec is a JSON header, then its code texts (LLVM IR,
+PTX) as UTF-8 and its constants' raw bytes, each of the length the header lists.
 """
 import hashlib
 import json
