@@ -763,3 +763,24 @@ def test_attr_forms_tell_every_value_apart():
         ("dtype", "float32"), np.float32(1.0), np.array([4, 3]))]
     texts = [marshal.dumps(f, 2) for f in forms]  # the bytes a key hashes
     assert len(set(texts)) == len(texts), forms
+
+
+def test_the_keys_walk_reaches_references_and_control_inputs_and_stops_at_feeds():
+    # what lowering may look at: a variable only assigned (a reference input, which
+    # pruning leaves out), a control input's op and its inputs; not a fed tensor's producer
+    g = gc.Graph()
+    with g.as_default():
+        a = gc.constant(np.ones(2), name="a")
+        fed = gc.identity(a, name="fed")
+        w = gc.Variable(np.zeros(2), name="w")
+        b = gc.constant(np.ones(2), name="b")
+        gate = gc.identity(b, name="gate")
+        with gc.control_dependencies([gate]):
+            y = gc.add(fed * 2.0, 1.0, name="y")
+        set_w = gc.assign(w, y, name="set_w")
+    ops = [set_w.op, y.op, set_w.op]  # twice: walked once
+    walked = [op.name for op in spec_cache._ancestors(ops, [fed])]
+    assert walked == sorted(walked, key=lambda n: g.get_operation_by_name(n)._id)
+    assert len(set(walked)) == len(walked)
+    assert {"w", "gate", "b", "y", "set_w"} <= set(walked)
+    assert "fed" not in walked and "a" not in walked

@@ -259,21 +259,22 @@ def _ancestors(ops, fed):
     fed tensors, whose producers lowering never looks at; in creation order. (Sets of
     ids: ops and tensors hash in Python, which was most of this walk's time; the ops'
     and tensors' own fields, not their properties, which copy the control inputs: this
-    walk reads every input of a signature in a fresh process's first run.)"""
+    walk reads every input of a signature in a fresh process's first run. One pass over
+    a list that grows by the producers found: `ops` is most of the signature.)"""
     fed_ids = {id(t) for t in fed}
-    seen, stack = {id(op): op for op in ops}, list(ops)
-    while stack:
-        op = stack.pop()
+    seen = set(map(id, ops))
+    pending = list(ops) if len(seen) == len(ops) else list(dict.fromkeys(ops))
+    for op in pending:  # the loop reaches what it appends
         for t in op._inputs:
-            producer = t._op  # most are seen already (`ops` is most of the signature)
+            producer = t._op
             if id(producer) not in seen and id(t) not in fed_ids:
-                seen[id(producer)] = producer
-                stack.append(producer)
+                seen.add(id(producer))
+                pending.append(producer)
         for producer in op._control_inputs:
             if id(producer) not in seen:
-                seen[id(producer)] = producer
-                stack.append(producer)
-    return sorted(seen.values(), key=creation_order)
+                seen.add(id(producer))
+                pending.append(producer)
+    return sorted(pending, key=creation_order)
 
 
 class _GraphDigest:
