@@ -189,6 +189,34 @@ def test_serial_shim_without_libgomp(monkeypatch):
     assert exe.parallel_tasks - before == 1
 
 
+@pytest.mark.parametrize("first_line", ["declare", "other"])
+def test_linking_drops_exactly_the_team_declarations(first_line):
+    """link_parallel_runtime drops the lines _OMP_DECLARE matches, found from each
+    `declare` line rather than by the pattern over the whole module: a declaration of a
+    team function (quoted or not, the first line or the last without its newline) goes,
+    a call, a comment or another declaration of the same line stays."""
+    team_fns = [kp.PARALLEL_FN, kp.THREAD_NUM_FN, kp.NUM_THREADS_FN, kp.RUN_BEGIN_FN,
+                kp.RUN_END_FN]
+    lines = [f"declare void @{team_fns[0]}(ptr, ptr, i32)",
+             "; ModuleID = 'm'",
+             f'declare i32 @"{team_fns[1]}"()',
+             "declare double @exp(double)",
+             f"  call void @{team_fns[0]}(ptr @t, ptr %d, i32 2)",
+             f"; declare i32 @{team_fns[2]}()",
+             f"declare i32 @{team_fns[2]}",  # no parameter list: not the pattern
+             f"declare void @{team_fns[3]}() nounwind",
+             "define void @f() {\n  ret void\n}",
+             f"declare void @{team_fns[4]}()"]
+    if first_line != "declare":
+        lines.insert(0, "target triple = \"x86_64-unknown-linux-gnu\"")
+    text = "\n".join(lines)
+    expected = jit._OMP_DECLARE.sub("", text)
+    linked = jit.link_parallel_runtime(text)
+    assert linked.startswith(expected) and linked != expected  # the shim follows
+    assert [line for line in expected.splitlines() if line.startswith("declare")] == \
+        ["declare double @exp(double)", f"declare i32 @{team_fns[2]}"]
+
+
 def test_the_team_or_libgomp_is_used_when_present():
     """Linux: the process's own team (runtime/team.py); elsewhere libgomp when found."""
     import sys

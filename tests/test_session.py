@@ -435,3 +435,85 @@ def test_a_signature_is_planned_and_keyed_once_for_its_variants(backend, monkeyp
         assert sess.compile_count >= 2
     assert len(plans) == 1
     assert spec_cache.stats["graph_summaries"] == walks + 1
+
+
+def _step_with_a_counter(depth=6):
+    """A training step of a `depth`-layer tanh MLP that also counts its runs with an
+    Assign: (graph, x, loss, train, counter assign, the initial weights)."""
+    rng = np.random.default_rng(3)
+    weights = [rng.standard_normal((4, 4)) / 2 for _ in range(depth)]
+    g = gc.Graph()
+    with g.as_default():
+        x = gc.placeholder(gc.float64, [None, 4], name="x")
+        h = x
+        for w in weights:
+            h = gc.tanh(gc.matmul(h, gc.Variable(w)))
+        loss = gc.reduce_mean(h * h)
+        train = gc.train.GradientDescentOptimizer(0.5).minimize(loss)
+        runs = gc.Variable(np.zeros((), np.float64), name="runs")
+        count = gc.assign(runs, runs + 1.0, name="count")
+    return g, x, loss, train, count, weights
+
+
+def _mlp_loss(a, weights):
+    h = a
+    for w in weights:
+        h = np.tanh(h @ w)
+    return np.mean(h * h)
+
+
+@pytest.mark.backends("compiled")
+def test_planning_a_native_step_asks_is_host_op_only_of_the_types_it_decides(monkeypatch):
+    """Whether a signature is one native stage reads every op's dtypes at once; only the
+    ops whose type is_host_op decides by more than dtypes (an Assign here) are asked it
+    (it was asked of every op: a warm first run's plan of a deep model)."""
+    from graphc import compiled_executor
+    asked = []
+    original = compiled_executor.is_host_op
+    monkeypatch.setattr(compiled_executor, "is_host_op",
+                        lambda op, *a, **k: asked.append(op.name) or original(op, *a, **k))
+    g, x, loss, train, count, weights = _step_with_a_counter()
+    a = np.linspace(-1, 1, 12).reshape(3, 4)
+    with gc.Session(graph=g) as sess:
+        sess.run(gc.global_variables_initializer())
+        asked.clear()
+        got, _, runs = sess.run([loss, train, count], {x: a})
+        np.testing.assert_allclose(got, _mlp_loss(a, weights), rtol=1e-12)
+        assert runs == 1.0
+    assert asked == ["count"]
+
+
+@pytest.mark.backends("compiled", "reference")
+def test_a_fed_string_read_by_a_numeric_op_makes_a_host_stage(backend):
+    # no op's output is a string: only an input says Shape runs on the host
+    g = gc.Graph()
+    with g.as_default():
+        s = gc.placeholder(gc.string, [None], name="s")
+        v = gc.placeholder(gc.float64, [None], name="v")
+        y = gc.cast(gc.shape(s)[0], gc.float64) * gc.reduce_sum(v * v)
+    with gc.Session(graph=g) as sess:
+        got = sess.run(y, {s: np.array([b"a", b"bc", b""], object),
+                           v: np.array([1.0, 2.0, 0.5])})
+    assert got == 3 * 5.25
+
+
+def test_pruning_reads_the_inputs_of_ops_without_variable_references_as_they_are(
+        monkeypatch):
+    """prune asks value_inputs only of the ops that may take a variable by reference
+    (their OpDef's ref inputs, or the attr a While or If lists them in); a variable
+    only assigned is not in the pruned ops, one read is."""
+    from graphc.framework import subgraph
+    asked = []
+    original = subgraph.value_inputs
+    monkeypatch.setattr(subgraph, "value_inputs",
+                        lambda op: asked.append(op.name) or original(op))
+    g, x, loss, train, count, _ = _step_with_a_counter()
+    with g.as_default():
+        w = gc.Variable(np.ones(2), name="w")
+        only_assigned = gc.assign(w, [2.0, 3.0], name="only_assigned")
+    pruned = subgraph.prune([loss], [count.op, only_assigned.op], [x])
+    names = {op.name for op in pruned}
+    assert {"count", "only_assigned", "runs"} <= names and "w" not in names
+    assert sorted(asked) == ["count", "only_assigned"]
+    assert [op.name for op in pruned] == \
+        [op.name for op in sorted(pruned, key=lambda op: op._id)]

@@ -381,7 +381,25 @@ def _is_spec(payload):
         return False
 
 
-@pytest.mark.parametrize("damage", ["truncate", "flip_payload", "not_a_spec"])
+def _with_header(payload, edit):
+    """A spec entry's payload with its JSON header edited by `edit` (the rest kept)."""
+    n = int.from_bytes(payload[:8], "little")
+    header = json.loads(payload[8:8 + n])
+    edit(header)
+    text = json.dumps(header).encode()
+    return len(text).to_bytes(8, "little") + text + payload[8 + n:]
+
+
+def _texts_past_the_end(header):
+    header["texts"][0][1] += 1 << 20
+
+
+def _an_unknown_text(header):
+    header["texts"][0][0] = "source"
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip_payload", "not_a_spec",
+                                    "texts_past_the_end", "an_unknown_text"])
 def test_a_damaged_entry_is_recompiled_not_run(tmp_path, monkeypatch, damage):
     from runtime import compile_cache
     monkeypatch.setenv("GRAPHC_CACHE_DIR", str(tmp_path))
@@ -394,8 +412,13 @@ def test_a_damaged_entry_is_recompiled_not_run(tmp_path, monkeypatch, damage):
         blob = blob[:len(blob) - 7]
     elif damage == "flip_payload":
         blob[-3] ^= 0x5A
-    else:  # a well-formed entry whose payload is no spec
+    elif damage == "not_a_spec":  # a well-formed entry whose payload is no spec
         cache.store(entry.stem, (2).to_bytes(8, "little") + b"{}")
+        blob = bytearray(entry.read_bytes())
+    else:  # well-formed and checksummed, its header's list of texts wrong
+        payload = _with_header(cache.load(entry.stem), globals()["_" + damage])
+        entry.unlink()
+        cache.store(entry.stem, payload)
         blob = bytearray(entry.read_bytes())
     entry.write_bytes(bytes(blob))
     before = dict(spec_cache.stats)
@@ -405,6 +428,24 @@ def test_a_damaged_entry_is_recompiled_not_run(tmp_path, monkeypatch, damage):
     assert len(lowerings) == 2  # compiled again
     np.testing.assert_array_equal(_run_once(2.0), expected)
     assert spec_cache.stats["hits"] == before["hits"] + 1  # the rewritten entry is good
+
+
+def test_an_entry_keeps_the_code_as_text_beside_its_json_header(tmp_path, monkeypatch):
+    # the IR inside the JSON header was half of a warm first run's load of its spec
+    from runtime import compile_cache
+    monkeypatch.setenv("GRAPHC_CACHE_DIR", str(tmp_path))
+    _run_once(2.0)
+    cache = compile_cache.default_cache()
+    (payload,) = [cache.load(p.stem) for p in tmp_path.iterdir()
+                  if _is_spec(cache.load(p.stem))]
+    n = int.from_bytes(payload[:8], "little")
+    header = json.loads(payload[8:8 + n])
+    assert "llvm_ir" not in header
+    ((name, nbytes),) = header["texts"]
+    spec = spec_cache._from_bytes(payload)
+    assert name == "llvm_ir" and len(spec["llvm_ir"].encode()) == nbytes
+    assert "define" in spec["llvm_ir"] and "texts" not in spec
+    assert spec_cache._from_bytes(spec_cache._to_bytes(spec)) == spec
 
 
 def test_the_compiling_machines_core_count_changes_the_key(monkeypatch):
@@ -722,3 +763,24 @@ def test_attr_forms_tell_every_value_apart():
         ("dtype", "float32"), np.float32(1.0), np.array([4, 3]))]
     texts = [marshal.dumps(f, 2) for f in forms]  # the bytes a key hashes
     assert len(set(texts)) == len(texts), forms
+
+
+def test_the_keys_walk_reaches_references_and_control_inputs_and_stops_at_feeds():
+    # what lowering may look at: a variable only assigned (a reference input, which
+    # pruning leaves out), a control input's op and its inputs; not a fed tensor's producer
+    g = gc.Graph()
+    with g.as_default():
+        a = gc.constant(np.ones(2), name="a")
+        fed = gc.identity(a, name="fed")
+        w = gc.Variable(np.zeros(2), name="w")
+        b = gc.constant(np.ones(2), name="b")
+        gate = gc.identity(b, name="gate")
+        with gc.control_dependencies([gate]):
+            y = gc.add(fed * 2.0, 1.0, name="y")
+        set_w = gc.assign(w, y, name="set_w")
+    ops = [set_w.op, y.op, set_w.op]  # twice: walked once
+    walked = [op.name for op in spec_cache._ancestors(ops, [fed])]
+    assert walked == sorted(walked, key=lambda n: g.get_operation_by_name(n)._id)
+    assert len(set(walked)) == len(walked)
+    assert {"w", "gate", "b", "y", "set_w"} <= set(walked)
+    assert "fed" not in walked and "a" not in walked

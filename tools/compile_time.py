@@ -39,9 +39,11 @@ after, on the same IR of the same minutes:
 Each scale row also gives the process's peak memory (its maximum resident set, MB) and how
 much the first run raised it (the compile's peak), and --warm runs each workload a second
 time in a fresh process over the on-disk cache its cold run filled: the warm first run, its
-share of the cold one, and both runs' peak memory. --peers PYTHON (a Python with TensorFlow and JAX, e.g.
-/tmp/peers-venv/bin/python) then times the same workloads' first call in TF1, TF1+XLA and
-JAX with peers_bench.py, one process each, in the same sitting, for the table of issue 11:
+share of the cold one, both runs' peak memory, and the warm first run less the next run
+(the step alone: the part no cache removes) as a share of the cold one. --peers PYTHON
+(a Python with TensorFlow and JAX, e.g. /tmp/peers-venv/bin/python) then times the same
+workloads' first call in TF1, TF1+XLA and JAX with peers_bench.py, one process each, in
+the same sitting, for the table of issue 11:
 
     python tools/compile_time.py --scale --warm --depths 8,64,256 --extra lstm_train,resnet_train \
         --peers /tmp/peers-venv/bin/python
@@ -188,6 +190,11 @@ def scale_child(workload, profile=False):
     sess.run(fetch, feed)
     first, first_cpu = time.perf_counter() - t0, time.process_time() - c0
     peak = _peak_rss_mb()
+    # the next run: the step alone (code, arena and feeds bound), the part of the first
+    # run a compile cache cannot remove
+    t0, c0 = time.perf_counter(), time.process_time()
+    sess.run(fetch, feed)
+    step, step_cpu = time.perf_counter() - t0, time.process_time() - c0
     ops = len(sess.graph.get_operations())
     from runtime import jit
     jit._close_workers()  # a child's CPU time is counted once it has been waited for
@@ -196,6 +203,7 @@ def scale_child(workload, profile=False):
     print(json.dumps({"build": build, "first": first, "ops": ops, "stages": times,
                       "workers_cpu": workers.ru_utime + workers.ru_stime,
                       "build_cpu": build_cpu, "first_cpu": first_cpu,
+                      "step": step, "step_cpu": step_cpu,
                       "stages_cpu": cpu_times, "peak_mb": peak,
                       "first_peak_rise_mb": max(0.0, peak - rss_before),
                       "library": library_cache.stats}))
@@ -470,7 +478,10 @@ def scale(depths, extra, warm=False, peers=None, library=False):
                   f"{100 * w['first'] / c['first']:4.1f}% / "
                   f"{100 * w['first_cpu'] / c['first_cpu']:4.1f}% of cold; peak memory "
                   f"{w['peak_mb']:.0f}+{w['first_peak_rise_mb']:.0f} MB (cold "
-                  f"{c['peak_mb']:.0f}+{c['first_peak_rise_mb']:.0f})", flush=True)
+                  f"{c['peak_mb']:.0f}+{c['first_peak_rise_mb']:.0f}); less the next "
+                  f"run (the step, {w['step_cpu']:.3f} CPU-s): "
+                  f"{100 * (w['first_cpu'] - w['step_cpu']) / c['first_cpu']:4.1f}% CPU",
+                  flush=True)
     if peers:
         print_peers_table(peers, names, cold, warm_runs)
 

@@ -215,6 +215,11 @@ def random_ops_within(ops):
     """The random ops among `ops` and in the bodies of their While and If ops (nested ones
     included): those whose generator state a stage running `ops` reads and advances."""
     out = []
+    # the types first: asked per op, RANDOM_OP_TYPES (a live view) was half of this
+    # walk of a signature in a warm first run
+    kinds = {op.type for op in ops}
+    if kinds.isdisjoint(RANDOM_OP_TYPES) and kinds.isdisjoint(REGION_BODIES):
+        return out
     for op in ops:
         if op.type in RANDOM_OP_TYPES:
             out.append(op)

@@ -36,7 +36,8 @@ only when this run's feeds have those values, so the spec is the one lowering th
 would make. A module compiled directly (compile_module) is keyed on its plain-data form.
 Entries live in the object cache's directory (GRAPHC_CACHE_DIR; "off" disables both) with
 its checked, atomic writes: a truncated or corrupt entry fails its checksum and is
-recompiled. Nothing is pickled: a spec is JSON plus its constants' raw bytes.
+recompiled. Nothing is pickled: a spec is a JSON header, then its code texts (LLVM IR,
+PTX) as UTF-8 and its constants' raw bytes, each of the length the header lists.
 """
 import hashlib
 import json
@@ -241,7 +242,7 @@ def _summarize(ops, feeds):
 def _digest(parts, disable, target):
     h = hashlib.sha256()
     settings = {name: os.environ.get(name) for name in _CODEGEN_ENV}
-    for part in ["graphc-spec-cache 2", _compiler_source_hash(), jit.toolchain_id(),
+    for part in ["graphc-spec-cache 3", _compiler_source_hash(), jit.toolchain_id(),
                  f"numpy {np.__version__} python {platform.python_version()}",
                  json.dumps(target, sort_keys=True), ",".join(sorted(disable or ())),
                  json.dumps(settings, sort_keys=True),
@@ -256,21 +257,24 @@ def _ancestors(ops, fed):
     """`ops` and every op they read, transitively (an excluded op's or a variable
     reference's producer included: shape inference may look through them), stopping at
     fed tensors, whose producers lowering never looks at; in creation order. (Sets of
-    ids: ops and tensors hash in Python, which was most of this walk's time.)"""
+    ids: ops and tensors hash in Python, which was most of this walk's time; the ops'
+    and tensors' own fields, not their properties, which copy the control inputs: this
+    walk reads every input of a signature in a fresh process's first run. One pass over
+    a list that grows by the producers found: `ops` is most of the signature.)"""
     fed_ids = {id(t) for t in fed}
-    seen, stack = {id(op): op for op in ops}, list(ops)
-    while stack:
-        op = stack.pop()
-        for t in op.inputs:
-            producer = t.op  # most are seen already (`ops` is most of the signature)
+    seen = set(map(id, ops))
+    pending = list(ops) if len(seen) == len(ops) else list(dict.fromkeys(ops))
+    for op in pending:  # the loop reaches what it appends
+        for t in op._inputs:
+            producer = t._op
             if id(producer) not in seen and id(t) not in fed_ids:
-                seen[id(producer)] = producer
-                stack.append(producer)
-        for producer in op.control_inputs:
+                seen.add(id(producer))
+                pending.append(producer)
+        for producer in op._control_inputs:
             if id(producer) not in seen:
-                seen[id(producer)] = producer
-                stack.append(producer)
-    return sorted(seen.values(), key=creation_order)
+                seen.add(id(producer))
+                pending.append(producer)
+    return sorted(pending, key=creation_order)
 
 
 class _GraphDigest:
@@ -298,24 +302,28 @@ class _GraphDigest:
         return hashlib.sha256(text).hexdigest()
 
     def add_ops(self, ops):
+        # one loop, its names bound once: a fresh process's first run adds every op of
+        # the signature here, and a call per op was a fifth of it
+        lines, sites, types, variables = self._lines, self._sites, self.op_types, \
+            self.variables
+        graph, library = None, None
         for op in ops:
-            self._add_op(op)
-
-    def _add_op(self, op):
-        kind, sites, forward = op.type, self._sites, op.forward_op
-        self.op_types.add(kind)
-        if kind == "VariableV2":
-            self.variables.add(op.name)
-        form = op._key_form
-        if form is None:
-            form = op._key_form = op_form(op)
-            stats["op_forms"] += 1
-        self._lines.append((
-            form, sites.setdefault(op.location, len(sites)),
-            None if forward is None else sites.setdefault(forward.location, len(sites))))
-        if op.attrs:
-            for body in _bodies(op):
-                self._add_function(body)
+            kind, forward, form = op.type, op.forward_op, op._key_form
+            types.add(kind)
+            if kind == "VariableV2":
+                variables.add(op.name)
+            if form is None:
+                form = op._key_form = op_form(op)
+                stats["op_forms"] += 1
+            lines.append((
+                form, sites.setdefault(op.location, len(sites)),
+                None if forward is None else sites.setdefault(forward.location, len(sites))))
+            if op.graph is not graph:
+                graph = op.graph
+                library = getattr(graph, "_functions", None)
+            if library and op._attrs:
+                for body in _bodies(op):
+                    self._add_function(body)
 
     def _add_function(self, body):
         if body.name in self._functions:
@@ -334,12 +342,14 @@ def op_form(op):
     """What lowering reads of one op but its creation sites (their numbers differ from key
     to key): name, type, inputs, control inputs, attrs, device, outputs' dtypes and
     static shapes, forward op; as marshal's bytes. Memoized on the op (Operation._key_form)
-    while the op is unchanged. A ValueError when an attr has no plain form."""
-    attrs, forward = op.attrs, op.forward_op
+    while the op is unchanged. A ValueError when an attr has no plain form. (The op's and
+    its tensors' fields, not their properties: a fresh process's first run makes the
+    form of every op of the signature, and the properties were a third of that.)"""
+    attrs, forward, controls = op._attrs, op.forward_op, op._control_inputs
     return marshal.dumps((
-        op.name, op.type, [t.name for t in op.inputs],
-        [c.name for c in op.control_inputs], _attrs_form(attrs) if attrs else None,
-        op.device, [(t.dtype.name, t.shape.as_tuple_or_none()) for t in op.outputs],
+        op.name, op.type, [t._name for t in op._inputs],
+        [c.name for c in controls] if controls else [], _attrs_form(attrs) if attrs else None,
+        op.device, [(t._dtype.name, t._shape.as_tuple_or_none()) for t in op.outputs],
         None if forward is None else (forward.name, forward.type)), _MARSHAL_FORMAT)
 
 
@@ -446,12 +456,25 @@ def store(key, spec):
         stats["stores"] += 1
 
 
+# spec fields of code text: stored as raw UTF-8 after the JSON header, not inside it
+# (decoding a JSON string of a module of megabytes was half of a warm first run's load
+# of its spec)
+_TEXT_FIELDS = ("llvm_ir", "ptx", "emulation_ir")
+
+
 def _to_bytes(spec):
+    if "texts" in spec:
+        raise ValueError("a spec field is named 'texts', as the entry's list of texts")
     constants = spec.get("constants", [])
+    texts = [(name, spec[name].encode()) for name in _TEXT_FIELDS
+             if isinstance(spec.get(name), str)]
     header = dict(spec, constants=[{"dtype": c["dtype"], "shape": list(c["shape"]),
-                                    "nbytes": len(c["data"])} for c in constants])
+                                    "nbytes": len(c["data"])} for c in constants],
+                  texts=[[name, len(data)] for name, data in texts])
+    for name, _ in texts:
+        del header[name]
     text = json.dumps(header, default=_plain).encode()
-    return b"".join([len(text).to_bytes(8, "little"), text] +
+    return b"".join([len(text).to_bytes(8, "little"), text] + [data for _, data in texts] +
                     [bytes(c["data"]) for c in constants])
 
 
@@ -460,7 +483,16 @@ def _from_bytes(blob):
     if n > len(blob) - 8:
         raise ValueError("truncated spec entry")
     spec = json.loads(blob[8:8 + n])
-    offset, constants = 8 + n, []
+    offset = 8 + n
+    for name, nbytes in spec.pop("texts"):
+        if name not in _TEXT_FIELDS:
+            raise ValueError(f"unknown text field {name!r}")
+        end = offset + int(nbytes)
+        if end > len(blob):
+            raise ValueError("truncated spec entry")
+        spec[name] = blob[offset:end].decode()
+        offset = end
+    constants = []
     for c in spec["constants"]:
         end = offset + int(c.pop("nbytes"))
         if end > len(blob):

@@ -213,6 +213,15 @@ class Operation:
 
 
 
+def tensor_dtype_names(ops):
+    """The dtype names of the inputs and outputs of `ops`, as one set. The fields, not
+    the properties: a warm first run asks it of every op of a signature (whether any
+    holds a string), and the properties' calls were four fifths of that."""
+    names = {t._dtype.name for op in ops for t in op.outputs}
+    names.update(t._dtype.name for op in ops for t in op._inputs)
+    return names
+
+
 class _ControlBlock:
     """One control_dependencies block in force: its control inputs, and the ops made
     inside it."""

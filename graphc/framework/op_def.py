@@ -246,9 +246,16 @@ def kernel_outputs(op, out):
     return [out]
 
 
+# an op's attr listing more of its inputs that name a variable (a While's, an If's)
+REF_INPUTS_ATTR = "ref_input_indices"
+# the op types whose OpDef names inputs that name a variable; the others' ref inputs are
+# only those their REF_INPUTS_ATTR lists
+REF_INPUT_TYPES = OpTypes(lambda d: bool(d.ref_inputs))
+
+
 def ref_input_indices(op):
     """The indices of op's inputs that name a variable rather than pass its value."""
-    extra = op.attrs.get("ref_input_indices")
+    extra = op.attrs.get(REF_INPUTS_ATTR)
     return op.op_def.ref_inputs + tuple(extra) if extra else op.op_def.ref_inputs
 
 
