@@ -556,6 +556,11 @@ EXAMPLES = {
     "ScatterSub": _variable_update(lambda v, p: gc.scatter_sub(v, p.i,
                                                                gc.reshape(p.x, [-1])[:5])),
     "ScatterUpdate": _variable_update(lambda v, p: gc.scatter_update(v, [3, 0], p.x[0, :2])),
+    # made only by the backward loop of a loop whose variables change shape (ops/while_v2;
+    # test_loop_shape_invariants runs it there): here a block of 2x3 elements from 2 on
+    "RaggedBlock": lambda p: [gc.get_default_graph().create_op(
+        "RaggedBlock", [gc.reshape(p.x, [-1]), gc.constant(2), gc.constant([2, 3])], {},
+        "ragged_block").outputs[0] * 2.0],
 }
 
 
