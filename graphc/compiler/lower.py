@@ -48,13 +48,13 @@ from graphc.compiler.regions import FORWARD_DIM_SLOTS, GROWABLE_FIRST_ROWS, REGI
     appended_arrays, bodies_of, carried_axes, carried_symbol, growable, leaving_symbol, \
     loose_axes, ragged_symbol, reads_carried_dims, run_dim_loop, set_during_run, \
     trip_bound, trips_symbol
-from graphc.framework.op_def import RANDOM_OP_TYPES, READING_UPDATE_OPS, ref_input_indices
+from graphc.framework.op_def import FORWARD_DIMS, FORWARD_LOOP_VARS, RAGGED_SAVED, \
+    RANDOM_OP_TYPES, READING_UPDATE_OPS, ref_input_indices
 from graphc.framework.random_state import random_state_name
 from graphc.framework.static_value import constant_value
 from graphc.framework.subgraph import prune, unfed_placeholder_error, value_inputs
 from graphc.framework.symbolic import GuardSet, SymDim, concrete
 from graphc.framework.tensor_shape import TensorShape
-from graphc.ops.while_v2 import FORWARD_DIMS, FORWARD_LOOP_VARS, RAGGED_SAVED
 
 _module_counter = itertools.count(1)
 MAX_SPECIALIZED_ELEMENTS = 64  # larger integer feeds are data, never shape values

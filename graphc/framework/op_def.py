@@ -219,6 +219,22 @@ ROW_WRITE_OPS = {"TensorArrayScatterV3": lambda index: index,
 READ_ONLY_STATE_OPS = OpTypes(lambda d: d.stateful and not d.writes_state)
 RANDOM_OP_TYPES = OpTypes(lambda d: d.kind == "random")
 
+# Attrs of a While that its gradient sets (ops/while_v2.py) and the compiler reads.
+# A forward While's: the places among its saved values (attr `saved`) of those kept ragged,
+# each iteration's value flattened one after another ([total elements]), because their
+# shapes may differ between iterations (a stack [trip count, *shape] cannot hold them)
+RAGGED_SAVED = "ragged_saved"
+
+# A backward While's, where its forward loop has loop variables of a looser shape
+# invariant (ragged values): the forward loop variable of each of its gradients (its loop
+# variables after the counter), and the forward loop variable then the backward body
+# input of each stack of those variables' shapes (pairs one after another: a graph
+# file's attr holds a flat list), from which native code sets the forward body's dims of
+# iteration k before the backward body runs it (compiler/lower.py, backends/cpu/
+# control_flow.py)
+FORWARD_LOOP_VARS = "forward_loop_vars"
+FORWARD_DIMS = "forward_dims"
+
 
 def register_gradient(type):
     """Decorator: fn(op, *grads) -> list of input gradients, for an already registered op."""

@@ -42,7 +42,8 @@ from graphc import dtypes, errors
 from graphc.framework import nest
 from graphc.framework.func_graph import FuncGraph, function_of
 from graphc.framework.graph import get_default_graph
-from graphc.framework.op_def import register_gradient, register_op
+from graphc.framework.op_def import FORWARD_DIMS, FORWARD_LOOP_VARS, RAGGED_SAVED, \
+    register_gradient, register_op
 from graphc.framework.static_value import constant_value
 from graphc.framework.tensor_shape import TensorShape, as_shape
 from graphc.ops.function_call import (run_function, set_outputs, trace, zeros_for_gradient,
@@ -322,10 +323,6 @@ def make_while(loop_vars, cond_g, body_g, shapes, back_prop, name):
     return op
 
 
-# a While's attr: the places among its saved values (attr `saved`) of those kept ragged,
-# each iteration's value flattened one after another ([total elements]), because their
-# shapes may differ between iterations (a stack [trip count, *shape] cannot hold them)
-RAGGED_SAVED = "ragged_saved"
 
 
 def save_in_loop(op, t, ragged=False):
@@ -466,15 +463,6 @@ def _backward_body(name, op, body_g, var_ids, read_tensors, specs, appended):
     return back
 
 
-# attrs of a backward While whose forward loop has loop variables of a looser shape
-# invariant (ragged values): the forward loop variable of each of its gradients (its loop
-# variables after the counter), and the forward loop variable then the backward body
-# input of each stack of those variables' shapes (pairs one after another: a graph
-# file's attr holds a flat list), from which native code sets the forward body's dims of
-# iteration k before the backward body runs it (compiler/lower.py, backends/cpu/
-# control_flow.py)
-FORWARD_LOOP_VARS = "forward_loop_vars"
-FORWARD_DIMS = "forward_dims"
 
 
 def _forward_dims(back, op, body_g):

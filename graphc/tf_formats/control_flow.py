@@ -23,10 +23,9 @@ same values (graph_def._functional reads TF's)."""
 import numpy as np
 
 from graphc import dtypes
-from graphc.framework.op_def import UPDATE_OPS
+from graphc.framework.op_def import FORWARD_DIMS, UPDATE_OPS
 from graphc.framework.tensor_shape import TensorShape
 from graphc.tf_formats.graph_def import FUNCTION_ATTRS, unique_name
-from graphc.ops.while_v2 import FORWARD_DIMS
 
 PARALLEL_ITERATIONS = 10  # TF's default; graphc's loops do not keep theirs
 

@@ -47,7 +47,7 @@ from graphc.compiler.regions import FORWARD_DIM_SLOTS, GROWABLE_FIRST_ROWS, bran
     carried_axes, carried_symbol, growable, heap_loop_vars, leaving_symbol, ragged_symbol, \
     reads_carried_dims, row_bytes, scratch_parts, trips_symbol, value_bytes, \
     written_in_place, zeroed_past_trips
-from graphc.ops.while_v2 import RAGGED_SAVED
+from graphc.framework.op_def import RAGGED_SAVED
 from graphc.compiler.loops.program import Program
 from kernels.loops import I8, I32, I64, PTR
 

@@ -38,7 +38,7 @@ from graphc.compiler.lower import LoweringError, RegionOnHost
 from graphc.compiler.regions import branch_outputs, carried_axes, growable, heap_loop_vars, \
     row_bytes, scratch_parts, trips_symbol, value_bytes, written_in_place, zeroed_past_trips
 from graphc.compiler.loops.program import Program, dim_json
-from graphc.ops.while_v2 import RAGGED_SAVED
+from graphc.framework.op_def import RAGGED_SAVED
 
 _ALIGN = 256  # bytes: cudaMalloc's alignment, which every buffer of a launch may assume
 
