@@ -83,8 +83,12 @@ def test_profile_summary_at_exit():
 
 def test_profile_kernels_tool_profiles_this_checkout_from_any_cwd(tmp_path):
     # a script's sys.path starts at tools/: without the checkout put first, the graphc
-    # imported was whichever one is installed (another checkout's), and that was profiled
-    env = dict(os.environ, GRAPHC_CACHE_DIR="off")
+    # imported was whichever one is installed (another checkout's), and that was profiled.
+    # Its machine code is this checkout's too: the compile cache, shared by the machine's
+    # checkouts, served lstm_train's profile code another pipeline had built (gate loops
+    # 6x slower), so the tool neither loads from nor stores to it
+    cache = tmp_path / "cache"
+    env = dict(os.environ, GRAPHC_CACHE_DIR=str(cache))
     env.pop("PYTHONPATH", None)
     done = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "profile_kernels.py"),
                            "tiny_overhead", "--runs", "3"], env=env, capture_output=True,
@@ -92,3 +96,5 @@ def test_profile_kernels_tool_profiles_this_checkout_from_any_cwd(tmp_path):
     assert done.returncode == 0, done.stderr
     assert f"graphc: {ROOT}\n" in done.stdout, done.stdout
     assert re.search(r"^tiny_overhead: [\d.]+ ms per run .*, \d+ kernels", done.stdout, re.M)
+    assert "machine code: compiled by this checkout (compile cache off)" in done.stdout
+    assert not cache.exists() or not any(cache.rglob("*")), sorted(cache.rglob("*"))
