@@ -39,8 +39,9 @@ _LOCAL_LINKAGE = re.compile(r"\b(internal|private)\s+")
 _GLOBAL_PREFIX = {"internal", "private", "dso_local", "unnamed_addr", "local_unnamed_addr",
                   "hidden", "default", "protected"}
 _FUNCTION_PREFIX = {"internal", "private", "dso_local", "hidden", "default", "protected"}
-_UNSPLITTABLE_HEADER = re.compile(r"^(\$|@[^\n]* = [^\n]*\b(alias|ifunc)\b)|\bcomdat\b",
-                                  re.M)
+# (a module's own @llvm.compiler.used would clash with the one a part adds: _keep_variants)
+_UNSPLITTABLE_HEADER = re.compile(
+    r"^(\$|@[^\n]* = [^\n]*\b(alias|ifunc)\b|@llvm\.(compiler\.)?used\b)|\bcomdat\b", re.M)
 _UNSPLITTABLE_SIGNATURE = re.compile(r"\b(personality|prefix|prologue|comdat|section|gc)\b")
 _OPEN, _CLOSE = "[{<(", "]}>)"
 _VECTOR_RETURN = re.compile(r"<[^<>]*>\s*$")
@@ -370,7 +371,28 @@ def _part_text(llvm_ir, functions, refs, globals_, header, part):
             out.append("declare " + _LOCAL_LINKAGE.sub("", f.signature, count=1) + "\n")
         at = f.end
     out.append(_part_header(llvm_ir[at:], globals_, part, needed, used_elsewhere))
+    out.append(_keep_variants(functions, part, needed))
     return "".join(out)
+
+
+def _keep_variants(functions, part, needed):
+    """`@llvm.compiler.used` naming the vector variants this part declares. Nothing but
+    an attribute string names them, so O3 dropped them as unused declarations before its
+    loop vectorizer ran, which then found no variant and left the calls scalar: an LSTM
+    step's gate kernel called sigmoid and tanh once per element, about 6x slower than
+    the same code compiled whole (LLVM's own inject-tli-mappings keeps the variants it
+    declares alive the same way)."""
+    variants = set()
+    for f in functions:
+        if f.name in needed and f.part != part:
+            for m in _VARIANTS.finditer(f.signature):
+                variants |= set(_VARIANT_NAME.findall(m.group(1)))
+    declared = sorted(n for n in variants
+                      if any(f.name == n and f.part != part for f in functions))
+    if not declared:
+        return ""
+    return (f"@llvm.compiler.used = appending global [{len(declared)} x ptr] ["
+            + ", ".join(f'ptr @"{n}"' for n in declared) + '], section "llvm.metadata"\n')
 
 
 def _part_header(text, globals_, part, needed, used_elsewhere):

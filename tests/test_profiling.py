@@ -83,8 +83,12 @@ def test_profile_summary_at_exit():
 
 def test_profile_kernels_tool_profiles_this_checkout_from_any_cwd(tmp_path):
     # a script's sys.path starts at tools/: without the checkout put first, the graphc
-    # imported was whichever one is installed (another checkout's), and that was profiled
-    env = dict(os.environ, GRAPHC_CACHE_DIR="off")
+    # imported was whichever one is installed (another checkout's), and that was profiled.
+    # Its machine code is this checkout's too: the compile cache, shared by the machine's
+    # checkouts, served lstm_train's profile code another pipeline had built (gate loops
+    # 6x slower), so the tool neither loads from nor stores to it
+    cache = tmp_path / "cache"
+    env = dict(os.environ, GRAPHC_CACHE_DIR=str(cache))
     env.pop("PYTHONPATH", None)
     done = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "profile_kernels.py"),
                            "tiny_overhead", "--runs", "3"], env=env, capture_output=True,
@@ -92,3 +96,57 @@ def test_profile_kernels_tool_profiles_this_checkout_from_any_cwd(tmp_path):
     assert done.returncode == 0, done.stderr
     assert f"graphc: {ROOT}\n" in done.stdout, done.stdout
     assert re.search(r"^tiny_overhead: [\d.]+ ms per run .*, \d+ kernels", done.stdout, re.M)
+    assert "machine code: compiled by this checkout (compile cache off)" in done.stdout
+    assert not cache.exists() or not any(cache.rglob("*")), sorted(cache.rglob("*"))
+
+
+def test_each_call_of_a_reused_kernel_has_a_row_of_its_own(monkeypatch):
+    # kernel_reuse gives an unrolled chain's steps one function: the counters are per
+    # call in the entry, so each step keeps its own row, none merged or left at zero,
+    # and the rows add up to no more cycles than the runs took
+    import ctypes
+
+    import numpy as np
+
+    import graphc as tf
+    import runtime.executable as rx
+    from runtime import jit
+    from graphc import profiling
+    monkeypatch.setenv("GRAPHC_PROFILE", "1")
+    monkeypatch.setenv("GRAPHC_CACHE_DIR", "off")
+    quiet = profiling._Profile()
+    quiet._registered = True  # no summary at the exit of the test process
+    monkeypatch.setattr(profiling, "PROFILE", quiet)
+    created, init = [], rx.Executable.__init__
+
+    def recording_init(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        created.append(self)
+    monkeypatch.setattr(rx.Executable, "__init__", recording_init)
+    steps = 5
+    with tf.Graph().as_default():
+        x = tf.placeholder(tf.float32, [8, 16])
+        w = tf.constant(np.eye(16, dtype=np.float32))
+        h = x
+        for _ in range(steps):
+            h = tf.tanh(tf.matmul(h, w))
+        with tf.Session() as sess:
+            feed = {x: np.ones((8, 16), np.float32)}
+            sess.run(h, feed)
+            exe = created[-1]
+            counter = jit.CompiledModule(  # kept: the function lives as long as it does
+                "declare i64 @llvm.readcyclecounter()\ndefine i64 @tsc() {\n"
+                "  %t = call i64 @llvm.readcyclecounter()\n  ret i64 %t\n}\n")
+            clock = ctypes.CFUNCTYPE(ctypes.c_int64)(counter.address("tsc"))
+            before, start = [c for _, c in exe.kernel_profile()], clock()
+            for _ in range(3):
+                sess.run(h, feed)
+            spent = clock() - start
+    rows = exe.kernel_profile()
+    names = [name for name, _ in rows]
+    assert len(names) == len(set(names)) == len(exe.spec["profile_kernels"])
+    tanh_rows = [k for k, name in enumerate(names) if "Tanh" in name]
+    assert len(tanh_rows) == steps, names
+    ran = [c - b for (_, c), b in zip(rows, before)]
+    assert all(ran[k] > 0 for k in tanh_rows), ran
+    assert 0 < sum(ran) <= spent

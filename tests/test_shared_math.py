@@ -199,3 +199,40 @@ def test_a_gemm_epilogue_keeps_the_inline_code():
     text = _llvm_ir(build, [(8, 16)])
     assert "graphc.math" not in text
     assert "0x3ff7154760000000" in text  # exp's log2(e), inline in the epilogue
+
+
+def _lstm_gates(count, batch=32):
+    """`count` LSTM cell updates (BasicLSTMCell's split, bias, sigmoid, tanh) of their own
+    widths: `count` loop kernels that call the shared sigmoid and tanh, more callers than
+    module_split.SHARED_MAX (the functions then do not tie them into one part)."""
+    widths = [64 * (k + 1) for k in range(count)]
+    shapes = [(batch, 4 * w) for w in widths] + [(batch, w) for w in widths]
+
+    def build():
+        gates = [gc.placeholder(gc.float32, [batch, 4 * w]) for w in widths]
+        cells = [gc.placeholder(gc.float32, [batch, w]) for w in widths]
+        outs = []
+        for g, c, w in zip(gates, cells, widths):
+            i, j, f, o = gc.split(gc.nn.bias_add(g, gc.constant(np.ones(4 * w, np.float32))),
+                                  4, axis=1)
+            new_c = c * gc.sigmoid(f + 1.0) + gc.sigmoid(i) * gc.tanh(j)
+            outs.append(gc.tanh(new_c) * gc.sigmoid(o))
+        return gates + cells, outs
+    return build, shapes
+
+
+def test_a_module_in_parts_keeps_the_variants_its_gate_loops_call():
+    # O3 dropped a part's declarations of the variants (nothing but an attribute names
+    # them) before its loop vectorizer ran: an LSTM's gate loops called the scalar
+    # functions once per element, about 6x slower than the module compiled whole
+    text = _llvm_ir(*_lstm_gates(6))
+    assert _VECTOR_CALL.search(_optimized(text))
+    parts = module_split.split(text, [0, 0])
+    assert parts is not None and len(parts) == 2
+    calling = [p for p in parts if re.search(r'call float @"graphc\.math\.(sigmoid|tanh)', p)
+               and not re.search(r'^define [^\n]*@"graphc\.math\.sigmoid\.float32"\(', p, re.M)]
+    assert calling, "no part declares the functions it calls: the test splits nothing"
+    for part in calling:
+        llvm.parse_assembly(part).verify()
+        optimized = _optimized(part)
+        assert _VECTOR_CALL.search(optimized) and not _SCALAR_CALL.search(optimized)
