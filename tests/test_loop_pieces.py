@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import graphc as gc
-from graphc.compiler import lower
+from graphc.compiler import lower, optimize
 from graphc.compiler.loops import LOOP_RULES, pieces
 from graphc.compiler.loops.expr import BRANCH, ExprBuilder, walk
 from graphc.compiler.loops.views import KernelViews
@@ -407,3 +407,54 @@ def test_many_piece_concatenations_and_their_gradients_match_numpy(backend, dtyp
     np.testing.assert_allclose(got_joined, want_joined, **tol)
     np.testing.assert_allclose(got_loss, (want_joined ** 2).sum(), **tol)
     np.testing.assert_allclose(got_grad, want_grad, **tol)
+
+
+def _fusion_of_concat_and_gradient(n, monkeypatch, after_merge):
+    """Fusion of a concatenation of n pieces of one input, its sum of squares and the
+    gradient; after_merge(fusion) runs after each merge of two groups."""
+    from graphc.compiler.schedule import fusion
+    x = gc.placeholder(gc.float32, [3, 2])
+    joined = gc.concat([gc.tanh(x) * float(k + 1) for k in range(n)], axis=1)
+    (grad,) = gc.gradients(gc.reduce_sum(joined * joined), [x])
+    merge = fusion.Fusion._merge
+
+    def checked_merge(self, a, b, *args, **kwargs):
+        merge(self, a, b, *args, **kwargs)
+        after_merge(self)
+
+    monkeypatch.setattr(fusion.Fusion, "_merge", checked_merge)
+    module = lower([x], [joined, grad], [], [[3, 2]])
+    optimize(module)
+    fusion.run(module)
+
+
+def test_merged_groups_edges_are_those_their_nodes_give(monkeypatch):
+    """A merge joins its two groups' kernel-graph edges instead of recomputing them from
+    the merged group's nodes: they must be the edges a rebuild finds."""
+    merges = []
+
+    def compare_with_rebuild(fusion):
+        joined = ({g: set(s) for g, s in fusion.succ.items()},
+                  {g: set(p) for g, p in fusion.pred.items()})
+        fusion._rebuild_edges()
+        assert joined == (fusion.succ, fusion.pred)
+        merges.append(1)
+
+    _fusion_of_concat_and_gradient(40, monkeypatch, compare_with_rebuild)
+    assert len(merges) >= 40
+
+
+def test_merges_into_a_concatenation_walk_each_piece_once(monkeypatch):
+    """Recomputing the merged group's edges per merge walked the whole concatenation each
+    time one more piece joined it: n^2 node visits for n pieces."""
+    from graphc.compiler.schedule import fusion
+    n, walked = 600, []
+    add_edges = fusion.Fusion._add_group_edges
+
+    def counted(self, gid):
+        walked.append(len(self.groups[gid].nodes))
+        add_edges(self, gid)
+
+    monkeypatch.setattr(fusion.Fusion, "_add_group_edges", counted)
+    _fusion_of_concat_and_gradient(n, monkeypatch, lambda fusion: None)
+    assert sum(walked) <= 20 * n, f"{sum(walked)} node visits for {n} pieces"

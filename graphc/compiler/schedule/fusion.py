@@ -407,10 +407,16 @@ class Fusion:
         for gid in self.groups:
             self._add_group_edges(gid)
 
-    def _update_edges(self, changed, removed=()):
+    def _update_edges(self, changed, removed=(), joined=False):
         """Recomputes the kernel graph's edges at the groups whose nodes changed, and
         drops removed groups: a merge touches its groups' node edges only, where
-        rebuilding the whole graph per merge was quadratic in the graph."""
+        rebuilding the whole graph per merge was quadratic in the graph. joined: the one
+        removed group's nodes joined the one changed group, whose edges are then the
+        union of theirs (_join_edges)."""
+        if joined:
+            (a,), (b,) = changed, removed
+            self._join_edges(a, b)
+            return
         for gid in list(changed) + list(removed):
             for s in self.succ.pop(gid, ()):
                 self.pred[s].discard(gid)
@@ -541,6 +547,7 @@ class Fusion:
         ga, gb = self.groups[a], self.groups.pop(b)
         # a node in both loses a copy: it may be an output's producer now
         shared = not ga.nodes.isdisjoint(gb.nodes)
+        joinable = not shared and not self._exclusions_change(ga.nodes, gb.nodes)
         ga.nodes |= gb.nodes
         ga.facts = facts
         ga.outputs = None if shared or outputs is None else set(outputs)
@@ -548,7 +555,36 @@ class Fusion:
             s = self.group_of[n]
             s.discard(b)
             s.add(a)
-        self._update_edges([a], removed=[b])
+        self._update_edges([a], removed=[b], joined=joinable)
+
+    def _exclusions_change(self, nodes_a, nodes_b):
+        """Whether joining b's nodes to a's drops an edge that _add_group_edges would keep
+        apart: a data edge between the two whose one end is also in a third group (a
+        duplicated node), which then lies in the edge's target group. Walks b's edges."""
+        for n in nodes_b:
+            for m, data in self.out_edges.get(n, ()):
+                if data and m in nodes_a and (len(self.group_of[n]) > 1
+                                              or len(self.group_of[m]) > 1):
+                    return True
+            for m, data in self.in_edges.get(n, ()):
+                if data and m in nodes_a and (len(self.group_of[n]) > 1
+                                              or len(self.group_of[m]) > 1):
+                    return True
+        return False
+
+    def _join_edges(self, a, b):
+        """a's edges after b joined it: the union of theirs. Recomputing them from the
+        merged group's nodes (_update_edges) cost its size per merge, quadratic for a
+        group that takes its many inputs one merge at a time (a concatenation of n
+        pieces)."""
+        for step, back in ((self.succ, self.pred), (self.pred, self.succ)):
+            moved = step.pop(b)
+            for g in moved:
+                back[g].discard(b)
+                if g != a:
+                    back[g].add(a)
+            step[a] |= moved
+            step[a] -= {a, b}
 
     def _sole_group(self, n):
         gs = self.group_of[n]
