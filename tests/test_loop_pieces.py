@@ -458,3 +458,21 @@ def test_merges_into_a_concatenation_walk_each_piece_once(monkeypatch):
     monkeypatch.setattr(fusion.Fusion, "_add_group_edges", counted)
     _fusion_of_concat_and_gradient(n, monkeypatch, lambda fusion: None)
     assert sum(walked) <= 20 * n, f"{sum(walked)} node visits for {n} pieces"
+
+
+def test_renumbering_merges_into_a_concatenation_searches_few_groups(monkeypatch):
+    """The merged group took the earlier group's place, after every group between the
+    two that reaches the later one: for a piece joining its concatenation, all the pieces
+    not yet merged, n^2/2 groups searched for n pieces."""
+    from graphc.compiler.schedule import fusion
+    n, reached = 600, []
+    between = fusion.Fusion._between
+
+    def counted(self, *args):
+        found = between(self, *args)
+        reached.append(args[3] if found is None else len(found))  # none: its limit
+        return found
+
+    monkeypatch.setattr(fusion.Fusion, "_between", counted)
+    _fusion_of_concat_and_gradient(n, monkeypatch, lambda fusion: None)
+    assert sum(reached) <= 20 * n, f"{sum(reached)} groups searched for {n} pieces"

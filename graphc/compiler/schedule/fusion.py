@@ -452,13 +452,16 @@ class Fusion:
     def _renumber(self):
         self.order = {g: i for i, g in enumerate(self._topological_order())}
 
-    def _between(self, start, step, inside):
+    def _between(self, start, step, inside, limit=None):
         """Groups reached from `start` along `step` (succ or pred) through groups for
-        which inside(group number) holds; `start` not included."""
+        which inside(group number) holds; `start` not included. None once more than
+        `limit` are reached."""
         seen, stack = set(), [start]
         while stack:
             for g in step[stack.pop()]:
                 if g not in seen and inside(self.order[g]):
+                    if limit is not None and len(seen) == limit:
+                        return None
                     seen.add(g)
                     stack.append(g)
         return seen
@@ -518,14 +521,33 @@ class Fusion:
         ("after"); these are numbered again among themselves, on their own numbers and
         the earlier one's. Every other group keeps its number, and "after" stops at the
         last of "before": all the groups reached from the earlier one (the rest of a
-        backward pass) were renumbered per merge before."""
+        backward pass) were renumbered per merge before.
+
+        Or the mirror image, the merged group in the later one's place, when fewer
+        groups between them are reached from the earlier one than reach the later one:
+        a group taking many pieces one merge at a time (a concatenation of n pieces,
+        each piece reaching only it) had all the pieces not yet merged in "before" at
+        each merge, n^2 in all. The two searches run to a doubling limit, so a merge
+        costs about the smaller one."""
         u, v = sorted((a, b), key=self.order.__getitem__)
         lo, hi = self.order[u], self.order[v]
-        before = self._between(v, self.pred, lambda o: lo < o < hi)
-        top = max((self.order[g] for g in before), default=lo)
-        after = self._between(u, self.succ, lambda o: o < top)
+        limit = 8
+        while True:
+            before = self._between(v, self.pred, lambda o: lo < o < hi, limit)
+            if before is not None:
+                top = max((self.order[g] for g in before), default=lo)
+                after = self._between(u, self.succ, lambda o: o < top)
+                place = lo
+                break
+            after = self._between(u, self.succ, lambda o: lo < o < hi, limit)
+            if after is not None:
+                bottom = min((self.order[g] for g in after), default=hi)
+                before = self._between(v, self.pred, lambda o: o > bottom)
+                place = hi
+                break
+            limit *= 2
         self.searched += len(before) + len(after)
-        numbers = sorted([lo] + [self.order[g] for g in after | before])
+        numbers = sorted([place] + [self.order[g] for g in after | before])
         sequence = sorted(before, key=self.order.__getitem__) + [a] + \
             sorted(after, key=self.order.__getitem__)
         del self.order[b]
