@@ -517,9 +517,9 @@ def test_kernel_graph_is_built_once_then_updated_at_each_merge(monkeypatch):
         rebuilds[0] += 1
         rebuild(self)
 
-    def checked_update(self, changed, removed=()):
+    def checked_update(self, changed, removed=(), joined=False):
         updates[0] += 1
-        update(self, changed, removed)
+        update(self, changed, removed, joined)
         want = _kernel_graph(self)
         assert self.succ == want
         assert self.pred == {g: {p for p in want if g in want[p]} for g in want}

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import graphc as gc
-from graphc.compiler import lower
+from graphc.compiler import lower, optimize
 from graphc.compiler.loops import LOOP_RULES, pieces
 from graphc.compiler.loops.expr import BRANCH, ExprBuilder, walk
 from graphc.compiler.loops.views import KernelViews
@@ -364,3 +364,124 @@ def test_joins_of_buffers_of_one_layout_match_numpy(backend, dtype):
                           want_dx] + want_dh):
         assert g.dtype == dtype and g.shape == w.shape
         np.testing.assert_allclose(g, w, **tol)
+
+
+# ------------------------------------------------ a concatenation of many pieces and its
+# gradient: the gradient is a split into the pieces (summed here by add_n), each piece's
+# start the sum of the sizes before it.
+def test_a_split_into_many_pieces_sums_each_start_once(monkeypatch):
+    """Each output summing the sizes before it made a split into n pieces n^2/2 index
+    additions (1200 pieces: 9 of a compile's 23 s)."""
+    n = 1023
+    x = gc.placeholder(gc.float32, [2 * n])
+    calls = []
+    add = ExprBuilder.add
+    monkeypatch.setattr(ExprBuilder, "add", lambda self, a, b: calls.append(1) or add(self, a, b))
+    element, _, _ = _fused_element(gc.add_n(gc.split(x, n, axis=0)), [x])
+    assert sum(n.kind == "load" for n in walk([element])) == n
+    assert len(calls) <= 3 * n, f"{len(calls)} index additions for a split into {n}"
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n", [1, 7, 1023])
+def test_many_piece_concatenations_and_their_gradients_match_numpy(backend, dtype, n):
+    """Pieces of 0, 1 and 2 elements, each its own expression of one input, along the
+    last axis (cut into loops past MAX_LOOPS), reduced, and the gradient of the sum of
+    squares back through the concatenation's split."""
+    widths = [(k * 5) % 3 for k in range(n)] if n > 1 else [2]
+    x = gc.placeholder(dtype, [3, 2])
+    feed = RNG.standard_normal((3, 2)).astype(dtype)
+    joined = gc.concat([x[:, :w] * dtype(k + 1) for k, w in enumerate(widths)], axis=1)
+    loss = gc.reduce_sum(joined * joined)
+    (grad,) = gc.gradients(loss, [x])
+    got_joined, got_loss, got_grad = gc.Session().run(
+        [joined, loss, grad], {x: feed})
+    f = feed.astype(np.float64)
+    want_joined = np.concatenate([f[:, :w] * (k + 1) for k, w in enumerate(widths)], 1)
+    want_grad = np.zeros_like(f)
+    for k, w in enumerate(widths):
+        want_grad[:, :w] += 2 * f[:, :w] * (k + 1) ** 2
+    tol = dict(rtol=2e-5, atol=1e-5) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-12)
+    assert got_joined.dtype == dtype and got_joined.shape == (3, sum(widths))
+    np.testing.assert_allclose(got_joined, want_joined, **tol)
+    np.testing.assert_allclose(got_loss, (want_joined ** 2).sum(), **tol)
+    np.testing.assert_allclose(got_grad, want_grad, **tol)
+
+
+def _fusion_of_concat_and_gradient(n, monkeypatch, after_merge):
+    """Fusion of a concatenation of n pieces of one input, its sum of squares and the
+    gradient; after_merge(fusion) runs after each merge of two groups."""
+    from graphc.compiler.schedule import fusion
+    x = gc.placeholder(gc.float32, [3, 2])
+    joined = gc.concat([gc.tanh(x) * float(k + 1) for k in range(n)], axis=1)
+    (grad,) = gc.gradients(gc.reduce_sum(joined * joined), [x])
+    merge = fusion.Fusion._merge
+
+    def checked_merge(self, a, b, *args, **kwargs):
+        merge(self, a, b, *args, **kwargs)
+        after_merge(self)
+
+    monkeypatch.setattr(fusion.Fusion, "_merge", checked_merge)
+    module = lower([x], [joined, grad], [], [[3, 2]])
+    optimize(module)
+    return fusion.run(module)
+
+
+def test_merged_groups_edges_are_those_their_nodes_give(monkeypatch):
+    """A merge joins its two groups' kernel-graph edges instead of recomputing them from
+    the merged group's nodes: they must be the edges a rebuild finds."""
+    merges = []
+
+    def compare_with_rebuild(fusion):
+        joined = ({g: set(s) for g, s in fusion.succ.items()},
+                  {g: set(p) for g, p in fusion.pred.items()})
+        fusion._rebuild_edges()
+        assert joined == (fusion.succ, fusion.pred)
+        merges.append(1)
+
+    _fusion_of_concat_and_gradient(40, monkeypatch, compare_with_rebuild)
+    assert len(merges) >= 40
+
+
+def test_merges_into_a_concatenation_walk_each_piece_once(monkeypatch):
+    """Recomputing the merged group's edges per merge walked the whole concatenation each
+    time one more piece joined it: n^2 node visits for n pieces."""
+    from graphc.compiler.schedule import fusion
+    n, walked = 600, []
+    add_edges = fusion.Fusion._add_group_edges
+
+    def counted(self, gid):
+        walked.append(len(self.groups[gid].nodes))
+        add_edges(self, gid)
+
+    monkeypatch.setattr(fusion.Fusion, "_add_group_edges", counted)
+    _fusion_of_concat_and_gradient(n, monkeypatch, lambda fusion: None)
+    assert sum(walked) <= 20 * n, f"{sum(walked)} node visits for {n} pieces"
+
+
+def test_renumbering_merges_into_a_concatenation_searches_few_groups(monkeypatch):
+    """The merged group took the earlier group's place, after every group between the
+    two that reaches the later one: for a piece joining its concatenation, all the pieces
+    not yet merged, n^2/2 groups searched for n pieces."""
+    from graphc.compiler.schedule import fusion
+    n, reached = 600, []
+    between = fusion.Fusion._between
+
+    def counted(self, *args):
+        found = between(self, *args)
+        reached.append(args[3] if found is None else len(found))  # none: its limit
+        return found
+
+    monkeypatch.setattr(fusion.Fusion, "_between", counted)
+    _fusion_of_concat_and_gradient(n, monkeypatch, lambda fusion: None)
+    assert sum(reached) <= 20 * n, f"{sum(reached)} groups searched for {n} pieces"
+
+
+def test_cycle_checks_of_merges_into_a_concatenation_search_few_groups(monkeypatch):
+    """Each side of a merge's cycle check listed its start's neighbours up front, and the
+    side of a group with many (the concatenation, the input its pieces all read) stepped
+    even when the other had run out: n^2 groups for n pieces."""
+    n = 600
+    stats = _fusion_of_concat_and_gradient(n, monkeypatch, lambda fusion: None)
+    assert stats["groups_searched"] <= 20 * n, stats

@@ -781,12 +781,21 @@ def split(v, node, k, index):
     else:
         x, _, axis_t = node.inputs
     axis = int(np.reshape(v.constant(axis_t), -1)[0]) % len(x.dims)
-    start = v.x.const(0)
-    for j in range(k):
-        start = v.x.add(start, v.x.dim(node.outputs[j].dims[axis]))
     local = list(index)
-    local[axis] = v.x.add(index[axis], start)
+    local[axis] = v.x.add(index[axis], _split_starts(v, node, axis)[k])
     return v.view(x, local)
+
+
+def _split_starts(v, node, axis):
+    """Where each output of a split starts along `axis`, summed once per kernel: summed
+    per output, a concatenation's gradient (a split into n pieces) cost n^2 additions."""
+    key = ("split starts", node)
+    if key not in v.memo:
+        starts = [v.x.const(0)]
+        for out in node.outputs[:-1]:
+            starts.append(v.x.add(starts[-1], v.x.dim(out.dims[axis])))
+        v.memo[key] = starts
+    return v.memo[key]
 
 
 def tile(v, node, k, index):

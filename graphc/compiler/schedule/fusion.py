@@ -407,10 +407,16 @@ class Fusion:
         for gid in self.groups:
             self._add_group_edges(gid)
 
-    def _update_edges(self, changed, removed=()):
+    def _update_edges(self, changed, removed=(), joined=False):
         """Recomputes the kernel graph's edges at the groups whose nodes changed, and
         drops removed groups: a merge touches its groups' node edges only, where
-        rebuilding the whole graph per merge was quadratic in the graph."""
+        rebuilding the whole graph per merge was quadratic in the graph. joined: the one
+        removed group's nodes joined the one changed group, whose edges are then the
+        union of theirs (_join_edges)."""
+        if joined:
+            (a,), (b,) = changed, removed
+            self._join_edges(a, b)
+            return
         for gid in list(changed) + list(removed):
             for s in self.succ.pop(gid, ()):
                 self.pred[s].discard(gid)
@@ -446,13 +452,16 @@ class Fusion:
     def _renumber(self):
         self.order = {g: i for i, g in enumerate(self._topological_order())}
 
-    def _between(self, start, step, inside):
+    def _between(self, start, step, inside, limit=None):
         """Groups reached from `start` along `step` (succ or pred) through groups for
-        which inside(group number) holds; `start` not included."""
+        which inside(group number) holds; `start` not included. None once more than
+        `limit` are reached."""
         seen, stack = set(), [start]
         while stack:
             for g in step[stack.pop()]:
                 if g not in seen and inside(self.order[g]):
+                    if limit is not None and len(seen) == limit:
+                        return None
                     seen.add(g)
                     stack.append(g)
         return seen
@@ -467,17 +476,19 @@ class Fusion:
         quadratic in depth."""
         u, v = sorted((a, b), key=self.order.__getitem__)
         first, last = self.order[u], self.order[v]
-        forward = _Search(self.succ, [s for s in self.succ[u] if s != v],
-                          lambda g: self.order[g] < last)
-        backward = _Search(self.pred, [p for p in self.pred[v] if p != u],
-                           lambda g: self.order[g] > first)
+        forward = _Search(self.succ, u, v, lambda g: self.order[g] < last)
+        backward = _Search(self.pred, v, u, lambda g: self.order[g] > first)
         try:
-            if forward.meets(backward):
-                return True
-            while forward.stack and backward.stack:
-                if forward.step(backward) or backward.step(forward):
-                    return True
-            return False
+            # the side with fewer neighbours first: it may run out before the other
+            # lists a concatenation's many
+            sides = sorted([(forward, backward), (backward, forward)],
+                           key=lambda pair: len(pair[0].next[pair[0].start]))
+            while True:
+                for side, other in sides:
+                    if not side.stack or not other.stack:
+                        return False
+                    if side.step(other):
+                        return True
         finally:
             self.searched += len(forward.seen) + len(backward.seen)
 
@@ -512,14 +523,35 @@ class Fusion:
         ("after"); these are numbered again among themselves, on their own numbers and
         the earlier one's. Every other group keeps its number, and "after" stops at the
         last of "before": all the groups reached from the earlier one (the rest of a
-        backward pass) were renumbered per merge before."""
+        backward pass) were renumbered per merge before.
+
+        Or the mirror image, the merged group in the later one's place, when fewer
+        groups between them are reached from the earlier one than reach the later one:
+        a group taking many pieces one merge at a time (a concatenation of n pieces,
+        each piece reaching only it) had all the pieces not yet merged in "before" at
+        each merge, n^2 in all. The two searches run to a doubling limit, so a merge
+        costs about the smaller one."""
         u, v = sorted((a, b), key=self.order.__getitem__)
         lo, hi = self.order[u], self.order[v]
-        before = self._between(v, self.pred, lambda o: lo < o < hi)
-        top = max((self.order[g] for g in before), default=lo)
-        after = self._between(u, self.succ, lambda o: o < top)
+        limit = 8
+        while True:
+            before = self._between(v, self.pred, lambda o: lo < o < hi, limit)
+            if before is not None:
+                top = max((self.order[g] for g in before), default=lo)
+                # none: u's successors all follow u (a concatenation's many, unlisted)
+                after = self._between(u, self.succ, lambda o: o < top) if before else set()
+                place = lo
+                break
+            after = self._between(u, self.succ, lambda o: lo < o < hi, limit)
+            if after is not None:
+                bottom = min((self.order[g] for g in after), default=hi)
+                before = self._between(v, self.pred, lambda o: o > bottom) if after \
+                    else set()
+                place = hi
+                break
+            limit *= 2
         self.searched += len(before) + len(after)
-        numbers = sorted([lo] + [self.order[g] for g in after | before])
+        numbers = sorted([place] + [self.order[g] for g in after | before])
         sequence = sorted(before, key=self.order.__getitem__) + [a] + \
             sorted(after, key=self.order.__getitem__)
         del self.order[b]
@@ -541,6 +573,7 @@ class Fusion:
         ga, gb = self.groups[a], self.groups.pop(b)
         # a node in both loses a copy: it may be an output's producer now
         shared = not ga.nodes.isdisjoint(gb.nodes)
+        joinable = not shared and not self._exclusions_change(ga.nodes, gb.nodes)
         ga.nodes |= gb.nodes
         ga.facts = facts
         ga.outputs = None if shared or outputs is None else set(outputs)
@@ -548,7 +581,36 @@ class Fusion:
             s = self.group_of[n]
             s.discard(b)
             s.add(a)
-        self._update_edges([a], removed=[b])
+        self._update_edges([a], removed=[b], joined=joinable)
+
+    def _exclusions_change(self, nodes_a, nodes_b):
+        """Whether joining b's nodes to a's drops an edge that _add_group_edges would keep
+        apart: a data edge between the two whose one end is also in a third group (a
+        duplicated node), which then lies in the edge's target group. Walks b's edges."""
+        for n in nodes_b:
+            for m, data in self.out_edges.get(n, ()):
+                if data and m in nodes_a and (len(self.group_of[n]) > 1
+                                              or len(self.group_of[m]) > 1):
+                    return True
+            for m, data in self.in_edges.get(n, ()):
+                if data and m in nodes_a and (len(self.group_of[n]) > 1
+                                              or len(self.group_of[m]) > 1):
+                    return True
+        return False
+
+    def _join_edges(self, a, b):
+        """a's edges after b joined it: the union of theirs. Recomputing them from the
+        merged group's nodes (_update_edges) cost its size per merge, quadratic for a
+        group that takes its many inputs one merge at a time (a concatenation of n
+        pieces)."""
+        for step, back in ((self.succ, self.pred), (self.pred, self.succ)):
+            moved = step.pop(b)
+            for g in moved:
+                back[g].discard(b)
+                if g != a:
+                    back[g].add(a)
+            step[a] |= moved
+            step[a] -= {a, b}
 
     def _sole_group(self, n):
         gs = self.group_of[n]
@@ -1118,20 +1180,26 @@ class _Search:
     """One side of _creates_cycle's search: the groups reached from `start` along `step`
     (succ or pred) through groups for which inside(group) holds. A group counts as
     reached when it is first pushed, so that a side that runs out has reached every group
-    it can, and the other side's start groups are checked against them."""
+    it can. `start` is expanded like any group, its direct edge to the other side's
+    start (`end`) left out: listing a start's neighbours up front cost a concatenation's
+    in-degree at each merge into it, n^2 for n pieces merged one by one, where the piece's
+    side runs out at once."""
 
-    def __init__(self, step, start, inside):
+    def __init__(self, step, start, end, inside):
         self.next, self.inside = step, inside
-        self.stack = [g for g in start if inside(g)]
-        self.seen = set(self.stack)
-
-    def meets(self, other):
-        return not self.seen.isdisjoint(other.seen)
+        self.start, self.end = start, end
+        self.stack = [start]
+        self.seen = set()
 
     def step(self, other):
-        """Expands one group; True when it reaches a group the other side has reached."""
-        for n in self.next[self.stack.pop()]:
-            if n not in self.seen and self.inside(n):
+        """Expands one group; True when it reaches the other side's start, other than by
+        the direct edge, or a group the other side has reached."""
+        g = self.stack.pop()
+        for n in self.next[g]:
+            if n == self.end:
+                if g != self.start:
+                    return True
+            elif n not in self.seen and self.inside(n):
                 if n in other.seen:
                     return True
                 self.seen.add(n)
