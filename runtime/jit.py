@@ -527,9 +527,10 @@ def target_machine(target=None, for_jit=True, opt=3):
 # --------------------------------------------------------------- compile
 # Everything besides the IR and the target that decides the machine code: part of the
 # on-disk cache key (runtime/compile_cache.py). Change it when _optimize changes.
-# ("keep-variants": module_split's parts keep their vector math variants declared; objects
-# of parts split before that call sigmoid/tanh once per element and must not be loaded)
-_PIPELINE = "O3 vectorize no-unroll noinline-branchy O0-entry keep-variants"
+# ("variants-with-callers": module_split keeps the vector math functions in their
+# callers' part; objects of parts split before that call sigmoid/tanh once per element
+# and must not be loaded)
+_PIPELINE = "O3 vectorize no-unroll noinline-branchy O0-entry variants-with-callers"
 # Functions with a conditional branch (the kernels' loop nests) are not inlined into their
 # caller (the entry): inlining a loop nest into a sequence of calls gains nothing at run
 # time, and it made LLVM optimize and emit every kernel twice (its own copy and the

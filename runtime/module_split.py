@@ -39,9 +39,8 @@ _LOCAL_LINKAGE = re.compile(r"\b(internal|private)\s+")
 _GLOBAL_PREFIX = {"internal", "private", "dso_local", "unnamed_addr", "local_unnamed_addr",
                   "hidden", "default", "protected"}
 _FUNCTION_PREFIX = {"internal", "private", "dso_local", "hidden", "default", "protected"}
-# (a module's own @llvm.compiler.used would clash with the one a part adds: _keep_variants)
-_UNSPLITTABLE_HEADER = re.compile(
-    r"^(\$|@[^\n]* = [^\n]*\b(alias|ifunc)\b|@llvm\.(compiler\.)?used\b)|\bcomdat\b", re.M)
+_UNSPLITTABLE_HEADER = re.compile(r"^(\$|@[^\n]* = [^\n]*\b(alias|ifunc)\b)|\bcomdat\b",
+                                  re.M)
 _UNSPLITTABLE_SIGNATURE = re.compile(r"\b(personality|prefix|prologue|comdat|section|gc)\b")
 _OPEN, _CLOSE = "[{<(", "]}>)"
 _VECTOR_RETURN = re.compile(r"<[^<>]*>\s*$")
@@ -322,6 +321,13 @@ def _groups(functions, refs, shared_max=SHARED_MAX):
     tie a caller to its callee (see the module's docstring; shared_max None: every
     reference ties)."""
     by_name = {f.name: f for f in functions}
+    # functions with vector variants (backends/cpu/math_library.py) and the variants stay
+    # with their callers however many: in another part, the vectorizer of a caller's
+    # part left its calls scalar (an LSTM's gate kernels took 14.5 ms per step in parts
+    # against 2.6 whole: O3 drops a part's declarations of variants that only an
+    # attribute names, and keeping them declared was not enough either)
+    vectorized = {name for f in functions for m in _VARIANTS.finditer(f.signature)
+                  for name in [f.name] + _VARIANT_NAME.findall(m.group(1))}
     referrers = {f.name: 0 for f in functions}
     for f in functions:
         for name in refs[f.name]:
@@ -339,7 +345,8 @@ def _groups(functions, refs, shared_max=SHARED_MAX):
         if "optnone" in f.signature:
             continue
         for name in refs[f.name]:
-            if name in by_name and (shared_max is None or referrers[name] <= shared_max):
+            if name in by_name and (shared_max is None or referrers[name] <= shared_max
+                                    or name in vectorized):
                 parent[find(name)] = find(f.name)
     groups = {}
     for f in functions:
@@ -371,28 +378,7 @@ def _part_text(llvm_ir, functions, refs, globals_, header, part):
             out.append("declare " + _LOCAL_LINKAGE.sub("", f.signature, count=1) + "\n")
         at = f.end
     out.append(_part_header(llvm_ir[at:], globals_, part, needed, used_elsewhere))
-    out.append(_keep_variants(functions, part, needed))
     return "".join(out)
-
-
-def _keep_variants(functions, part, needed):
-    """`@llvm.compiler.used` naming the vector variants this part declares. Nothing but
-    an attribute string names them, so O3 dropped them as unused declarations before its
-    loop vectorizer ran, which then found no variant and left the calls scalar: an LSTM
-    step's gate kernel called sigmoid and tanh once per element, about 6x slower than
-    the same code compiled whole (LLVM's own inject-tli-mappings keeps the variants it
-    declares alive the same way)."""
-    variants = set()
-    for f in functions:
-        if f.name in needed and f.part != part:
-            for m in _VARIANTS.finditer(f.signature):
-                variants |= set(_VARIANT_NAME.findall(m.group(1)))
-    declared = sorted(n for n in variants
-                      if any(f.name == n and f.part != part for f in functions))
-    if not declared:
-        return ""
-    return (f"@llvm.compiler.used = appending global [{len(declared)} x ptr] ["
-            + ", ".join(f'ptr @"{n}"' for n in declared) + '], section "llvm.metadata"\n')
 
 
 def _part_header(text, globals_, part, needed, used_elsewhere):
