@@ -685,6 +685,8 @@ NOT_GENERATED = {
                     "control flow carries graphs of its own, which the generator does not "
                     "build: tests/test_control_flow.py and test_dynamic_rnn.py"),
     "Assert": "fails by design when its condition is false: tests/test_control_flow.py",
+    "RaggedBlock": "made only inside the backward loop of a loop whose variables change "
+                   "shape: tests/test_loop_shape_invariants.py",
     **dict.fromkeys(["MpiAllgather", "MpiAllreduce", "MpiBroadcast"],
                     "MPI collectives: tests/test_distribute.py runs them on 1, 2 and 3 ranks"),
     "MaxPoolGradGrad": "second derivatives of max-pool: rare in random graphs; "
