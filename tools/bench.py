@@ -144,6 +144,17 @@ def copy_bandwidth_gbps():
     return 2 * src.nbytes / best / 1e9
 
 
+def add_protocol_arguments(ap):
+    """The timing protocol's options, with peers_bench.py's defaults: the same protocol for
+    every system (tools/sitting.py takes them too)."""
+    ap.add_argument("--min-iters", type=int, default=20)
+    ap.add_argument("--min-time", type=float, default=2.0)
+    ap.add_argument("--warmup-iters", type=int, default=3)
+    ap.add_argument("--warmup-time", type=float, default=0.3)
+    ap.add_argument("--max-iters", type=int, default=200000)
+    ap.add_argument("--timeout", type=int, default=600, help="seconds per process")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--peers", default=PEERS_BENCH)
@@ -151,13 +162,7 @@ def main(argv=None):
     ap.add_argument("--backends", default="compiled,reference")
     ap.add_argument("--no-numpy", action="store_true", help="skip the NumPy baseline")
     ap.add_argument("--reps", type=int, default=2)
-    # peers_bench.py's defaults: the same protocol
-    ap.add_argument("--min-iters", type=int, default=20)
-    ap.add_argument("--min-time", type=float, default=2.0)
-    ap.add_argument("--warmup-iters", type=int, default=3)
-    ap.add_argument("--warmup-time", type=float, default=0.3)
-    ap.add_argument("--max-iters", type=int, default=200000)
-    ap.add_argument("--timeout", type=int, default=600, help="seconds per process")
+    add_protocol_arguments(ap)
     ap.add_argument("--peers-results", help="results.json written by peers_bench.py --run-all")
     ap.add_argument("--out", default="bench-results.json")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)

@@ -374,13 +374,7 @@ def parse_args(argv):
                     help="one full round, then graphc and the fastest peer REPS more times")
     ap.add_argument("--no-machine", action="store_true",
                     help="skip peers_bench.py --machine (no GEMM peak or copy bandwidth)")
-    # peers_bench.py's defaults: the same protocol for every system
-    ap.add_argument("--min-iters", type=int, default=20)
-    ap.add_argument("--min-time", type=float, default=2.0)
-    ap.add_argument("--warmup-iters", type=int, default=3)
-    ap.add_argument("--warmup-time", type=float, default=0.3)
-    ap.add_argument("--max-iters", type=int, default=200000)
-    ap.add_argument("--timeout", type=int, default=600, help="seconds per process")
+    bench.add_protocol_arguments(ap)
     args = ap.parse_args(argv)
     args.workloads = args.workloads.split(",")
     args.systems = args.systems.split(",")
