@@ -613,11 +613,7 @@ class CompiledModule:
         """The object code of the whole module, optimized here. Emitted by the target
         machine, not by MCJIT, whose code generator runs the IR verifier twice more
         (3 ms of compile_scale_8's 0.23 CPU s): the module was verified before O3."""
-        module = _parse(llvm_ir)
-        module.triple = self.target_machine.triple
-        module.data_layout = str(self.target_machine.target_data)
-        module.verify()
-        _optimize(module, self.target_machine, speed_level)
+        module = _optimized_module(llvm_ir, self.target_machine, speed_level)
         _count_optimization()
         self._optimized = module
         with _lock:
@@ -635,11 +631,8 @@ class CompiledModule:
 
     def optimized_ir(self):
         if self._optimized is None:  # a cache hit: optimize a copy to show it
-            module = _parse(self._llvm_ir)
-            module.triple = self.target_machine.triple
-            module.data_layout = str(self.target_machine.target_data)
-            _optimize(module, target_machine(self.target), self.speed_level)
-            self._optimized = module
+            self._optimized = _optimized_module(self._llvm_ir, target_machine(self.target),
+                                                self.speed_level)
         return str(self._optimized)
 
     def asm(self):
@@ -964,13 +957,20 @@ def object_code(llvm_ir, target, speed_level):
     no optimization pipeline and the code generator's fast paths (a long entry's part)."""
     initialize()
     tm = target_machine(target, opt=0 if speed_level == 0 else 3)
+    return tm.emit_object(_optimized_module(llvm_ir, tm, speed_level))
+
+
+def _optimized_module(llvm_ir, tm, speed_level):
+    """`llvm_ir` parsed for target machine `tm`, verified and optimized at `speed_level`
+    (0: left as it is): what CompiledModule, object_code and optimized_ir all emit or
+    show."""
     module = _parse(llvm_ir)
     module.triple = tm.triple
     module.data_layout = str(tm.target_data)
     module.verify()
     if speed_level > 0:
         _optimize(module, tm, speed_level)
-    return tm.emit_object(module)
+    return module
 
 
 def _store(cache, key, buf):
