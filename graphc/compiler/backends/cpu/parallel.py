@@ -498,7 +498,8 @@ class RowWindowEmitter(Emitter):
     (and with it the index check) is computed for every update, before the test, so every
     chunk records the serial loop's first failure; an update of another row skips its
     row's inner loops. A variable of 0 rows has one window, [0, 1), which stores nothing
-    (a bad index is clamped to row 0, which it does not have)."""
+    (a bad index is clamped to row 0, which it does not have: Emitter.store_target skips
+    the stores into an empty buffer)."""
 
     def __init__(self, em, builder, buffers, syms, window, lo, hi):
         super().__init__(builder, em.views, buffers, syms, em.dim_emitter, em.scalar,
@@ -511,9 +512,7 @@ class RowWindowEmitter(Emitter):
             return
         b = self.b
         row = self.value(self.window.row)
-        rows = self.value(self.window.rows)
         mine = b.and_(b.icmp_signed(">=", row, self.lo), b.icmp_signed("<", row, self.hi))
-        mine = b.and_(mine, b.icmp_signed("<", row, rows))
         with b.if_then(mine):
             super().emit_level(nest, level, by_level, deepest)
 
